@@ -1,0 +1,45 @@
+# Torch Studio: every target sets itself up; `make run` and `make test` are all a fresh machine needs.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# The CPU build of torch is small; a plain `torch` requirement would pull a multi-GB CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+export QT_QPA_PLATFORM ?= offscreen
+
+.PHONY: install run test lint demo bench gpu-check clean templates
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" || $(BIN)/python -m pip install -q torch
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+run: QT_QPA_PLATFORM=
+run: install
+	$(BIN)/torch-studio
+
+test: install
+	$(BIN)/ruff check .
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -ra
+
+lint: install
+	$(BIN)/ruff check .
+
+demo: install
+	QT_QPA_PLATFORM=offscreen $(BIN)/python tools/demo.py
+
+bench: install
+	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+gpu-check: install
+	$(BIN)/python -m pytest -q -m cuda
+
+templates: install
+	$(BIN)/python tools/make_templates.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info
