@@ -5,7 +5,6 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The CPU build of torch is small; a plain `torch` requirement would pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
-export QT_QPA_PLATFORM ?= offscreen
 
 .PHONY: install run test lint demo bench gpu-check clean templates
 
@@ -18,7 +17,6 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-run: QT_QPA_PLATFORM=
 run: install
 	$(BIN)/torch-studio
 

@@ -1,0 +1,1 @@
+"""Exporters: ONNX, torch.export, ExecuTorch, safetensors, PyTorch source, TensorBoard."""

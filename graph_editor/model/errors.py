@@ -1,0 +1,46 @@
+"""Errors of the graph model; each names what is wrong and where."""
+
+from __future__ import annotations
+
+
+class GraphError(Exception):
+    """Base class: a problem with a graph, optionally located at a node and a field."""
+
+    def __init__(self, message: str, node: str | None = None, field: str | None = None) -> None:
+        self.message = message
+        self.node = node
+        self.field = field
+        super().__init__(self.located())
+
+    def located(self) -> str:
+        where = []
+        if self.node is not None:
+            where.append(f"node '{self.node}'")
+        if self.field is not None:
+            where.append(f"field '{self.field}'")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+
+class ParamError(GraphError):
+    """A parameter value outside its type, bounds or choices."""
+
+
+class ShapeError(GraphError):
+    """A layer cannot accept the shapes it receives."""
+
+
+class CommandError(GraphError):
+    """An edit that cannot be applied (the graph is left unchanged)."""
+
+
+class GraphFileError(GraphError):
+    """A graph file that cannot be read; the message names the file, node and field at fault."""
+
+    def __init__(self, message: str, node: str | None = None, field: str | None = None,
+                 path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message, node, field)
+
+    def located(self) -> str:
+        inner = super().located()
+        return f"{self.path}: {inner}" if self.path else inner

@@ -1,0 +1,74 @@
+"""Transformer parts: attention, encoder layer, patch embedding, class token + positions."""
+
+from __future__ import annotations
+
+from ..catalog import ParamSpec, fmt_shape, layer
+from ..errors import ShapeError
+from ._rules import need_dim, need_rank
+
+CAT = "Transformer"
+
+
+def _seq(x, embed: int | None, heads: int | None = None) -> int:
+    need_rank(x, 3, "a sequence LxE")
+    e = need_dim(x, 2, embed, "embedding features")
+    if heads is not None and e % heads:
+        raise ShapeError(f"{heads} heads must divide the embedding size {e}")
+    return e
+
+
+@layer("MultiheadAttention", CAT, "Multi-head self-attention over a sequence (batch first).", [
+    ParamSpec("embed_dim", "int", None, "Embedding size (empty: taken from the input).", minimum=1, optional=True),
+    ParamSpec("num_heads", "int", 4, "Attention heads; must divide embed_dim.", minimum=1),
+    ParamSpec("dropout", "float", 0.0, "Dropout on attention weights.", minimum=0.0, maximum=1.0),
+    ParamSpec("bias", "bool", True, "Learn projection biases."),
+], prefix="attn", key_params=("num_heads",))
+def mha(p, xs):
+    _seq(xs[0], p["embed_dim"], p["num_heads"])
+    return xs[0]
+
+
+@layer("TransformerEncoderLayer", CAT, "Self-attention plus MLP with residuals and LayerNorm.", [
+    ParamSpec("d_model", "int", None, "Embedding size (empty: taken from the input).", minimum=1, optional=True),
+    ParamSpec("nhead", "int", 4, "Attention heads; must divide d_model.", minimum=1),
+    ParamSpec("dim_feedforward", "int", 512, "Hidden size of the MLP.", minimum=1),
+    ParamSpec("dropout", "float", 0.1, "Dropout probability.", minimum=0.0, maximum=1.0),
+    ParamSpec("activation", "choice", "gelu", "MLP activation.", choices=("relu", "gelu")),
+    ParamSpec("layer_norm_eps", "float", 1e-5, "LayerNorm epsilon.", minimum=0.0),
+    ParamSpec("norm_first", "bool", True, "Pre-norm (as in ViT) instead of post-norm."),
+], prefix="encoder", display="Transformer Encoder", key_params=("nhead", "dim_feedforward"))
+def encoder_layer(p, xs):
+    _seq(xs[0], p["d_model"], p["nhead"])
+    return xs[0]
+
+
+@layer("PatchEmbed", CAT, "Cuts an image into patches and projects each to a token (ViT stem).", [
+    ParamSpec("in_channels", "int", None, "Image channels (empty: taken from the input).", minimum=1, optional=True),
+    ParamSpec("embed_dim", "int", 192, "Token size.", minimum=1),
+    ParamSpec("patch_size", "int", 16, "Square patch side in pixels.", minimum=1),
+], prefix="patch", display="Patch Embedding", key_params=("embed_dim", "patch_size"))
+def patch_embed(p, xs):
+    (x,) = xs
+    need_rank(x, 4, "CxHxW input")
+    need_dim(x, 1, p["in_channels"], "channels")
+    ps = p["patch_size"]
+    if x[2] % ps or x[3] % ps:
+        raise ShapeError(f"patch size {ps} must divide the image size {x[2]}x{x[3]}")
+    return (x[0], (x[2] // ps) * (x[3] // ps), p["embed_dim"])
+
+
+@layer("ClassTokenPosEmbed", CAT, "Prepends a learned class token and adds learned position embeddings.", [
+    ParamSpec("num_tokens", "int", None, "Tokens before the class token (empty: from the input).", minimum=1,
+              optional=True),
+    ParamSpec("embed_dim", "int", None, "Token size (empty: from the input).", minimum=1, optional=True),
+    ParamSpec("class_token", "bool", True, "Prepend a class token."),
+    ParamSpec("dropout", "float", 0.0, "Dropout after adding positions.", minimum=0.0, maximum=1.0),
+], prefix="pos", display="Class Token + Positions")
+def cls_pos(p, xs):
+    (x,) = xs
+    need_rank(x, 3, "a sequence LxE")
+    need_dim(x, 1, p["num_tokens"], "tokens")
+    need_dim(x, 2, p["embed_dim"], "embedding features")
+    if len(x) != 3:
+        raise ShapeError(f"expects LxE, receives {fmt_shape(x)}")
+    return (x[0], x[1] + (1 if p["class_token"] else 0), x[2])

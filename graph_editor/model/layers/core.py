@@ -1,0 +1,83 @@
+"""Input, Output, Linear, Identity, Dropout and Embedding."""
+
+from __future__ import annotations
+
+from ..catalog import ParamSpec, PortSpec, fmt_shape, layer
+from ..errors import ShapeError
+from ._rules import prod
+
+CAT = "Core"
+
+
+@layer("Input", "Input / Output", "The network's input; its shape and dtype come from the graph's input spec.",
+       inputs=(), prefix="input")
+def input_(p, xs):
+    raise ShapeError("takes its shape from the graph's input spec")  # inference handles Input itself
+
+
+@layer("Output", "Input / Output", "The network's output: logits, one per class.",
+       outputs=(), prefix="output")
+def output(p, xs):
+    (x,) = xs
+    return x
+
+
+@layer("Linear", CAT, "Fully connected layer y = xW^T + b over the last dimension.", [
+    ParamSpec("in_features", "int", None, "Input features (empty: taken from the input).", minimum=1, optional=True),
+    ParamSpec("out_features", "int", 10, "Output features.", minimum=1),
+    ParamSpec("bias", "bool", True, "Learn an additive bias."),
+], prefix="fc", key_params=("out_features",))
+def linear(p, xs):
+    (x,) = xs
+    if len(x) < 2:
+        raise ShapeError("expects at least a 1-D input per sample")
+    expected = p["in_features"]
+    if expected is not None and x[-1] != expected:
+        hint = ""
+        if len(x) > 2:
+            flat = prod(x[1:])
+            hint = f" (last dim of {fmt_shape(x)}; flattened it would be {fmt_shape(x)}={flat}: add a Flatten)"
+        raise ShapeError(f"expects {expected} input features, receives {x[-1]}{hint}")
+    return (*x[:-1], p["out_features"])
+
+
+@layer("Identity", CAT, "Passes its input through unchanged.", prefix="identity")
+def identity(p, xs):
+    return xs[0]
+
+
+@layer("Dropout", "Regularisation", "Zeroes elements with probability p while training.", [
+    ParamSpec("p", "float", 0.5, "Drop probability.", minimum=0.0, maximum=1.0),
+], prefix="dropout", key_params=("p",))
+def dropout(p, xs):
+    return xs[0]
+
+
+@layer("Dropout2d", "Regularisation", "Zeroes whole channels with probability p while training.", [
+    ParamSpec("p", "float", 0.5, "Drop probability.", minimum=0.0, maximum=1.0),
+], prefix="dropout", key_params=("p",))
+def dropout2d(p, xs):
+    (x,) = xs
+    if len(x) not in (3, 4):
+        raise ShapeError(f"expects CxHxW input, receives {fmt_shape(x)}")
+    return x
+
+
+@layer("Embedding", "Core", "Learned vectors for integer categories (e.g. categorical tabular columns).", [
+    ParamSpec("num_embeddings", "int", 10, "Number of categories.", minimum=1),
+    ParamSpec("embedding_dim", "int", 8, "Size of each vector.", minimum=1),
+    ParamSpec("columns", "ints", None, "Input columns holding category codes (empty: the whole input).",
+              minimum=0, optional=True),
+], inputs=(PortSpec("in", doc="category codes, or a tabular row with codes in `columns`"),),
+    prefix="embed", key_params=("num_embeddings", "embedding_dim"))
+def embedding(p, xs):
+    (x,) = xs
+    cols = p["columns"]
+    if not cols:
+        return (*x, p["embedding_dim"])
+    if len(x) != 2:
+        raise ShapeError(f"expects a tabular row (1-D per sample) when columns are set, receives {fmt_shape(x)}")
+    bad = [c for c in cols if c >= x[1]]
+    if bad:
+        raise ShapeError(f"column {bad[0]} does not exist: the input has {x[1]} columns")
+    return (x[0], len(cols) * p["embedding_dim"])

@@ -1,0 +1,49 @@
+"""Layers that join several inputs: Add, Multiply, Concat."""
+
+from __future__ import annotations
+
+from ..catalog import ParamSpec, PortSpec, fmt_shape, layer
+from ..errors import ShapeError
+from ._rules import norm_dim
+
+CAT = "Merge"
+_MANY = (PortSpec("in", variadic=True, min_count=2, doc="two or more tensors"),)
+
+
+def _broadcast(xs, what: str):
+    rank = max(len(x) for x in xs)
+    out = []
+    for i in range(rank):
+        sizes = {x[i - rank + len(x)] for x in xs if i - rank + len(x) >= 0} - {1}
+        if len(sizes) > 1:
+            shapes = ", ".join(fmt_shape(x) for x in xs)
+            raise ShapeError(f"cannot {what} shapes {shapes}: they differ in dim {i} and do not broadcast")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+@layer("Add", CAT, "Element-wise sum (residual connections); shapes broadcast.", inputs=_MANY, prefix="add")
+def add(p, xs):
+    return _broadcast(xs, "add")
+
+
+@layer("Multiply", CAT, "Element-wise product (gating, squeeze-excite); shapes broadcast.", inputs=_MANY,
+       prefix="mul")
+def multiply(p, xs):
+    return _broadcast(xs, "multiply")
+
+
+@layer("Concat", CAT, "Joins tensors along a dimension (channels by default).", [
+    ParamSpec("dim", "int", 1, "Dimension to join along (batch is 0)."),
+], inputs=_MANY, prefix="cat", key_params=("dim",))
+def concat(p, xs):
+    ranks = {len(x) for x in xs}
+    if len(ranks) > 1:
+        raise ShapeError(f"inputs differ in rank: {', '.join(fmt_shape(x) for x in xs)}")
+    d = norm_dim(p["dim"], len(xs[0]))
+    if d == 0:
+        raise ShapeError("cannot concatenate along the batch dimension")
+    for x in xs[1:]:
+        if any(a != b for i, (a, b) in enumerate(zip(x, xs[0], strict=True)) if i != d):
+            raise ShapeError(f"inputs must match except in dim {d}: {', '.join(fmt_shape(x) for x in xs)}")
+    return (*xs[0][:d], sum(x[d] for x in xs), *xs[0][d + 1:])

@@ -1,0 +1,69 @@
+"""Normalisation layers."""
+
+from __future__ import annotations
+
+from ..catalog import ParamSpec, fmt_shape, layer
+from ..errors import ShapeError
+from ._rules import need_dim, need_rank
+
+CAT = "Normalisation"
+
+_EPS = ParamSpec("eps", "float", 1e-5, "Added to the variance for stability.", minimum=0.0)
+
+
+def _bn_params() -> list[ParamSpec]:
+    return [
+        ParamSpec("num_features", "int", None, "Channels (empty: taken from the input).", minimum=1, optional=True),
+        _EPS,
+        ParamSpec("momentum", "float", 0.1, "Running statistics update rate.", minimum=0.0, maximum=1.0),
+        ParamSpec("affine", "bool", True, "Learn a scale and shift."),
+    ]
+
+
+@layer("BatchNorm1d", CAT, "Batch normalisation over features (N x C or N x C x L).", _bn_params(),
+       prefix="bn")
+def batchnorm1d(p, xs):
+    (x,) = xs
+    need_rank(x, (2, 3), "C or CxL input")
+    need_dim(x, 1, p["num_features"], "features")
+    return x
+
+
+@layer("BatchNorm2d", CAT, "Batch normalisation over the channels of an image.", _bn_params(), prefix="bn")
+def batchnorm2d(p, xs):
+    (x,) = xs
+    need_rank(x, 4, "CxHxW input")
+    need_dim(x, 1, p["num_features"], "channels")
+    return x
+
+
+@layer("LayerNorm", CAT, "Normalises over the trailing dimensions of each sample.", [
+    ParamSpec("normalized_shape", "ints", None, "Trailing dims to normalise (empty: the last one).",
+              minimum=1, optional=True),
+    _EPS,
+    ParamSpec("elementwise_affine", "bool", True, "Learn a scale and shift."),
+], prefix="ln")
+def layernorm(p, xs):
+    (x,) = xs
+    shape = p["normalized_shape"]
+    if shape and tuple(x[-len(shape):]) != tuple(shape):
+        raise ShapeError(f"expects trailing dims {fmt_shape((0, *shape))}, receives {fmt_shape(x)}")
+    if len(x) < 2:
+        raise ShapeError("expects at least a 1-D input per sample")
+    return x
+
+
+@layer("GroupNorm", CAT, "Normalises groups of channels of each sample.", [
+    ParamSpec("num_groups", "int", 8, "Number of channel groups.", minimum=1),
+    ParamSpec("num_channels", "int", None, "Channels (empty: taken from the input).", minimum=1, optional=True),
+    _EPS,
+    ParamSpec("affine", "bool", True, "Learn a scale and shift."),
+], prefix="gn", key_params=("num_groups",))
+def groupnorm(p, xs):
+    (x,) = xs
+    if len(x) < 2:
+        raise ShapeError("expects channels")
+    c = need_dim(x, 1, p["num_channels"], "channels")
+    if c % p["num_groups"]:
+        raise ShapeError(f"num_groups {p['num_groups']} must divide the {c} channels")
+    return x

@@ -1,0 +1,52 @@
+"""Pooling layers."""
+
+from __future__ import annotations
+
+from ..catalog import ParamSpec, fmt_shape, layer
+from ..errors import ShapeError
+from ._rules import conv_out, need_rank
+
+CAT = "Pooling"
+
+
+def _pool_params(dilation: bool) -> list[ParamSpec]:
+    params = [
+        ParamSpec("kernel_size", "ints", [2, 2], "Window size.", minimum=1, length=2),
+        ParamSpec("stride", "ints", None, "Step (empty: the kernel size).", minimum=1, length=2, optional=True),
+        ParamSpec("padding", "ints", [0, 0], "Implicit padding on each side.", minimum=0, length=2),
+        ParamSpec("ceil_mode", "bool", False, "Round the output size up instead of down."),
+    ]
+    if dilation:
+        params.insert(3, ParamSpec("dilation", "ints", [1, 1], "Spacing of the window.", minimum=1, length=2))
+    return params
+
+
+def _pool(p, xs):
+    (x,) = xs
+    need_rank(x, 4, "CxHxW input")
+    stride = p["stride"] or p["kernel_size"]
+    dilation = p.get("dilation") or [1, 1]
+    out = []
+    for i in range(2):
+        k, pad = p["kernel_size"][i], p["padding"][i]
+        if pad * 2 > k:
+            raise ShapeError(f"padding {pad} must be at most half the kernel size {k}")
+        out.append(conv_out(x[2 + i], k, stride[i], pad, dilation[i], p["ceil_mode"]))
+    if min(out) < 1:
+        raise ShapeError(f"window {fmt_shape((0, *p['kernel_size']))} is larger than the input {fmt_shape(x)}")
+    return (x[0], x[1], *out)
+
+
+layer("MaxPool2d", CAT, "Maximum over each window.", _pool_params(True), prefix="pool",
+      key_params=("kernel_size", "stride"))(_pool)
+layer("AvgPool2d", CAT, "Average over each window.", _pool_params(False), prefix="pool",
+      key_params=("kernel_size", "stride"))(_pool)
+
+
+@layer("AdaptiveAvgPool2d", CAT, "Averages to a fixed output size whatever the input size.", [
+    ParamSpec("output_size", "ints", [1, 1], "Output height and width.", minimum=1, length=2),
+], prefix="avgpool", key_params=("output_size",))
+def adaptive_avg_pool2d(p, xs):
+    (x,) = xs
+    need_rank(x, (3, 4), "CxHxW input")
+    return (*x[:-2], *p["output_size"])

@@ -1,0 +1,191 @@
+"""Validation: every problem of a graph, each attached to a node (and port or field).
+
+Shape inference runs the catalog's pure-Python shape rules in topological order, so the
+editor can check a graph on every keystroke without torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .catalog import Shape, fmt_shape
+from .errors import ParamError, ShapeError
+from .graph import Graph
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a graph, located at a node (None for graph-wide problems)."""
+
+    node: str | None
+    message: str
+    port: str | None = None
+    field: str | None = None
+    severity: str = "error"  # or "warning"
+
+    def __str__(self) -> str:
+        where = self.node or "graph"
+        if self.port:
+            where += f".{self.port}"
+        elif self.field:
+            where += f" [{self.field}]"
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Inference:
+    """Output shape of every node that could be inferred, and every problem found."""
+
+    shapes: dict[str, Shape] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.severity == "error" for p in self.problems)
+
+    def errors_by_node(self) -> dict[str | None, list[Problem]]:
+        out: dict[str | None, list[Problem]] = {}
+        for p in self.problems:
+            out.setdefault(p.node, []).append(p)
+        return out
+
+
+def validate(graph: Graph, batch: int = 1) -> Inference:
+    """Check structure, parameters and shapes; never raises for a bad graph."""
+    result = Inference()
+    problems = result.problems
+    _check_io_nodes(graph, problems)
+    order = graph.topological_order()
+    if order is None:
+        _report_cycle(graph, problems)
+        return result
+    result.order = order
+    params_ok = _check_params(graph, problems)
+    for node_id in order:
+        node = graph.nodes[node_id]
+        spec = node.spec
+        if spec is None:
+            continue
+        if spec.is_source:
+            if node.type == "Input":
+                result.shapes[node_id] = (batch, *graph.input_spec.shape)
+            continue
+        ins = _wired_inputs(graph, node_id, problems)
+        if ins is None or node_id not in params_ok:
+            continue
+        shapes = [result.shapes.get(src) for src in ins]
+        if any(s is None for s in shapes):
+            continue  # an upstream problem is already reported
+        try:
+            out = spec.infer(params_ok[node_id], shapes)  # type: ignore[arg-type]
+        except ShapeError as exc:
+            problems.append(Problem(node_id, f"{spec.display} {node.title} {exc.message}"))
+            continue
+        result.shapes[node_id] = tuple(out)
+        if node.type == "Output":
+            _check_logits(graph, node_id, tuple(out), problems)
+    _check_reachability(graph, problems)
+    return result
+
+
+def _check_io_nodes(graph: Graph, problems: list[Problem]) -> None:
+    for type_ in ("Input", "Output"):
+        nodes = graph.nodes_of_type(type_)
+        if not nodes:
+            problems.append(Problem(None, f"the graph has no {type_} node"))
+        for extra in nodes[1:]:
+            problems.append(Problem(extra.id, f"only one {type_} node is allowed ({nodes[0].id} is the first)"))
+
+
+def _report_cycle(graph: Graph, problems: list[Problem]) -> None:
+    indeg = {n: 0 for n in graph.nodes}
+    for e in graph.edges:
+        indeg[e.dst] += 1
+    # Strip nodes that are not on a cycle; what remains is in (or downstream of) one.
+    remaining = dict(indeg)
+    ready = [n for n, d in remaining.items() if d == 0]
+    while ready:
+        n = ready.pop()
+        del remaining[n]
+        for m in graph.successors(n):
+            if m in remaining:
+                remaining[m] -= 1
+                if remaining[m] == 0:
+                    ready.append(m)
+    on_cycle = [n for n in remaining if any(graph.reaches(s, n) for s in graph.successors(n))]
+    for n in on_cycle or list(remaining):
+        problems.append(Problem(n, "is part of a cycle: a network must flow one way from Input to Output"))
+
+
+def _check_params(graph: Graph, problems: list[Problem]) -> dict[str, dict]:
+    ok = {}
+    for node in graph:
+        spec = node.spec
+        if spec is None:
+            problems.append(Problem(node.id, f"unknown layer type '{node.type}'", field="type"))
+            continue
+        try:
+            ok[node.id] = spec.check_params(node.params)
+        except ParamError as exc:
+            problems.append(Problem(node.id, exc.message, field=exc.field))
+    return ok
+
+
+def _wired_inputs(graph: Graph, node_id: str, problems: list[Problem]) -> list[str] | None:
+    """Sources of the node's inputs in port order, or None (with problems) when miswired."""
+    node = graph.nodes[node_id]
+    spec = node.spec
+    assert spec is not None
+    edges = graph.in_edges(node_id)
+    srcs: list[str] = []
+    good = True
+    for port in spec.inputs:
+        wires = [e for e in edges if e.dst_port == port.name]
+        if port.variadic:
+            if len(wires) < port.min_count:
+                problems.append(Problem(node_id, f"needs at least {port.min_count} inputs on '{port.name}', "
+                                                 f"has {len(wires)}", port=port.name))
+                good = False
+        elif not wires:
+            problems.append(Problem(node_id, f"input '{port.name}' is not connected", port=port.name))
+            good = False
+        elif len(wires) > 1:
+            froms = ", ".join(e.src for e in wires)
+            problems.append(Problem(node_id, f"input '{port.name}' is connected twice ({froms})", port=port.name))
+            good = False
+        srcs.extend(e.src for e in wires)
+    for e in edges:
+        if spec.input_port(e.dst_port) is None:
+            problems.append(Problem(node_id, f"has no input port '{e.dst_port}' (wired from {e.src})", port=e.dst_port))
+            good = False
+    return srcs if good else None
+
+
+def _check_logits(graph: Graph, node_id: str, shape: Shape, problems: list[Problem]) -> None:
+    expected = graph.num_classes
+    if len(shape) != 2 or shape[1] != expected:
+        problems.append(Problem(node_id, f"Output expects logits of shape {expected} (one per class), "
+                                         f"receives {fmt_shape(shape)}", port="in"))
+
+
+def _check_reachability(graph: Graph, problems: list[Problem]) -> None:
+    inputs = graph.nodes_of_type("Input")
+    outputs = graph.nodes_of_type("Output")
+    if not inputs or not outputs:
+        return
+    preds: dict[str, list[str]] = {}
+    for e in graph.edges:
+        preds.setdefault(e.dst, []).append(e.src)
+    feeds_output, stack = set(), [outputs[0].id]
+    while stack:
+        n = stack.pop()
+        if n not in feeds_output:
+            feeds_output.add(n)
+            stack.extend(preds.get(n, ()))
+    for node in graph:
+        if node.spec is None or node.type in ("Input", "Output"):
+            continue
+        if node.id not in feeds_output:
+            problems.append(Problem(node.id, "does not lead to the Output: its result is unused",
+                                    severity="warning"))

@@ -1,0 +1,1 @@
+"""The Qt node canvas of the graph editor."""

@@ -1,0 +1,50 @@
+"""``torch-studio``: with no arguments it opens the studio; subcommands work headless.
+
+Each group of subcommands lives in its own module with a ``register(subparsers)`` function,
+so that adding a command is one new small file and one line in ``_COMMAND_MODULES``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+_COMMAND_MODULES = (
+    "studio.cli_graph",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torch-studio",
+        description="Design, inspect, train and export PyTorch classification networks. "
+                    "Run without a command to open the studio.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    if not args_list or args_list[0].endswith(".graph.json"):
+        return _open_studio(args_list)
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+def _open_studio(paths: list[str]) -> int:
+    try:
+        app = importlib.import_module("studio.app")
+    except ModuleNotFoundError as exc:
+        if exc.name != "studio.app":
+            raise
+        build_parser().print_help()
+        return 0
+    return int(app.run(paths))

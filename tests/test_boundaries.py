@@ -1,0 +1,66 @@
+"""The package boundaries of DESIGN.md, checked on the source (imports inside functions too)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+QT = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph", "qtpy", "shiboken6")
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+                "import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+            names.add(str(node.args[0].value))
+    return names
+
+
+def sources(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def offenders(package: str, forbidden: tuple[str, ...], skip: tuple[str, ...] = ()) -> list[str]:
+    out = []
+    for path in sources(package):
+        rel = path.relative_to(ROOT).as_posix()
+        if any(rel.startswith(s) for s in skip):
+            continue
+        for name in imported_modules(path):
+            if name.split(".")[0] in forbidden or any(name == f or name.startswith(f + ".") for f in forbidden):
+                out.append(f"{rel} imports {name}")
+    return out
+
+
+def test_no_qt_outside_studio_and_editor_ui():
+    for package in ("graph_editor", "trainer", "exporters"):
+        assert offenders(package, QT, skip=("graph_editor/ui/",)) == []
+
+
+def test_model_imports_neither_torch_nor_qt():
+    assert offenders("graph_editor/model", ("torch", "numpy", *QT)) == []
+
+
+def test_nothing_imports_studio():
+    assert offenders("graph_editor", ("studio",)) == []
+    assert offenders("trainer", ("studio",)) == []
+    assert offenders("exporters", ("studio",)) == []
+
+
+def test_layering():
+    assert offenders("graph_editor", ("trainer", "exporters")) == []
+    assert offenders("trainer", ("exporters",)) == []
+    assert offenders("trainer", ("graph_editor.ui",)) == []
+
+
+def test_the_check_sees_lazy_imports(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("def f():\n    import PySide6.QtCore\n    __import__('torch')\n")
+    assert {"PySide6.QtCore", "torch"} <= imported_modules(f)

@@ -1,0 +1,1 @@
+"""The training side of Torch Studio: run specs, datasets, the loop, the worker, the run store."""
