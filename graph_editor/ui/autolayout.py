@@ -1,0 +1,156 @@
+"""Layered left-to-right layout: a pure function from a graph to node positions.
+
+Sugiyama-style, kept small: nodes go in columns by topological generation (the longest
+path from a source), long wires get virtual nodes so they take part in ordering, the order
+within each column is improved by barycentre sweeps (alternately left-to-right and back,
+keeping an order only when it crosses fewer wires), and rows are then placed near the
+average of their neighbours so chains come out straight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import networkx as nx
+
+from ..model import Graph
+
+DEFAULT_SIZE = (180.0, 90.0)
+H_GAP = 90.0
+V_GAP = 40.0
+SWEEPS = 8
+
+
+def layered_layout(graph: Graph, ids: Iterable[str] | None = None,
+                   sizes: dict[str, tuple[float, float]] | None = None) -> dict[str, tuple[float, float]]:
+    """Positions (top-left corners) for ``ids`` (default all nodes), flowing left to right.
+
+    ``sizes`` gives node boxes (width, height) so columns and rows do not overlap; the laid
+    out block keeps the top-left corner the nodes had before.
+    """
+    keep = list(graph.nodes) if ids is None else [i for i in dict.fromkeys(ids) if i in graph.nodes]
+    if not keep:
+        return {}
+    sizes = sizes or {}
+    dag = _acyclic(graph, keep)
+    layers = _layers_with_virtuals(dag)
+    _reduce_crossings(dag, layers, graph)
+    pos = _coordinates(dag, layers, sizes)
+    x0 = min(graph.nodes[i].position[0] for i in keep)
+    y0 = min(graph.nodes[i].position[1] for i in keep)
+    px = min(p[0] for i, p in pos.items() if i in graph.nodes)
+    py = min(p[1] for i, p in pos.items() if i in graph.nodes)
+    return {i: (round(pos[i][0] - px + x0, 1), round(pos[i][1] - py + y0, 1)) for i in keep}
+
+
+def _acyclic(graph: Graph, keep: list[str]) -> nx.DiGraph:
+    inside = set(keep)
+    dag = nx.DiGraph()
+    dag.add_nodes_from(keep)
+    dag.add_edges_from((e.src, e.dst) for e in graph.edges if e.src in inside and e.dst in inside)
+    while True:  # a graph being drawn may have a cycle: drop one wire of each until none is left
+        try:
+            cycle = nx.find_cycle(dag)
+        except nx.NetworkXNoCycle:
+            return dag
+        dag.remove_edge(*cycle[-1][:2])
+
+
+def _layers_with_virtuals(dag: nx.DiGraph) -> list[list[str]]:
+    rank = {}
+    for depth, generation in enumerate(nx.topological_generations(dag)):
+        for n in generation:
+            rank[n] = depth
+    layers: list[list[str]] = [[] for _ in range(max(rank.values()) + 1)]
+    for n in dag.nodes:  # insertion order = the graph's order: a stable start
+        layers[rank[n]].append(n)
+    for u, v in list(dag.edges):
+        if rank[v] - rank[u] > 1:  # a long wire: one virtual node per column it crosses
+            dag.remove_edge(u, v)
+            prev = u
+            for r in range(rank[u] + 1, rank[v]):
+                virtual = ("virtual", u, v, r)
+                dag.add_node(virtual, virtual=True)
+                layers[r].append(virtual)
+                dag.add_edge(prev, virtual)
+                prev = virtual
+            dag.add_edge(prev, v)
+    return layers
+
+
+def _reduce_crossings(dag: nx.DiGraph, layers: list[list], graph: Graph) -> None:
+    def y_of(n) -> float:
+        return graph.nodes[n].position[1] if n in graph.nodes else 0.0
+
+    for layer in layers:  # start from the order the user drew
+        layer.sort(key=y_of)
+    best = [list(layer) for layer in layers]
+    best_crossings = _crossings(dag, layers)
+    for sweep in range(SWEEPS):
+        down = sweep % 2 == 0
+        indices = range(1, len(layers)) if down else range(len(layers) - 2, -1, -1)
+        for li in indices:
+            ref = {n: k for k, n in enumerate(layers[li - 1 if down else li + 1])}
+            neighbours = dag.predecessors if down else dag.successors
+
+            def barycentre(n, k, ref=ref, neighbours=neighbours) -> float:
+                near = [ref[m] for m in neighbours(n) if m in ref]
+                return sum(near) / len(near) if near else float(k)
+
+            layers[li] = [n for _, n in sorted(((barycentre(n, k), n) for k, n in enumerate(layers[li])),
+                                               key=lambda t: t[0])]
+        crossings = _crossings(dag, layers)
+        if crossings < best_crossings:
+            best, best_crossings = [list(layer) for layer in layers], crossings
+    layers[:] = best
+
+
+def _crossings(dag: nx.DiGraph, layers: list[list]) -> int:
+    total = 0
+    for left, right in zip(layers, layers[1:], strict=False):
+        li = {n: k for k, n in enumerate(left)}
+        ri = {n: k for k, n in enumerate(right)}
+        wires = sorted((li[u], ri[v]) for u in left for v in dag.successors(u) if v in ri)
+        for a in range(len(wires)):
+            for b in range(a + 1, len(wires)):
+                if wires[a][0] < wires[b][0] and wires[a][1] > wires[b][1]:
+                    total += 1
+    return total
+
+
+def _coordinates(dag: nx.DiGraph, layers: list[list], sizes: dict[str, tuple[float, float]]
+                 ) -> dict[object, tuple[float, float]]:
+    def size(n) -> tuple[float, float]:
+        return (0.0, 0.0) if dag.nodes[n].get("virtual") else sizes.get(n, DEFAULT_SIZE)
+
+    pos: dict[object, tuple[float, float]] = {}
+    x = 0.0
+    for layer in layers:
+        width = max((size(n)[0] for n in layer), default=0.0)
+        # Each row wants the centre height of its predecessors; rows keep their order and gaps.
+        wants = []
+        for n in layer:
+            near = [pos[m][1] + size(m)[1] / 2 for m in dag.predecessors(n) if m in pos]
+            wants.append(sum(near) / len(near) - size(n)[1] / 2 if near else None)
+        ys = _pack(wants, [size(n)[1] for n in layer])
+        for n, y in zip(layer, ys, strict=True):
+            pos[n] = (x, y)
+        x += width + H_GAP
+    return pos
+
+
+def _pack(wants: list[float | None], heights: list[float]) -> list[float]:
+    """Rows at their wanted heights where possible, in order and at least V_GAP apart; then
+    the column shifts so that on average rows sit where they want to be."""
+    ys: list[float] = []
+    low: float | None = None
+    for want, h in zip(wants, heights, strict=True):
+        if want is None:
+            y = low if low is not None else 0.0
+        else:
+            y = want if low is None else max(want, low)
+        ys.append(y)
+        low = y + h + V_GAP
+    misses = [w - y for w, y in zip(wants, ys, strict=True) if w is not None]
+    shift = sum(misses) / len(misses) if misses else -(ys[-1] + heights[-1] - ys[0]) / 2
+    return [y + shift for y in ys]

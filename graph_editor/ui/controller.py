@@ -1,0 +1,288 @@
+"""The editor's controller: every edit the canvas or a dock asks for becomes one undo step.
+
+Views emit *intents* with node ids; the controller turns each into the model's commands
+(:mod:`graph_editor.model.commands`) wrapped in :class:`~graph_editor.ui.undo.ModelCommand`
+on a ``QUndoStack``. An edit the model refuses never reaches the stack: the intent returns
+the reason (and emits it on ``refused``), so a view can show it where the user is looking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from PySide6.QtCore import QMimeData, QObject, Signal
+from PySide6.QtGui import QGuiApplication, QUndoStack
+
+from ..model import (
+    AddNode,
+    Command,
+    Connect,
+    Disconnect,
+    Edge,
+    Graph,
+    GraphError,
+    GroupNodes,
+    InputSpec,
+    Macro,
+    MoveNodes,
+    RemoveNodes,
+    RenameLabel,
+    SetGroupCollapsed,
+    SetParam,
+    SetSpec,
+    Ungroup,
+    get_layer,
+)
+from . import clipboard
+from .autolayout import layered_layout
+from .mime import GRAPH_MIME
+from .undo import ModelCommand
+
+Apply = Callable[[Command], Command]
+PASTE_OFFSET = 40.0
+
+
+class EditorController(QObject):
+    """Turns intents (node ids, ports, values) into undoable model commands.
+
+    Every intent returns ``None`` when it was applied and a reason string when it was
+    refused; the reason is also emitted on ``refused``.
+    """
+
+    graph_replaced = Signal(object)  # Graph
+    refused = Signal(str)
+    node_added = Signal(str)
+    selection_changed = Signal(list)
+
+    def __init__(self, graph: Graph, undo_stack: QUndoStack, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._graph = graph
+        self.undo_stack = undo_stack
+        self.last_added: str | None = None
+        self.last_pasted: list[str] = []
+        self._selection: list[str] = []
+
+    # ---------------------------------------------------------------- the graph
+    @property
+    def graph(self) -> Graph:
+        return self._graph
+
+    def set_graph(self, graph: Graph) -> None:
+        """Edit another graph (new file, open): the undo history belongs to the old one."""
+        self.undo_stack.clear()
+        self._graph = graph
+        self._selection = []
+        self.graph_replaced.emit(graph)
+        self.selection_changed.emit([])
+
+    # ---------------------------------------------------------------- selection
+    @property
+    def selection(self) -> list[str]:
+        return list(self._selection)
+
+    def select(self, ids: Iterable[str]) -> None:
+        """Make ``ids`` (nodes or group ids) the selection; unknown ids are dropped."""
+        known = set(self._graph.nodes) | set(self._graph.groups)
+        ids = [i for i in dict.fromkeys(ids) if i in known]
+        if ids != self._selection:
+            self._selection = ids
+            self.selection_changed.emit(list(ids))
+
+    def select_all(self) -> None:
+        self.select(self._graph.nodes)
+
+    def expand_ids(self, ids: Iterable[str]) -> list[str]:
+        """Node ids for ``ids`` where a group id stands for all of its nodes."""
+        out: list[str] = []
+        for i in ids:
+            group = self._graph.groups.get(i)
+            out.extend(group.nodes if group else [i])
+        return list(dict.fromkeys(out))
+
+    # ---------------------------------------------------------------- plumbing
+    def _refuse(self, reason: str) -> str:
+        self.refused.emit(reason)
+        return reason
+
+    def _push(self, make: Callable[[], Command]) -> str | None:
+        """Build a command (which checks itself) and push it; a refusal returns its reason."""
+        try:
+            command = make()
+        except GraphError as exc:
+            return self._refuse(exc.message)
+        self.undo_stack.push(ModelCommand(command))
+        return None
+
+    def _compound(self, text: str, steps: Callable[[Apply], Any]) -> str | None:
+        """Apply several commands as one undo step; if any is refused, none stays applied."""
+        macro = Macro(text)
+
+        def apply(command: Command) -> Command:
+            command.redo()
+            macro.commands.append(command)
+            return command
+
+        try:
+            steps(apply)
+        except GraphError as exc:
+            macro.undo()
+            return self._refuse(exc.message)
+        if macro.commands:
+            self.undo_stack.push(ModelCommand(macro, applied=True))
+        return None
+
+    # ---------------------------------------------------------------- intents
+    def add_node(self, type_: str, pos: tuple[float, float] = (0.0, 0.0),
+                 params: dict[str, Any] | None = None) -> str | None:
+        """Add a layer of ``type_`` at ``pos``; its id is in ``last_added`` and ``node_added``."""
+        holder: list[AddNode] = []
+
+        def make() -> Command:
+            holder.append(AddNode(self._graph, type_, None, params, pos))
+            return holder[0]
+
+        reason = self._push(make)
+        if reason is None:
+            self.last_added = holder[0].node_id
+            self.node_added.emit(self.last_added)
+        return reason
+
+    def remove_nodes(self, ids: Iterable[str]) -> str | None:
+        """Delete nodes (a group id deletes its nodes) with their wires."""
+        node_ids = self.expand_ids(ids)
+        reason = self._push(lambda: RemoveNodes(self._graph, node_ids))
+        if reason is None:
+            self.select(i for i in self._selection if i not in node_ids)
+        return reason
+
+    def connection_problem(self, src: str, src_port: str, dst: str, dst_port: str) -> str | None:
+        """Why this wire cannot be drawn (None when it can); the canvas asks while dragging."""
+        return self._graph.connection_problem(Edge(src, dst, src_port, dst_port))
+
+    def connect(self, src: str, src_port: str, dst: str, dst_port: str) -> str | None:
+        """Wire an output to an input; an occupied single input has its wire replaced."""
+        return self._push(lambda: Connect(self._graph, Edge(src, dst, src_port, dst_port)))
+
+    def disconnect(self, edge: Edge) -> str | None:
+        return self._push(lambda: Disconnect(self._graph, edge))
+
+    def disconnect_many(self, edges: Iterable[Edge]) -> str | None:
+        """Cut several wires in one undo step (a cut line across them)."""
+        edges = list(dict.fromkeys(edges))
+        if len(edges) == 1:
+            return self.disconnect(edges[0])
+        return self._compound(f"Cut {len(edges)} wires",
+                              lambda apply: [apply(Disconnect(self._graph, e)) for e in edges])
+
+    def set_param(self, node_id: str, name: str, value: Any) -> str | None:
+        return self._push(lambda: SetParam(self._graph, node_id, name, value))
+
+    def move_nodes(self, positions: dict[str, tuple[float, float]]) -> str | None:
+        """Move nodes (one undo step for a whole drag); positions that did not change are skipped."""
+        moved = {k: (float(v[0]), float(v[1])) for k, v in positions.items()
+                 if k in self._graph.nodes and tuple(self._graph.nodes[k].position) != (float(v[0]), float(v[1]))}
+        if not moved:
+            return None
+        return self._push(lambda: MoveNodes(self._graph, moved))
+
+    def group(self, name: str, ids: Iterable[str]) -> str | None:
+        """Collapse nodes into a named block; the new group id is in ``last_group``."""
+        holder: list[GroupNodes] = []
+
+        def make() -> Command:
+            holder.append(GroupNodes(self._graph, name, self.expand_ids(ids)))
+            return holder[0]
+
+        reason = self._push(make)
+        if reason is None:
+            self.last_group = holder[0].group.id
+        return reason
+
+    def ungroup(self, group_id: str) -> str | None:
+        return self._push(lambda: Ungroup(self._graph, group_id))
+
+    def set_collapsed(self, group_id: str, collapsed: bool) -> str | None:
+        return self._push(lambda: SetGroupCollapsed(self._graph, group_id, collapsed))
+
+    def rename(self, node_id: str, label: str) -> str | None:
+        return self._push(lambda: RenameLabel(self._graph, node_id, label))
+
+    def set_spec(self, input_spec: InputSpec, num_classes: int) -> str | None:
+        return self._push(lambda: SetSpec(self._graph, input_spec, num_classes))
+
+    def auto_layout(self, ids: Iterable[str] | None = None,
+                    sizes: dict[str, tuple[float, float]] | None = None) -> str | None:
+        """Lay out (some of) the nodes left to right, as one Move step."""
+        node_ids = self.expand_ids(ids) if ids is not None else None
+        positions = layered_layout(self._graph, node_ids, sizes)
+        if not positions:
+            return self._refuse("there are no nodes to lay out")
+        return self.move_nodes(positions)
+
+    # ---------------------------------------------------------------- clipboard
+    def copy(self, ids: Iterable[str], to_clipboard: bool = True) -> str:
+        """The sub-graph of ``ids`` (nodes and the wires between them) as JSON text;
+        also put on the system clipboard as GRAPH_MIME and plain text."""
+        text = clipboard.subgraph_json(self._graph, self.expand_ids(ids))
+        if to_clipboard:
+            data = QMimeData()
+            data.setData(GRAPH_MIME, text.encode("utf-8"))
+            data.setText(text)
+            QGuiApplication.clipboard().setMimeData(data)
+        return text
+
+    def cut(self, ids: Iterable[str]) -> str | None:
+        """Copy, then delete, the nodes."""
+        ids = self.expand_ids(ids)
+        if not ids:
+            return self._refuse("nothing to cut")
+        self.copy(ids)
+        return self.remove_nodes(ids)
+
+    def clipboard_text(self) -> str:
+        """What the system clipboard holds for a paste (GRAPH_MIME first, then text)."""
+        data = QGuiApplication.clipboard().mimeData()
+        if data is not None and data.hasFormat(GRAPH_MIME):
+            return bytes(data.data(GRAPH_MIME).data()).decode("utf-8", errors="replace")
+        return data.text() if data is not None else ""
+
+    def paste(self, text: str | None = None, at: tuple[float, float] | None = None) -> list[str] | str:
+        """Add copied nodes with fresh ids as one undo step; returns the new ids (selected)
+        or the reason the text cannot be pasted."""
+        text = self.clipboard_text() if text is None else text
+        try:
+            nodes, edges = clipboard.parse_subgraph(text)
+        except ValueError as exc:
+            return self._refuse(str(exc))
+        placed = clipboard.place(nodes, at, PASTE_OFFSET)
+        new_ids: dict[str, str] = {}
+
+        def steps(apply: Apply) -> None:
+            for old_id, type_, params, pos, label in placed:
+                new_id = self._graph.new_id(_prefix(type_, old_id))
+                new_ids[old_id] = apply(AddNode(self._graph, type_, new_id, params, pos, label)).node_id
+            for e in edges:
+                apply(Connect(self._graph, Edge(new_ids[e.src], new_ids[e.dst], e.src_port, e.dst_port)))
+
+        reason = self._compound(f"Paste {len(placed)} nodes", steps)
+        if reason is not None:
+            return reason
+        self.last_pasted = list(new_ids.values())
+        self.select(self.last_pasted)
+        return list(self.last_pasted)
+
+    def duplicate(self, ids: Iterable[str]) -> list[str] | str:
+        """Copies of the nodes (and their internal wires) just below-right of them."""
+        ids = self.expand_ids(ids)
+        if not ids:
+            return self._refuse("select nodes to duplicate")
+        text = self.copy(ids, to_clipboard=False)
+        xs = [self._graph.nodes[i].position for i in ids]
+        at = (min(p[0] for p in xs) + PASTE_OFFSET, min(p[1] for p in xs) + PASTE_OFFSET)
+        return self.paste(text, at=at)
+
+
+def _prefix(type_: str, old_id: str) -> str:
+    spec = get_layer(type_)
+    return spec.prefix if spec else old_id.rstrip("0123456789") or "node"
