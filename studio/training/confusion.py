@@ -1,0 +1,335 @@
+"""Confusion-matrix heatmap, per-class precision/recall/F1, and the samples behind a cell.
+
+:func:`per_class_metrics` is a plain function over the matrix (tested without Qt).
+:class:`ConfusionMatrixView` paints the matrix with its counts and class labels and emits
+``cell_clicked(true, predicted)``; :class:`SampleGallery` shows the validation samples that fell
+in that cell with their true and predicted labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QImage, QMouseEvent, QPainter, QPaintEvent, QPixmap
+from PySide6.QtWidgets import (
+    QGridLayout,
+    QHeaderView,
+    QLabel,
+    QScrollArea,
+    QSizePolicy,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+
+@dataclass(frozen=True)
+class ClassMetrics:
+    """Precision, recall and F1 of one class, and its support (true samples)."""
+
+    name: str
+    precision: float
+    recall: float
+    f1: float
+    support: int
+
+
+def per_class_metrics(matrix: np.ndarray, names: Sequence[str]) -> list[ClassMetrics]:
+    """Rows of ``matrix`` are true classes, columns predicted. A class never predicted has
+    precision 0 (not NaN), one with no samples recall 0, so the table always has numbers."""
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ValueError(f"a confusion matrix must be square, got shape {m.shape}")
+    tp = np.diag(m)
+    predicted, support = m.sum(axis=0), m.sum(axis=1)
+    precision = np.divide(tp, predicted, out=np.zeros_like(tp), where=predicted > 0)
+    recall = np.divide(tp, support, out=np.zeros_like(tp), where=support > 0)
+    denom = precision + recall
+    f1 = np.divide(2 * precision * recall, denom, out=np.zeros_like(tp), where=denom > 0)
+    return [ClassMetrics(str(names[i]) if i < len(names) else str(i), float(precision[i]),
+                         float(recall[i]), float(f1[i]), int(support[i])) for i in range(m.shape[0])]
+
+
+def cell_indices(true: np.ndarray, predicted: np.ndarray, t: int, p: int) -> np.ndarray:
+    """Positions of the samples whose true class is ``t`` and predicted class ``p``."""
+    return np.flatnonzero((np.asarray(true) == t) & (np.asarray(predicted) == p))
+
+
+class ConfusionMatrixView(QWidget):
+    """A painted heatmap: rows are true classes, columns predicted, each cell with its count.
+
+    The diagonal is shaded green, errors red, both by their share of the row, so a weak
+    class stands out whatever its size. Clicking a cell emits ``cell_clicked(true, pred)``.
+    """
+
+    cell_clicked = Signal(int, int)
+
+    _MARGIN_LEFT = 46
+    _MARGIN_TOP = 40
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._matrix = np.zeros((0, 0), dtype=np.int64)
+        self._names: list[str] = []
+        self._selected: tuple[int, int] | None = None
+        self.setMinimumSize(QSize(260, 260))
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setMouseTracking(True)
+
+    def set_matrix(self, matrix: np.ndarray, names: Sequence[str]) -> None:
+        self._matrix = np.asarray(matrix, dtype=np.int64)
+        self._names = [str(n) for n in names]
+        if self._selected and max(self._selected) >= len(self._matrix):
+            self._selected = None
+        self.update()
+
+    def matrix(self) -> np.ndarray:
+        return self._matrix
+
+    def select(self, cell: tuple[int, int] | None) -> None:
+        self._selected = cell
+        self.update()
+
+    def _grid(self) -> tuple[float, float, float]:
+        n = max(len(self._matrix), 1)
+        side = min(self.width() - self._MARGIN_LEFT - 6, self.height() - self._MARGIN_TOP - 6)
+        return self._MARGIN_LEFT, self._MARGIN_TOP, max(side, 10) / n
+
+    def cell_at(self, x: float, y: float) -> tuple[int, int] | None:
+        """The (true, predicted) cell under widget point (x, y), or None."""
+        n = len(self._matrix)
+        x0, y0, cell = self._grid()
+        col, row = int((x - x0) // cell), int((y - y0) // cell)
+        if n == 0 or x < x0 or y < y0 or not (0 <= row < n and 0 <= col < n):
+            return None
+        return row, col
+
+    def cell_center(self, t: int, p: int) -> tuple[float, float]:
+        x0, y0, cell = self._grid()
+        return x0 + (p + 0.5) * cell, y0 + (t + 0.5) * cell
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt override)
+        hit = self.cell_at(event.position().x(), event.position().y())
+        if hit is not None:
+            self._selected = hit
+            self.update()
+            self.cell_clicked.emit(*hit)
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        p.fillRect(self.rect(), QColor("white"))
+        n = len(self._matrix)
+        if n == 0:
+            p.setPen(QColor("#777"))
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "The confusion matrix appears\nafter the first epoch")
+            return
+        x0, y0, cell = self._grid()
+        rows = self._matrix.sum(axis=1, keepdims=True).clip(min=1)
+        share = self._matrix / rows
+        font = QFont()
+        font.setPointSizeF(max(6.0, min(10.0, cell / 3.2)))
+        p.setFont(font)
+        for t in range(n):
+            for q in range(n):
+                r = QRectF(x0 + q * cell, y0 + t * cell, cell, cell)
+                s = float(share[t, q])
+                base = QColor(0, 140, 70) if t == q else QColor(205, 45, 35)
+                color = QColor(base)
+                color.setAlphaF(0.08 + 0.92 * s if self._matrix[t, q] else 0.0)
+                p.fillRect(r, QColor(255, 255, 255))
+                p.fillRect(r, color)
+                p.setPen(QColor("#ddd"))
+                p.drawRect(r)
+                if self._matrix[t, q]:
+                    p.setPen(QColor("white") if s > 0.55 else QColor("#222"))
+                    p.drawText(r, Qt.AlignmentFlag.AlignCenter, str(int(self._matrix[t, q])))
+        if self._selected is not None:
+            t, q = self._selected
+            p.setPen(QColor("#0072B2"))
+            p.drawRect(QRectF(x0 + q * cell + 1, y0 + t * cell + 1, cell - 2, cell - 2))
+        self._paint_labels(p, n, x0, y0, cell)
+
+    def _paint_labels(self, p: QPainter, n: int, x0: float, y0: float, cell: float) -> None:
+        p.setPen(QColor("#222"))
+        for i in range(n):
+            name = self._names[i] if i < len(self._names) else str(i)
+            p.drawText(QRectF(0, y0 + i * cell, x0 - 4, cell),
+                       Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, name)
+            p.drawText(QRectF(x0 + i * cell, y0 - 18, cell, 16), Qt.AlignmentFlag.AlignCenter, name)
+        small = QFont()
+        small.setPointSizeF(8)
+        small.setItalic(True)
+        p.setFont(small)
+        p.setPen(QColor("#555"))
+        p.drawText(QRectF(x0, 0, n * cell, 18), Qt.AlignmentFlag.AlignCenter, "predicted \u2192")
+        p.save()
+        p.translate(10, y0 + n * cell / 2)
+        p.rotate(-90)
+        p.drawText(QRectF(-n * cell / 2, -8, n * cell, 16), Qt.AlignmentFlag.AlignCenter, "true \u2192")
+        p.restore()
+
+
+def image_to_pixmap(image: np.ndarray, size: int = 64) -> QPixmap:
+    """A sample (H, W), (1, H, W) or (3, H, W) array, scaled to 0..255, as a pixmap ``size`` wide."""
+    a = np.asarray(image, dtype=np.float32)
+    if a.ndim == 3 and a.shape[0] in (1, 3):
+        a = np.moveaxis(a, 0, -1)
+    if a.ndim == 3 and a.shape[-1] == 1:
+        a = a[..., 0]
+    if a.ndim == 1:  # tabular: show the feature vector as one row
+        a = a[None, :]
+    lo, hi = float(a.min()), float(a.max())
+    a8 = np.ascontiguousarray(((a - lo) / (hi - lo or 1.0) * 255).astype(np.uint8))
+    if a8.ndim == 2:
+        img = QImage(a8.data, a8.shape[1], a8.shape[0], a8.strides[0], QImage.Format.Format_Grayscale8)
+    else:
+        img = QImage(a8.data, a8.shape[1], a8.shape[0], a8.strides[0], QImage.Format.Format_RGB888)
+    return QPixmap.fromImage(img.copy()).scaled(size, size, Qt.AspectRatioMode.KeepAspectRatio,
+                                                Qt.TransformationMode.FastTransformation)
+
+
+class SampleGallery(QScrollArea):
+    """Thumbnails of samples, each captioned with its true and predicted label."""
+
+    MAX_SHOWN = 60
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self._body = QWidget()
+        self._grid = QGridLayout(self._body)
+        self._grid.setContentsMargins(4, 4, 4, 4)
+        self.setWidget(self._body)
+        self._title = QLabel("Click a cell of the matrix to see its samples.")
+        self._title.setWordWrap(True)
+        self._grid.addWidget(self._title, 0, 0, 1, 6)
+        self._shown: list[int] = []
+
+    def shown_indices(self) -> list[int]:
+        return list(self._shown)
+
+    def title(self) -> str:
+        return self._title.text()
+
+    def show_message(self, text: str) -> None:
+        self._clear()
+        self._title.setText(text)
+
+    def show_samples(self, title: str, images: Sequence[np.ndarray], indices: Sequence[int],
+                     true_names: Sequence[str], pred_names: Sequence[str]) -> None:
+        """Show up to MAX_SHOWN samples; ``indices`` are their positions in the validation split."""
+        self._clear()
+        total = len(indices)
+        extra = f" (first {self.MAX_SHOWN} shown)" if total > self.MAX_SHOWN else ""
+        self._title.setText(f"{title}: {total} sample{'s' if total != 1 else ''}{extra}")
+        cols = 6
+        for k, (img, idx, tn, pn) in enumerate(zip(images, indices, true_names, pred_names, strict=False)):
+            if k >= self.MAX_SHOWN:
+                break
+            tile = QWidget()
+            lay = QVBoxLayout(tile)
+            lay.setContentsMargins(2, 2, 2, 2)
+            lay.setSpacing(1)
+            pic = QLabel()
+            pic.setPixmap(image_to_pixmap(img))
+            pic.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            cap = QLabel(f"#{idx}\ntrue {tn}\npred {pn}")
+            cap.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            cap.setStyleSheet("font-size: 8pt;" + ("" if tn == pn else "color: #b3261e;"))
+            lay.addWidget(pic)
+            lay.addWidget(cap)
+            self._grid.addWidget(tile, 1 + k // cols, k % cols)
+            self._shown.append(int(idx))
+
+    def _clear(self) -> None:
+        while self._grid.count() > 1:
+            item = self._grid.takeAt(1)
+            if item.widget():
+                item.widget().deleteLater()
+        self._shown = []
+
+
+class ConfusionPanel(QWidget):
+    """The matrix, the per-class table and the gallery of the clicked cell, stacked.
+
+    Predictions (the validation images with their true and predicted labels) arrive apart from
+    the matrix, through :meth:`set_predictions`; until they do, a click emits
+    ``samples_requested(true, pred)`` so the owner can compute them, and the gallery says so.
+    """
+
+    samples_requested = Signal(int, int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        self.caption = QLabel("Confusion matrix")
+        self.caption.setStyleSheet("font-weight: 600;")
+        self.matrix_view = ConfusionMatrixView()
+        self.metrics = QTableWidget(0, 5)
+        self.metrics.setHorizontalHeaderLabels(["class", "precision", "recall", "F1", "support"])
+        self.metrics.verticalHeader().setVisible(False)
+        self.metrics.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.metrics.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.gallery = SampleGallery()
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.matrix_view)
+        split.addWidget(self.metrics)
+        split.addWidget(self.gallery)
+        split.setStretchFactor(0, 5)
+        split.setStretchFactor(1, 3)
+        split.setStretchFactor(2, 2)
+        lay.addWidget(self.caption)
+        lay.addWidget(split, 1)
+        self._names: list[str] = []
+        self._pred: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.matrix_view.cell_clicked.connect(self.show_cell)
+
+    def clear(self) -> None:
+        self.matrix_view.set_matrix(np.zeros((0, 0)), [])
+        self.metrics.setRowCount(0)
+        self._pred = None
+        self.caption.setText("Confusion matrix")
+        self.gallery.show_message("Click a cell of the matrix to see its samples.")
+
+    def set_matrix(self, matrix: np.ndarray, names: Sequence[str], caption: str = "") -> None:
+        names = [str(n) for n in names] or [str(i) for i in range(len(matrix))]
+        self._names = names
+        self.matrix_view.set_matrix(matrix, names)
+        self.caption.setText(f"Confusion matrix (validation{', ' + caption if caption else ''})")
+        rows = per_class_metrics(matrix, names)
+        self.metrics.setRowCount(len(rows))
+        for i, r in enumerate(rows):
+            for j, text in enumerate((r.name, f"{r.precision:.3f}", f"{r.recall:.3f}", f"{r.f1:.3f}",
+                                      str(r.support))):
+                item = QTableWidgetItem(text)
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.metrics.setItem(i, j, item)
+
+    def set_predictions(self, images: np.ndarray, true: np.ndarray, pred: np.ndarray) -> None:
+        """The validation samples behind the matrix; clicking a cell then shows them at once."""
+        self._pred = (np.asarray(images), np.asarray(true), np.asarray(pred))
+
+    def has_predictions(self) -> bool:
+        return self._pred is not None
+
+    def show_cell(self, t: int, p: int) -> None:
+        self.matrix_view.select((t, p))
+        name = self._name
+        if self._pred is None:
+            self.gallery.show_message(f"Loading the samples of true {name(t)}, predicted {name(p)}...")
+            self.samples_requested.emit(t, p)
+            return
+        images, true, pred = self._pred
+        idx = cell_indices(true, pred, t, p)
+        self.gallery.show_samples(f"true {name(t)}, predicted {name(p)}", images[idx[: SampleGallery.MAX_SHOWN]],
+                                  idx.tolist(), [name(t)] * len(idx), [name(p)] * len(idx))
+
+    def _name(self, i: int) -> str:
+        return self._names[i] if i < len(self._names) else str(i)

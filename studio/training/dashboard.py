@@ -1,0 +1,297 @@
+"""The live training dashboard: plots, progress with ETA, "Compiling...", run controls, epochs.
+
+The dashboard never redraws per event. Event handlers only append to Python lists (cheap);
+a ~10 Hz timer moves the pending points into the plots' NumPy buffers and redraws the curves
+that changed, so a worker streaming hundreds of events a second costs ten redraws a second.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QDoubleSpinBox,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .confusion import ConfusionPanel
+from .plots import CurvePlot
+
+REFRESH_MS = 100
+
+# plot key -> (title, y label, log y); curves are created on first use.
+PLOTS = {
+    "loss": ("Loss", "cross-entropy", False),
+    "accuracy": ("Accuracy", "fraction correct", False),
+    "lr": ("Learning rate", "lr", False),
+    "throughput": ("Throughput", "samples / s", False),
+    "memory": ("Memory", "MiB", False),
+}
+
+EPOCH_COLUMNS = ("epoch", "train loss", "train acc", "val loss", "val acc", "lr", "time (s)")
+
+
+def format_duration(seconds: float) -> str:
+    """``1:02:03`` / ``2:03`` / ``5 s``: a short human duration."""
+    s = max(0, int(round(seconds)))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    if h:
+        return f"{h}:{m:02d}:{sec:02d}"
+    return f"{m}:{sec:02d}" if m else f"{sec} s"
+
+
+class ProgressClock:
+    """Steps done over total steps, and an ETA from the rate since the first step after compile."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.done = 0
+        self._t0: float | None = None
+        self._step0 = 0
+
+    def start(self, total: int) -> None:
+        self.total, self.done, self._t0, self._step0 = max(total, 0), 0, None, 0
+
+    def update(self, done: int, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        if self._t0 is None:
+            self._t0, self._step0 = now, done
+        self.done = done
+
+    def eta(self, now: float | None = None) -> float | None:
+        now = time.monotonic() if now is None else now
+        if self._t0 is None or self.done <= self._step0 or self.total <= 0:
+            return None
+        rate = (self.done - self._step0) / max(now - self._t0, 1e-9)
+        return max(self.total - self.done, 0) / rate
+
+
+class TrainingDashboard(QWidget):
+    """Plots, progress, controls, epoch table and confusion matrix of the current run.
+
+    Feed it through ``begin_run``, ``add_metrics``, ``add_memory``, ``end_epoch``,
+    ``compile_started``/``compile_done`` and ``set_state`` (the bridge's signals are connected to
+    these by :class:`~studio.training.session.TrainingSession`). The control buttons emit intents.
+    """
+
+    pause_requested = Signal()
+    resume_requested = Signal()
+    stop_requested = Signal()
+    lr_requested = Signal(float)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.plots: dict[str, CurvePlot] = {k: CurvePlot(t, y, log_y=log) for k, (t, y, log) in PLOTS.items()}
+        self._pending: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+        self.clock = ProgressClock()
+        self._compile_t0: float | None = None
+        self._paused = False
+        self._build()
+        self._timer = QTimer(self)
+        self._timer.setInterval(REFRESH_MS)
+        self._timer.timeout.connect(self.flush)
+        self._timer.start()
+
+    # ------------------------------------------------------------------ layout
+    def _build(self) -> None:
+        root = QVBoxLayout(self)
+        root.setContentsMargins(6, 6, 6, 6)
+        root.addLayout(self._header())
+        split = QSplitter(Qt.Orientation.Horizontal)
+        left = QWidget()
+        grid = QGridLayout(left)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setSpacing(6)
+        for i, key in enumerate(PLOTS):
+            grid.addWidget(self.plots[key], i // 2, i % 2)
+        self.epochs = QStandardItemModel(0, len(EPOCH_COLUMNS), self)
+        self.epochs.setHorizontalHeaderLabels(list(EPOCH_COLUMNS))
+        self.epoch_table = QTableView()
+        self.epoch_table.setModel(self.epochs)
+        self.epoch_table.verticalHeader().setVisible(False)
+        self.epoch_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.epoch_table.setEditTriggers(QTableView.EditTrigger.NoEditTriggers)
+        grid.addWidget(self.epoch_table, 2, 1)
+        split.addWidget(left)
+        self.confusion = ConfusionPanel()
+        split.addWidget(self.confusion)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        split.setSizes([960, 640])
+        root.addWidget(split, 1)
+
+    def _header(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.title = QLabel("No run yet")
+        self.title.setStyleSheet("font-weight: 600; font-size: 11pt;")
+        self.state = QLabel("")
+        self.compile_label = QLabel("")
+        self.compile_label.setStyleSheet("color: #8a5a00; font-weight: 600;")
+        self.progress = QProgressBar()
+        self.progress.setMinimumWidth(260)
+        self.progress.setFormat("%p%")
+        self.eta_label = QLabel("")
+        self.pause_button = QPushButton("Pause")
+        self.stop_button = QPushButton("Stop")
+        self.lr_box = QDoubleSpinBox()
+        self.lr_box.setDecimals(6)
+        self.lr_box.setRange(1e-6, 10.0)
+        self.lr_box.setSingleStep(1e-4)
+        self.lr_box.setToolTip("New peak learning rate, sent to the worker")
+        self.lr_button = QPushButton("Set LR")
+        self.pause_button.clicked.connect(self._toggle_pause)
+        self.stop_button.clicked.connect(self.stop_requested)
+        self.lr_button.clicked.connect(lambda: self.lr_requested.emit(self.lr_box.value()))
+        for w in (self.title, self.state, self.compile_label):
+            row.addWidget(w)
+        row.addStretch(1)
+        for w in (self.progress, self.eta_label, self.pause_button, self.stop_button, self.lr_box,
+                  self.lr_button):
+            row.addWidget(w)
+        self.set_controls_enabled(False)
+        return row
+
+    def _toggle_pause(self) -> None:
+        (self.resume_requested if self._paused else self.pause_requested).emit()
+
+    def set_controls_enabled(self, on: bool) -> None:
+        for w in (self.pause_button, self.stop_button, self.lr_box, self.lr_button):
+            w.setEnabled(on)
+
+    # ------------------------------------------------------------------ inputs
+    def begin_run(self, title: str, total_steps: int, lr: float | None = None) -> None:
+        """Clear everything for a new run of ``total_steps`` optimizer steps."""
+        for plot in self.plots.values():
+            plot.clear_curves()
+        self._pending.clear()
+        self.epochs.removeRows(0, self.epochs.rowCount())
+        self.confusion.clear()
+        self.clock.start(total_steps)
+        self.progress.setRange(0, max(total_steps, 1))
+        self.progress.setValue(0)
+        self.title.setText(title)
+        self.eta_label.setText("")
+        self._paused = False
+        self.pause_button.setText("Pause")
+        if lr:
+            self.lr_box.setValue(lr)
+        self.set_controls_enabled(True)
+        self.set_state("starting")
+
+    def add_point(self, plot: str, curve: str, x: float, y: float) -> None:
+        """Buffer one point; drawn at the next refresh tick."""
+        self._pending[(plot, curve)].append((x, y))
+
+    def add_metrics(self, step: int, values: dict[str, float]) -> None:
+        """Training-step metrics: any of loss, accuracy, lr, samples_per_s (worker names)."""
+        for name, (plot, curve) in _STEP_CURVES.items():
+            v = values.get(name)
+            if v is not None:
+                self.add_point(plot, curve, step, v)
+        self.clock.update(step)
+
+    def add_memory(self, step: int, values: dict[str, float]) -> None:
+        """Memory sample in bytes: CUDA allocated/reserved/peak, or the process RSS."""
+        for name, v in values.items():
+            if isinstance(v, (int, float)) and v is not None:
+                self.add_point("memory", name, step, v / 2**20)
+
+    def end_epoch(self, epoch: int, step: int, row: dict[str, float | None],
+                  matrix: Sequence[Sequence[int]] | None = None, names: Sequence[str] = ()) -> None:
+        """Validation results of one epoch: plot points, a table row, the confusion matrix."""
+        for name, (plot, curve) in _EPOCH_CURVES.items():
+            v = row.get(name)
+            if v is not None:
+                self.add_point(plot, curve, step, v)
+        cells = [str(epoch)] + [_cell(row.get(k)) for k in ("train_loss", "train_accuracy", "val_loss",
+                                                             "val_accuracy", "lr")]
+        cells.append(_cell(row.get("seconds"), ".1f"))
+        items = [QStandardItem(c) for c in cells]
+        for it in items:
+            it.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.epochs.appendRow(items)
+        self.epoch_table.scrollToBottom()
+        if matrix is not None:
+            self.confusion.set_matrix(np.asarray(matrix), names, f"epoch {epoch}")
+
+    def compile_started(self) -> None:
+        self._compile_t0 = time.monotonic()
+        self._update_compile_label()
+
+    def compile_done(self, seconds: float | None = None) -> None:
+        took = seconds if seconds is not None else (
+            time.monotonic() - self._compile_t0 if self._compile_t0 else 0.0)
+        self._compile_t0 = None
+        self.compile_label.setText(f"compiled in {took:.1f} s")
+        self.clock.start(self.clock.total)  # the ETA counts from after compilation
+
+    def set_state(self, text: str, *, running: bool = True) -> None:
+        self.state.setText(text)
+        if not running:
+            self._compile_t0 = None
+            self.compile_label.setText("")
+            self.set_controls_enabled(False)
+            self.eta_label.setText("")
+            self.flush()
+
+    def set_paused(self, paused: bool) -> None:
+        self._paused = paused
+        self.pause_button.setText("Resume" if paused else "Pause")
+        self.set_state("paused" if paused else "running")
+
+    # ------------------------------------------------------------------ redraw
+    def flush(self) -> None:
+        """Move pending points into the plots and redraw what changed (the timer's tick)."""
+        if self._pending:
+            pending, self._pending = self._pending, defaultdict(list)
+            touched = set()
+            for (plot, curve), pts in pending.items():
+                xs, ys = zip(*pts, strict=True)
+                self._ensure_curve(plot, curve)
+                self.plots[plot].append(curve, xs, ys)
+                touched.add(plot)
+            for plot in touched:
+                self.plots[plot].refresh()
+        self.progress.setValue(min(self.clock.done, self.progress.maximum()))
+        eta = self.clock.eta()
+        if eta is not None and self.stop_button.isEnabled():
+            self.eta_label.setText(f"ETA {format_duration(eta)}")
+        self._update_compile_label()
+
+    def _ensure_curve(self, plot: str, curve: str) -> None:
+        style = _CURVE_STYLE.get(curve)
+        if style is not None:
+            color, dashed, symbols = style
+            self.plots[plot].add_curve(curve, color, dashed=dashed, symbols=symbols)
+
+    def _update_compile_label(self) -> None:
+        if self._compile_t0 is not None:
+            self.compile_label.setText(f"Compiling... {time.monotonic() - self._compile_t0:.0f} s")
+
+
+def _cell(v: float | None, fmt: str = ".4g") -> str:
+    return "" if v is None else format(v, fmt)
+
+
+# worker metric name -> (plot, curve)
+_STEP_CURVES = {"loss": ("loss", "train"), "accuracy": ("accuracy", "train"), "lr": ("lr", "lr"),
+                "samples_per_s": ("throughput", "samples/s")}
+_EPOCH_CURVES = {"val_loss": ("loss", "val"), "val_accuracy": ("accuracy", "val")}
+# curve -> (colour, dashed, symbols)
+_CURVE_STYLE = {"train": ("#0072B2", False, False), "val": ("#D55E00", False, True),
+                "lr": ("#009E73", False, False), "samples/s": ("#CC79A7", False, False)}

@@ -1,0 +1,196 @@
+"""Live curve plots for the training dashboard.
+
+A :class:`SeriesBuffer` keeps one curve's points in preallocated NumPy arrays that double when
+full, so appending a point never reallocates per event. A :class:`CurvePlot` draws several
+buffers with pyqtgraph's peak downsampling and clip-to-view (a million points stay smooth) and
+shows a crosshair readout: the x under the mouse and every curve's y there. Points are only
+pushed to pyqtgraph by :meth:`CurvePlot.refresh`, which the dashboard calls from a ~10 Hz timer,
+so a burst of events costs one redraw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QWidget
+
+# Colour-blind-safe palette (Okabe-Ito), readable on the white background.
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+
+
+class SeriesBuffer:
+    """Growing x/y arrays for one curve; ``x`` and ``y`` are views of the filled part."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._x = np.empty(max(capacity, 16), dtype=np.float64)
+        self._y = np.empty(max(capacity, 16), dtype=np.float64)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def x(self) -> np.ndarray:
+        return self._x[: self._n]
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._y[: self._n]
+
+    def extend(self, xs: Sequence[float] | np.ndarray, ys: Sequence[float] | np.ndarray) -> None:
+        """Append points; arrays double in size when full (amortised O(1) per point)."""
+        xs = np.asarray(xs, dtype=np.float64).ravel()
+        ys = np.asarray(ys, dtype=np.float64).ravel()
+        if xs.shape != ys.shape:
+            raise ValueError(f"x and y differ in length: {xs.size} vs {ys.size}")
+        need = self._n + xs.size
+        if need > self._x.size:
+            cap = self._x.size
+            while cap < need:
+                cap *= 2
+            self._x = np.resize(self._x, cap)
+            self._y = np.resize(self._y, cap)
+        self._x[self._n:need] = xs
+        self._y[self._n:need] = ys
+        self._n = need
+
+    def append(self, x: float, y: float) -> None:
+        self.extend((x,), (y,))
+
+    def clear(self) -> None:
+        self._n = 0
+
+    def y_at(self, x: float) -> float | None:
+        """The y of the point nearest to ``x`` (x is assumed non-decreasing), None when empty."""
+        if self._n == 0:
+            return None
+        xs = self.x
+        i = int(np.searchsorted(xs, x))
+        if i >= self._n:
+            i = self._n - 1
+        elif i > 0 and abs(xs[i - 1] - x) <= abs(xs[i] - x):
+            i -= 1
+        return float(self._y[i])
+
+
+def format_value(v: float) -> str:
+    """Compact number for readouts: 4 significant digits, scientific when tiny or huge."""
+    if v == 0 or 1e-3 <= abs(v) < 1e6:
+        return f"{v:.4g}"
+    return f"{v:.3e}"
+
+
+class CurvePlot(pg.PlotWidget):
+    """A titled plot of named curves fed from :class:`SeriesBuffer`s, with a crosshair."""
+
+    def __init__(self, title: str, y_label: str = "", x_label: str = "step", *,
+                 log_y: bool = False, parent: QWidget | None = None) -> None:
+        super().__init__(parent=parent, background="w")
+        item = self.getPlotItem()
+        item.setTitle(title, color="#222", size="11pt")
+        item.setLabel("left", y_label)
+        item.setLabel("bottom", x_label)
+        item.showGrid(x=True, y=True, alpha=0.25)
+        item.setLogMode(False, log_y)
+        for axis in ("left", "bottom"):
+            item.getAxis(axis).setTextPen("#333")
+            item.getAxis(axis).setPen("#999")
+        self._legend = item.addLegend(offset=(-8, 8), labelTextColor="#222", brush=(255, 255, 255, 200))
+        self._buffers: dict[str, SeriesBuffer] = {}
+        self._items: dict[str, pg.PlotDataItem] = {}
+        self._dirty: set[str] = set()
+        self._setup_crosshair()
+
+    # ------------------------------------------------------------------ curves
+    def add_curve(self, name: str, color: str | None = None, *, dashed: bool = False,
+                  symbols: bool = False) -> None:
+        """Declare a curve (idempotent); ``symbols`` marks each point, for sparse per-epoch data."""
+        if name in self._items:
+            return
+        color = color or PALETTE[len(self._items) % len(PALETTE)]
+        pen = pg.mkPen(color, width=2, style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
+        kwargs = {"symbol": "o", "symbolSize": 5, "symbolBrush": color, "symbolPen": None} if symbols else {}
+        item = self.getPlotItem().plot(name=name, pen=pen, **kwargs)
+        item.setDownsampling(auto=True, method="peak")
+        item.setClipToView(True)
+        self._items[name] = item
+        self._buffers[name] = SeriesBuffer()
+
+    def append(self, name: str, xs: Iterable[float], ys: Iterable[float]) -> None:
+        """Buffer points for ``name`` (declaring the curve on first use); drawn on refresh()."""
+        if name not in self._items:
+            self.add_curve(name)
+        self._buffers[name].extend(np.fromiter(xs, float), np.fromiter(ys, float))
+        self._dirty.add(name)
+
+    def refresh(self) -> None:
+        """Push the buffered points of changed curves to pyqtgraph (one redraw per burst)."""
+        for name in self._dirty:
+            buf = self._buffers[name]
+            self._items[name].setData(buf.x, buf.y)
+        self._dirty.clear()
+
+    def clear_curves(self) -> None:
+        for item in self._items.values():
+            self.getPlotItem().removeItem(item)
+        self._legend.clear()
+        self._items.clear()
+        self._buffers.clear()
+        self._dirty.clear()
+        self._readout.setText("")
+
+    def curve_names(self) -> list[str]:
+        return list(self._items)
+
+    def buffer(self, name: str) -> SeriesBuffer:
+        return self._buffers[name]
+
+    def point_count(self) -> int:
+        return sum(len(b) for b in self._buffers.values())
+
+    # --------------------------------------------------------------- crosshair
+    def _setup_crosshair(self) -> None:
+        pen = pg.mkPen("#888", width=1, style=Qt.PenStyle.DotLine)
+        self._vline = pg.InfiniteLine(angle=90, movable=False, pen=pen)
+        self._vline.setVisible(False)
+        self.getPlotItem().addItem(self._vline, ignoreBounds=True)
+        self._readout = pg.TextItem("", color="#111", anchor=(0, 0), fill=pg.mkBrush(255, 255, 255, 220))
+        self._readout.setFont(QFont("Sans Serif", 8))
+        self._readout.setZValue(100)
+        self._readout.setVisible(False)
+        self.getPlotItem().addItem(self._readout, ignoreBounds=True)
+        self._proxy = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=30, slot=self._on_mouse)
+
+    def _on_mouse(self, args: tuple) -> None:
+        pos = args[0]
+        vb = self.getPlotItem().vb
+        if not self.getPlotItem().sceneBoundingRect().contains(pos) or not self._items:
+            self._vline.setVisible(False)
+            self._readout.setVisible(False)
+            return
+        self.show_readout(vb.mapSceneToView(pos).x())
+
+    def show_readout(self, x: float) -> str:
+        """Place the crosshair at ``x`` and show each curve's nearest y; returns the text."""
+        text = self.readout_at(x)
+        self._vline.setPos(x)
+        self._vline.setVisible(True)
+        (x0, x1), (y0, y1) = self.getPlotItem().vb.viewRange()
+        self._readout.setText(text)
+        left = x < (x0 + x1) / 2
+        self._readout.setAnchor((0, 0) if left else (1, 0))
+        self._readout.setPos(QPointF(x, y1))
+        self._readout.setVisible(bool(text))
+        return text
+
+    def readout_at(self, x: float) -> str:
+        lines = [f"x = {x:.0f}"]
+        for name, buf in self._buffers.items():
+            y = buf.y_at(x)
+            if y is not None:
+                lines.append(f"{name}: {format_value(y)}")
+        return "\n".join(lines) if len(lines) > 1 else ""
