@@ -1,0 +1,2 @@
+"""The main window's docks, one module each; every one can be previewed alone with
+``python -m studio.docks.<name>``."""

@@ -1,0 +1,249 @@
+"""The inspector: the selected node's label and parameters, or the network's input and classes.
+
+Editors are generated from each parameter's schema (:mod:`.param_editors`). An edit goes to
+the controller as one undo step; a value the model refuses is not applied and its reason is
+shown under the field. The inspector follows the model's events, so undo, redo and edits made
+elsewhere show here at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QFrame,
+    QLabel,
+    QLineEdit,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from graph_editor.model import Graph, InputSpec, Node, ParamError
+from graph_editor.model.graph import DTYPES
+from graph_editor.ui.controller import EditorController
+
+from .. import format as fmt
+from .param_editors import ParamEditor, make_editor
+
+
+class FieldRow(QWidget):
+    """An editor with the reason for a refused value shown beneath it."""
+
+    def __init__(self, editor: QWidget, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.editor = editor
+        self.error = QLabel(objectName="fieldError", wordWrap=True)
+        self.error.hide()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(editor)
+        layout.addWidget(self.error)
+
+    def show_error(self, reason: str | None) -> None:
+        self.error.setText(reason or "")
+        self.error.setVisible(bool(reason))
+
+
+class InspectorDock(QWidget):
+    """Edits the selection through an :class:`EditorController`."""
+
+    def __init__(self, controller: EditorController, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.controller = controller
+        self.node_id: str | None = None
+        self.rows: dict[str, FieldRow] = {}
+        self.editors: dict[str, ParamEditor] = {}
+        self._shapes: dict[str, tuple[int, ...]] = {}
+        self._graph: Graph | None = None
+        self.scroll = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.scroll)
+        controller.selection_changed.connect(lambda _ids: self.rebuild())
+        controller.graph_replaced.connect(self._follow)
+        self._follow(controller.graph)
+
+    # ------------------------------------------------------------ following
+    def _follow(self, graph: Graph) -> None:
+        if self._graph is not None:
+            self._graph.events.params_changed.disconnect(self._on_params_changed)
+            self._graph.events.spec_changed.disconnect(self._on_spec_changed)
+            self._graph.events.node_removed.disconnect(self._on_node_removed)
+        self._graph = graph
+        graph.events.params_changed.connect(self._on_params_changed)
+        graph.events.spec_changed.connect(self._on_spec_changed)
+        graph.events.node_removed.connect(self._on_node_removed)
+        self._shapes = {}
+        self.rebuild()
+
+    def _on_params_changed(self, node_id: str, name: str) -> None:
+        if node_id != self.node_id or self._graph is None:
+            return
+        node = self._graph.nodes[node_id]
+        if name in self.editors:
+            self.editors[name].set_value(node.params.get(name))
+            self.rows[name].show_error(None)
+        elif name == "label" and "label" in self.rows:
+            self.rows["label"].editor.setText(node.label)
+            self.header.setText(_header(node))
+
+    def _on_spec_changed(self) -> None:
+        if self.node_id is None:
+            self.rebuild()
+
+    def _on_node_removed(self, node_id: str) -> None:
+        if node_id == self.node_id:
+            self.rebuild()
+
+    def show_shapes(self, shapes: dict[str, tuple[int, ...]]) -> None:
+        """Output shapes from live validation, shown for the selected node."""
+        self._shapes = dict(shapes)
+        if hasattr(self, "shape_label") and self.node_id is not None:
+            self.shape_label.setText(self._shape_text(self.node_id))
+
+    # ------------------------------------------------------------ building
+    def rebuild(self) -> None:
+        """Show the editors for the current selection."""
+        graph = self.controller.graph
+        ids = [i for i in self.controller.selection if i in graph.nodes]
+        self.rows, self.editors = {}, {}
+        page = QWidget()
+        form = QFormLayout(page)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        form.setContentsMargins(10, 10, 10, 10)
+        form.setVerticalSpacing(6)
+        if len(ids) == 1:
+            self.node_id = ids[0]
+            self._build_node(form, graph.nodes[ids[0]])
+        else:
+            self.node_id = None
+            self._build_graph(form, graph, len(self.controller.selection))
+        self.scroll.setWidget(page)
+
+    def _build_node(self, form: QFormLayout, node: Node) -> None:
+        spec = node.spec
+        self.header = QLabel(_header(node), objectName="inspectorTitle", wordWrap=True)
+        form.addRow(self.header)
+        if spec is not None:
+            form.addRow(QLabel(spec.doc, objectName="inspectorDoc", wordWrap=True))
+        self.shape_label = QLabel(self._shape_text(node.id), objectName="inspectorShape")
+        form.addRow("Output", self.shape_label)
+        label = QLineEdit(node.label, placeholderText=node.id)
+        label.setToolTip("A display name for the node; its id stays the same.")
+        self.rows["label"] = FieldRow(label)
+        label.editingFinished.connect(lambda: self._commit_label(node.id, label.text()))
+        form.addRow("Label", self.rows["label"])
+        if spec is None:
+            form.addRow(QLabel(f"Unknown layer type '{node.type}': its parameters cannot be edited."))
+            return
+        for pspec in spec.params:
+            editor = make_editor(pspec)
+            editor.set_value(node.params.get(pspec.name, pspec.default))
+            editor.committed.connect(lambda value, n=node.id, name=pspec.name: self.commit(n, name, value))
+            self.editors[pspec.name] = editor
+            self.rows[pspec.name] = FieldRow(editor)
+            name_label = QLabel(pspec.name)
+            name_label.setToolTip(editor.toolTip())
+            form.addRow(name_label, self.rows[pspec.name])
+
+    def _build_graph(self, form: QFormLayout, graph: Graph, selected: int) -> None:
+        title = f"{selected} nodes selected" if selected > 1 else "Network"
+        self.header = QLabel(title, objectName="inspectorTitle")
+        form.addRow(self.header)
+        form.addRow(QLabel("The input every sample has (without the batch dimension) and the number of "
+                           "classes the Output must produce.", objectName="inspectorDoc", wordWrap=True))
+        shape = QLineEdit(", ".join(str(d) for d in graph.input_spec.shape))
+        shape.setToolTip("Per-sample input shape, e.g. 3, 32, 32 for colour images or 64 for tabular rows.")
+        dtype = QComboBox()
+        dtype.addItems(list(DTYPES))
+        dtype.setCurrentText(graph.input_spec.dtype)
+        classes = QSpinBox(minimum=1, maximum=1_000_000, keyboardTracking=False)
+        classes.setValue(graph.num_classes)
+        classes.setToolTip("How many classes the network tells apart (the Output's logits).")
+        self.rows = {"input_shape": FieldRow(shape), "dtype": FieldRow(dtype), "num_classes": FieldRow(classes)}
+        form.addRow("Input shape", self.rows["input_shape"])
+        form.addRow("Input dtype", self.rows["dtype"])
+        form.addRow("Classes", self.rows["num_classes"])
+        form.addRow("Nodes", QLabel(f"{len(graph)} nodes, {len(graph.edges)} wires"))
+        shape.editingFinished.connect(self._commit_spec)
+        dtype.activated.connect(lambda _i: self._commit_spec())
+        classes.valueChanged.connect(lambda _v: self._commit_spec())
+
+    # ------------------------------------------------------------ committing
+    def commit(self, node_id: str, name: str, value: Any) -> str | None:
+        """Apply a parameter edit; returns (and shows) the reason when it is refused."""
+        graph = self.controller.graph
+        node = graph.nodes.get(node_id)
+        if node is None or node.spec is None:
+            return None
+        try:
+            if node.spec.param(name).check(value) == node.params.get(name):
+                self._show_error(node_id, name, None)
+                return None  # nothing changed: no undo step
+        except ParamError:
+            pass  # the controller refuses it below, with the same reason
+        reason = self.controller.set_param(node_id, name, value)
+        self._show_error(node_id, name, reason)
+        return reason
+
+    def _show_error(self, node_id: str, name: str, reason: str | None) -> None:
+        if node_id == self.node_id and name in self.rows:
+            self.rows[name].show_error(reason)
+
+    def _commit_label(self, node_id: str, text: str) -> None:
+        node = self.controller.graph.nodes.get(node_id)
+        if node is not None and text.strip() != node.label:
+            self._show_error(node_id, "label", self.controller.rename(node_id, text.strip()))
+
+    def _commit_spec(self) -> str | None:
+        """Apply the input shape, dtype and class count; a bad shape is refused with the reason."""
+        if self.node_id is not None:
+            return None
+        graph = self.controller.graph
+        shape_row = self.rows["input_shape"]
+        try:
+            shape = fmt.parse_shape(shape_row.editor.text())
+        except ValueError as exc:
+            shape_row.show_error(str(exc))
+            return str(exc)
+        spec = InputSpec(shape, self.rows["dtype"].editor.currentText())
+        classes = self.rows["num_classes"].editor.value()
+        if spec == graph.input_spec and classes == graph.num_classes:
+            shape_row.show_error(None)
+            return None
+        reason = self.controller.set_spec(spec, classes)
+        shape_row.show_error(reason)
+        return reason
+
+    def _shape_text(self, node_id: str) -> str:
+        shape = self._shapes.get(node_id)
+        return fmt.shape(shape) if shape else "—"
+
+
+def _header(node: Node) -> str:
+    display = node.spec.display if node.spec else node.type
+    return f"{node.title}  ·  {display}" if node.label else f"{node.id}  ·  {display}"
+
+
+if __name__ == "__main__":
+    from PySide6.QtGui import QUndoStack
+
+    from graph_editor.model import load_graph
+    from studio.preview import preview
+    from studio.resources import TEMPLATES
+
+    def _make() -> InspectorDock:
+        controller = EditorController(load_graph(TEMPLATES / "lenet5.graph.json"), QUndoStack())
+        dock = InspectorDock(controller)
+        dock._controller_keepalive = controller  # type: ignore[attr-defined]
+        controller.select(["conv1"])
+        return dock
+
+    raise SystemExit(preview(_make, "Inspector", (340, 560)))

@@ -1,0 +1,77 @@
+"""The problems list: every error and warning of the graph; clicking one selects its node."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QListWidget, QListWidgetItem, QVBoxLayout, QWidget
+
+from graph_editor.model import Problem
+
+from ..resources import IconSet
+
+NODE_ROLE = Qt.ItemDataRole.UserRole
+
+
+class ProblemsDock(QWidget):
+    """Errors first, then warnings, each as "node: message"."""
+
+    node_chosen = Signal(str)
+
+    def __init__(self, icons: IconSet | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.icons = icons or IconSet()
+        self.header = QLabel()
+        self.list = QListWidget()
+        self.list.setWordWrap(True)
+        self.list.setAlternatingRowColors(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(4)
+        layout.addWidget(self.header)
+        layout.addWidget(self.list)
+        self.list.itemClicked.connect(self._on_clicked)
+        self.list.itemActivated.connect(self._on_clicked)
+        self.set_problems([])
+
+    def set_problems(self, problems: Sequence[Problem]) -> None:
+        """Show ``problems`` (from validation or analysis)."""
+        ordered = sorted(problems, key=lambda p: (p.severity != "error", p.node or ""))
+        self.list.clear()
+        for p in ordered:
+            item = QListWidgetItem(self.icons.icon("error" if p.severity == "error" else "warning"), str(p))
+            item.setData(NODE_ROLE, p.node)
+            item.setToolTip(str(p) + ("\nClick to select the node." if p.node else ""))
+            self.list.addItem(item)
+        errors = sum(p.severity == "error" for p in problems)
+        warnings = len(problems) - errors
+        if not problems:
+            self.header.setText("No problems: the graph is valid.")
+        else:
+            parts = [f"{errors} error{'s' * (errors != 1)}"] if errors else []
+            parts += [f"{warnings} warning{'s' * (warnings != 1)}"] if warnings else []
+            self.header.setText(", ".join(parts))
+
+    def count(self) -> int:
+        return self.list.count()
+
+    def _on_clicked(self, item: QListWidgetItem) -> None:
+        node = item.data(NODE_ROLE)
+        if node:
+            self.node_chosen.emit(node)
+
+
+if __name__ == "__main__":
+    from studio.preview import preview
+
+    def _make() -> ProblemsDock:
+        dock = ProblemsDock()
+        dock.set_problems([
+            Problem("fc1", "Linear fc1 expects 400 input features, receives 16 (add a Flatten)"),
+            Problem("output", "input 'in' is not connected", port="in"),
+            Problem("relu3", "does not lead to the Output: its result is unused", severity="warning"),
+        ])
+        return dock
+
+    raise SystemExit(preview(_make, "Problems", (460, 220)))

@@ -1,0 +1,142 @@
+"""The summary: one row per node (output shape, parameters, FLOPs, activation bytes) and totals.
+
+It shows what :class:`~graph_editor.ui.live.LiveAnalysis` emits on ``analyzed``; while the
+graph has errors there is nothing to measure and it says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
+
+from .. import format as fmt
+
+COLUMNS = ("Node", "Type", "Output", "Params", "FLOPs", "Activations")
+NUMERIC = {3, 4, 5}
+Index = QModelIndex | QPersistentModelIndex
+
+
+class SummaryModel(QAbstractTableModel):
+    """Rows of ``NodeStats`` (any objects with id, type, shape, params, flops, activation_bytes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[Any] = []
+
+    def set_rows(self, rows: Sequence[Any]) -> None:
+        self.beginResetModel()
+        self.rows = list(rows)
+        self.endResetModel()
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        row, col = self.rows[index.row()], index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return _cell(row, col)
+        if role == Qt.ItemDataRole.ToolTipRole and col in NUMERIC:
+            return f"{_raw(row, col):,}"
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in NUMERIC:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.UserRole:
+            return row.id
+        return None
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        self.layoutAboutToBeChanged.emit()
+        key = (lambda r: _raw(r, column)) if column in NUMERIC else (lambda r: _cell(r, column))
+        self.rows.sort(key=key, reverse=order == Qt.SortOrder.DescendingOrder)
+        self.layoutChanged.emit()
+
+
+def _raw(row: Any, col: int) -> int:
+    return (row.params, row.flops, row.activation_bytes)[col - 3]
+
+
+def _cell(row: Any, col: int) -> str:
+    if col == 0:
+        return row.id
+    if col == 1:
+        return row.type
+    if col == 2:
+        return fmt.shape(row.shape)
+    if col == 3:
+        return f"{row.params:,}"
+    if col == 4:
+        return fmt.count(row.flops)
+    return fmt.nbytes(row.activation_bytes)
+
+
+class SummaryDock(QWidget):
+    """The per-node table with a totals line; clicking a row selects the node."""
+
+    node_chosen = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = SummaryModel()
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setSortingEnabled(True)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setAlternatingRowColors(True)
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(22)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        self.totals = QLabel()
+        self.totals.setWordWrap(True)
+        self.totals.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(4)
+        layout.addWidget(self.table)
+        layout.addWidget(self.totals)
+        self.table.clicked.connect(lambda index: self.node_chosen.emit(self.model.rows[index.row()].id))
+        self.show_analysis(None, [])
+
+    def show_analysis(self, analysis: Any, problems: Sequence[Any] = ()) -> None:
+        """Show an ``Analysis`` (or, when None, why there is none)."""
+        if analysis is None:
+            self.model.set_rows([])
+            errors = sum(getattr(p, "severity", "error") == "error" for p in problems)
+            self.totals.setText(f"Fix the {errors} problem{'s' * (errors != 1)} to see shapes, parameters "
+                                "and FLOPs." if errors else "Analysing…")
+            return
+        self.model.set_rows(analysis.nodes)
+        self.table.resizeColumnsToContents()
+        self.totals.setText(
+            f"<b>{analysis.total_params:,}</b> parameters ({analysis.trainable_params:,} trainable) · "
+            f"<b>{fmt.count(analysis.total_flops)}</b> FLOPs · "
+            f"<b>{fmt.nbytes(analysis.activation_bytes)}</b> activations at batch {analysis.batch} · "
+            f"output {fmt.shape(analysis.output_shape)}")
+
+
+if __name__ == "__main__":
+    from graph_editor.build import analyze
+    from graph_editor.model import load_graph
+    from studio.preview import preview
+    from studio.resources import TEMPLATES
+
+    def _make() -> SummaryDock:
+        dock = SummaryDock()
+        dock.show_analysis(analyze(load_graph(TEMPLATES / "lenet5.graph.json")))
+        return dock
+
+    raise SystemExit(preview(_make, "Summary", (640, 420)))

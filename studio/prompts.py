@@ -1,0 +1,91 @@
+"""Every question the studio asks the user, behind one object.
+
+The main window never opens a modal dialog itself: it asks its :class:`Prompts`. The
+application passes :class:`QtPrompts` (real message boxes and file dialogs); tests pass
+an object with the same methods that answers from a script, so nothing blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+
+FILE_FILTER = "Torch Studio graphs (*.graph.json);;All files (*)"
+
+
+@dataclass(frozen=True)
+class ImportRequest:
+    """What the import dialog returns: ``module:factory`` and the per-sample input shape."""
+
+    target: str
+    input_shape: tuple[int, ...]
+    num_classes: int
+
+
+class Prompts(Protocol):
+    """The studio's questions; each returns the user's answer (None: cancelled)."""
+
+    def save_changes(self, parent: QWidget, document: str) -> str:
+        """'save', 'discard' or 'cancel' for unsaved changes in ``document``."""
+
+    def open_path(self, parent: QWidget, directory: str) -> str | None: ...
+
+    def save_path(self, parent: QWidget, suggested: str) -> str | None: ...
+
+    def error(self, parent: QWidget, title: str, message: str) -> None: ...
+
+    def recover(self, parent: QWidget, description: str) -> bool:
+        """True to restore the autosaved graph described by ``description``."""
+
+    def template(self, parent: QWidget) -> Path | None:
+        """A template file chosen in the gallery."""
+
+    def import_module(self, parent: QWidget) -> ImportRequest | None: ...
+
+
+class QtPrompts:
+    """Prompts answered through real dialogs."""
+
+    def __init__(self, template_dialog: Callable[[QWidget], Path | None],
+                 import_dialog: Callable[[QWidget], ImportRequest | None]) -> None:
+        self._template_dialog = template_dialog
+        self._import_dialog = import_dialog
+
+    def save_changes(self, parent: QWidget, document: str) -> str:
+        buttons = (QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
+                   | QMessageBox.StandardButton.Cancel)
+        answer = QMessageBox.question(parent, "Unsaved changes",
+                                      f"{document} has unsaved changes. Save them first?", buttons,
+                                      QMessageBox.StandardButton.Save)
+        return {QMessageBox.StandardButton.Save: "save",
+                QMessageBox.StandardButton.Discard: "discard"}.get(answer, "cancel")
+
+    def open_path(self, parent: QWidget, directory: str) -> str | None:
+        path, _ = QFileDialog.getOpenFileName(parent, "Open graph", directory, FILE_FILTER)
+        return path or None
+
+    def save_path(self, parent: QWidget, suggested: str) -> str | None:
+        path, _ = QFileDialog.getSaveFileName(parent, "Save graph", suggested, FILE_FILTER)
+        if path and not path.endswith(".graph.json"):
+            path += ".graph.json"
+        return path or None
+
+    def error(self, parent: QWidget, title: str, message: str) -> None:
+        QMessageBox.critical(parent, title, message)
+
+    def recover(self, parent: QWidget, description: str) -> bool:
+        answer = QMessageBox.question(
+            parent, "Recover unsaved work",
+            f"Torch Studio did not close properly last time.\n\n{description}\n\nRestore the autosaved graph?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.Yes)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def template(self, parent: QWidget) -> Path | None:
+        return self._template_dialog(parent)
+
+    def import_module(self, parent: QWidget) -> ImportRequest | None:
+        return self._import_dialog(parent)

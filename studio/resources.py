@@ -1,0 +1,63 @@
+"""Where the studio's data lives (icons, themes, templates) and how icons are drawn.
+
+Icons are single-colour SVGs drawn with ``currentColor``; :class:`IconSet` paints them in
+the theme's text colour so one file serves the dark and the light theme.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSize
+from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
+from PySide6.QtSvg import QSvgRenderer
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ICONS = ASSETS / "icons"
+THEMES = ASSETS / "themes"
+TEMPLATES = ASSETS / "templates"
+
+
+def template_paths(folder: Path = TEMPLATES) -> list[Path]:
+    """Every ``*.graph.json`` template, sorted by file name."""
+    return sorted(folder.glob("*.graph.json"))
+
+
+class IconSet:
+    """Icons from ``assets/icons`` painted in one colour, cached until the colour changes."""
+
+    def __init__(self, folder: Path = ICONS, color: str = "#d8dee9") -> None:
+        self.folder = folder
+        self._color = color
+        self._cache: dict[str, QIcon] = {}
+
+    @property
+    def color(self) -> str:
+        return self._color
+
+    def set_color(self, color: str) -> None:
+        if color != self._color:
+            self._color = color
+            self._cache.clear()
+
+    def icon(self, name: str) -> QIcon:
+        """The icon ``name`` (file stem); an empty icon when there is no such file."""
+        if name not in self._cache:
+            self._cache[name] = self._load(name)
+        return self._cache[name]
+
+    def _load(self, name: str) -> QIcon:
+        path = self.folder / f"{name}.svg"
+        if not path.is_file():
+            return QIcon()
+        svg = path.read_text(encoding="utf-8").replace("currentColor", self._color)
+        renderer = QSvgRenderer(QByteArray(svg.encode("utf-8")))
+        icon = QIcon()
+        for size in (16, 24, 32, 48):
+            pixmap = QPixmap(QSize(size, size))
+            pixmap.fill(QColor(0, 0, 0, 0))
+            painter = QPainter(pixmap)
+            renderer.render(painter)
+            painter.end()
+            icon.addPixmap(pixmap)
+        return icon

@@ -1,0 +1,90 @@
+"""The studio's persistent settings: window layout, recent files and theme, in QSettings.
+
+Everything goes through :class:`StudioSettings`, built once in the composition root and
+passed down, so tests can point it at a scratch INI file. Keys carry a schema version.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings
+from PySide6.QtWidgets import QMainWindow
+
+SETTINGS_VERSION = 1
+MAX_RECENT = 10
+THEMES = ("dark", "light")
+
+
+class StudioSettings:
+    """Typed access to the keys the studio keeps."""
+
+    def __init__(self, qsettings: QSettings) -> None:
+        self.q = qsettings
+        version = self._int("settings_version", 0)
+        if version != SETTINGS_VERSION:
+            # No older layout exists yet; an unknown one is dropped rather than misread.
+            if version > SETTINGS_VERSION or version < 0:
+                self.q.clear()
+            self.q.setValue("settings_version", SETTINGS_VERSION)
+
+    @classmethod
+    def at(cls, path: str | Path) -> StudioSettings:
+        """Settings kept in an INI file at ``path`` (tests, portable installs)."""
+        return cls(QSettings(str(path), QSettings.Format.IniFormat))
+
+    def _int(self, key: str, default: int) -> int:
+        try:
+            return int(self.q.value(key, default))
+        except (TypeError, ValueError):
+            return default
+
+    # ------------------------------------------------------------- recent files
+    def recent_files(self) -> list[str]:
+        value = self.q.value("files/recent", [])
+        if isinstance(value, str):  # QSettings returns a lone string for a one-item list
+            value = [value]
+        return [str(v) for v in (value or []) if v][:MAX_RECENT]
+
+    def add_recent(self, path: str | Path) -> list[str]:
+        """Put ``path`` first in the recent files (no duplicates, at most MAX_RECENT)."""
+        p = str(Path(path).resolve())
+        files = [p] + [f for f in self.recent_files() if f != p]
+        self.q.setValue("files/recent", files[:MAX_RECENT])
+        return files[:MAX_RECENT]
+
+    def remove_recent(self, path: str | Path) -> None:
+        p = str(Path(path).resolve())
+        self.q.setValue("files/recent", [f for f in self.recent_files() if f != p])
+
+    def last_directory(self) -> str:
+        return str(self.q.value("files/last_directory", "") or "")
+
+    def set_last_directory(self, folder: str | Path) -> None:
+        self.q.setValue("files/last_directory", str(folder))
+
+    # -------------------------------------------------------------------- theme
+    def theme(self) -> str:
+        name = str(self.q.value("view/theme", "dark"))
+        return name if name in THEMES else "dark"
+
+    def set_theme(self, name: str) -> None:
+        if name not in THEMES:
+            raise ValueError(f"unknown theme {name!r} (expected one of {', '.join(THEMES)})")
+        self.q.setValue("view/theme", name)
+
+    # ------------------------------------------------------------------- window
+    def save_window(self, window: QMainWindow) -> None:
+        self.q.setValue("window/geometry", window.saveGeometry())
+        self.q.setValue("window/state", window.saveState(SETTINGS_VERSION))
+
+    def restore_window(self, window: QMainWindow) -> bool:
+        """Restore geometry and dock layout; False when nothing was saved."""
+        geometry, state = self.q.value("window/geometry"), self.q.value("window/state")
+        if not isinstance(geometry, QByteArray) or not isinstance(state, QByteArray):
+            return False
+        window.restoreGeometry(geometry)
+        return window.restoreState(state, SETTINGS_VERSION)
+
+    def sync(self) -> None:
+        self.q.sync()
