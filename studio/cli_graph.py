@@ -1,12 +1,14 @@
-"""Graph commands: ``summary`` and ``validate``."""
+"""Graph commands: ``summary``, ``validate`` and ``import``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import os
 import sys
 
-from graph_editor.model import Graph, GraphError, InputSpec, load_graph, validate
+from graph_editor.model import Graph, GraphError, InputSpec, load_graph, save_graph, validate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,6 +23,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("graph", help="a *.graph.json file")
     p.add_argument("--input-shape", type=parse_shape, help="override the input shape, e.g. 3,32,32")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("import", help="import an nn.Module through torch.fx as a graph file")
+    p.add_argument("factory", metavar="MODULE:FACTORY",
+                   help="a Python module and a function in it that returns the nn.Module (called with no arguments)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.graph.json", help="the graph file to write")
+    p.add_argument("--input-shape", type=parse_shape,
+                   help="per-sample input shape, e.g. 3,32,32 (needed unless the first layer is Linear)")
+    p.add_argument("--num-classes", type=int, help="class count (default: the size of the module's output)")
+    p.add_argument("--weights", metavar="OUT.safetensors", help="also write the module's weights, keyed by node id")
+    p.set_defaults(func=cmd_import)
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -76,4 +88,55 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"{len(errors)} problem(s)", file=sys.stderr)
         return 1
     print("ok")
+    return 0
+
+
+def load_factory(spec: str) -> object:
+    """Call ``MODULE:FACTORY`` (the current directory is importable, as with ``python -m``)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        fail(f"'{spec}' is not MODULE:FACTORY, e.g. mypackage.models:make_net")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module may fail in any way while importing
+        fail(f"cannot import {module_name}: {type(exc).__name__}: {exc}")
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        fail(f"{module_name} has no function '{attr}'")
+    try:
+        return factory()
+    except Exception as exc:
+        fail(f"{spec}() failed: {type(exc).__name__}: {exc}")
+    return None
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from torch import nn
+
+    from graph_editor.build.importer import ModuleImportError, guess_input_shape, import_module
+
+    if args.num_classes is not None and args.num_classes < 1:
+        fail("--num-classes must be at least 1")
+    module = load_factory(args.factory)
+    if not isinstance(module, nn.Module):
+        fail(f"{args.factory}() returned {type(module).__name__}, not a torch.nn.Module")
+    shape = args.input_shape or guess_input_shape(module)
+    if shape is None:
+        fail("give the per-sample input shape with --input-shape, e.g. --input-shape 3,32,32")
+    try:
+        result = import_module(module, shape, args.num_classes, name=args.factory.partition(":")[2])
+    except ModuleImportError as exc:
+        fail(str(exc))
+    try:
+        save_graph(result.graph, args.output)
+        if args.weights:
+            from safetensors.torch import save_file
+
+            save_file({k: v.detach().clone().contiguous() for k, v in result.state_dict.items()}, args.weights)
+    except OSError as exc:
+        fail(f"cannot write {exc.filename}: {exc.strerror}")
+    print(f"imported {len(result.graph)} nodes to {args.output} (input {list(result.graph.input_spec.shape)}, "
+          f"{result.graph.num_classes} classes)" + (f"; weights to {args.weights}" if args.weights else ""))
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -47,8 +48,13 @@ def _jsonable(params: dict[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
 
 
+_SHORT_LIST = re.compile(r"\[\s+([^\[\]{}\"]*?)\s+\]")
+
+
 def dumps(graph: Graph) -> str:
-    return json.dumps(graph_to_dict(graph), indent=1)
+    """Indented JSON with lists of numbers (shapes, kernel sizes, positions) kept on one line."""
+    text = json.dumps(graph_to_dict(graph), indent=1)
+    return _SHORT_LIST.sub(lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]", text)
 
 
 def save_graph(graph: Graph, path: str | os.PathLike[str]) -> None:

@@ -1,0 +1,389 @@
+"""Import an existing ``nn.Module`` as a graph, through ``torch.fx``.
+
+The module is traced symbolically, run once on the ``meta`` device (no memory, no weights
+touched) to learn every tensor's shape, and each traced call becomes a catalog node by the
+rules of :mod:`.import_rules`. Anything that does not map is collected, and one
+:class:`ModuleImportError` lists every such op with its fx name and where it is in the
+source, so a user can fix them all at once. The returned ``state_dict`` is keyed like the
+module :func:`~graph_editor.build.fx.build_module` builds, so the weights load straight in.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch.func import functional_call
+
+from ..model import Graph, GraphError, InputSpec, validate
+from ..model.layout import layered_layout
+from .import_rules import (
+    FUNCTION_RULES,
+    LEAF_CLASSES,
+    METHOD_RULES,
+    MODULE_RULES,
+    Mapped,
+    Unmappable,
+    mha,
+    permute_dims,
+)
+
+_BATCH = 2  # example batch for shape propagation; 2 so that BatchNorm in training mode accepts it
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_RESERVED = frozenset(dir(nn.Module()))  # ids that would clash with nn.Module attributes when built
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """One traced op that has no catalog equivalent."""
+
+    node: str  # the fx node's name
+    op: str  # what it calls, e.g. "torch.sin" or "nn.LSTM"
+    where: str  # module path and source line
+    reason: str
+
+    def __str__(self) -> str:
+        head = " ".join(p for p in (self.node, f"({self.op})" if self.op else "", self.where) if p)
+        return f"{head}: {self.reason}"
+
+
+class ModuleImportError(GraphError):
+    """The module cannot be imported; ``unsupported`` lists every op at fault."""
+
+    def __init__(self, unsupported: list[Unsupported], header: str = "") -> None:
+        self.unsupported = unsupported
+        lines = "\n".join(f"  {u}" for u in unsupported)
+        header = header or f"{len(unsupported)} op(s) have no Torch Studio layer"
+        super().__init__(f"{header}:\n{lines}" if unsupported else header)
+
+
+@dataclass
+class ImportResult:
+    """The imported graph and the module's weights keyed for the built graph."""
+
+    graph: Graph
+    state_dict: dict[str, torch.Tensor]
+
+
+class _Tracer(fx.Tracer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.record_stack_traces = True
+
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        return isinstance(m, LEAF_CLASSES) or super().is_leaf_module(m, qualname)
+
+
+def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], num_classes: int | None = None,
+                  *, name: str | None = None) -> ImportResult:
+    """Trace ``module`` and turn it into a graph for a per-sample ``input_shape``.
+
+    ``num_classes`` defaults to the size of the module's output. Raises
+    :class:`ModuleImportError` listing every op that does not map.
+    """
+    shape = tuple(int(d) for d in input_shape)
+    if not shape or min(shape) < 1:
+        raise ModuleImportError([], f"input shape must be positive sizes, got {list(shape)}")
+    gm = _trace(module)
+    dtype = "int64" if _feeds_embedding(gm) else "float32"
+    values = _propagate(gm, shape, dtype)
+    graph = Graph(InputSpec(shape, dtype), num_classes or 1,
+                  {"name": name or type(module).__name__, "description": f"Imported from {type(module).__name__}."})
+    state = _Converter(gm, values, graph).run()
+    if num_classes is None:
+        out = values[next(n for n in gm.graph.nodes if n.op == "output").args[0]]
+        graph.num_classes = int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() == 2 else 1
+    _check(graph, gm, values)
+    for node_id, pos in layered_layout(graph).items():
+        graph.nodes[node_id].position = pos
+    return ImportResult(graph, state)
+
+
+def guess_input_shape(module: nn.Module) -> tuple[int, ...] | None:
+    """The per-sample input shape when the first layer fixes it (Linear: its in_features), else None."""
+    try:
+        gm = _trace(module)
+    except ModuleImportError:
+        return None
+    first = next((n for n in gm.graph.nodes if n.op == "placeholder"), None)
+    users = list(first.users) if first is not None else []
+    if len(users) == 1 and users[0].op == "call_module":
+        mod = gm.get_submodule(str(users[0].target))
+        if isinstance(mod, nn.Linear):
+            return (mod.in_features,)
+    return None
+
+
+def _trace(module: nn.Module) -> fx.GraphModule:
+    tracer = _Tracer()
+    try:
+        graph = tracer.trace(module)
+    except Exception as exc:  # fx raises many kinds: control flow on tensors, unsupported Python...
+        raise ModuleImportError([], f"torch.fx cannot trace {type(module).__name__}: {type(exc).__name__}: "
+                                    f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+    return fx.GraphModule(tracer.root, graph, type(module).__name__)
+
+
+def _feeds_embedding(gm: fx.GraphModule) -> bool:
+    first = next((n for n in gm.graph.nodes if n.op == "placeholder"), None)
+    for user in first.users if first is not None else ():
+        if user.op == "call_module":
+            mod = gm.get_submodule(str(user.target))
+            if isinstance(mod, nn.Embedding) or type(mod).__name__ == "TabularEmbedding":
+                return True
+    return False
+
+
+class _Recorder(nn.Module):
+    """Runs the traced graph node by node and keeps every intermediate value (meta tensors)."""
+
+    def __init__(self, gm: fx.GraphModule) -> None:
+        super().__init__()
+        self.gm = gm
+        self.values: dict[fx.Node, Any] = {}
+
+    def forward(self, x: torch.Tensor) -> Any:
+        recorder = self
+
+        class Interp(fx.Interpreter):
+            def run_node(self, n: fx.Node) -> Any:
+                out = super().run_node(n)
+                recorder.values[n] = out
+                return out
+
+        return Interp(self.gm).run(x)
+
+
+def _propagate(gm: fx.GraphModule, shape: tuple[int, ...], dtype: str) -> dict[fx.Node, Any]:
+    """Every fx node's value on the meta device; the module's own tensors are never touched."""
+    n_inputs = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    if n_inputs != 1:
+        raise ModuleImportError([], f"the module's forward takes {n_inputs} inputs; a graph has exactly one")
+    probe = _Recorder(gm)
+    tensors = {k: v.to("meta") for k, v in [*probe.named_parameters(), *probe.named_buffers()]}
+    if dtype == "int64":
+        x = torch.zeros((_BATCH, *shape), dtype=torch.int64, device="meta")
+    else:
+        x = torch.empty((_BATCH, *shape), device="meta")
+    try:
+        functional_call(probe, tensors, (x,))
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModuleImportError([], f"the module fails on an input of shape {list(shape)}: {first}") from None
+    return probe.values
+
+
+class _Converter:
+    """Walks the fx graph in order and adds one catalog node per mapped call."""
+
+    def __init__(self, gm: fx.GraphModule, values: dict[fx.Node, Any], graph: Graph) -> None:
+        self.gm, self.values, self.graph = gm, values, graph
+        self.ids: dict[fx.Node, str] = {}  # fx node -> the graph node holding its value
+        self.failed: set[fx.Node] = set()
+        self.problems: list[Unsupported] = []
+        self.state: dict[str, torch.Tensor] = {}
+        self.called: set[str] = set()
+
+    def run(self) -> dict[str, torch.Tensor]:
+        for n in self.gm.graph.nodes:
+            try:
+                self._visit(n)
+            except _Skip:
+                self.failed.add(n)  # an input is already reported; do not report its users too
+            except Unmappable as exc:
+                self.failed.add(n)
+                self.problems.append(Unsupported(n.name, _describe(self.gm, n), _where(n), str(exc)))
+        if self.problems:
+            raise ModuleImportError(self.problems)
+        return self.state
+
+    def _visit(self, n: fx.Node) -> None:
+        if n.op == "placeholder":
+            self._add(n, Mapped("Input"), node_id="input")
+        elif n.op == "get_attr":
+            raise Unmappable(f"reads the tensor attribute '{n.target}' directly; only layers and ops on the "
+                             "input map to nodes")
+        elif n.op == "output":
+            (out,) = n.args
+            if not isinstance(out, fx.Node) or not isinstance(self.values.get(out), torch.Tensor):
+                raise Unmappable("the module returns more than one tensor; a graph has one output")
+            self._add(n, Mapped("Output", {}, [out]), node_id="output")
+        elif n.op == "call_module":
+            self._module(n)
+        elif self._passthrough(n) or self._helper(n):
+            return
+        else:
+            self._add(n, self._function(n))
+
+    def _module(self, n: fx.Node) -> None:
+        target = str(n.target)
+        mod = self.gm.get_submodule(target)
+        if isinstance(mod, nn.MultiheadAttention):
+            mapped = mha(mod, *n.args, **n.kwargs)
+        else:
+            rule = MODULE_RULES.get(type(mod))
+            if rule is None:
+                raise Unmappable("this module type has no catalog layer")
+            if n.kwargs or not all(isinstance(a, fx.Node) for a in n.args):
+                raise Unmappable("called with extra arguments (masks, flags); only module(x) maps")
+            mapped = rule(mod, list(n.args))
+        shared = target in self.called and any(True for _ in mod.parameters())
+        if shared:
+            raise Unmappable(f"module '{target}' is called twice; a graph node cannot share its weights")
+        self.called.add(target)
+        node_id = self._add(n, mapped)
+        if not node_id:
+            return
+        for k, v in mod.state_dict().items():
+            self.state[f"{node_id}.{mapped.prefix}{k}"] = v.detach()
+
+    def _function(self, n: fx.Node) -> Mapped:
+        if n.op == "call_method" and n.target in ("view", "reshape") or n.target is torch.reshape:
+            return self._reshape(n)
+        if n.target in ("permute", "transpose") or n.target in (torch.permute, torch.transpose):
+            return self._permute(n)
+        if n.target is operator.getitem and isinstance(self.values.get(n.args[0]), torch.Tensor):
+            return self._select(n)
+        rule = METHOD_RULES.get(str(n.target)) if n.op == "call_method" else FUNCTION_RULES.get(n.target)
+        if rule is None:
+            raise Unmappable("no catalog layer does this")
+        try:
+            return rule(*n.args, **n.kwargs)
+        except TypeError as exc:
+            raise Unmappable(f"unexpected arguments ({exc})") from None
+
+    def _passthrough(self, n: fx.Node) -> bool:
+        """Calls that change nothing the graph sees: ``x.contiguous()``, ``attn(x, x, x)[0]``."""
+        src = n.args[0] if n.args else None
+        if n.op == "call_method" and n.target == "contiguous":
+            self.ids[n] = self._id_of(src)
+            return True
+        if n.target is operator.getitem and isinstance(src, fx.Node) and src.op == "call_module" and isinstance(
+                self.gm.get_submodule(str(src.target)), nn.MultiheadAttention):
+            if n.args[1] != 0:
+                raise Unmappable("uses the attention weights; only the attention output maps")
+            self.ids[n] = self._id_of(src)
+            return True
+        return False
+
+    def _helper(self, n: fx.Node) -> bool:
+        """Size queries (``x.size(0)``, ``x.shape[0]``): kept out of the graph; a reshape may use them."""
+        value = self.values.get(n)
+        return not isinstance(value, torch.Tensor) and (
+            (n.op == "call_method" and n.target in ("size", "dim")) or n.target is getattr
+            or (n.target is operator.getitem and not isinstance(value, tuple | torch.Tensor)))
+
+    def _reshape(self, n: fx.Node) -> Mapped:
+        x, *dims = n.args if n.args else (n.kwargs.get("input"), n.kwargs.get("shape"))
+        if len(dims) == 1 and isinstance(dims[0], list | tuple):
+            dims = list(dims[0])
+        out, inp = self.values[n].shape, self.values[x].shape
+        if not dims or out[0] != inp[0] or not (isinstance(dims[0], fx.Node) or dims[0] == -1):
+            raise Unmappable("reshapes across the batch dimension; only per-sample reshapes map")
+        if len(out) == 2 and len(inp) > 2:
+            return Mapped("Flatten", {"start_dim": 1, "end_dim": -1}, [x])
+        return Mapped("Reshape", {"shape": [int(d) for d in out[1:]]}, [x])
+
+    def _permute(self, n: fx.Node) -> Mapped:
+        x, *rest = n.args
+        rank = self.values[x].dim()
+        if n.target in ("transpose", torch.transpose):
+            a, b = (int(d) % rank for d in [*rest, *n.kwargs.values()][:2])
+            dims = list(range(rank))
+            dims[a], dims[b] = dims[b], dims[a]
+        else:
+            dims = list(rest[0]) if len(rest) == 1 and isinstance(rest[0], list | tuple) else list(rest)
+            dims = dims or list(n.kwargs.get("dims", ()))
+        mapped = permute_dims([int(d) for d in dims], rank)
+        mapped.inputs = [x]
+        return mapped
+
+    def _select(self, n: fx.Node) -> Mapped:
+        x, index = n.args
+        if (self.values[x].dim() == 3 and isinstance(index, tuple) and len(index) == 2
+                and index[0] == slice(None) and isinstance(index[1], int)):
+            return Mapped("SelectToken", {"index": index[1]}, [x])
+        raise Unmappable(f"indexing x[{index!r}]; only selecting one token of a sequence, x[:, i], maps")
+
+    def _id_of(self, src: Any) -> str:
+        if src in self.failed:
+            raise _Skip()
+        if src not in self.ids:
+            raise Unmappable("computes with tensor sizes or a value that is not a layer output")
+        return self.ids[src]
+
+    def _add(self, n: fx.Node, mapped: Mapped, node_id: str | None = None) -> str:
+        try:
+            sources = [self._id_of(x) for x in mapped.inputs]
+        except _Skip:
+            self.failed.add(n)  # an input is already reported; do not report its users too
+            return ""
+        node_id = node_id or _safe_id(n.name, self.graph)
+        self.graph.add_node(mapped.type, node_id, mapped.params)
+        port = self.graph.nodes[node_id].spec.inputs[0].name if mapped.inputs else "in"
+        for src in sources:
+            self.graph.connect(src, node_id, dst_port=port)
+        self.ids[n] = node_id
+        return node_id
+
+
+class _Skip(Unmappable):
+    """An input of this node failed; the failure is reported once, where it happened."""
+
+
+def _safe_id(name: str, graph: Graph) -> str:
+    node_id = name if name not in _RESERVED else f"{name}_"
+    while node_id in graph.nodes:
+        node_id += "_"
+    return node_id
+
+
+def _check(graph: Graph, gm: fx.GraphModule, values: dict[fx.Node, Any]) -> None:
+    """The catalog must agree with PyTorch on every shape, or the import would be wrong."""
+    inf = validate(graph, batch=_BATCH)
+    problems = [Unsupported(p.node or "graph", "", "", p.message) for p in inf.problems if p.severity == "error"]
+    by_id = {n.name: n for n in gm.graph.nodes}
+    for node_id, shape in inf.shapes.items():
+        n = by_id.get(node_id)
+        value = values.get(n) if n is not None else None
+        if isinstance(value, torch.Tensor) and tuple(value.shape) != shape:
+            problems.append(Unsupported(node_id, graph.nodes[node_id].type, "", f"PyTorch gives shape "
+                                        f"{list(value.shape)}, the catalog infers {list(shape)}"))
+    if problems:
+        raise ModuleImportError(problems, "the imported graph does not validate")
+
+
+def _describe(gm: fx.GraphModule, n: fx.Node) -> str:
+    if n.op == "call_module":
+        cls = type(gm.get_submodule(str(n.target)))
+        return re.sub(r"^torch\.nn\.modules\.\w+\.", "nn.", f"{cls.__module__}.{cls.__qualname__}")
+    if n.op == "call_method":
+        return f"Tensor.{n.target}"
+    if n.op == "call_function":
+        t = n.target
+        mod = getattr(t, "__module__", None) or "torch"
+        mod = {"_operator": "operator", "torch._C._VariableFunctions": "torch", "torch._C._nn": "F",
+               "torch.nn.functional": "F"}.get(mod, mod)
+        return f"{mod}.{getattr(t, '__name__', t)}"
+    return n.op
+
+
+def _where(n: fx.Node) -> str:
+    stack = n.meta.get("nn_module_stack") or {}
+    path = next(reversed(stack.values()))[0] if stack else ""
+    if n.op == "call_module":
+        path = str(n.target)
+    frames = re.findall(r'File "([^"]+)", line (\d+), in \w+\n\s*(.*)', n.stack_trace or "")
+    user = [f for f in frames if not f[0].startswith(_TORCH_DIR) and not f[0].startswith(os.path.dirname(__file__))]
+    parts = []
+    if path:
+        parts.append(f"in {path}")
+    if user:
+        file, line, code = user[-1]
+        parts.append(f"at {os.path.basename(file)}:{line} `{code.strip()}`")
+    return " ".join(parts) or "in forward"
