@@ -1,0 +1,56 @@
+"""Run a plain function off the GUI thread and get its result back as a Qt signal.
+
+Used for work that may take a while but needs no process of its own: reading a dataset for the
+preview, re-evaluating a checkpoint on the CPU for the confusion-matrix samples. The function
+must not touch Qt widgets; its result or its error message arrives on the GUI thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, Signal
+
+
+class _Runner(QThread):
+    done = Signal(object)
+    error = Signal(str)
+
+    def __init__(self, fn: Callable[[], Any], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._fn = fn
+
+    def run(self) -> None:
+        try:
+            result = self._fn()
+        except Exception as exc:  # noqa: BLE001 - any failure becomes a message for the user
+            self.error.emit(f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc))
+            return
+        self.done.emit(result)
+
+
+class BackgroundTask(QObject):
+    """One function running on a QThread; ``done(result)`` or ``error(message)`` on the GUI thread.
+
+    Keep a reference while it runs; ``wait()`` blocks until it ends (tests, shutdown).
+    """
+
+    done = Signal(object)
+    error = Signal(str)
+
+    def __init__(self, fn: Callable[[], Any], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._thread = _Runner(fn, self)
+        self._thread.done.connect(self.done)
+        self._thread.error.connect(self.error)
+
+    def start(self) -> BackgroundTask:
+        self._thread.start()
+        return self
+
+    def is_running(self) -> bool:
+        return self._thread.isRunning()
+
+    def wait(self, ms: int = 60_000) -> bool:
+        return self._thread.wait(ms)

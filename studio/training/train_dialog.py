@@ -1,0 +1,283 @@
+"""The Train dialog: dataset (with a preview), recipe presets, every spec field, device, problems.
+
+Nothing starts while a problem is listed: the run spec is checked by the trainer's own
+``spec_from_dict``, the graph by ``validate()``, and the dataset against the graph (class count,
+sample shape) once its preview has been read on a background thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from graph_editor.model.graph import Graph
+from graph_editor.model.serialize import graph_to_dict
+from graph_editor.model.validate import validate
+from trainer.spec import SpecError, spec_from_dict
+
+from .confusion import image_to_pixmap
+from .devices import Device
+from .spec_form import PRESETS, SpecForm
+from .tasks import BackgroundTask
+
+RECIPE_FIELDS = {"name": "run name", "train.epochs": "epochs", "train.batch_size": "batch size",
+                 "optim.name": "optimizer", "optim.lr": "learning rate", "schedule.name": "LR schedule",
+                 "precision.dtype": "precision", "precision.compile": "torch.compile"}
+DATA_FIELDS = ("data.format", "data.target", "data.image_size", "data.val_fraction", "data.test_fraction")
+PREVIEW_SAMPLES = 10
+
+
+def dataset_summary(x: np.ndarray, y: np.ndarray, classes: Sequence[str]) -> dict[str, Any]:
+    """What the preview shows: a few samples (one per class first), class counts, sample shape."""
+    counts = np.bincount(y, minlength=len(classes)) if len(y) else np.zeros(len(classes), int)
+    picks: list[int] = []
+    for c in range(len(classes)):
+        hit = np.flatnonzero(y == c)
+        if hit.size and len(picks) < PREVIEW_SAMPLES:
+            picks.append(int(hit[0]))
+    shape = tuple(int(d) for d in x.shape[1:])
+    if x.ndim == 3:  # (N, H, W) images are one channel
+        shape = (1, *shape)
+    return {"samples": [np.asarray(x[i]) for i in picks], "labels": [str(classes[y[i]]) for i in picks],
+            "counts": {str(c): int(n) for c, n in zip(classes, counts, strict=False)}, "shape": shape,
+            "size": int(len(y))}
+
+
+def data_problems(summary: dict[str, Any], graph: Graph) -> list[str]:
+    """The dataset against the graph: class count and per-sample shape must agree."""
+    problems = []
+    if len(summary["counts"]) != graph.num_classes:
+        problems.append(f"data: the dataset has {len(summary['counts'])} classes, the graph outputs "
+                        f"{graph.num_classes}")
+    want = tuple(graph.input_spec.shape)
+    got = tuple(summary["shape"])
+    if len(got) == len(want) and got != want and len(got) == 1:
+        problems.append(f"data: samples have {got[0]} features, the graph's input takes {want[0]}")
+    elif len(got) == 3 and len(want) == 3 and got[0] != want[0]:
+        problems.append(f"data: images have {got[0]} channel(s), the graph's input takes {want[0]}")
+    elif len(got) != len(want):
+        problems.append(f"data: samples are {got}, the graph's input is {want}")
+    return problems
+
+
+def _read_summary(dataset: str, fmt: str, target: str, image_size: list[int]) -> dict[str, Any]:
+    from trainer.data import load_raw  # torch is imported here, on the background thread
+
+    raw = load_raw(dataset, fmt, target=target, image_size=image_size or None)
+    return dataset_summary(raw.x, raw.y, raw.classes)
+
+
+class TrainDialog(QDialog):
+    """Collects a run spec for ``graph``; ``spec()`` is the result once accepted."""
+
+    def __init__(self, graph: Graph, devices: Sequence[Device], parent: QWidget | None = None,
+                 initial: dict[str, Any] | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Train")
+        self.graph = graph
+        self.form = SpecForm(self)
+        self.devices = list(devices)
+        self._summary: dict[str, Any] | None = None
+        self._data_error = ""
+        self._task: BackgroundTask | None = None
+        self._preview_timer = QTimer(self, singleShot=True, interval=300)
+        self._preview_timer.timeout.connect(self._read_preview)
+        self._build()
+        if initial:
+            self.form.load(initial)
+        else:
+            self.apply_preset("quick")
+        self.form.changed.connect(self.refresh_problems)
+        self.form.editors["data.dataset"].textChanged.connect(self._preview_timer.start)
+        self.form.editors["data.format"].currentIndexChanged.connect(self._preview_timer.start)
+        self._read_preview()
+        self.resize(1100, 720)
+
+    # ------------------------------------------------------------------ layout
+    def _build(self) -> None:
+        root = QVBoxLayout(self)
+        cols = QHBoxLayout()
+        cols.addWidget(self._dataset_box(), 1)
+        right = QVBoxLayout()
+        right.addWidget(self._recipe_box())
+        right.addWidget(self._advanced_box(), 1)
+        cols.addLayout(right, 1)
+        root.addLayout(cols, 1)
+        root.addWidget(QLabel("Problems (nothing starts until this list is empty):"))
+        self.problems = QListWidget()
+        self.problems.setMaximumHeight(110)
+        root.addWidget(self.problems)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        self.start_button = self.buttons.addButton("Start training", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        root.addWidget(self.buttons)
+
+    def _dataset_box(self) -> QGroupBox:
+        box = QGroupBox("Dataset")
+        lay = QVBoxLayout(box)
+        row = QHBoxLayout()
+        path = self.form.editors["data.dataset"]
+        row.addWidget(path, 1)
+        for text, slot in (("Digits", lambda: path.setText("digits")), ("File...", self._pick_file),
+                           ("Folder...", self._pick_folder)):
+            b = QPushButton(text)
+            b.clicked.connect(slot)
+            row.addWidget(b)
+        lay.addLayout(row)
+        form = QFormLayout()
+        for p in DATA_FIELDS:
+            form.addRow(p.split(".", 1)[1].replace("_", " "), self.form.editors[p])
+        lay.addLayout(form)
+        self.preview_title = QLabel("")
+        self.preview_title.setWordWrap(True)
+        lay.addWidget(self.preview_title)
+        self.preview_grid = QGridLayout()
+        lay.addLayout(self.preview_grid)
+        self.counts_label = QLabel("")
+        self.counts_label.setWordWrap(True)
+        self.counts_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.counts_label)
+        lay.addStretch(1)
+        return box
+
+    def _recipe_box(self) -> QGroupBox:
+        box = QGroupBox("Recipe and device")
+        form = QFormLayout(box)
+        self.preset = QComboBox()
+        self.preset.addItems([*PRESETS, "custom"])
+        self.preset.activated.connect(lambda _i: self.apply_preset(self.preset.currentText()))
+        form.addRow("preset", self.preset)
+        for p, label in RECIPE_FIELDS.items():
+            form.addRow(label, self.form.editors[p])
+        self.device = QComboBox()
+        for d in self.devices:
+            self.device.addItem(d.label, d.spec)
+        self.device.currentIndexChanged.connect(self.refresh_problems)
+        form.addRow("device", self.device)
+        return box
+
+    def _advanced_box(self) -> QGroupBox:
+        box = QGroupBox("Advanced: every field of the run spec")
+        box.setCheckable(True)
+        box.setChecked(False)
+        inner = QWidget()
+        form = QFormLayout(inner)
+        shown = {*RECIPE_FIELDS, *DATA_FIELDS, "data.dataset", "device"}
+        for p, w in self.form.editors.items():
+            if p not in shown:
+                form.addRow(p, w)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(inner)
+        scroll.setVisible(False)
+        box.toggled.connect(scroll.setVisible)
+        QVBoxLayout(box).addWidget(scroll)
+        self.advanced = box
+        return box
+
+    def _pick_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Dataset file", "", "Datasets (*.npz *.csv *.csv.gz)")
+        if path:
+            self.form.editors["data.dataset"].setText(path)
+
+    def _pick_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Dataset folder")
+        if path:
+            self.form.editors["data.dataset"].setText(path)
+
+    # ------------------------------------------------------------------ state
+    def apply_preset(self, name: str) -> None:
+        if name in PRESETS:
+            self.form.set_values(PRESETS[name])
+            self.preset.setCurrentText(name)
+        self.refresh_problems()
+
+    def spec(self) -> dict[str, Any]:
+        """The run spec as the worker reads it: the form's fields, the device, the graph itself."""
+        data, _ = self.form.values()
+        data["device"] = self.device.currentData() or "cpu"
+        data["model"] = {"graph": graph_to_dict(self.graph)}
+        return data
+
+    def problem_list(self) -> list[str]:
+        _, problems = self.form.values()
+        if not problems:
+            try:
+                spec_from_dict(self.spec())
+            except SpecError as exc:
+                problems += exc.problems
+        problems += [str(p) for p in validate(self.graph).problems if p.severity == "error"]
+        if self._data_error:
+            problems.append(f"data.dataset: {self._data_error}")
+        elif self._summary is not None:
+            problems += data_problems(self._summary, self.graph)
+        return problems
+
+    def refresh_problems(self) -> None:
+        problems = self.problem_list()
+        self.problems.clear()
+        self.problems.addItems(problems or ["No problems."])
+        self.start_button.setEnabled(not problems and self._summary is not None)
+
+    def accept(self) -> None:
+        self.refresh_problems()
+        if self.start_button.isEnabled():
+            super().accept()
+
+    # ---------------------------------------------------------------- preview
+    def _read_preview(self) -> None:
+        data, _ = self.form.values()
+        d = data["data"]
+        self._summary, self._data_error = None, ""
+        self.preview_title.setText(f"Reading {d['dataset']}...")
+        self.start_button.setEnabled(False)
+        task = BackgroundTask(lambda: _read_summary(d["dataset"], d["format"], d["target"], d["image_size"]), self)
+        task.done.connect(lambda s, t=task: self._show_preview(s) if t is self._task else None)
+        task.error.connect(lambda m, t=task: self._show_error(m) if t is self._task else None)
+        self._task = task.start()
+
+    def _show_preview(self, summary: dict[str, Any]) -> None:
+        self._summary = summary
+        while self.preview_grid.count():
+            self.preview_grid.takeAt(0).widget().deleteLater()
+        for i, (img, label) in enumerate(zip(summary["samples"], summary["labels"], strict=True)):
+            cell = QLabel()
+            cell.setPixmap(image_to_pixmap(img, 72))
+            cell.setToolTip(f"class {label}")
+            cap = QLabel(label)
+            cap.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            self.preview_grid.addWidget(cell, (i // 5) * 2, i % 5)
+            self.preview_grid.addWidget(cap, (i // 5) * 2 + 1, i % 5)
+        shape = " x ".join(map(str, summary["shape"]))
+        self.preview_title.setText(f"{summary['size']} samples of {shape}, {len(summary['counts'])} classes")
+        self.counts_label.setText("Class counts: " + ", ".join(f"{c}: {n}" for c, n in summary["counts"].items()))
+        self.refresh_problems()
+
+    def _show_error(self, message: str) -> None:
+        self._data_error = message
+        self.preview_title.setText(f"Cannot read this dataset: {message}")
+        self.counts_label.setText("")
+        self.refresh_problems()
+
+    def wait_preview(self, ms: int = 30_000) -> bool:
+        return self._task.wait(ms) if self._task else True
