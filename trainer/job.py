@@ -1,0 +1,288 @@
+"""One run in progress: the model, optimizer, loaders and bookkeeping, and the epochs that drive them.
+
+:func:`make_job` builds everything from a checked :class:`~trainer.checks.Setup`; :func:`run_epochs`
+runs epochs until done, stopped or early-stopped; :func:`save` and :func:`restore` are the
+checkpoint round trip that makes a resumed run end where an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from graph_editor.build import build_module
+
+from . import events as ev
+from .checkpoint import (
+    load_optimizer,
+    optimizer_tensors,
+    read_checkpoint,
+    restore_rng,
+    rng_tensors,
+    save_checkpoint,
+)
+from .checks import Setup
+from .controls import Controls
+from .data.loaders import Augment, DeviceLoader, StreamLoader
+from .loop import (
+    EpochTotals,
+    Evaluation,
+    LoopHooks,
+    StepFn,
+    Window,
+    evaluate,
+    make_train_step,
+    train_one_epoch,
+)
+from .memory import memory_sample
+from .optim import Schedule, make_optimizer
+from .store import RunStore
+
+LOWER_IS_BETTER = {"val_loss"}
+
+
+@dataclass
+class Job:
+    setup: Setup
+    store: RunStore
+    emitter: ev.Emitter
+    run_id: int
+    run_dir: Path
+    model: nn.Module          # the eager module: its state dict is what checkpoints hold
+    runner: nn.Module         # what the loop calls: the model, or its compiled wrapper
+    opt: torch.optim.Optimizer
+    step_fn: StepFn
+    scaler: torch.amp.GradScaler | None
+    schedule: Schedule
+    loaders: dict[str, DeviceLoader]
+    controls: Controls
+    window: Window
+    step: int = 0
+    epoch: int = 0            # epochs completed
+    order: torch.Tensor | None = None   # the current epoch's shuffled order while it is in progress
+    position: int = 0         # steps of the current epoch already done
+    totals: EpochTotals = field(default_factory=EpochTotals)
+    best: dict[str, list[float]] = field(default_factory=dict)  # metric -> [value, epoch]
+    bad_epochs: int = 0
+    last_memory: float = 0.0
+
+    @property
+    def spec(self):  # noqa: ANN201 - RunSpec
+        return self.setup.spec
+
+    def lr_at(self, step: int) -> float:
+        override = self.controls.lr_override
+        return override if override is not None else self.schedule.lr_at(step)
+
+
+def build_model(setup: Setup) -> nn.Module:
+    """The graph as a module on the device, in channels_last and fp8 form when the spec asks."""
+    model = build_module(setup.graph, device=setup.device)
+    p = setup.spec.precision
+    if p.channels_last and setup.splits.is_image:
+        model = model.to(memory_format=torch.channels_last)
+    if p.dtype == "fp8":
+        from torchao.float8 import convert_to_float8_training
+
+        convert_to_float8_training(model)
+    return model
+
+
+def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emitter, run_id: int,
+             run_dir: Path, controls: Controls) -> Job:
+    spec, dev = setup.spec, setup.device
+    torch.manual_seed(spec.train.seed)
+    compiled = spec.precision.compile != "off"
+    opt = make_optimizer(model, spec.optim, lr_tensor=compiled, device=dev)
+    runner = torch.compile(model, mode=spec.precision.compile) if compiled else model
+    step_fn, scaler = make_train_step(runner, opt, device=dev, precision=spec.precision.dtype,
+                                      label_smoothing=spec.optim.label_smoothing, compile_mode=spec.precision.compile)
+    loaders = make_loaders(setup)
+    schedule = Schedule(spec.optim.lr, spec.schedule, loaders["train"].steps, spec.train.epochs)
+    job = Job(setup, store, emitter, run_id, run_dir, model, runner, opt, step_fn, scaler, schedule, loaders,
+              controls, Window(dev))
+    if compiled:
+        job.step_fn = _timed_first_call(job, step_fn)
+    return job
+
+
+def make_loaders(setup: Setup) -> dict[str, DeviceLoader]:
+    spec, s = setup.spec, setup.splits
+    aug = Augment(spec.data.augment.flip, spec.data.augment.translate)
+    kw = dict(channels_last=spec.precision.channels_last, seed=spec.train.seed)
+    out: dict[str, DeviceLoader] = {}
+    for name, split in (("train", s.train), ("val", s.val), ("test", s.test)):
+        train = name == "train"
+        if setup.streamed:
+            out[name] = StreamLoader(split, spec.train.batch_size, setup.device, train=train, mean=s.mean, std=s.std,
+                                     workers=spec.data.workers, augment=aug, **kw)
+        else:
+            out[name] = DeviceLoader(split, spec.train.batch_size, setup.device, train=train, augment=aug, **kw)
+    return out
+
+
+def _timed_first_call(job: Job, step_fn: StepFn) -> StepFn:
+    """Time the first (compiling) step and report it; later calls pass straight through."""
+    done = False
+
+    def timed(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        nonlocal done
+        if done:
+            return step_fn(x, y)
+        t0 = time.perf_counter()
+        out = step_fn(x, y)
+        if job.setup.device.type == "cuda":
+            torch.cuda.synchronize(job.setup.device)   # once: the compile time must include the kernels
+        job.emitter.emit(ev.COMPILE_DONE, seconds=round(time.perf_counter() - t0, 3),
+                         mode=job.spec.precision.compile)
+        done = True
+        return out
+
+    return timed
+
+
+def report_metrics(job: Job, step: int, epoch: int, losses: list[float], correct: list[float], lr: float,
+                   samples_per_s: float) -> None:
+    """Store a window of training metrics, then emit it (a reader that saw the event finds the rows)."""
+    b = job.spec.train.batch_size
+    loss, acc = sum(losses) / len(losses), sum(correct) / (b * len(correct))
+    rows = [(step, "train/loss", loss), (step, "train/accuracy", acc), (step, "lr", lr),
+            (step, "samples_per_s", samples_per_s)]
+    job.store.add_metrics(job.run_id, rows)
+    job.emitter.emit(ev.METRICS, step=step, epoch=epoch, loss=loss, accuracy=acc, lr=lr,
+                     samples_per_s=round(samples_per_s, 1))
+    if time.monotonic() - job.last_memory >= 2.0:
+        emit_memory(job, step)
+
+
+def emit_memory(job: Job, step: int) -> None:
+    sample = memory_sample(job.setup.device)
+    job.store.add_metrics(job.run_id, [(step, f"memory/{k}", float(v)) for k, v in sample.items() if k != "device"])
+    job.emitter.emit(ev.MEMORY, step=step, **sample)
+    job.last_memory = time.monotonic()
+
+
+def run_epochs(job: Job) -> str:
+    """Train until the spec's epochs are done; returns 'completed', 'stopped' or 'early_stopped'."""
+    spec, train = job.spec, job.loaders["train"]
+    hooks = LoopHooks(lr_at=job.lr_at, report=lambda *a: report_metrics(job, *a), poll=job.controls.poll,
+                      interval_s=spec.train.metrics_interval_s)
+    while job.epoch < spec.train.epochs:
+        epoch, t0 = job.epoch + 1, time.perf_counter()
+        if job.order is None:
+            job.order, job.position, job.totals = train.order(), 0, EpochTotals()
+        step, stopped = train_one_epoch(job.step_fn, job.opt, train.batches(job.order, job.position), epoch=epoch,
+                                        step=job.step, batch_size=spec.train.batch_size, window=job.window,
+                                        totals=job.totals, hooks=hooks)
+        job.position, job.step = job.position + step - job.step, step
+        if stopped:
+            save(job, "last")
+            return "stopped"
+        job.order, job.epoch = None, epoch
+        if end_of_epoch(job, epoch, time.perf_counter() - t0):
+            return "early_stopped"
+        if job.controls.poll(job.step):
+            return "stopped"
+    return "completed"
+
+
+def end_of_epoch(job: Job, epoch: int, seconds: float) -> bool:
+    """Evaluate, store, checkpoint and report an epoch; True when early stopping ends the run."""
+    spec = job.spec
+    val = evaluate_split(job, "val")
+    values = {"val_accuracy": val.accuracy, "val_loss": val.loss} if val else {}
+    improved = {name: _improves(job, name, v, epoch) for name, v in values.items()}
+    lr = job.lr_at(job.step)
+    rows = [(job.step, "epoch/train_loss", job.totals.loss), (job.step, "epoch/train_accuracy", job.totals.accuracy)]
+    rows += [(job.step, name.replace("_", "/", 1), v) for name, v in values.items()]
+    job.store.add_metrics(job.run_id, rows)
+    report = {"per_class": val.per_class(), "confusion": val.confusion.tolist()} if val else {}
+    job.store.add_epoch_report(job.run_id, epoch, report)
+    best_metric = spec.checkpoints.metric
+    best = job.best.get(best_metric)
+    job.store.update_run(job.run_id, epoch=epoch, step=job.step, best_metric=best_metric,
+                         best_value=best[0] if best else None)
+    job.emitter.emit(ev.EPOCH_END, epoch=epoch, step=job.step, train_loss=job.totals.loss,
+                     train_accuracy=job.totals.accuracy, val_loss=val.loss if val else None,
+                     val_accuracy=val.accuracy if val else None, lr=lr, seconds=round(seconds, 3),
+                     best=bool(improved.get(best_metric)), **report)
+    stop_metric = spec.early_stopping.metric
+    job.bad_epochs = 0 if improved.get(stop_metric, True) else job.bad_epochs + 1
+    if spec.checkpoints.best and improved.get(best_metric):
+        save(job, "best")
+    if spec.checkpoints.last:
+        save(job, "last")
+    emit_memory(job, job.step)
+    return 0 < spec.early_stopping.patience <= job.bad_epochs
+
+
+def _improves(job: Job, name: str, value: float, epoch: int) -> bool:
+    best = job.best.get(name)
+    delta = job.spec.early_stopping.min_delta
+    better = best is None or (value < best[0] - delta if name in LOWER_IS_BETTER else value > best[0] + delta)
+    if better:
+        job.best[name] = [value, epoch]
+    return better
+
+
+def evaluate_split(job: Job, name: str) -> Evaluation | None:
+    loader = job.loaders[name]
+    if loader.n == 0:
+        return None
+    return evaluate(job.runner, loader, len(job.setup.splits.classes), device=job.setup.device,
+                    precision=job.spec.precision.dtype)
+
+
+# ---------------------------------------------------------------- checkpoints
+def save(job: Job, kind: str) -> Path:
+    """Write the ``kind`` ("best"/"last") checkpoint, record it in the store, then emit the event."""
+    opt_tensors, opt_meta = optimizer_tensors(job.opt)
+    tensors = {**{f"model.{k}": v for k, v in job.model.state_dict().items()}, **opt_tensors,
+               **rng_tensors(job.loaders["train"].generator)}
+    in_epoch = job.order is not None
+    if in_epoch:
+        tensors["loop.order"] = job.order
+    metric = job.spec.checkpoints.metric
+    value = job.best.get(metric, [None])[0] if kind == "best" else None
+    meta: dict[str, Any] = {
+        "run_id": job.run_id, "kind": kind, "step": job.step, "epoch": job.epoch, "optimizer": opt_meta,
+        "position": job.position if in_epoch else None, "totals": asdict(job.totals) if in_epoch else None,
+        "best": job.best, "bad_epochs": job.bad_epochs, "lr_override": job.controls.lr_override,
+        "scaler": job.scaler.state_dict() if job.scaler is not None else None, "spec": job.spec.to_dict(),
+    }
+    path = save_checkpoint(job.run_dir / "checkpoints" / f"{kind}.safetensors", tensors, meta)
+    job.store.add_checkpoint(job.run_id, kind, str(path), job.step, job.epoch, value)
+    job.emitter.emit(ev.CHECKPOINT, kind=kind, path=str(path), step=job.step, epoch=job.epoch, metric=metric,
+                     value=value)
+    return path
+
+
+def restore(job: Job, path: Path) -> None:
+    """Continue from a checkpoint: weights, optimizer, RNG, step, epoch position and bookkeeping."""
+    tensors, meta = read_checkpoint(path)
+    job.model.load_state_dict({k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")})
+    load_optimizer(job.opt, tensors, meta["optimizer"])
+    restore_rng(tensors, job.loaders["train"].generator)
+    job.step, job.epoch = meta["step"], meta["epoch"]
+    job.best, job.bad_epochs = meta["best"], meta["bad_epochs"]
+    job.controls.lr_override = meta["lr_override"]
+    if job.scaler is not None and meta.get("scaler"):
+        job.scaler.load_state_dict(meta["scaler"])
+    if meta["position"] is not None:
+        job.order = tensors["loop.order"].to(job.setup.device)
+        job.position, job.totals = meta["position"], EpochTotals(**meta["totals"])
+
+
+def load_best_weights(job: Job) -> bool:
+    """Put the best checkpoint's weights into the model (for the final test); False when there is none."""
+    path = job.run_dir / "checkpoints" / "best.safetensors"
+    if not (job.spec.checkpoints.best and path.exists()):
+        return False
+    tensors, _ = read_checkpoint(path)
+    job.model.load_state_dict({k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")})
+    return True

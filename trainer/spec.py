@@ -1,0 +1,276 @@
+"""The run spec: one typed config grouped by concern, saved with every run (versioned JSON).
+
+``load_spec``/``spec_from_dict`` check every field at once and raise one :class:`SpecError`
+listing each problem as ``"field.path: what is wrong"``, so a bad spec fails before anything runs.
+Checks that need the data or the graph (class count, input shape, dataset path) live in
+:mod:`trainer.checks`. Older files are migrated by ``_MIGRATIONS`` on load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+OPTIMIZERS = ("sgd", "adamw", "adam", "rmsprop")
+SCHEDULES = ("onecycle", "cosine", "step", "constant")
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
+COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
+FORMATS = ("auto", "digits", "npz", "csv", "image_folder", "idx", "cifar", "hf")
+STOP_METRICS = ("val_accuracy", "val_loss")
+
+
+class SpecError(ValueError):
+    """A run spec that cannot run; ``problems`` holds one ``"field: message"`` line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("bad run spec:\n" + "\n".join(f"  {p}" for p in self.problems))
+
+
+@dataclass
+class ModelSpec:
+    graph: str | dict[str, Any] = "assets/templates/digits_cnn.graph.json"  # a path, or the graph itself
+
+
+@dataclass
+class AugmentSpec:
+    flip: bool = False        # random horizontal flip (batched tensor op)
+    translate: int = 0        # random shift of up to N pixels each way (pad + random offsets)
+    normalize: bool = True    # per-channel/feature mean and std from the train split
+
+
+@dataclass
+class DataSpec:
+    dataset: str = "digits"   # "digits" or a path (file or folder)
+    format: str = "auto"
+    target: str = ""          # CSV: the target column (default: the last); HF: the label column
+    val_fraction: float = 0.1
+    test_fraction: float = 0.2
+    image_size: list[int] = field(default_factory=list)  # image folder: [H, W] (default: first image's)
+    augment: AugmentSpec = field(default_factory=AugmentSpec)
+    device_budget_mb: float = 1024.0  # data up to this size lives on the device as tensors
+    workers: int = 2                  # DataLoader workers when the data does not fit the budget
+
+
+@dataclass
+class OptimSpec:
+    name: str = "adamw"
+    lr: float = 3e-3
+    weight_decay: float = 5e-4
+    momentum: float = 0.9     # sgd, rmsprop
+    nesterov: bool = False    # sgd
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # adam, adamw
+    label_smoothing: float = 0.0
+
+
+@dataclass
+class ScheduleSpec:
+    name: str = "onecycle"
+    warmup_epochs: float = 0.0   # cosine, constant: linear warm-up
+    pct_start: float = 0.25      # onecycle: fraction of steps spent rising
+    step_epochs: int = 10        # step: decay every N epochs
+    gamma: float = 0.1           # step: decay factor
+    min_lr_ratio: float = 0.0    # cosine: final lr as a fraction of the peak
+
+
+@dataclass
+class TrainSpec:
+    epochs: int = 10
+    batch_size: int = 64
+    seed: int = 0
+    metrics_interval_s: float = 0.25  # host reads device-side loss/accuracy at most this often
+
+
+@dataclass
+class PrecisionSpec:
+    dtype: str = "fp32"
+    compile: str = "off"
+    channels_last: bool = False
+
+
+@dataclass
+class EarlyStopSpec:
+    metric: str = "val_accuracy"
+    patience: int = 0            # epochs without improvement before stopping; 0 = off
+    min_delta: float = 0.0
+
+
+@dataclass
+class CheckpointSpec:
+    best: bool = True
+    last: bool = True
+    metric: str = "val_accuracy"  # what "best" means
+
+
+@dataclass
+class RunSpec:
+    """Everything a run needs; ``to_dict`` is what the store and checkpoints keep."""
+
+    name: str = ""
+    model: ModelSpec = field(default_factory=ModelSpec)
+    data: DataSpec = field(default_factory=DataSpec)
+    optim: OptimSpec = field(default_factory=OptimSpec)
+    schedule: ScheduleSpec = field(default_factory=ScheduleSpec)
+    train: TrainSpec = field(default_factory=TrainSpec)
+    precision: PrecisionSpec = field(default_factory=PrecisionSpec)
+    early_stopping: EarlyStopSpec = field(default_factory=EarlyStopSpec)
+    checkpoints: CheckpointSpec = field(default_factory=CheckpointSpec)
+    device: str = "auto"
+    base_dir: str = field(default="", metadata={"internal": True})  # relative paths resolve here
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"schema_version": SCHEMA_VERSION, **asdict(self)}
+        out.pop("base_dir")
+        return out
+
+    def resolve(self, path: str) -> Path:
+        """A path from the spec: absolute, or relative to the spec file's folder."""
+        p = Path(os.path.expanduser(path))
+        return p if p.is_absolute() or not self.base_dir else Path(self.base_dir) / p
+
+
+# ------------------------------------------------------------------------- loading
+def load_spec(path: str | os.PathLike[str]) -> RunSpec:
+    """Read and check a spec file; relative paths in it resolve against its folder."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError([f"spec: file not found: {p}"]) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpecError([f"spec: cannot read {p}: {exc}"]) from None
+    spec = spec_from_dict(data)
+    spec.base_dir = str(p.resolve().parent)
+    return spec
+
+
+def spec_from_dict(data: Any) -> RunSpec:
+    """Build a RunSpec from parsed JSON, migrating old versions; raises SpecError with every problem."""
+    if not isinstance(data, dict):
+        raise SpecError(["spec: must be a JSON object"])
+    data = migrate(dict(data))
+    problems: list[str] = []
+    spec = _build(RunSpec, data, "", problems)
+    if not problems:
+        check_values(spec, problems)
+    if problems:
+        raise SpecError(problems)
+    return spec
+
+
+def save_spec(spec: RunSpec, path: str | os.PathLike[str]) -> None:
+    Path(path).write_text(json.dumps(spec.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+
+# schema_version -> function that upgrades a dict of that version to the next one.
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    version = data.pop("schema_version", SCHEMA_VERSION)
+    if not isinstance(version, int) or version < 1 or version > SCHEMA_VERSION:
+        raise SpecError([f"schema_version: {version!r} is not a version this program reads (1..{SCHEMA_VERSION})"])
+    while version < SCHEMA_VERSION:
+        data = _MIGRATIONS[version](data)
+        version += 1
+    return data
+
+
+def _build(cls: type, data: Any, where: str, problems: list[str]) -> Any:
+    if not isinstance(data, dict):
+        problems.append(f"{where.rstrip('.') or 'spec'}: must be an object")
+        return cls()
+    known = {f.name: f for f in fields(cls) if not f.metadata.get("internal")}
+    for key in data:
+        if key not in known:
+            problems.append(f"{where}{key}: unknown field (known: {', '.join(known)})")
+    kwargs: dict[str, Any] = {}
+    defaults = cls()
+    for name in known:
+        if name not in data:
+            continue
+        value, default = data[name], getattr(defaults, name)
+        if is_dataclass(default):
+            kwargs[name] = _build(type(default), value, f"{where}{name}.", problems)
+        elif _type_ok(value, default, name):
+            kwargs[name] = float(value) if isinstance(default, float) else value
+        else:
+            problems.append(f"{where}{name}: expected {_type_name(default, name)}, got {json.dumps(value)}")
+    return cls(**kwargs)
+
+
+def _type_ok(value: Any, default: Any, name: str) -> bool:
+    if name == "graph":
+        return isinstance(value, str | dict)
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(default, list):
+        return isinstance(value, list) and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                               for v in value)
+    return isinstance(value, type(default))
+
+
+def _type_name(default: Any, name: str) -> str:
+    if name == "graph":
+        return "a graph file path or a graph object"
+    return {bool: "true or false", int: "an integer", float: "a number", list: "a list of numbers",
+            str: "a string"}.get(type(default), type(default).__name__)
+
+
+def _choice(problems: list[str], where: str, value: str, choices: tuple[str, ...], what: str) -> None:
+    if value not in choices:
+        problems.append(f"{where}: unknown {what} '{value}' (choose {', '.join(choices)})")
+
+
+def check_values(spec: RunSpec, problems: list[str]) -> None:
+    """Range and choice checks that need nothing but the spec itself."""
+    o, s, t, d = spec.optim, spec.schedule, spec.train, spec.data
+    _choice(problems, "optim.name", o.name, OPTIMIZERS, "optimizer")
+    _choice(problems, "schedule.name", s.name, SCHEDULES, "schedule")
+    _choice(problems, "precision.dtype", spec.precision.dtype, PRECISIONS, "precision")
+    _choice(problems, "precision.compile", spec.precision.compile, COMPILE_MODES, "compile mode")
+    _choice(problems, "data.format", d.format, FORMATS, "dataset format")
+    _choice(problems, "early_stopping.metric", spec.early_stopping.metric, STOP_METRICS, "metric")
+    _choice(problems, "checkpoints.metric", spec.checkpoints.metric, STOP_METRICS, "metric")
+    positive = {"optim.lr": o.lr, "train.epochs": t.epochs, "train.batch_size": t.batch_size,
+                "train.metrics_interval_s": t.metrics_interval_s}
+    for where, value in positive.items():
+        if not value > 0:
+            problems.append(f"{where}: must be positive, got {value}")
+    nonneg = {"optim.weight_decay": o.weight_decay, "optim.momentum": o.momentum, "schedule.warmup_epochs":
+              s.warmup_epochs, "early_stopping.patience": spec.early_stopping.patience,
+              "data.workers": d.workers, "data.device_budget_mb": d.device_budget_mb,
+              "data.augment.translate": d.augment.translate, "train.seed": t.seed}
+    for where, value in nonneg.items():
+        if value < 0:
+            problems.append(f"{where}: must not be negative, got {value}")
+    for where, value, lo, hi in (("optim.label_smoothing", o.label_smoothing, 0.0, 0.99),
+                                 ("schedule.pct_start", s.pct_start, 0.0, 1.0),
+                                 ("schedule.min_lr_ratio", s.min_lr_ratio, 0.0, 1.0),
+                                 ("schedule.gamma", s.gamma, 0.0, 1.0),
+                                 ("data.val_fraction", d.val_fraction, 0.0, 0.9),
+                                 ("data.test_fraction", d.test_fraction, 0.0, 0.9)):
+        if not lo <= value <= hi:
+            problems.append(f"{where}: must be between {lo} and {hi}, got {value}")
+    if d.val_fraction + d.test_fraction >= 0.95:
+        problems.append("data.val_fraction: val and test fractions leave almost nothing to train on")
+    if len(o.betas) != 2 or not all(0.0 <= b < 1.0 for b in o.betas):
+        problems.append(f"optim.betas: must be two numbers in [0, 1), got {o.betas}")
+    if o.nesterov and o.name == "sgd" and o.momentum <= 0:
+        problems.append("optim.nesterov: needs a positive optim.momentum")
+    if s.step_epochs < 1:
+        problems.append(f"schedule.step_epochs: must be at least 1, got {s.step_epochs}")
+    if d.image_size and (len(d.image_size) != 2 or any(int(v) != v or v < 1 for v in d.image_size)):
+        problems.append(f"data.image_size: must be [height, width] in pixels, got {d.image_size}")
+    if not spec.device or not (spec.device in ("auto", "cpu", "cuda") or spec.device.startswith("cuda:")):
+        problems.append(f"device: unknown device '{spec.device}' (choose auto, cpu, cuda or cuda:N)")
