@@ -8,6 +8,7 @@ stack without Qt, for scripts and tests.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,16 +17,18 @@ from .events import Signal
 from .graph import Edge, Graph, Group, InputSpec, Node
 
 
-class Command:
+class Command(ABC):
     """Base class: ``text`` names the edit in the Edit menu ("Undo Add Conv2d")."""
 
     text = "edit"
 
+    @abstractmethod
     def redo(self) -> None:
-        raise NotImplementedError
+        """Apply the edit (also the first time: pushing a command runs ``redo``)."""
 
+    @abstractmethod
     def undo(self) -> None:
-        raise NotImplementedError
+        """Reverse the edit exactly, leaving the graph as it was before ``redo``."""
 
 
 class AddNode(Command):
@@ -70,7 +73,7 @@ class RemoveNodes(Command):
         g = self.graph
         gone = set(self.ids)
         self._edges = [(i, e) for i, e in enumerate(g.edges) if e.src in gone or e.dst in gone]
-        self._groups = {k: Group(v.id, v.name, list(v.nodes), v.collapsed) for k, v in g.groups.items()}
+        self._groups = {k: _copy(v) for k, v in g.groups.items()}
         self._nodes = [g.nodes[i] for i in self.ids]
         for _, e in reversed(self._edges):
             g.remove_edge(e)
@@ -86,7 +89,7 @@ class RemoveNodes(Command):
             g.insert_node(n)
         for i, e in self._edges:
             g.add_edge(e, index=i, check=False)
-        g.set_groups(self._groups)
+        g.set_groups({k: _copy(v) for k, v in self._groups.items()})
 
 
 class Connect(Command):
@@ -203,24 +206,28 @@ class GroupNodes(Command):
         self.text = f"Group {len(ids)} nodes"
 
     def redo(self) -> None:
-        self.graph.set_groups({**self.graph.groups, self.group.id: self.group})
+        self.graph.set_groups({**self.graph.groups, self.group.id: _copy(self.group)})
 
     def undo(self) -> None:
         self.graph.set_groups({k: v for k, v in self.graph.groups.items() if k != self.group.id})
+
+
+def _copy(group: Group) -> Group:
+    return Group(group.id, group.name, list(group.nodes), group.collapsed)
 
 
 class Ungroup(Command):
     def __init__(self, graph: Graph, group_id: str) -> None:
         if group_id not in graph.groups:
             raise CommandError(f"there is no group '{group_id}'")
-        self.graph, self.group = graph, graph.groups[group_id]
+        self.graph, self.group = graph, _copy(graph.groups[group_id])
         self.text = f"Ungroup {self.group.name}"
 
     def redo(self) -> None:
         self.graph.set_groups({k: v for k, v in self.graph.groups.items() if k != self.group.id})
 
     def undo(self) -> None:
-        self.graph.set_groups({**self.graph.groups, self.group.id: self.group})
+        self.graph.set_groups({**self.graph.groups, self.group.id: _copy(self.group)})
 
 
 class SetGroupCollapsed(Command):
@@ -301,25 +308,33 @@ class UndoStack:
         command.redo()
         if self._macros:
             self._macros[-1].commands.append(command)
-            return command
+        else:
+            self._record(command)
+        return command
+
+    def _record(self, command: Command) -> None:
         self._done.append(command)
         if self._clean_depth is not None and self._clean_depth > len(self._done) - 1:
             self._clean_depth = None  # the clean state was in the discarded redo branch
         self._undone.clear()
         self.changed.emit()
-        return command
 
     def begin_macro(self, text: str) -> None:
+        """Start a compound edit: commands pushed until :meth:`end_macro` undo as one step."""
         self._macros.append(Macro(text))
 
     def end_macro(self) -> None:
+        if not self._macros:
+            raise CommandError("end_macro without begin_macro")
         macro = self._macros.pop()
         if self._macros:
             self._macros[-1].commands.append(macro)
         elif macro.commands:
-            self._done.append(macro)
-            self._undone.clear()
-            self.changed.emit()
+            self._record(macro)
+
+    @property
+    def in_macro(self) -> bool:
+        return bool(self._macros)
 
     def undo(self) -> None:
         if self._done:

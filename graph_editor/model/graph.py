@@ -227,9 +227,11 @@ class Graph:
         """Remove a node and every edge touching it."""
         for e in [e for e in self.edges if node_id in (e.src, e.dst)]:
             self.remove_edge(e)
-        for g in self.groups.values():
-            if node_id in g.nodes:
-                g.nodes.remove(node_id)
+        if any(node_id in g.nodes for g in self.groups.values()):
+            # New Group objects: commands keep the old ones to restore them on undo.
+            self.groups = {k: Group(g.id, g.name, [n for n in g.nodes if n != node_id], g.collapsed)
+                           for k, g in self.groups.items()}
+            self.events.groups_changed.emit()
         node = self.nodes.pop(node_id)
         self.events.node_removed.emit(node_id)
         self.events.changed.emit()

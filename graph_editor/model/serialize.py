@@ -120,6 +120,8 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in data.items() if k not in ("input_shape", "input_dtype", "edges")}
     out["input"] = {"shape": data.get("input_shape", [1, 28, 28]), "dtype": data.get("input_dtype", "float32")}
     edges = []
+    if not isinstance(data.get("edges", []), list):
+        raise GraphFileError("must be a list of 'node.port -> node.port' strings", field="edges")
     for i, text in enumerate(data.get("edges", [])):
         try:
             left, right = (s.strip() for s in str(text).split("->"))
@@ -176,11 +178,18 @@ def graph_from_dict(data: Any) -> Graph:
     graph = Graph(InputSpec(tuple(shape), dtype), num_classes, metadata)
     for i, raw in enumerate(_get(data, "nodes", list, None, "nodes")):
         _decode_node(graph, raw, i)
-    for i, raw in enumerate(data.get("edges", [])):
+    for i, raw in enumerate(_get({"edges": [], **data}, "edges", list, None, "edges")):
         _decode_edge(graph, raw, i)
-    groups = {}
-    for i, raw in enumerate(data.get("groups", [])):
+    groups: dict[str, Group] = {}
+    for i, raw in enumerate(_get({"groups": [], **data}, "groups", list, None, "groups")):
         g = _decode_group(graph, raw, i)
+        if g.id in groups:
+            raise GraphFileError(f"the group id '{g.id}' is used twice", field=f"groups[{i}].id")
+        owner = next((o for o in groups.values() for n in g.nodes if n in o.nodes), None)
+        if owner is not None:
+            node = next(n for n in g.nodes if n in owner.nodes)
+            raise GraphFileError(f"is in two groups ('{owner.name}' and '{g.name}')", node=node,
+                                 field=f"groups[{i}].nodes")
         groups[g.id] = g
     graph.groups = groups
     return graph
@@ -242,7 +251,8 @@ def _decode_edge(graph: Graph, raw: Any, i: int) -> None:
     dst = _get(raw, "dst", str, None, f"{where}.dst")
     for end, name in (("src", src), ("dst", dst)):
         if name not in graph.nodes:
-            raise GraphFileError(f"{end} names node '{name}', which does not exist", field=f"{where}.{end}")
+            raise GraphFileError(f"{end} names node '{name}', which does not exist", node=name,
+                                 field=f"{where}.{end}")
     edge = Edge(src, dst, raw.get("src_port", "out"), raw.get("dst_port", "in"))
     if not isinstance(edge.src_port, str) or not isinstance(edge.dst_port, str):
         raise GraphFileError("ports must be text", field=where)
@@ -265,10 +275,11 @@ def _decode_group(graph: Graph, raw: Any, i: int) -> Group:
     where = f"groups[{i}]"
     if not isinstance(raw, dict):
         raise GraphFileError("must be an object", field=where)
+    _no_unknown(raw, {"id", "name", "nodes", "collapsed"}, None, f"{where}.")
     gid = _get(raw, "id", str, None, f"{where}.id")
     name = _get(raw, "name", str, None, f"{where}.name")
     nodes = _get(raw, "nodes", list, None, f"{where}.nodes")
-    missing = [n for n in nodes if n not in graph.nodes]
+    missing = [n for n in nodes if not isinstance(n, str) or n not in graph.nodes]
     if missing:
         raise GraphFileError(f"group '{name}' names node '{missing[0]}', which does not exist", field=f"{where}.nodes")
     collapsed = raw.get("collapsed", True)

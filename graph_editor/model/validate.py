@@ -62,6 +62,7 @@ def validate(graph: Graph, batch: int = 1) -> Inference:
         return result
     result.order = order
     params_ok = _check_params(graph, problems)
+    integer = {n.id for n in graph.nodes_of_type("Input")} if graph.input_spec.dtype == "int64" else set()
     for node_id in order:
         node = graph.nodes[node_id]
         spec = node.spec
@@ -77,6 +78,8 @@ def validate(graph: Graph, batch: int = 1) -> Inference:
         shapes = [result.shapes.get(src) for src in ins]
         if any(s is None for s in shapes):
             continue  # an upstream problem is already reported
+        if not _dtype_ok(node.type, [src in integer for src in ins], integer, node_id, problems):
+            continue
         try:
             out = spec.infer(params_ok[node_id], shapes)  # type: ignore[arg-type]
         except ShapeError as exc:
@@ -87,6 +90,25 @@ def validate(graph: Graph, batch: int = 1) -> Inference:
             _check_logits(graph, node_id, tuple(out), problems)
     _check_reachability(graph, problems)
     return result
+
+
+# Layers that only move values around, so integer category codes pass through them unchanged.
+_INTEGER_SAFE = frozenset({"Flatten", "Reshape", "Permute", "Identity", "SelectToken", "Concat"})
+
+
+def _dtype_ok(type_: str, from_integer: list[bool], integer: set[str], node_id: str,
+              problems: list[Problem]) -> bool:
+    """Integer (int64) inputs are category codes: an Embedding turns them into vectors, shape
+    layers pass them on, and any other layer would fail on them in PyTorch."""
+    if type_ == "Embedding" or not any(from_integer):
+        return True
+    if type_ in _INTEGER_SAFE:
+        if all(from_integer):
+            integer.add(node_id)
+        return True
+    problems.append(Problem(node_id, f"{type_} receives integer category codes (int64 input); "
+                                     "embed them first with an Embedding layer", port="in"))
+    return False
 
 
 def _check_io_nodes(graph: Graph, problems: list[Problem]) -> None:

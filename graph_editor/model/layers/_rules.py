@@ -25,13 +25,12 @@ def need_dim(x: Shape, dim: int, expected: int | None, what: str, hint: str = ""
 
 def conv_out(size: int, kernel: int, stride: int, padding: int, dilation: int = 1,
              ceil_mode: bool = False) -> int:
-    span = dilation * (kernel - 1) + 1
-    num = size + 2 * padding - span
-    if num < 0:
-        return 0
-    out = (-(-num // stride) if ceil_mode else num // stride) + 1
+    """Output size of a convolution or pooling window, exactly as PyTorch computes it
+    (``pooling_output_shape`` in ATen); 0 or less means the output would be empty."""
+    num = size + 2 * padding - dilation * (kernel - 1) - 1
+    out = (num + (stride - 1 if ceil_mode else 0)) // stride + 1
     if ceil_mode and (out - 1) * stride >= size + padding:
-        out -= 1  # PyTorch: the last window must start inside the input or left padding
+        out -= 1  # the last window must start inside the input or the left padding
     return out
 
 

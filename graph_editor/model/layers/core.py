@@ -33,11 +33,12 @@ def linear(p, xs):
         raise ShapeError("expects at least a 1-D input per sample")
     expected = p["in_features"]
     if expected is not None and x[-1] != expected:
-        hint = ""
         if len(x) > 2:
             flat = prod(x[1:])
-            hint = f" (last dim of {fmt_shape(x)}; flattened it would be {fmt_shape(x)}={flat}: add a Flatten)"
-        raise ShapeError(f"expects {expected} input features, receives {x[-1]}{hint}")
+            fix = ": add a Flatten before it" if flat == expected else ""
+            raise ShapeError(f"expects {expected} input features, receives {fmt_shape(x)}={flat} "
+                             f"(Linear reads the last dim, {x[-1]}){fix}")
+        raise ShapeError(f"expects {expected} input features, receives {x[-1]}")
     return (*x[:-1], p["out_features"])
 
 

@@ -29,8 +29,9 @@ def _pool(p, xs):
     out = []
     for i in range(2):
         k, pad = p["kernel_size"][i], p["padding"][i]
-        if pad * 2 > k:
-            raise ShapeError(f"padding {pad} must be at most half the kernel size {k}")
+        span = dilation[i] * (k - 1) + 1  # PyTorch checks the padding against the dilated window
+        if pad * 2 > span:
+            raise ShapeError(f"padding {pad} must be at most half the window size {span}")
         out.append(conv_out(x[2 + i], k, stride[i], pad, dilation[i], p["ceil_mode"]))
     if min(out) < 1:
         raise ShapeError(f"window {fmt_shape((0, *p['kernel_size']))} is larger than the input {fmt_shape(x)}")
