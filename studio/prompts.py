@@ -19,7 +19,8 @@ FILE_FILTER = "Torch Studio graphs (*.graph.json);;All files (*)"
 
 @dataclass(frozen=True)
 class ImportRequest:
-    """What the import dialog returns: ``module:factory`` and the per-sample input shape."""
+    """What the import dialog returns: ``module:factory``, the per-sample input shape (empty:
+    guess it from the first layer) and the class count (0: the size of the module's output)."""
 
     target: str
     input_shape: tuple[int, ...]

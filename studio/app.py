@@ -1,0 +1,100 @@
+"""The composition root: builds the application, its settings, theme and main window.
+
+Everything the window uses is made here and passed down (no global state). Start-up is kept
+short: nothing on the way to the first paint imports torch; the live analysis imports it on
+its first run, after the window is on screen. With ``TORCH_STUDIO_REPORT_STARTUP=1`` the app
+prints when its window has shown (and, given a file, when it has opened and fitted it), then
+quits: ``benchmarks/startup_speed.py`` times that.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, QStandardPaths, QTimer
+from PySide6.QtGui import QUndoStack
+from PySide6.QtWidgets import QApplication
+
+from graph_editor.ui.canvas import GraphCanvas
+from graph_editor.ui.controller import EditorController
+from graph_editor.ui.live import LiveAnalysis
+
+from .dialogs.import_module import ask_import
+from .dialogs.template_gallery import pick_template
+from .document import Document, starter_graph
+from .main_window import APP_NAME, MainWindow, Services
+from .prompts import Prompts, QtPrompts
+from .recovery import AUTOSAVE_MS, RecoveryStore
+from .resources import IconSet
+from .settings import StudioSettings
+from .themes import ThemeManager
+
+ORGANISATION = "TorchStudio"
+REPORT_ENV = "TORCH_STUDIO_REPORT_STARTUP"
+
+
+def build(app: QApplication, settings: StudioSettings, prompts: Prompts, recovery_dir: Path,
+          autosave_ms: int = AUTOSAVE_MS) -> MainWindow:
+    """Make the editing core, the theme and the window; tests call this with their own parts."""
+    icons = IconSet()
+    themes = ThemeManager(app, icons)
+    themes.apply(settings.theme())
+    controller = EditorController(starter_graph(), QUndoStack())
+    live = LiveAnalysis(controller)
+    document = Document(controller)
+    canvas = GraphCanvas(controller, live)
+    canvas.set_theme(themes.current.name)
+    store = RecoveryStore(recovery_dir)
+    window = MainWindow(Services(settings, prompts, icons, themes, controller, live, document, store, canvas,
+                                 autosave_ms))
+    for name in ("studio", "graph_editor"):
+        logging.getLogger(name).addHandler(window.log.handler())
+    settings.restore_window(window)
+    return window
+
+
+def start(window: MainWindow, paths: list[str]) -> None:
+    """After the window shows: recover a crashed session's work, then open the files asked for."""
+    restored = window.files.offer_recovery(window.s.recovery)
+    if paths and not restored:
+        window.files.open(paths[0])
+    else:
+        window.canvas.fit_view()
+
+
+def run(paths: list[str]) -> int:
+    """Open the studio (on ``paths[0]`` if given) and run until the window closes."""
+    t0 = time.perf_counter()
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setOrganizationName(ORGANISATION)
+    app.setApplicationName(APP_NAME)
+    settings = StudioSettings(QSettings())
+    data = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation))
+    window = build(app, settings, QtPrompts(pick_template, ask_import), data / "recovery")
+    window.show()
+    if os.environ.get(REPORT_ENV):
+        QTimer.singleShot(0, lambda: _report(app, window, paths, t0))
+    else:
+        QTimer.singleShot(0, lambda: start(window, paths))
+    return app.exec()
+
+
+def _report(app: QApplication, window: MainWindow, paths: list[str], t0: float) -> None:
+    """Benchmark mode: say when the window showed (and opened+fitted a file), then quit."""
+    shown = time.perf_counter() - t0
+    print(json.dumps({"event": "shown", "in_run_s": round(shown, 4),
+                      "torch_imported": "torch" in sys.modules}), flush=True)
+    if paths:
+        t1 = time.perf_counter()
+        ok = window.files.open(paths[0])
+        app.processEvents()
+        window.canvas.viewport().repaint()
+        print(json.dumps({"event": "opened", "ok": ok, "nodes": len(window.controller.graph),
+                          "open_fit_s": round(time.perf_counter() - t1, 4)}), flush=True)
+    window.s.recovery.release()
+    app.quit()

@@ -1,0 +1,1 @@
+"""The studio's dialogs (template gallery, module import); each one previewable alone."""

@@ -1,0 +1,72 @@
+"""Import module: ask for ``module:factory``, the per-sample input shape and the class count."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QSpinBox, QWidget
+
+from .. import format as fmt
+from ..prompts import ImportRequest
+
+
+class ImportModuleDialog(QDialog):
+    """The three fields; OK stays refused (with the reason) until they make sense."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Import nn.Module")
+        self.target = QLineEdit(placeholderText="mypackage.models:make_net")
+        self.target.setToolTip("A module importable from the current folder and a function in it that "
+                               "returns an nn.Module (called with no arguments).")
+        self.shape = QLineEdit(placeholderText="e.g. 3, 32, 32 (empty: guess from the first layer)")
+        self.classes = QSpinBox(minimum=0, maximum=1_000_000, specialValueText="from the output")
+        self.error = QLabel(objectName="fieldError", wordWrap=True)
+        self.error.hide()
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form = QFormLayout(self)
+        form.addRow(QLabel("The module is traced with torch.fx; every layer must have a Torch Studio "
+                           "equivalent, or the import lists the ones that do not.", wordWrap=True))
+        form.addRow("Module:factory", self.target)
+        form.addRow("Input shape", self.shape)
+        form.addRow("Classes", self.classes)
+        form.addRow(self.error)
+        form.addRow(buttons)
+        self.resize(520, self.sizeHint().height())
+
+    def request(self) -> ImportRequest | str:
+        """The request, or the reason the fields are not usable yet."""
+        target = self.target.text().strip()
+        module, sep, factory = target.partition(":")
+        if not (module and sep and factory):
+            return "enter MODULE:FACTORY, e.g. torchvision.models:resnet18"
+        shape: tuple[int, ...] = ()
+        if self.shape.text().strip():
+            try:
+                shape = fmt.parse_shape(self.shape.text())
+            except ValueError as exc:
+                return str(exc)
+        return ImportRequest(target, shape, self.classes.value())
+
+    def accept(self) -> None:
+        result = self.request()
+        if isinstance(result, str):
+            self.error.setText(result)
+            self.error.show()
+            return
+        super().accept()
+
+
+def ask_import(parent: QWidget) -> ImportRequest | None:
+    """Show the dialog modally; the request, or None when cancelled."""
+    dialog = ImportModuleDialog(parent)
+    if dialog.exec() != QDialog.DialogCode.Accepted:
+        return None
+    result = dialog.request()
+    return result if isinstance(result, ImportRequest) else None
+
+
+if __name__ == "__main__":
+    from studio.preview import preview
+
+    raise SystemExit(preview(ImportModuleDialog, "Import nn.Module", (520, 240)))

@@ -1,0 +1,184 @@
+"""File commands of the main window: new, template, open, recent, save, import, recovery, close.
+
+Every question goes to the injected :class:`~studio.prompts.Prompts`; every outcome is
+written to the log. A file that cannot be read is reported by name and reason, and the graph
+being edited stays as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QWidget
+
+from graph_editor.model import GraphError, load_graph
+
+from .document import UNTITLED, Document, starter_graph
+from .module_import import ImportProblem, import_graph
+from .prompts import Prompts
+from .recovery import RecoveryStore
+from .settings import StudioSettings
+
+Log = Callable[[str, str], None]
+
+
+class FileActions(QObject):
+    """The file half of the window's actions; each returns whether it went through."""
+
+    recent_changed = Signal(list)
+    opened = Signal(str)  # what the canvas should fit: a path or a name
+
+    def __init__(self, document: Document, settings: StudioSettings, prompts: Prompts, window: QWidget,
+                 log: Log, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.document = document
+        self.settings = settings
+        self.prompts = prompts
+        self.window = window
+        self.log = log
+
+    # --------------------------------------------------------------- unsaved work
+    def maybe_save(self) -> bool:
+        """Before the graph is replaced or the window closes: True to go on."""
+        if not self.document.dirty:
+            return True
+        answer = self.prompts.save_changes(self.window, self.document.name)
+        if answer == "save":
+            return self.save()
+        return answer == "discard"
+
+    # --------------------------------------------------------------- new / open
+    def new(self) -> bool:
+        if not self.maybe_save():
+            return False
+        self.document.replace(starter_graph())
+        self.log("New graph", "info")
+        self.opened.emit(UNTITLED)
+        return True
+
+    def new_from_template(self) -> bool:
+        if not self.maybe_save():
+            return False
+        path = self.prompts.template(self.window)
+        if path is None:
+            return False
+        try:
+            graph = load_graph(path)
+        except GraphError as exc:
+            self._error("Cannot open the template", exc)
+            return False
+        name = str(graph.metadata.get("name") or Path(path).name)
+        self.document.replace(graph, None, name=name)
+        self.log(f"New graph from the template {name}", "info")
+        self.opened.emit(name)
+        return True
+
+    def open(self, path: str | Path | None = None) -> bool:
+        """Open ``path`` (or ask for one); an unreadable file leaves the current graph untouched."""
+        if path is None:
+            if not self.maybe_save():
+                return False
+            path = self.prompts.open_path(self.window, self.settings.last_directory())
+            if not path:
+                return False
+        elif not self.maybe_save():
+            return False
+        try:
+            graph = load_graph(path)
+        except GraphError as exc:
+            self._error("Cannot open the graph", exc)
+            return False
+        resolved = Path(path).resolve()
+        self.document.replace(graph, resolved)
+        self._remember(resolved)
+        self.log(f"Opened {resolved}", "info")
+        self.opened.emit(str(resolved))
+        return True
+
+    def open_recent(self, path: str) -> bool:
+        """Open a recent file; one that is gone is reported and dropped from the list."""
+        if not Path(path).is_file():
+            self.prompts.error(self.window, "Cannot open the graph", f"{path}: the file no longer exists")
+            self.settings.remove_recent(path)
+            self.recent_changed.emit(self.settings.recent_files())
+            return False
+        return self.open(path)
+
+    def import_module(self) -> bool:
+        """Import an nn.Module from ``module:factory`` as a new, unsaved graph."""
+        if not self.maybe_save():
+            return False
+        request = self.prompts.import_module(self.window)
+        if request is None:
+            return False
+        try:
+            graph = import_graph(request.target, request.input_shape or None, request.num_classes or None)
+        except ImportProblem as exc:
+            self.prompts.error(self.window, "Cannot import the module", str(exc))
+            self.log(f"Cannot import {request.target}: {exc}", "error")
+            return False
+        name = request.target.partition(":")[2]
+        self.document.replace(graph, None, name=name, dirty=True)
+        self.log(f"Imported {request.target}: {len(graph)} nodes", "info")
+        self.opened.emit(name)
+        return True
+
+    # --------------------------------------------------------------- save
+    def save(self) -> bool:
+        if self.document.path is None:
+            return self.save_as()
+        return self._save_to(self.document.path)
+
+    def save_as(self) -> bool:
+        current = self.document.path
+        suggested = str(current) if current else str(Path(self.settings.last_directory() or ".")
+                                                     / _file_name(self.document.name))
+        path = self.prompts.save_path(self.window, suggested)
+        return self._save_to(Path(path)) if path else False
+
+    def _save_to(self, path: Path) -> bool:
+        try:
+            saved = self.document.save(path)
+        except OSError as exc:
+            self.prompts.error(self.window, "Cannot save the graph", f"{path}: {exc.strerror or exc}")
+            self.log(f"Cannot save {path}: {exc.strerror or exc}", "error")
+            return False
+        self._remember(saved)
+        self.log(f"Saved {saved}", "info")
+        return True
+
+    # --------------------------------------------------------------- recovery
+    def offer_recovery(self, store: RecoveryStore) -> bool:
+        """At start: offer the graphs that crashed sessions autosaved. True when one was restored."""
+        restored = False
+        for item in store.crashed():
+            if restored or not self.prompts.recover(self.window, item.describe()):
+                store.forget(item)
+                continue
+            try:
+                graph = store.take(item)
+            except GraphError as exc:
+                self._error("Cannot recover the autosaved graph", exc)
+                continue
+            original = Path(item.original) if item.original else None
+            self.document.replace(graph, original, name="Recovered", dirty=True)
+            self.log(f"Recovered the graph autosaved at {item.describe()}", "warning")
+            self.opened.emit("Recovered")
+            restored = True
+        return restored
+
+    # --------------------------------------------------------------- helpers
+    def _remember(self, path: Path) -> None:
+        self.recent_changed.emit(self.settings.add_recent(path))
+        self.settings.set_last_directory(path.parent)
+
+    def _error(self, title: str, exc: GraphError) -> None:
+        self.prompts.error(self.window, title, str(exc))
+        self.log(f"{title}: {exc}", "error")
+
+
+def _file_name(name: str) -> str:
+    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in name.lower()).strip("_") or "graph"
+    return f"{stem}.graph.json"

@@ -1,0 +1,290 @@
+"""The main window: the canvas in the centre, the docks around it, menus and toolbar from the
+action table, the status bar. It only lays things out and routes commands: files live in
+:mod:`.files`, edits in the controller, checking in the live analysis, questions in the prompts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu, QToolBar, QWidget
+
+from graph_editor.model import Inference
+from graph_editor.ui.canvas import GraphCanvas
+from graph_editor.ui.controller import EditorController
+from graph_editor.ui.live import LiveAnalysis
+
+from .actions import build_actions, build_menus, build_toolbar, refresh_icons
+from .docks.inspector import InspectorDock
+from .docks.log import LogDock
+from .docks.palette import PaletteDock
+from .docks.problems import ProblemsDock
+from .docks.summary import SummaryDock
+from .document import Document
+from .files import FileActions
+from .prompts import Prompts
+from .recovery import AUTOSAVE_MS, Autosaver, RecoveryStore
+from .resources import IconSet
+from .settings import THEMES, StudioSettings
+from .status import GraphStatus
+from .themes import Theme, ThemeManager
+
+APP_NAME = "Torch Studio"
+READABLE_ZOOM = 1.0  # below this, node titles and shapes are too small to read
+
+
+@dataclass
+class Services:
+    """Everything the window works with, built once by the composition root (``studio.app``)."""
+
+    settings: StudioSettings
+    prompts: Prompts
+    icons: IconSet
+    themes: ThemeManager
+    controller: EditorController
+    live: LiveAnalysis
+    document: Document
+    recovery: RecoveryStore
+    canvas: GraphCanvas
+    autosave_ms: int = AUTOSAVE_MS
+
+
+class MainWindow(QMainWindow):
+    """Torch Studio's window."""
+
+    def __init__(self, services: Services, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.s = services
+        self.controller, self.live, self.document = services.controller, services.live, services.document
+        self.canvas = services.canvas
+        self.setObjectName("mainWindow")
+        self.setWindowIcon(services.icons.icon("app"))
+        self.setCentralWidget(self.canvas)
+        self.setAcceptDrops(True)
+        self.setDockNestingEnabled(True)
+        self._build_docks()
+        self.files = FileActions(self.document, services.settings, services.prompts, self, self.log.append, self)
+        self.actions = build_actions(self, self._handlers(), services.icons)
+        self.recent_menu = QMenu("Open &Recent", self)
+        build_menus(self.menuBar(), self.actions, recent=self.recent_menu)
+        self.toolbar = QToolBar("Toolbar", objectName="mainToolbar", movable=False)
+        self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
+        build_toolbar(self.toolbar, self.actions)
+        self.addToolBar(self.toolbar)
+        self._build_view_menu()
+        self.status = GraphStatus(self.statusBar())
+        self.autosaver = Autosaver(self.document, services.recovery, services.autosave_ms, self)
+        self.autosaver.failed.connect(lambda message: self.log.append(message, "error"))
+        self._connect()
+        self._fill_recent(services.settings.recent_files())
+        self._update_title()
+        self._on_selection(self.controller.selection)
+        self.resize(1600, 1000)
+
+    # ------------------------------------------------------------------ layout
+    def _build_docks(self) -> None:
+        self.palette = PaletteDock()
+        self.inspector = InspectorDock(self.controller)
+        self.summary = SummaryDock()
+        self.problems = ProblemsDock(self.s.icons)
+        self.log = LogDock()
+        area = Qt.DockWidgetArea
+        self.docks: dict[str, QDockWidget] = {}
+        for key, title, widget, where in (
+            ("palette", "Layers", self.palette, area.LeftDockWidgetArea),
+            ("inspector", "Inspector", self.inspector, area.RightDockWidgetArea),
+            ("summary", "Summary", self.summary, area.BottomDockWidgetArea),
+            ("problems", "Problems", self.problems, area.BottomDockWidgetArea),
+            ("log", "Log", self.log, area.BottomDockWidgetArea),
+        ):
+            dock = QDockWidget(title, self, objectName=f"{key}Dock")
+            dock.setWidget(widget)
+            self.addDockWidget(where, dock)
+            self.docks[key] = dock
+        self.splitDockWidget(self.docks["summary"], self.docks["problems"], Qt.Orientation.Horizontal)
+        self.tabifyDockWidget(self.docks["problems"], self.docks["log"])
+        self.resizeDocks([self.docks["palette"], self.docks["inspector"]], [230, 330], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["summary"], self.docks["problems"]], [900, 500], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["summary"]], [260], Qt.Orientation.Vertical)
+        self.docks["problems"].raise_()
+
+    def _build_view_menu(self) -> None:
+        menu = next(m for m in self.menuBar().findChildren(QMenu) if m.title() == "&View")
+        for dock in self.docks.values():
+            menu.addAction(dock.toggleViewAction())
+        menu.addAction(self.toolbar.toggleViewAction())
+        menu.addSeparator()
+        group = QActionGroup(self, exclusive=True)
+        self.theme_actions: dict[str, QAction] = {}
+        for name in THEMES:
+            action = QAction(f"{name.capitalize()} Theme", self, checkable=True, objectName=f"action_theme_{name}")
+            action.setChecked(name == self.s.themes.current.name)
+            action.triggered.connect(lambda _c=False, n=name: self.set_theme(n))
+            group.addAction(action)
+            menu.addAction(action)
+            self.theme_actions[name] = action
+
+    # ------------------------------------------------------------------ wiring
+    def _handlers(self) -> dict[str, Callable[[], object]]:
+        c, f = self.controller, self.files
+        return {
+            "new": f.new, "new_template": f.new_from_template, "open": f.open, "save": f.save,
+            "save_as": f.save_as, "import_module": f.import_module, "quit": self.close,
+            "undo": c.undo_stack.undo, "redo": c.undo_stack.redo,
+            "cut": lambda: c.cut(c.selection), "copy": self.copy,
+            "paste": lambda: c.paste(at=self.view_centre()), "duplicate": lambda: c.duplicate(c.selection),
+            "delete": lambda: c.remove_nodes(c.selection), "select_all": c.select_all,
+            "auto_layout": self.auto_layout, "fit_view": self.canvas.fit_view, "validate": self.validate,
+        }
+
+    def _connect(self) -> None:
+        c, stack = self.controller, self.controller.undo_stack
+        stack.canUndoChanged.connect(self.actions["undo"].setEnabled)
+        stack.canRedoChanged.connect(self.actions["redo"].setEnabled)
+        stack.undoTextChanged.connect(lambda t: self.actions["undo"].setText(f"&Undo {t}".rstrip()))
+        stack.redoTextChanged.connect(lambda t: self.actions["redo"].setText(f"&Redo {t}".rstrip()))
+        self.actions["undo"].setEnabled(stack.canUndo())
+        self.actions["redo"].setEnabled(stack.canRedo())
+        c.selection_changed.connect(self._on_selection)
+        c.refused.connect(self._on_refused)
+        self.live.inferred.connect(self._on_inferred)
+        self.live.analyzed.connect(self.summary.show_analysis)
+        self.live.analyzed.connect(self.status.show_analysis)
+        self.problems.node_chosen.connect(self.reveal)
+        self.summary.node_chosen.connect(self.reveal)
+        self.palette.activated.connect(self.place_layer)
+        self.document.changed.connect(self._update_title)
+        self.files.recent_changed.connect(self._fill_recent)
+        self.files.opened.connect(lambda _name: self.show_whole_graph())
+        self.canvas.hint.connect(lambda text: self.statusBar().showMessage(text, 6000))
+        self.s.themes.changed.connect(self._on_theme)
+
+    def _on_selection(self, ids: list) -> None:
+        for key in ("cut", "copy", "duplicate", "delete"):
+            self.actions[key].setEnabled(bool(ids))
+
+    def _on_refused(self, reason: str) -> None:
+        self.statusBar().showMessage(reason, 6000)
+        self.log.append(reason, "warning")
+
+    def _on_inferred(self, inference: Inference) -> None:
+        self.problems.set_problems(inference.problems)
+        self.status.show_inference(inference)
+        self.inspector.show_shapes(inference.shapes)
+
+    def _update_title(self) -> None:
+        self.setWindowTitle(f"{self.document.name}[*] — {APP_NAME}")
+        self.setWindowModified(self.document.dirty)
+
+    def _fill_recent(self, files: list[str]) -> None:
+        self.recent_menu.clear()
+        for i, path in enumerate(files, 1):
+            action = self.recent_menu.addAction(f"&{i % 10}  {Path(path).name}")
+            action.setToolTip(path)
+            action.setStatusTip(path)
+            action.triggered.connect(lambda _c=False, p=path: self.files.open_recent(p))
+        if not files:
+            self.recent_menu.addAction("No recent files").setEnabled(False)
+        self.recent_menu.menuAction().setEnabled(True)
+
+    # ------------------------------------------------------------------ commands
+    def view_centre(self) -> tuple[float, float]:
+        """The scene point at the centre of the canvas (where pasted and placed nodes go)."""
+        p: QPointF = self.canvas.mapToScene(self.canvas.viewport().rect().center())
+        return (p.x(), p.y())
+
+    def place_layer(self, type_: str) -> None:
+        """Add a layer at the centre of the view (palette double-click or Enter)."""
+        if self.controller.add_node(type_, self.view_centre()) is None and self.controller.last_added:
+            self.controller.select([self.controller.last_added])
+
+    def copy(self) -> None:
+        if self.controller.selection:
+            self.controller.copy(self.controller.selection)
+            self.statusBar().showMessage(f"Copied {len(self.controller.expand_ids(self.controller.selection))} "
+                                         "nodes", 3000)
+
+    def show_whole_graph(self) -> None:
+        """Fit the graph; a long network that would be drawn too small to read is shown from
+        its start at a readable zoom instead (the minimap shows the whole)."""
+        self.canvas.fit_view()
+        zoom = self.canvas.zoom
+        if zoom >= READABLE_ZOOM or not self.controller.graph.nodes:
+            return
+        rect = self.canvas.graph_scene.items_rect()
+        self.canvas.scale(READABLE_ZOOM / zoom, READABLE_ZOOM / zoom)
+        half_width = self.canvas.viewport().width() / READABLE_ZOOM / 2
+        self.canvas.centerOn(rect.left() - 40 + half_width, rect.center().y())
+        self.canvas.minimap.update()
+
+    def auto_layout(self) -> None:
+        if self.controller.auto_layout() is None:
+            self.canvas.fit_view()
+
+    def validate(self) -> Inference:
+        """Check now; the problems dock comes to the front when there are any."""
+        inference = self.live.refresh()
+        errors = [p for p in inference.problems if p.severity == "error"]
+        if errors:
+            self.log.append(f"Validate: {len(errors)} problem{'s' * (len(errors) != 1)}", "error")
+            self.docks["problems"].show()
+            self.docks["problems"].raise_()
+        else:
+            self.log.append("Validate: the graph is valid", "info")
+        return inference
+
+    def reveal(self, node_id: str) -> None:
+        """Select a node and bring it into view (from the problems or the summary)."""
+        self.controller.select([node_id])
+        scene = self.canvas.graph_scene
+        owner = scene.collapsed_owner(node_id)
+        item = scene.boxes.get(owner) if owner else scene.nodes.get(node_id)
+        if item is not None:
+            self.canvas.centerOn(item)
+
+    def set_theme(self, name: str) -> None:
+        self.s.settings.set_theme(name)
+        self.s.themes.apply(name)
+
+    def _on_theme(self, theme: Theme) -> None:
+        refresh_icons(self.actions, self.s.icons)
+        self.setWindowIcon(self.s.icons.icon("app"))
+        self.canvas.set_theme(theme.name)
+        self.problems.set_problems(self.live.inference.problems if self.live.inference else [])
+        for name, action in self.theme_actions.items():
+            action.setChecked(name == theme.name)
+
+    # ------------------------------------------------------------------ window events
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if _graph_files(event):
+            event.acceptProposedAction()
+        else:
+            super().dragEnterEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        paths = _graph_files(event)
+        if paths:
+            event.acceptProposedAction()
+            self.files.open(paths[0])
+        else:
+            super().dropEvent(event)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if not self.files.maybe_save():
+            event.ignore()
+            return
+        self.s.settings.save_window(self)
+        self.s.settings.sync()
+        self.s.recovery.release()
+        event.accept()
+
+
+def _graph_files(event: QDragEnterEvent | QDropEvent) -> list[str]:
+    data = event.mimeData()
+    if not data.hasUrls():
+        return []
+    return [u.toLocalFile() for u in data.urls() if u.isLocalFile() and u.toLocalFile().endswith(".json")]

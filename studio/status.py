@@ -1,0 +1,43 @@
+"""The status bar's permanent part: valid or not (with the problem count) and the totals."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtWidgets import QLabel, QStatusBar
+
+from graph_editor.model import Inference
+
+from . import format as fmt
+
+
+class GraphStatus:
+    """Two labels in a status bar, following live validation and analysis."""
+
+    def __init__(self, bar: QStatusBar) -> None:
+        self.validity = QLabel("Checking…")
+        self.totals = QLabel("")
+        bar.addPermanentWidget(self.totals)
+        bar.addPermanentWidget(self.validity)
+
+    def show_inference(self, inference: Inference) -> None:
+        errors = sum(p.severity == "error" for p in inference.problems)
+        warnings = len(inference.problems) - errors
+        if errors:
+            text = f"✖ invalid: {errors} problem{'s' * (errors != 1)}"
+        else:
+            text = "✔ valid" + (f" ({warnings} warning{'s' * (warnings != 1)})" if warnings else "")
+        self.validity.setText(text)
+        self.validity.setObjectName("statusInvalid" if errors else "statusValid")
+        self.validity.style().unpolish(self.validity)
+        self.validity.style().polish(self.validity)
+        if errors:
+            self.totals.setText("")
+
+    def show_analysis(self, analysis: Any, problems: Sequence[Any] = ()) -> None:
+        if analysis is None:
+            self.totals.setText("")
+            return
+        self.totals.setText(f"{analysis.total_params:,} params · {fmt.count(analysis.total_flops)} FLOPs · "
+                            f"{fmt.nbytes(analysis.activation_bytes)} activations")

@@ -1,0 +1,83 @@
+"""The dark and the light theme: a Fusion palette plus ``assets/themes/<name>.qss``.
+
+:class:`ThemeManager` applies one to the application, recolours the icons and tells every
+listener (the canvas paints its own colours) through ``changed``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication
+
+from .resources import THEMES, IconSet
+
+
+@dataclass(frozen=True)
+class Theme:
+    name: str
+    window: str
+    base: str
+    alternate: str
+    text: str
+    muted: str
+    button: str
+    highlight: str
+    link: str
+
+    @property
+    def dark(self) -> bool:
+        return QColor(self.window).lightness() < 128
+
+    def palette(self) -> QPalette:
+        p = QPalette()
+        roles = QPalette.ColorRole
+        for role, value in (
+            (roles.Window, self.window), (roles.WindowText, self.text), (roles.Base, self.base),
+            (roles.AlternateBase, self.alternate), (roles.Text, self.text), (roles.Button, self.button),
+            (roles.ButtonText, self.text), (roles.Highlight, self.highlight), (roles.HighlightedText, "#ffffff"),
+            (roles.ToolTipBase, self.button), (roles.ToolTipText, self.text), (roles.Link, self.link),
+            (roles.PlaceholderText, self.muted), (roles.BrightText, "#ffffff"),
+        ):
+            p.setColor(role, QColor(value))
+        for role in (roles.WindowText, roles.Text, roles.ButtonText):
+            p.setColor(QPalette.ColorGroup.Disabled, role, QColor(self.muted))
+        return p
+
+
+THEME_TABLE = {
+    "dark": Theme("dark", window="#1e222a", base="#16191f", alternate="#1b1f26", text="#d8dee9", muted="#7d8594",
+                  button="#2a2f39", highlight="#3d6fd9", link="#8fb4ff"),
+    "light": Theme("light", window="#f3f4f6", base="#ffffff", alternate="#f6f7f9", text="#1f2430",
+                   muted="#7a808c", button="#e9ebef", highlight="#2f6fde", link="#1f5fc9"),
+}
+
+
+class ThemeManager(QObject):
+    """Applies a theme to the application; ``changed(Theme)`` tells the views that paint themselves."""
+
+    changed = Signal(object)
+
+    def __init__(self, app: QApplication, icons: IconSet, folder: Path = THEMES,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.app = app
+        self.icons = icons
+        self.folder = folder
+        self.current: Theme = THEME_TABLE["dark"]
+
+    def apply(self, name: str) -> Theme:
+        """Switch to theme ``name`` (``dark`` or ``light``)."""
+        theme = THEME_TABLE[name]
+        self.app.setStyle("Fusion")
+        self.app.setPalette(theme.palette())
+        qss = self.folder / f"{name}.qss"
+        text = qss.read_text(encoding="utf-8") if qss.is_file() else ""
+        self.app.setStyleSheet(text.replace("@ICONS@", self.icons.folder.as_posix()))
+        self.icons.set_color(theme.text)
+        self.current = theme
+        self.changed.emit(theme)
+        return theme
