@@ -1,0 +1,3 @@
+"""The export formats; importing this package registers each of them."""
+
+from . import onnx_format, pt2_format, python_format, safetensors_format  # noqa: F401

@@ -1,0 +1,57 @@
+"""``torch.export`` programs (``.pt2``): saved with ``torch.export.save``, loaded back and checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..locate import export_program, raise_at_node
+from ..options import ExportOptions
+from ..registry import Format, Written, export_format
+from ..report import Check, compare_outputs, median_ms
+from ..source import ExportSource
+
+
+@export_format
+class Pt2Format(Format):
+    name = "pt2"
+    title = "torch.export"
+    suffix = ".pt2"
+
+    def write(self, source: ExportSource, path: Path, options: ExportOptions) -> Written:
+        example = source.example(options.example_batch)
+        try:
+            program = export_program(source.module, (example,))
+        except Exception as exc:
+            raise_at_node("torch.export", source.module, source.graph, example,
+                          lambda m, args: export_program(m, args), exc)
+        torch.export.save(program, str(path))
+        ops = sum(1 for n in program.graph.nodes if n.op == "call_function")
+        return Written([path], {"example_batch": options.example_batch, "aten_ops": ops})
+
+    def verify(self, source: ExportSource, written: Written, options: ExportOptions,
+               ) -> tuple[list[Check], dict[str, object]]:
+        return verify_pt2(written.files[0], source, options)
+
+
+def verify_pt2(path: Path, source: ExportSource, options: ExportOptions) -> tuple[list[Check], dict[str, object]]:
+    """Load the program back with ``torch.export.load`` and compare it with the eager module."""
+    try:
+        loaded = torch.export.load(str(path)).module()
+    except Exception as exc:
+        return [Check("torch.export.load", False, f"{type(exc).__name__}: {str(exc)[:300]}")], {}
+    checks = [Check("torch.export.load", True, "the program loads back")]
+    inputs = source.samples
+    with torch.inference_mode():
+        got = loaded(inputs)
+    comp = compare_outputs(source.reference(inputs), got, options.rtol, options.atol)
+    checks.append(comp.check(f"parity with eager (batch {len(inputs)})", options.rtol, options.atol))
+
+    def run() -> None:
+        with torch.inference_mode():
+            loaded(inputs)
+
+    return checks, {"verify_batch": len(inputs), "max_abs_diff": comp.max_abs_diff,
+                    "top1_agreement": comp.top1_agreement, "pt2_ms": median_ms(run, options.timing_runs),
+                    "pytorch_eager_ms": median_ms(lambda: source.reference(inputs), options.timing_runs)}

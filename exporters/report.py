@@ -1,0 +1,167 @@
+"""Export reports: the checks that prove an export, its figures, saved as JSON and readable text.
+
+Comparisons follow ``torch.testing``'s rule: an output element passes when
+``|actual - expected| <= atol + rtol * |expected|``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Check:
+    """One verification step and its outcome."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class Comparison:
+    """Outputs of an exported model against PyTorch on the same inputs."""
+
+    max_abs_diff: float
+    allclose: bool
+    top1_agreement: float | None
+    elements: int
+    mismatched: int
+
+    def check(self, name: str, rtol: float, atol: float) -> Check:
+        top1 = "" if self.top1_agreement is None else f", top-1 agreement {self.top1_agreement:.1%}"
+        verdict = "within" if self.allclose else f"{self.mismatched} of {self.elements} values outside"
+        return Check(name, self.allclose,
+                     f"max abs diff {self.max_abs_diff:.3g} ({verdict} rtol {rtol:g} / atol {atol:g}){top1}")
+
+
+def compare_outputs(expected: Any, actual: Any, rtol: float, atol: float) -> Comparison:
+    """Compare two logit arrays (torch tensors or numpy arrays) element by element and by top-1 class."""
+    e = _numpy(expected).astype(np.float64)
+    a = _numpy(actual).astype(np.float64)
+    if e.shape != a.shape:
+        return Comparison(float("inf"), False, None, int(e.size), int(e.size))
+    diff = np.abs(a - e)
+    bad = ~(diff <= atol + rtol * np.abs(e))  # NaN counts as a mismatch
+    top1 = None
+    if e.ndim == 2 and e.shape[1] > 1:
+        top1 = float(np.mean(e.argmax(1) == a.argmax(1)))
+    max_diff = float(np.nanmax(diff)) if diff.size and not np.isnan(diff).all() else 0.0
+    if np.isnan(diff).any():
+        max_diff = float("nan")
+    return Comparison(max_diff, not bool(bad.any()), top1, int(e.size), int(bad.sum()))
+
+
+def _numpy(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x)
+
+
+def median_ms(fn: Callable[[], object], runs: int = 10, budget_s: float = 1.0) -> float:
+    """Median wall time of ``fn`` in milliseconds after one warm-up call (stops early after ``budget_s``)."""
+    fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    for _ in range(max(1, runs)):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if time.perf_counter() - start > budget_s:
+            break
+    return float(np.median(times) * 1e3)
+
+
+def files_size(paths: list[Path]) -> int:
+    """Total bytes of files, counting every file inside a folder."""
+    total = 0
+    for p in paths:
+        if p.is_dir():
+            total += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+        elif p.exists():
+            total += p.stat().st_size
+    return total
+
+
+@dataclass
+class ExportReport:
+    """What was exported, from what, and the proof. ``ok`` is False when any check failed."""
+
+    format: str
+    path: str
+    source: str
+    files: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    verified: bool = True
+    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    report_files: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, **asdict(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, default=str)
+
+    def to_text(self) -> str:
+        """The report as a person reads it: verdict, files, checks, figures, notes."""
+        if not self.verified:
+            verdict = "NOT VERIFIED (--no-verify)"
+        else:
+            verdict = "PASSED" if self.ok else "FAILED"
+        lines = [f"{self.format} export {verdict}", f"  source: {self.source}", f"  file:   {self.path}"]
+        lines += [f"  also:   {f}" for f in self.files if f != self.path]
+        if self.checks:
+            lines.append("checks:")
+            lines += [f"  [{'ok' if c.passed else 'FAIL'}] {c.name}: {c.detail}" for c in self.checks]
+        if self.metrics:
+            lines.append("figures:")
+            lines += [f"  {k}: {_fmt(k, v)}" for k, v in self.metrics.items()]
+        if self.notes:
+            lines.append("notes:")
+            lines += [f"  {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+    def save(self, beside: Path) -> list[Path]:
+        """Write ``<beside>.report.json`` and ``<beside>.report.txt``; returns both paths."""
+        json_path = beside.with_name(beside.name + ".report.json")
+        text_path = beside.with_name(beside.name + ".report.txt")
+        self.report_files = [str(json_path), str(text_path)]
+        _atomic_write(json_path, self.to_json() + "\n")
+        _atomic_write(text_path, self.to_text())
+        return [json_path, text_path]
+
+
+def _fmt(key: str, value: Any) -> str:
+    if key.endswith("_bytes") and isinstance(value, int):
+        return f"{value:,} bytes ({value / 2**20:.2f} MiB)"
+    if key.endswith("_ms") and isinstance(value, float):
+        return f"{value:.3f} ms"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
