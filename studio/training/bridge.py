@@ -128,6 +128,11 @@ class WorkerBridge(QObject):
     def set_lr(self, lr: float) -> bool:
         return self.send(ev.SET_LR, lr=float(lr))
 
+    def terminate(self) -> None:
+        """SIGTERM: the worker treats it as stop (checkpoint, then end)."""
+        if self.is_running() and self._proc is not None:
+            self._proc.terminate()
+
     def detach(self) -> None:
         """Let the worker run on without us: close our pipe ends and stop emitting signals.
 

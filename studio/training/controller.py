@@ -1,0 +1,142 @@
+"""What the main window installs for training: the Train action, the dashboard, the runs dock.
+
+Built once in the composition root and handed the window; it owns the run store connection, the
+current :class:`TrainingSession` and the dialogs, and answers the window's close request when a
+run is going (stop it, or let it finish in the background).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QMessageBox, QWidget
+
+from graph_editor.model.graph import Graph
+from trainer.store import RunStore, default_run_root, default_url
+
+from .dashboard import TrainingDashboard
+from .devices import Device, available_devices
+from .runs_dock import RunsPanel
+from .session import TrainingSession
+from .train_dialog import TrainDialog
+
+STOP, BACKGROUND, CANCEL = "stop", "background", "cancel"
+
+
+class TrainingController(QObject):
+    """Train action + dashboard + runs dock. ``graph_provider()`` gives the graph being edited."""
+
+    run_ended = Signal(str, str)
+
+    def __init__(self, graph_provider: Callable[[], Graph], *, db_url: str | None = None,
+                 work_dir: Path | None = None, open_graph: Callable[[dict[str, Any], str], None] | None = None,
+                 devices: list[Device] | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.graph_provider = graph_provider
+        self.db_url = db_url or default_url()
+        self.store = RunStore(self.db_url)
+        self.work_dir = work_dir or default_run_root().parent / "launches"
+        self._devices = devices
+        self.dashboard = TrainingDashboard()
+        self.runs = RunsPanel(self.store, open_graph)
+        self.session = TrainingSession(self.dashboard, self.db_url, self.work_dir, self)
+        self.session.ended.connect(self._on_ended)
+        self.session.run_started.connect(lambda _id: self.runs.refresh())
+        self.train_action = QAction("&Train...", self)
+        self.train_action.setShortcut(QKeySequence("Ctrl+T"))
+        self.train_action.setStatusTip("Train the graph being edited in a background worker process")
+        self.train_action.triggered.connect(lambda: self.open_train_dialog())
+        self.dashboard_dock: QDockWidget | None = None
+        self.runs_dock: QDockWidget | None = None
+
+    def devices(self) -> list[Device]:
+        """GPUs (from nvidia-smi, never CUDA here) and the CPU; looked up once."""
+        if self._devices is None:
+            self._devices = available_devices()
+        return self._devices
+
+    def install(self, window: QMainWindow) -> None:
+        """Add the Training and Runs docks to ``window`` (tabbed at the bottom, hidden until used)."""
+        self.dashboard_dock = _dock("Training", "training_dock", self.dashboard, window)
+        self.runs_dock = _dock("Runs", "runs_dock", self.runs, window)
+        window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dashboard_dock)
+        window.tabifyDockWidget(self.dashboard_dock, self.runs_dock)
+        self.dashboard_dock.hide()
+
+    # ------------------------------------------------------------------ runs
+    def open_train_dialog(self, parent: QWidget | None = None) -> TrainDialog | None:
+        """Show the Train dialog for the current graph; start the run when accepted."""
+        if self.session.is_running():
+            QMessageBox.information(parent, "Train", "A run is going; stop it before starting another.")
+            return None
+        dialog = TrainDialog(self.graph_provider().copy(), self.devices(), parent,
+                             initial=self.session.spec or None)
+        dialog.accepted.connect(lambda: self.start(dialog.spec()))
+        dialog.open()
+        return dialog
+
+    def start(self, spec: dict[str, Any]) -> int:
+        """Start a worker on ``spec`` and bring the dashboard forward; returns the worker's pid."""
+        pid = self.session.start(spec)
+        if self.dashboard_dock is not None:
+            self.dashboard_dock.show()
+            self.dashboard_dock.raise_()
+        return pid
+
+    def _on_ended(self, status: str, message: str) -> None:
+        self.runs.refresh()
+        self.run_ended.emit(status, message)
+
+    # ----------------------------------------------------------------- close
+    def ask_close(self, parent: QWidget | None) -> str:
+        box = QMessageBox(QMessageBox.Icon.Question, "A run is going",
+                          "A training run is still going. Stop it, or let it finish in the background? "
+                          "A run left going keeps writing to the run store; the Runs dock shows it next time.",
+                          QMessageBox.StandardButton.Cancel, parent)
+        stop = box.addButton("Stop the run", QMessageBox.ButtonRole.DestructiveRole)
+        keep = box.addButton("Let it finish", QMessageBox.ButtonRole.AcceptRole)
+        box.setDefaultButton(keep)
+        box.exec()
+        return {stop: STOP, keep: BACKGROUND}.get(box.clickedButton(), CANCEL)
+
+    def close_request(self, parent: QWidget | None = None, ask: Callable[[], str] | None = None,
+                      stop_timeout_ms: int = 15_000) -> bool:
+        """Called from the window's closeEvent: True when the window may close."""
+        if not self.session.is_running():
+            return True
+        choice = ask() if ask else self.ask_close(parent)
+        if choice == CANCEL:
+            return False
+        if choice == BACKGROUND:
+            self.session.detach()
+            return True
+        self.session.stop()
+        if not _wait_exit(self.session, stop_timeout_ms):
+            self.session.bridge.terminate()
+        return True
+
+    def shutdown(self) -> None:
+        self.runs.timer.stop()
+        self.store.close()
+
+
+def _wait_exit(session: TrainingSession, ms: int) -> bool:
+    """Run the event loop until the worker exits (it checkpoints first) or ``ms`` pass."""
+    if not session.is_running():
+        return True
+    loop = QEventLoop()
+    session.bridge.exited.connect(loop.quit)
+    QTimer.singleShot(ms, loop.quit)
+    loop.exec()
+    return not session.is_running()
+
+
+def _dock(title: str, name: str, widget: QWidget, window: QMainWindow) -> QDockWidget:
+    dock = QDockWidget(title, window)
+    dock.setObjectName(name)
+    dock.setWidget(widget)
+    return dock

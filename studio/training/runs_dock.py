@@ -1,0 +1,292 @@
+"""The runs dock: every run in the store, filtered and sorted; overlay, diff, open, delete.
+
+The store is polled every few seconds (cheap indexed queries on a WAL SQLite file), so a run that
+a worker left going in the background shows live, and one whose worker died shows as
+interrupted/failed with its reason. Several selected runs overlay their curves; two give a graph
+diff; "Open graph" hands a run's graph to the shell through the ``open_graph`` callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    QTimer,
+)
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from trainer.store import RunStore, StoreError
+
+from .dashboard import format_duration
+from .graph_diff import diff_graphs
+from .plots import PALETTE, CurvePlot
+from .run_history import CURVES, RunRow, delete_run, load_curves, run_graph, run_rows
+
+COLUMNS = ("id", "name", "status", "graph", "dataset", "best val acc", "params", "duration", "device", "started")
+STATUS_COLORS = {"running": "#0072B2", "completed": "#1b7a3d", "failed": "#b3261e", "interrupted": "#b3261e",
+                 "stopped": "#8a5a00", "early_stopped": "#1b7a3d"}
+POLL_MS = 2000
+
+Index = QModelIndex | QPersistentModelIndex
+
+
+class RunsModel(QAbstractTableModel):
+    """Rows of :class:`RunRow`; ``Qt.UserRole`` gives sortable raw values."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.rows: list[RunRow] = []
+
+    def set_rows(self, rows: list[RunRow]) -> None:
+        if [r.id for r in rows] == [r.id for r in self.rows]:
+            self.rows = rows  # same runs: update in place so selection and scroll stay
+            if rows:
+                self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(COLUMNS) - 1))
+            return
+        self.beginResetModel()
+        self.rows = rows
+        self.endResetModel()
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802, B008
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802, B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        r, col = self.rows[index.row()], COLUMNS[index.column()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return _display(r, col)
+        if role == Qt.ItemDataRole.UserRole:
+            return _sort_key(r, col)
+        if role == Qt.ItemDataRole.ToolTipRole and r.error:
+            return r.error
+        if role == Qt.ItemDataRole.ForegroundRole and col == "status":
+            return QColor(STATUS_COLORS.get(r.status, "#333"))
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in ("id", "best val acc", "params", "duration"):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+def _display(r: RunRow, col: str) -> str:
+    if col == "best val acc":
+        return "" if r.best is None else f"{r.best:.4f}" if r.best_metric == "val_accuracy" else f"{r.best:.4g} ({r.best_metric})"
+    if col == "params":
+        return f"{r.params:,}"
+    if col == "duration":
+        return "" if r.seconds is None else format_duration(r.seconds)
+    if col == "status":
+        return r.status.replace("_", " ")
+    return str(getattr(r, col))
+
+
+def _sort_key(r: RunRow, col: str) -> Any:
+    if col == "best val acc":
+        return -1.0 if r.best is None else r.best
+    if col == "duration":
+        return -1.0 if r.seconds is None else r.seconds
+    return getattr(r, col) if col != "started" else r.started
+
+
+class RunsPanel(QWidget):
+    """The dock's contents. ``open_graph(graph_dict, title)`` is the shell's way to open a graph."""
+
+    def __init__(self, store: RunStore, open_graph: Callable[[dict[str, Any], str], None] | None = None,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.open_graph = open_graph
+        self._overlaid: list[int] = []
+        self.model = RunsModel(self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(Qt.ItemDataRole.UserRole)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.proxy.setFilterKeyColumn(-1)
+        self._build()
+        self.timer = QTimer(self, interval=POLL_MS)
+        self.timer.timeout.connect(self.refresh)
+        self.timer.start()
+        self.refresh()
+
+    def _build(self) -> None:
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        top = QHBoxLayout()
+        self.filter = QLineEdit(placeholderText="Filter runs (name, status, graph, dataset, device...)")
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        top.addWidget(self.filter, 1)
+        self.buttons: dict[str, QPushButton] = {}
+        for name, slot in (("Overlay", self.overlay_selected), ("Diff graphs", self.diff_selected),
+                           ("Open graph", self.open_selected), ("Delete", self.delete_selected)):
+            b = QPushButton(name)
+            b.clicked.connect(slot)
+            self.buttons[name] = b
+            top.addWidget(b)
+        lay.addLayout(top)
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(0, Qt.SortOrder.DescendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.selectionModel().selectionChanged.connect(self._show_details)
+        self.tabs = QTabWidget()
+        curves = QWidget()
+        cl = QVBoxLayout(curves)
+        cl.setContentsMargins(0, 0, 0, 0)
+        self.metric = QComboBox()
+        for key, label in CURVES.items():
+            self.metric.addItem(label, key)
+        self.metric.currentIndexChanged.connect(self.overlay_selected)
+        cl.addWidget(self.metric)
+        self.plot = CurvePlot("Selected runs", "", "step")
+        cl.addWidget(self.plot, 1)
+        self.diff_text = QPlainTextEdit(readOnly=True)
+        self.details = QLabel("Select a run.")
+        self.details.setWordWrap(True)
+        self.details.setAlignment(Qt.AlignmentFlag.AlignTop)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.tabs.addTab(curves, "Curves")
+        self.tabs.addTab(self.diff_text, "Graph diff")
+        self.tabs.addTab(self.details, "Details")
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(self.tabs)
+        lay.addWidget(split, 1)
+
+    # ------------------------------------------------------------------ data
+    def refresh(self) -> None:
+        """Re-read the store; overlaid curves of running runs are re-read too."""
+        try:
+            rows = run_rows(self.store)
+        except (StoreError, OSError) as exc:
+            self.details.setText(f"Cannot read the run store: {exc}")
+            return
+        self.model.set_rows(rows)
+        if any(r.status == "running" and r.id in self._overlaid for r in rows):
+            self._draw_overlay(self._overlaid)
+
+    def row(self, run_id: int) -> RunRow | None:
+        return next((r for r in self.model.rows if r.id == run_id), None)
+
+    def selected_ids(self) -> list[int]:
+        rows = {self.proxy.mapToSource(i).row() for i in self.table.selectionModel().selectedRows()}
+        return sorted(self.model.rows[r].id for r in rows)
+
+    def select_ids(self, ids: list[int]) -> None:
+        sel = self.table.selectionModel()
+        sel.clearSelection()
+        flags = sel.SelectionFlag.Select | sel.SelectionFlag.Rows
+        for view_row in range(self.proxy.rowCount()):
+            src = self.proxy.mapToSource(self.proxy.index(view_row, 0)).row()
+            if self.model.rows[src].id in ids:
+                sel.select(self.proxy.index(view_row, 0), flags)
+
+    # --------------------------------------------------------------- actions
+    def overlay_selected(self) -> None:
+        self._overlaid = self.selected_ids()
+        self._draw_overlay(self._overlaid)
+        self.tabs.setCurrentIndex(0)
+
+    def _draw_overlay(self, ids: list[int]) -> None:
+        key = self.metric.currentData()
+        self.plot.clear_curves()
+        self.plot.getPlotItem().setTitle(f"{CURVES[key]} of runs {', '.join(map(str, ids))}" if ids else
+                                         "Select runs and press Overlay")
+        for i, run_id in enumerate(ids):
+            xs, ys = load_curves(self.store, run_id, key)
+            row = self.row(run_id)
+            name = f"run {run_id}" + (f" {row.name}" if row and row.name else "")
+            self.plot.add_curve(name, PALETTE[i % len(PALETTE)], symbols=key.startswith("val/"))
+            self.plot.append(name, xs, ys)
+        self.plot.refresh()
+
+    def diff_selected(self) -> None:
+        ids = self.selected_ids()
+        self.tabs.setCurrentIndex(1)
+        if len(ids) != 2:
+            self.diff_text.setPlainText("Select exactly two runs to compare their graphs.")
+            return
+        a, b = (run_graph(self.store, i) for i in ids)
+        lines = diff_graphs(a, b).lines()
+        self.diff_text.setPlainText(f"From run {ids[0]} to run {ids[1]}:\n" + "\n".join(lines))
+
+    def open_selected(self) -> None:
+        ids = self.selected_ids()
+        if len(ids) != 1 or self.open_graph is None:
+            self.details.setText("Select one run to open its graph." if self.open_graph else
+                                 "Opening graphs needs the studio window.")
+            self.tabs.setCurrentIndex(2)
+            return
+        row = self.row(ids[0])
+        self.open_graph(run_graph(self.store, ids[0]), f"run {ids[0]} {row.name if row else ''}".strip())
+
+    def delete_selected(self, *, confirm: bool = True) -> list[int]:
+        """Delete the selected runs and their files after a confirmation; returns the deleted ids."""
+        ids = self.selected_ids()
+        if not ids:
+            return []
+        if confirm:
+            answer = QMessageBox.question(
+                self, "Delete runs", f"Delete {len(ids)} run(s) ({', '.join(map(str, ids))}), their metrics "
+                "and checkpoint files? This cannot be undone.")
+            if answer != QMessageBox.StandardButton.Yes:
+                return []
+        done, problems = [], []
+        for run_id in ids:
+            try:
+                delete_run(self.store, run_id)
+                done.append(run_id)
+            except (ValueError, StoreError, OSError) as exc:
+                problems.append(str(exc))
+        self.refresh()
+        if problems:
+            self.details.setText("\n".join(problems))
+            self.tabs.setCurrentIndex(2)
+        return done
+
+    def _show_details(self) -> None:
+        ids = self.selected_ids()
+        if len(ids) != 1:
+            return
+        r = self.row(ids[0])
+        if r is None:
+            return
+        text = (f"Run {r.id} {r.name}: {r.status.replace('_', ' ')} at epoch {r.epoch}, step {r.step}, on "
+                f"{r.device}.\nGraph {r.graph}, dataset {r.dataset}, {r.params:,} parameters.")
+        if r.error:
+            text += f"\n\nReason: {r.error}"
+        self.details.setText(text)

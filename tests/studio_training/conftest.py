@@ -1,0 +1,49 @@
+"""Fixtures for the training GUI tests: a controller over a real SQLite store, real workers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from graph_editor.model.serialize import load_graph
+from studio.training.devices import cpu_device
+
+ROOT = Path(__file__).resolve().parents[2]
+DIGITS_CNN = ROOT / "assets" / "templates" / "digits_cnn.graph.json"
+
+
+@pytest.fixture
+def controller(qtbot, tmp_path):
+    """A TrainingController installed in a window; every worker it started is gone afterwards."""
+    from PySide6.QtWidgets import QMainWindow
+
+    from studio.training.controller import TrainingController
+
+    graph = load_graph(DIGITS_CNN)
+    ctl = TrainingController(lambda: graph, db_url=f"sqlite:///{tmp_path / 'runs.sqlite'}",
+                             work_dir=tmp_path / "launches", devices=[cpu_device()])
+    win = QMainWindow()
+    win.resize(1400, 900)
+    ctl.install(win)
+    qtbot.addWidget(win)
+    win.show()
+    ctl.window = win
+    pids: list[int] = []
+    start = ctl.start
+
+    def tracked(spec):
+        pid = start(spec)
+        pids.append(pid)
+        return pid
+
+    ctl.start = tracked
+    yield ctl
+    ctl.shutdown()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+

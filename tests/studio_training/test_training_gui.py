@@ -1,0 +1,117 @@
+"""The studio trains with the real worker process: start, watch, stop, kill, leave running, reopen.
+
+Every test here starts `python -m trainer run` on the embedded digits (a few seconds each on a CPU).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, Qt
+
+from graph_editor.model.serialize import graph_to_dict, load_graph
+from studio.training.controller import BACKGROUND, STOP
+from studio.training.runs_dock import RunsPanel
+from trainer.store import RunStore
+
+pytestmark = [pytest.mark.qt, pytest.mark.slow]
+WAIT = 90_000
+DIGITS_CNN = Path(__file__).resolve().parents[2] / "assets" / "templates" / "digits_cnn.graph.json"
+
+
+def _spec(epochs: int, name: str) -> dict:
+    graph = graph_to_dict(load_graph(DIGITS_CNN))
+    return {"name": name, "model": {"graph": graph}, "device": "cpu", "train": {"epochs": epochs, "batch_size": 64}}
+
+
+def test_start_from_dialog_see_points_stop_and_find_in_runs_dock(qtbot, controller):
+    dialog = controller.open_train_dialog(controller.window)
+    qtbot.waitUntil(dialog.start_button.isEnabled, timeout=WAIT)
+    dialog.form.set_values({"train.epochs": 60, "name": "from the dialog"})
+    with qtbot.waitSignal(controller.session.bridge.run_started, timeout=WAIT) as started:
+        qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
+    run_id = started.args[0]["run_id"]
+    assert controller.dashboard_dock.isVisible()
+    loss = controller.dashboard.plots["loss"]
+    qtbot.waitUntil(lambda: "train" in loss.curve_names() and len(loss.buffer("train")) >= 3, timeout=WAIT)
+    assert controller.dashboard.progress.value() > 0
+    with qtbot.waitSignal(controller.session.ended, timeout=WAIT) as ended:
+        qtbot.mouseClick(controller.dashboard.stop_button, Qt.MouseButton.LeftButton)
+    assert ended.args[0] == "stopped"
+    assert controller.dashboard.state.text().startswith("stopped")
+    controller.runs.filter.setText("from the dialog")
+    row = controller.runs.row(run_id)
+    assert row is not None and row.status == "stopped" and row.name == "from the dialog"
+    assert controller.runs.proxy.rowCount() == 1
+
+
+def test_killed_worker_shows_failed_and_the_studio_carries_on(qtbot, controller):
+    pid = controller.start(_spec(60, "to be killed"))
+    bridge = controller.session.bridge
+    qtbot.waitUntil(lambda: bridge.run_id is not None and controller.dashboard.clock.done > 0, timeout=WAIT)
+    run_id = bridge.run_id
+    with qtbot.waitSignal(controller.session.ended, timeout=WAIT) as ended:
+        os.kill(pid, signal.SIGKILL)
+    assert ended.args[0] == "failed" and "SIGKILL" in ended.args[1]
+    assert controller.dashboard.state.text().startswith("failed: the worker process was killed by SIGKILL")
+    assert controller.window.isVisible()
+    controller.runs.refresh()
+    row = controller.runs.row(run_id)
+    assert row.status == "interrupted" and row.error  # the store marks a vanished worker's run
+    controller.runs.select_ids([run_id])
+    assert "Reason:" in controller.runs.details.text()
+    # The studio carries on: the next run starts and completes.
+    controller.start(_spec(1, "after the crash"))
+    with qtbot.waitSignal(controller.session.ended, timeout=WAIT) as ended:
+        pass
+    assert ended.args[0] == "completed"
+    reopened = RunStore(controller.db_url)
+    assert {r.id: r.status for r in reopened.runs()} == {run_id: "interrupted", run_id + 1: "completed"}
+    reopened.close()
+
+
+def test_confusion_cell_click_shows_the_samples_of_that_cell(qtbot, controller):
+    controller.start(_spec(2, "confusion"))
+    with qtbot.waitSignal(controller.session.ended, timeout=WAIT):
+        pass
+    panel = controller.dashboard.confusion
+    epoch_matrix = panel.matrix_view.matrix().copy()
+    assert epoch_matrix.sum() == controller.session.info["val_size"]
+    assert controller.dashboard.epochs.rowCount() == 2
+    t = int(np.argmax(np.diag(epoch_matrix)))
+    x, y = panel.matrix_view.cell_center(t, t)
+    qtbot.mouseClick(panel.matrix_view, Qt.MouseButton.LeftButton, pos=QPoint(int(x), int(y)))
+    qtbot.waitUntil(lambda: len(panel.gallery.shown_indices()) > 0, timeout=WAIT)
+    # Re-evaluating the last checkpoint on the CPU gives the worker's own final matrix.
+    assert np.array_equal(panel.matrix_view.matrix(), epoch_matrix)
+    assert len(panel.gallery.shown_indices()) == min(epoch_matrix[t, t], 60)
+    assert panel.gallery.title().startswith(f"true {t}, predicted {t}: {epoch_matrix[t, t]} samples")
+
+
+def test_closing_lets_the_run_finish_in_the_background_and_it_shows_next_time(qtbot, controller):
+    controller.start(_spec(3, "background"))
+    qtbot.waitUntil(lambda: controller.session.bridge.run_id is not None, timeout=WAIT)
+    run_id = controller.session.bridge.run_id
+    assert controller.close_request(ask=lambda: BACKGROUND)
+    controller.shutdown()
+    # The next studio: a fresh store connection and runs dock find the run going, then complete.
+    store = RunStore(controller.db_url)
+    panel = RunsPanel(store)
+    qtbot.addWidget(panel)
+    assert panel.row(run_id).status in ("running", "completed")
+    qtbot.waitUntil(lambda: panel.refresh() or panel.row(run_id).status == "completed", timeout=WAIT)
+    panel.timer.stop()
+    store.close()
+
+
+def test_closing_can_stop_the_run(qtbot, controller):
+    controller.start(_spec(60, "stop on close"))
+    qtbot.waitUntil(lambda: controller.dashboard.clock.done > 0, timeout=WAIT)
+    run_id = controller.session.bridge.run_id
+    assert controller.close_request(ask=lambda: STOP)
+    assert not controller.session.is_running()
+    assert RunStore(controller.db_url).run(run_id).status == "stopped"
