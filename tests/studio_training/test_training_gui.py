@@ -38,7 +38,16 @@ def test_start_from_dialog_see_points_stop_and_find_in_runs_dock(qtbot, controll
     assert controller.dashboard_dock.isVisible()
     loss = controller.dashboard.plots["loss"]
     qtbot.waitUntil(lambda: "train" in loss.curve_names() and len(loss.buffer("train")) >= 3, timeout=WAIT)
-    assert controller.dashboard.progress.value() > 0
+    dash, bridge = controller.dashboard, controller.session.bridge
+    assert dash.progress.value() > 0
+    with qtbot.waitSignal(bridge.state_changed, timeout=WAIT, check_params_cb=lambda e: e["state"] == "paused"):
+        qtbot.mouseClick(dash.pause_button, Qt.MouseButton.LeftButton)
+    assert dash.pause_button.text() == "Resume" and dash.state.text() == "paused"
+    with qtbot.waitSignal(bridge.state_changed, timeout=WAIT, check_params_cb=lambda e: e["state"] == "running"):
+        qtbot.mouseClick(dash.pause_button, Qt.MouseButton.LeftButton)
+    dash.lr_box.setValue(0.0005)
+    with qtbot.waitSignal(bridge.metrics, timeout=WAIT, check_params_cb=lambda e: e["lr"] == pytest.approx(5e-4)):
+        qtbot.mouseClick(dash.lr_button, Qt.MouseButton.LeftButton)
     with qtbot.waitSignal(controller.session.ended, timeout=WAIT) as ended:
         qtbot.mouseClick(controller.dashboard.stop_button, Qt.MouseButton.LeftButton)
     assert ended.args[0] == "stopped"
