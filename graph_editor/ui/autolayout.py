@@ -9,24 +9,31 @@ average of their neighbours so chains come out straight.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import networkx as nx
 
 from ..model import Graph
 
-DEFAULT_SIZE = (180.0, 90.0)
+DEFAULT_SIZE = (150.0, 80.0)
 H_GAP = 90.0
 V_GAP = 40.0
+BAND_GAP = 140.0
+WRAP_MIN = 3000.0  # narrower networks stay in one band
+BAND_ASPECT = 550.0  # total width / bands**2: about 16:9 for bands ~300 high
 SWEEPS = 8
 
 
 def layered_layout(graph: Graph, ids: Iterable[str] | None = None,
-                   sizes: dict[str, tuple[float, float]] | None = None) -> dict[str, tuple[float, float]]:
+                   sizes: dict[str, tuple[float, float]] | None = None,
+                   wrap: float | None = None) -> dict[str, tuple[float, float]]:
     """Positions (top-left corners) for ``ids`` (default all nodes), flowing left to right.
 
-    ``sizes`` gives node boxes (width, height) so columns and rows do not overlap; the laid
-    out block keeps the top-left corner the nodes had before.
+    ``sizes`` gives node boxes (width, height) so columns and rows do not overlap. A long
+    network is cut into bands stacked top to bottom, each at most ``wrap`` wide (by default
+    so that the whole reads at about a screen's proportions); ``wrap=math.inf`` keeps one
+    band. The laid out block keeps the top-left corner the nodes had before.
     """
     keep = list(graph.nodes) if ids is None else [i for i in dict.fromkeys(ids) if i in graph.nodes]
     if not keep:
@@ -35,7 +42,7 @@ def layered_layout(graph: Graph, ids: Iterable[str] | None = None,
     dag = _acyclic(graph, keep)
     layers = _layers_with_virtuals(dag)
     _reduce_crossings(dag, layers, graph)
-    pos = _coordinates(dag, layers, sizes)
+    pos = _coordinates(dag, layers, sizes, wrap)
     x0 = min(graph.nodes[i].position[0] for i in keep)
     y0 = min(graph.nodes[i].position[1] for i in keep)
     px = min(p[0] for i, p in pos.items() if i in graph.nodes)
@@ -118,30 +125,61 @@ def _crossings(dag: nx.DiGraph, layers: list[list]) -> int:
     return total
 
 
-def _coordinates(dag: nx.DiGraph, layers: list[list], sizes: dict[str, tuple[float, float]]
-                 ) -> dict[object, tuple[float, float]]:
+def _coordinates(dag: nx.DiGraph, layers: list[list], sizes: dict[str, tuple[float, float]],
+                 wrap: float | None) -> dict[object, tuple[float, float]]:
     def size(n) -> tuple[float, float]:
         return (0.0, 0.0) if dag.nodes[n].get("virtual") else sizes.get(n, DEFAULT_SIZE)
 
     pos: dict[object, tuple[float, float]] = {}
+    xs, widths = [], []
     x = 0.0
     for layer in layers:
-        width = max((size(n)[0] for n in layer), default=0.0)
-        # Each row wants the centre height of its predecessors; rows keep their order and gaps.
+        # Each row wants the top of its predecessors (ports sit at a fixed height below the
+        # top, so chains come out straight); rows keep their order and gaps.
         wants = []
         for n in layer:
-            near = [pos[m][1] + size(m)[1] / 2 for m in dag.predecessors(n) if m in pos]
-            wants.append(sum(near) / len(near) - size(n)[1] / 2 if near else None)
+            near = [pos[m][1] for m in dag.predecessors(n) if m in pos]
+            wants.append(sum(near) / len(near) if near else None)
         ys = _pack(wants, [size(n)[1] for n in layer])
         for n, y in zip(layer, ys, strict=True):
             pos[n] = (x, y)
-        x += width + H_GAP
-    return pos
+        xs.append(x)
+        widths.append(max((size(n)[0] for n in layer), default=0.0))
+        x += widths[-1] + H_GAP
+    if wrap is None:
+        total = x - H_GAP
+        bands = 1 if total <= WRAP_MIN else math.ceil(math.sqrt(total / BAND_ASPECT))
+        wrap = total / bands + 1
+    return _wrap(pos, layers, xs, widths, size, wrap)
+
+
+def _wrap(pos: dict, layers: list[list], xs: list[float], widths: list[float], size, wrap: float) -> dict:
+    """Cut the columns into bands no wider than ``wrap``, stacked top to bottom."""
+    band_of, start, band = [], 0.0, 0
+    for x, w in zip(xs, widths, strict=True):
+        if x + w - start > wrap and x > start:
+            band, start = band + 1, x
+        band_of.append((band, start))
+    tops: dict[int, float] = {}
+    bottoms: dict[int, float] = {}
+    for (b, _), layer in zip(band_of, layers, strict=True):
+        for n in layer:
+            tops[b] = min(tops.get(b, math.inf), pos[n][1])
+            bottoms[b] = max(bottoms.get(b, -math.inf), pos[n][1] + size(n)[1])
+    offset, shift = 0.0, {}
+    for b in sorted(tops):
+        shift[b] = offset - tops[b]
+        offset += bottoms[b] - tops[b] + BAND_GAP
+    out = {}
+    for (b, start), layer in zip(band_of, layers, strict=True):
+        for n in layer:
+            out[n] = (pos[n][0] - start, pos[n][1] + shift[b])
+    return out
 
 
 def _pack(wants: list[float | None], heights: list[float]) -> list[float]:
     """Rows at their wanted heights where possible, in order and at least V_GAP apart; then
-    the column shifts so that on average rows sit where they want to be."""
+    the column shifts so that real rows (not wire bends, of height 0) sit where they want."""
     ys: list[float] = []
     low: float | None = None
     for want, h in zip(wants, heights, strict=True):
@@ -150,7 +188,10 @@ def _pack(wants: list[float | None], heights: list[float]) -> list[float]:
         else:
             y = want if low is None else max(want, low)
         ys.append(y)
-        low = y + h + V_GAP
-    misses = [w - y for w, y in zip(wants, ys, strict=True) if w is not None]
-    shift = sum(misses) / len(misses) if misses else -(ys[-1] + heights[-1] - ys[0]) / 2
+        low = y + h + (V_GAP if h else V_GAP / 2)
+    weighted = [(w - y, 1.0 if h else 0.02) for w, y, h in zip(wants, ys, heights, strict=True) if w is not None]
+    if weighted:
+        shift = sum(m * k for m, k in weighted) / sum(k for _, k in weighted)
+    else:
+        shift = -(ys[-1] + heights[-1] - ys[0]) / 2
     return [y + shift for y in ys]

@@ -62,6 +62,8 @@ class EditorController(QObject):
         self.last_added: str | None = None
         self.last_pasted: list[str] = []
         self._selection: list[str] = []
+        self.last_group: str | None = None
+        self.size_hint: Callable[[], dict[str, tuple[float, float]]] | None = None  # node boxes, from the canvas
 
     # ---------------------------------------------------------------- the graph
     @property
@@ -156,6 +158,28 @@ class EditorController(QObject):
             self.select(i for i in self._selection if i not in node_ids)
         return reason
 
+    def delete(self, ids: Iterable[str], edges: Iterable[Edge] = ()) -> str | None:
+        """Delete nodes (and groups' nodes) and wires in one undo step (the Delete key)."""
+        node_ids = self.expand_ids(ids)
+        gone = set(node_ids)
+        wires = [e for e in dict.fromkeys(edges) if e.src not in gone and e.dst not in gone]
+        if not node_ids and not wires:
+            return self._refuse("nothing is selected to delete")
+        if not wires:
+            return self.remove_nodes(node_ids)
+        if not node_ids:
+            return self.disconnect_many(wires)
+
+        def steps(apply: Apply) -> None:
+            for e in wires:
+                apply(Disconnect(self._graph, e))
+            apply(RemoveNodes(self._graph, node_ids))
+
+        reason = self._compound(f"Delete {len(node_ids)} nodes and {len(wires)} wires", steps)
+        if reason is None:
+            self.select(i for i in self._selection if i not in gone)
+        return reason
+
     def connection_problem(self, src: str, src_port: str, dst: str, dst_port: str) -> str | None:
         """Why this wire cannot be drawn (None when it can); the canvas asks while dragging."""
         return self._graph.connection_problem(Edge(src, dst, src_port, dst_port))
@@ -215,6 +239,8 @@ class EditorController(QObject):
                     sizes: dict[str, tuple[float, float]] | None = None) -> str | None:
         """Lay out (some of) the nodes left to right, as one Move step."""
         node_ids = self.expand_ids(ids) if ids is not None else None
+        if sizes is None and self.size_hint is not None:
+            sizes = self.size_hint()
         positions = layered_layout(self._graph, node_ids, sizes)
         if not positions:
             return self._refuse("there are no nodes to lay out")

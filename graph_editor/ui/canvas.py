@@ -1,0 +1,489 @@
+"""The node canvas: a ``QGraphicsView`` that paints the graph and turns gestures into intents.
+
+Gestures: drag from a port to a port of the other kind to wire them (the target port turns
+green, or red with the reason shown beside the cursor); drop on a wired single input to
+replace its wire; Alt-drag (or Ctrl+right-drag) a line across wires to cut them; select a
+wire and press Delete; rubber-band and Ctrl-click to select; drag to move (one undo step);
+wheel to zoom around the cursor; middle-drag or Space-drag to pan; Tab to search for a
+layer and place it at the cursor; double-click a block to expand it, a frame's title to
+collapse it. Drops of palette layers (``LAYER_MIME``) and copied nodes (``GRAPH_MIME``).
+
+Run ``python -m graph_editor.ui.canvas FILE.graph.json`` to try it alone.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QCursor,
+    QDragEnterEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPainterPath,
+    QPainterPathStroker,
+    QPen,
+    QResizeEvent,
+    QWheelEvent,
+)
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsView, QLabel, QWidget
+
+from ..model import Graph
+from .controller import EditorController
+from .groups import GroupBox, GroupFrame
+from .items import NODE_W, TITLE_H, NodeItem, PortItem
+from .live import LiveAnalysis
+from .mime import GRAPH_MIME, LAYER_MIME
+from .minimap import Minimap
+from .scene import GraphScene
+from .search_popup import LayerSearchPopup
+from .style import Theme, get_theme
+from .wires import DragWire, WireItem
+
+ZOOM_RANGE = (0.05, 4.0)
+PORT_PICK = 12.0  # how near (in view pixels) a port must be to catch a dragged wire
+REASON_MS = 3000
+
+
+class GraphCanvas(QGraphicsView):
+    """Shows the edited graph and sends every edit through the controller."""
+
+    node_activated = Signal(str)
+    hint = Signal(str)  # a line for the status bar: a refused edit, what a drag would do
+
+    def __init__(self, controller: EditorController, live: LiveAnalysis, parent: QWidget | None = None,
+                 theme: str | Theme = "dark") -> None:
+        super().__init__(parent)
+        self.controller, self.live = controller, live
+        self.graph_scene = GraphScene(controller.graph, get_theme(theme) if isinstance(theme, str) else theme, self)
+        self.setScene(self.graph_scene)
+        self.graph_scene.set_theme(self.graph_scene.theme)
+        self.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.TextAntialiasing)
+        self.setOptimizationFlags(QGraphicsView.OptimizationFlag.DontAdjustForAntialiasing)
+        self.setCacheMode(QGraphicsView.CacheModeFlag.CacheBackground)
+        self.setDragMode(QGraphicsView.DragMode.RubberBandDrag)
+        self.setRubberBandSelectionMode(Qt.ItemSelectionMode.IntersectsItemShape)
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.NoAnchor)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setFrameShape(QGraphicsView.Shape.NoFrame)
+        self.setAcceptDrops(True)
+        self.setMouseTracking(True)
+        self._space = False
+        self._pan_from: QPointF | None = None
+        self._drag_wire: DragWire | None = None
+        self._target: PortItem | None = None
+        self._cut: QGraphicsPathItem | None = None
+        self._syncing = False
+        self._search_at = QPointF()
+        self.reason_label = QLabel(self.viewport())
+        self.reason_label.hide()
+        self._reason_timer = QTimer(self, singleShot=True, interval=REASON_MS, timeout=self.reason_label.hide)
+        self.search = LayerSearchPopup(self)
+        self.search.chosen.connect(lambda type_: self.drop_layer(type_, self._search_at))
+        self.enable_minimap = True
+        self.minimap = Minimap(self)
+        self._minimap_timer = QTimer(self, singleShot=True, interval=40, timeout=self.minimap.refresh)
+        self._style_overlays()
+        self.setSceneRect(-1e5, -1e5, 2e5, 2e5)  # room to pan anywhere; fit_view frames the nodes
+        controller.size_hint = self.graph_scene.node_sizes
+        controller.graph_replaced.connect(self._on_graph_replaced)
+        controller.selection_changed.connect(self._select_items)
+        controller.refused.connect(self.hint)
+        self.graph_scene.selectionChanged.connect(self._selection_from_scene)
+        self.graph_scene.changed.connect(lambda _: self._minimap_timer.start())
+        live.inferred.connect(self.graph_scene.apply_inference)
+        if live.inference is not None:
+            self.graph_scene.apply_inference(live.inference)
+
+    # ---------------------------------------------------------------- view
+    @property
+    def zoom(self) -> float:
+        return self.transform().m11()
+
+    def visible_rect(self) -> QRectF:
+        return self.mapToScene(self.viewport().rect()).boundingRect()
+
+    def fit_view(self) -> None:
+        """Show every node, zoomed to fit (never past 1.25x on a small graph)."""
+        rect = self.graph_scene.items_rect()
+        if rect.isEmpty():
+            self.resetTransform()
+            self.centerOn(0, 0)
+        else:
+            self.fitInView(rect.adjusted(-40, -40, 40, 40), Qt.AspectRatioMode.KeepAspectRatio)
+            if self.zoom > 1.25:
+                self.zoom_at(1.25 / self.zoom, QPointF(self.viewport().rect().center()))
+                self.centerOn(rect.center())
+        self.minimap.refresh()
+
+    def zoom_at(self, factor: float, view_pos: QPointF) -> None:
+        """Zoom by ``factor``, keeping the scene point under ``view_pos`` where it is."""
+        factor = max(ZOOM_RANGE[0] / self.zoom, min(ZOOM_RANGE[1] / self.zoom, factor))
+        before = self.mapToScene(view_pos.toPoint())
+        self.scale(factor, factor)
+        drift = self.mapFromScene(before) - view_pos.toPoint()
+        self.horizontalScrollBar().setValue(self.horizontalScrollBar().value() + drift.x())
+        self.verticalScrollBar().setValue(self.verticalScrollBar().value() + drift.y())
+        self.minimap.refresh()
+
+    def pan_by(self, dx: float, dy: float) -> None:
+        """Move the view by (dx, dy) view pixels."""
+        self.horizontalScrollBar().setValue(int(self.horizontalScrollBar().value() - dx))
+        self.verticalScrollBar().setValue(int(self.verticalScrollBar().value() - dy))
+
+    def set_theme(self, theme: str | Theme) -> None:
+        """Switch between the dark and light themes (or any :class:`Theme`)."""
+        self.graph_scene.set_theme(get_theme(theme) if isinstance(theme, str) else theme)
+        self.resetCachedContent()
+        self._style_overlays()
+        self.viewport().update()
+        self.minimap.refresh()
+
+    def _style_overlays(self) -> None:
+        t = self.graph_scene.theme
+        self.reason_label.setStyleSheet(
+            f"QLabel {{ background: {t.node_body.name()}; color: {t.text.name()}; border: 1px solid "
+            f"{t.group_border.name()}; border-radius: 4px; padding: 4px 8px; }}")
+
+    def drawBackground(self, painter: QPainter, rect: QRectF) -> None:
+        theme = self.graph_scene.theme
+        painter.fillRect(rect, theme.background)
+        for step, colour, min_zoom in ((20, theme.grid_minor, 0.6), (100, theme.grid_major, 0.15)):
+            if self.zoom < min_zoom:
+                continue
+            painter.setPen(QPen(colour, 0))
+            left, top = int(rect.left()) - int(rect.left()) % step, int(rect.top()) - int(rect.top()) % step
+            lines = [QPointF(x, rect.top()) for x in range(left, int(rect.right()) + 1, step)]
+            for p in lines:
+                painter.drawLine(p, QPointF(p.x(), rect.bottom()))
+            for y in range(top, int(rect.bottom()) + 1, step):
+                painter.drawLine(QPointF(rect.left(), y), QPointF(rect.right(), y))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.minimap.place()
+
+    def scrollContentsBy(self, dx: int, dy: int) -> None:
+        super().scrollContentsBy(dx, dy)
+        self._minimap_timer.start()
+
+    # ---------------------------------------------------------------- feedback
+    def show_reason(self, text: str, ok: bool = False, at: QPointF | None = None) -> None:
+        """Say why (or what) beside the cursor for a few seconds, and on ``hint``."""
+        colour = self.graph_scene.theme.ok if ok else self.graph_scene.theme.error
+        self.reason_label.setText(f"<span style='color:{colour.name()}'>{'✓' if ok else '✗'}</span> {text}")
+        self.reason_label.adjustSize()
+        pos = (at or QPointF(self.viewport().mapFromGlobal(QCursor.pos()))).toPoint() + QPoint(16, 12)
+        self.reason_label.move(pos)
+        self.reason_label.show()
+        self.reason_label.raise_()
+        self._reason_timer.start()
+        self.hint.emit(text)
+
+    # ---------------------------------------------------------------- selection
+    def _selection_from_scene(self) -> None:
+        if self._syncing:
+            return
+        ids = []
+        for item in self.graph_scene.selectedItems():
+            if isinstance(item, NodeItem):
+                ids.append(item.node_id)
+            elif isinstance(item, GroupBox | GroupFrame):
+                ids.append(item.group_id)
+        self._syncing = True
+        try:
+            self.controller.select(ids)
+        finally:
+            self._syncing = False
+
+    def _select_items(self, ids: list[str]) -> None:
+        if self._syncing:
+            return
+        self._syncing = True
+        try:
+            wanted = set(ids)
+            scene = self.graph_scene
+            for item in (*scene.nodes.values(), *scene.boxes.values(), *scene.frames.values()):
+                key = getattr(item, "node_id", None) or getattr(item, "group_id", None)
+                item.setSelected(key in wanted)
+        finally:
+            self._syncing = False
+
+    def delete_selection(self) -> str | None:
+        """Delete the selected nodes, blocks and wires (one undo step)."""
+        wires = [i.edge for i in self.graph_scene.selectedItems() if isinstance(i, WireItem)]
+        return self.controller.delete(self.controller.selection, wires)
+
+    def _on_graph_replaced(self, graph: Graph) -> None:
+        self.graph_scene.set_graph(graph)
+        self.fit_view()
+
+    # ---------------------------------------------------------------- ports and wires
+    def port_at(self, view_pos: QPointF, want_input: bool | None = None) -> PortItem | None:
+        """The nearest port within PORT_PICK pixels of ``view_pos`` (of one kind, if given)."""
+        r = PORT_PICK
+        area = self.mapToScene(QRectF(view_pos.x() - r, view_pos.y() - r, 2 * r, 2 * r).toRect()).boundingRect()
+        centre = self.mapToScene(view_pos.toPoint())
+        best, best_d = None, float("inf")
+        for item in self.graph_scene.items(area):
+            if isinstance(item, PortItem) and item.isVisible() and (want_input is None or item.is_input == want_input):
+                d = (item.scenePos() - centre).manhattanLength()
+                if d < best_d:
+                    best, best_d = item, d
+        return best
+
+    def _problem(self, a: PortItem, b: PortItem) -> str | None:
+        src, dst = (b, a) if a.is_input else (a, b)
+        return self.controller.connection_problem(src.node_id, src.name, dst.node_id, dst.name)
+
+    def _start_wire(self, port: PortItem, view_pos: QPointF) -> None:
+        self._drag_wire = DragWire(port)
+        self.graph_scene.addItem(self._drag_wire)
+        self._drag_wire.follow(self.mapToScene(view_pos.toPoint()))
+
+    def _move_wire(self, view_pos: QPointF) -> None:
+        assert self._drag_wire is not None
+        origin = self._drag_wire.port
+        target = self.port_at(view_pos, want_input=not origin.is_input)
+        if target is not self._target and self._target is not None:
+            self._target.set_highlight(None)
+        self._target = target
+        if target is None:
+            self._drag_wire.follow(self.mapToScene(view_pos.toPoint()))
+            self._drag_wire.set_state(None)
+            self.reason_label.hide()
+            return
+        self._drag_wire.follow(target.anchor())
+        problem = self._problem(origin, target)
+        state = "error" if problem else "ok"
+        target.set_highlight(state)
+        self._drag_wire.set_state(state)
+        if problem:
+            self.show_reason(problem, at=view_pos)
+        else:
+            self.reason_label.hide()
+
+    def _end_wire(self) -> str | None:
+        assert self._drag_wire is not None
+        origin, target = self._drag_wire.port, self._target
+        self.graph_scene.removeItem(self._drag_wire)
+        self._drag_wire, self._target = None, None
+        if target is None:
+            return None
+        target.set_highlight(None)
+        src, dst = (target, origin) if origin.is_input else (origin, target)
+        reason = self.controller.connect(src.node_id, src.name, dst.node_id, dst.name)
+        if reason:
+            self.show_reason(reason)
+        return reason
+
+    def _end_cut(self) -> None:
+        assert self._cut is not None
+        stroker = QPainterPathStroker()
+        stroker.setWidth(3)
+        line = stroker.createStroke(self._cut.path())
+        self.graph_scene.removeItem(self._cut)
+        self._cut = None
+        edges = [w.edge for w in self.graph_scene.wires.values() if w.isVisible() and w.shape().intersects(line)]
+        if edges:
+            self.controller.disconnect_many(edges)
+
+    # ---------------------------------------------------------------- mouse
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        pos = event.position()
+        button, mods = event.button(), event.modifiers()
+        if button == Qt.MouseButton.MiddleButton or (button == Qt.MouseButton.LeftButton and self._space):
+            self._pan_from = pos
+            self.viewport().setCursor(Qt.CursorShape.ClosedHandCursor)
+            return
+        alt = mods & Qt.KeyboardModifier.AltModifier
+        ctrl_right = button == Qt.MouseButton.RightButton and mods & Qt.KeyboardModifier.ControlModifier
+        if (button == Qt.MouseButton.LeftButton and alt) or ctrl_right:
+            start = self.mapToScene(pos.toPoint())
+            self._cut = QGraphicsPathItem(QPainterPath(start))
+            self._cut.setPen(QPen(self.graph_scene.theme.error, 1.5, Qt.PenStyle.DashLine))
+            self._cut.setZValue(6)
+            self.graph_scene.addItem(self._cut)
+            return
+        if button == Qt.MouseButton.LeftButton:
+            port = self.port_at(pos)
+            if port is not None:
+                self._start_wire(port, pos)
+                return
+        super().mousePressEvent(event)
+        self._press_positions = self._movable_positions()
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        pos = event.position()
+        if self._pan_from is not None:
+            delta = pos - self._pan_from
+            self._pan_from = pos
+            self.pan_by(delta.x(), delta.y())
+        elif self._drag_wire is not None:
+            self._move_wire(pos)
+        elif self._cut is not None:
+            path = self._cut.path()
+            path.lineTo(self.mapToScene(pos.toPoint()))
+            self._cut.setPath(path)
+        else:
+            if event.buttons() & Qt.MouseButton.LeftButton:
+                self.graph_scene.dragging = True
+            super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        if self._pan_from is not None:
+            self._pan_from = None
+            self.viewport().setCursor(Qt.CursorShape.OpenHandCursor if self._space else Qt.CursorShape.ArrowCursor)
+        elif self._drag_wire is not None:
+            self._end_wire()
+        elif self._cut is not None:
+            self._end_cut()
+        else:
+            super().mouseReleaseEvent(event)
+            self.graph_scene.dragging = False
+            self._commit_moves()
+
+    def _movable_positions(self) -> dict[QGraphicsItem, QPointF]:
+        return {i: i.pos() for i in self.graph_scene.selectedItems() if isinstance(i, NodeItem | GroupBox)}
+
+    def _commit_moves(self) -> None:
+        """After a drag: one MoveNodes for everything that moved (a block moves its members)."""
+        before = getattr(self, "_press_positions", {})
+        positions: dict[str, tuple[float, float]] = {}
+        for item, old in before.items():
+            delta = item.pos() - old
+            if delta.isNull():
+                continue
+            if isinstance(item, NodeItem):
+                positions[item.node_id] = (round(item.pos().x(), 1), round(item.pos().y(), 1))
+            else:
+                for n in self.controller.graph.groups[item.group_id].nodes:
+                    x, y = self.controller.graph.nodes[n].position
+                    positions[n] = (round(x + delta.x(), 1), round(y + delta.y(), 1))
+        self._press_positions = {}
+        if positions:
+            self.controller.move_nodes(positions)
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
+        item = self.itemAt(event.position().toPoint())
+        item = item.parentItem() if isinstance(item, PortItem) else item
+        if isinstance(item, NodeItem):
+            self.node_activated.emit(item.node_id)
+        elif isinstance(item, GroupBox):
+            self.controller.set_collapsed(item.group_id, False)
+        elif isinstance(item, GroupFrame) and item.header_rect().contains(self.mapToScene(event.position().toPoint())):
+            self.controller.set_collapsed(item.group_id, True)
+        else:
+            super().mouseDoubleClickEvent(event)
+
+    def wheelEvent(self, event: QWheelEvent) -> None:
+        self.zoom_at(1.0015 ** event.angleDelta().y(), event.position())
+
+    # ---------------------------------------------------------------- keys
+    def focusNextPrevChild(self, next: bool) -> bool:  # noqa: A002 - Qt's name; Tab opens the search
+        return False
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        key = event.key()
+        if key == Qt.Key.Key_Space and not event.isAutoRepeat():
+            self._space = True
+            self.viewport().setCursor(Qt.CursorShape.OpenHandCursor)
+        elif key in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace):
+            self.delete_selection()
+        elif key == Qt.Key.Key_Tab:
+            self.open_search()
+        elif key == Qt.Key.Key_Home:
+            self.fit_view()
+        elif key == Qt.Key.Key_Escape and self._drag_wire is not None:
+            self.graph_scene.removeItem(self._drag_wire)
+            self._drag_wire = None
+        else:
+            super().keyPressEvent(event)
+
+    def keyReleaseEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Space and not event.isAutoRepeat():
+            self._space = False
+            self.viewport().setCursor(Qt.CursorShape.ArrowCursor)
+        else:
+            super().keyReleaseEvent(event)
+
+    def open_search(self, view_pos: QPointF | None = None) -> None:
+        """Open the layer search; the chosen layer is placed at ``view_pos`` (default: the cursor)."""
+        if view_pos is None:
+            local = self.viewport().mapFromGlobal(QCursor.pos())
+            view_pos = QPointF(local) if self.viewport().rect().contains(local) else QPointF(
+                self.viewport().rect().center())
+        self._search_at = self.mapToScene(view_pos.toPoint())
+        self.search.popup(self.viewport().mapToGlobal(view_pos.toPoint()))
+
+    # ---------------------------------------------------------------- drops
+    def drop_layer(self, type_: str, scene_pos: QPointF) -> str | None:
+        """Add a layer with its title bar centred on ``scene_pos`` and select it."""
+        reason = self.controller.add_node(type_, (round(scene_pos.x() - NODE_W / 2, 1),
+                                                  round(scene_pos.y() - TITLE_H / 2, 1)))
+        if reason is None and self.controller.last_added:
+            self.controller.select([self.controller.last_added])
+        else:
+            self.show_reason(reason or "")
+        return reason
+
+    def _accepts(self, event: QDragEnterEvent | QDragMoveEvent | QDropEvent) -> bool:
+        data = event.mimeData()
+        return data.hasFormat(LAYER_MIME) or data.hasFormat(GRAPH_MIME)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if self._accepts(event):
+            event.acceptProposedAction()
+        else:
+            super().dragEnterEvent(event)
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
+        if self._accepts(event):
+            event.acceptProposedAction()
+        else:
+            super().dragMoveEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        data = event.mimeData()
+        at = self.mapToScene(event.position().toPoint())
+        if data.hasFormat(LAYER_MIME):
+            self.drop_layer(bytes(data.data(LAYER_MIME).data()).decode("utf-8"), at)
+        elif data.hasFormat(GRAPH_MIME):
+            result = self.controller.paste(bytes(data.data(GRAPH_MIME).data()).decode("utf-8"), at=(at.x(), at.y()))
+            if isinstance(result, str):
+                self.show_reason(result)
+        else:
+            super().dropEvent(event)
+            return
+        event.acceptProposedAction()
+
+
+def preview(argv: list[str]) -> int:
+    """Open a graph file in the canvas alone (``python -m graph_editor.ui.canvas FILE``)."""
+    from PySide6.QtGui import QUndoStack
+    from PySide6.QtWidgets import QApplication
+
+    from ..model import GraphFileError, load_graph
+
+    app = QApplication.instance() or QApplication(argv)
+    try:
+        graph = load_graph(argv[1]) if len(argv) > 1 else Graph()
+    except GraphFileError as exc:
+        print(f"cannot open: {exc}", file=sys.stderr)
+        return 2
+    controller = EditorController(graph, QUndoStack())
+    canvas = GraphCanvas(controller, LiveAnalysis(controller))
+    canvas.resize(1200, 700)
+    canvas.setWindowTitle(f"Torch Studio canvas: {argv[1] if len(argv) > 1 else 'empty graph'}")
+    canvas.show()
+    canvas.fit_view()
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(preview(sys.argv))

@@ -1,0 +1,271 @@
+"""Canvas items for layer nodes and their ports.
+
+A :class:`NodeItem` paints one node: a title bar in its category's colour, the node's
+name, its key parameters and the output shape; typed ports sit on its edges (an input is
+a ring, an output a filled dot, a variadic input a tall pill that takes many wires).
+Items only paint and hit-test; edits go through the controller.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
+
+from ..model import Node
+
+if TYPE_CHECKING:
+    from .scene import GraphScene
+    from .wires import WireItem
+
+NODE_W = 150.0
+TITLE_H = 22.0
+ROW_H = 15.0
+SHAPE_H = 18.0
+PORT_Y = TITLE_H + ROW_H / 2 + 1  # ports sit on the name row: chains of nodes draw straight wires
+RADIUS = 5.0
+SIMPLE_LOD = 0.38  # below this zoom, nodes are drawn as coloured blocks without text
+ABBREV = {"out_channels": "out", "out_features": "out", "kernel_size": "kernel", "output_size": "size",
+          "num_heads": "heads", "nhead": "heads", "embed_dim": "dim", "patch_size": "patch",
+          "num_features": "features", "negative_slope": "slope", "start_dim": "from", "end_dim": "to"}
+
+
+def fmt_value(value: Any) -> str:
+    """A parameter value as it reads on a node: [3, 3] -> '3', [3, 1] -> '3x1'."""
+    if isinstance(value, list | tuple):
+        return str(value[0]) if value and len(set(value)) == 1 else "x".join(str(v) for v in value) or "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "auto" if value is None else str(value)
+
+
+def param_rows(node: Node) -> list[tuple[str, str]]:
+    """The key parameters worth showing: the first always, the others when not default."""
+    spec = node.spec
+    if spec is None:
+        return []
+    rows = []
+    for i, name in enumerate(spec.key_params):
+        if not spec.has_param(name):
+            continue
+        value = node.params.get(name, spec.param(name).default)
+        if i > 0 and value == spec.param(name).default:
+            continue
+        rows.append((ABBREV.get(name, name.replace("_", " ")), fmt_value(value)))
+    return rows[:4]
+
+
+def lod_of(painter: QPainter) -> float:
+    return QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
+
+
+class PortItem(QGraphicsItem):
+    """An input or output port of a node (or of a collapsed group standing for a node)."""
+
+    def __init__(self, parent: QGraphicsItem, node_id: str, name: str, is_input: bool,
+                 variadic: bool = False) -> None:
+        super().__init__(parent)
+        self.node_id, self.name, self.is_input, self.variadic = node_id, name, is_input, variadic
+        self.wires: list[WireItem] = []
+        self.highlight: str | None = None  # "ok" or "error" while a wire is dragged over it
+        self.setAcceptHoverEvents(True)
+        self.setZValue(2)
+        kind = "variadic input (takes several wires)" if variadic else "input" if is_input else "output"
+        self.setToolTip(f"{node_id}.{name}: {kind}")
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(-9, -13, 18, 26) if self.variadic else QRectF(-9, -9, 18, 18)
+
+    def anchor(self, wire: WireItem | None = None) -> QPointF:
+        """Where a wire attaches, in scene coordinates; wires on a variadic port fan out."""
+        p = self.scenePos()
+        if self.variadic and wire is not None and wire in self.wires and len(self.wires) > 1:
+            k = self.wires.index(wire)
+            p += QPointF(0, (k - (len(self.wires) - 1) / 2) * min(6.0, 16.0 / (len(self.wires) - 1)))
+        return p
+
+    def set_highlight(self, state: str | None) -> None:
+        if state != self.highlight:
+            self.highlight = state
+            self.update()
+
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+        theme = self.scene().theme
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        colour = {"ok": theme.ok, "error": theme.error}.get(self.highlight or "", theme.port_fill)
+        grow = 1.5 if self.highlight else 0.0
+        if self.variadic:
+            painter.setPen(QPen(colour, 2))
+            painter.setBrush(theme.port_ring)
+            painter.drawRoundedRect(QRectF(-4 - grow, -10 - grow, 8 + 2 * grow, 20 + 2 * grow), 4, 4)
+            painter.drawLine(QPointF(-1.5, -4), QPointF(1.5, -4))
+            painter.drawLine(QPointF(-1.5, 4), QPointF(1.5, 4))
+        elif self.is_input:
+            painter.setPen(QPen(colour, 2))
+            painter.setBrush(theme.port_ring)
+            painter.drawEllipse(QPointF(0, 0), 4.5 + grow, 4.5 + grow)
+        else:
+            painter.setPen(QPen(theme.port_ring, 1.5))
+            painter.setBrush(colour)
+            painter.drawEllipse(QPointF(0, 0), 5 + grow, 5 + grow)
+
+
+class NodeItem(QGraphicsItem):
+    """One layer node; its state (output shape, problems) comes from the live analysis."""
+
+    def __init__(self, node: Node) -> None:
+        super().__init__()
+        self.node_id = node.id
+        self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable
+                      | QGraphicsItem.GraphicsItemFlag.ItemIsMovable
+                      | QGraphicsItem.GraphicsItemFlag.ItemSendsGeometryChanges)
+        self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        self.setZValue(1)
+        self.shape_text = ""
+        self.problems: list[str] = []
+        self.severity: str | None = None  # "error", "warning" or None
+        self.in_ports: dict[str, PortItem] = {}
+        self.out_ports: dict[str, PortItem] = {}
+        self.height = 0.0
+        self._node = node
+        self._make_ports(node)
+        self.refresh(node)
+        self.setPos(*node.position)
+
+    # ---------------------------------------------------------------- contents
+    def _make_ports(self, node: Node) -> None:
+        spec = node.spec
+        for p in spec.inputs if spec else ():
+            self.in_ports[p.name] = PortItem(self, node.id, p.name, True, p.variadic)
+        for p in spec.outputs if spec else ():
+            self.out_ports[p.name] = PortItem(self, node.id, p.name, False)
+
+    def refresh(self, node: Node) -> None:
+        """Re-read the node's title and parameters (after an edit)."""
+        self._node = node
+        spec = node.spec
+        self.title = spec.display if spec else node.type
+        self.category = spec.category if spec else ""
+        self.subtitle = node.title
+        self.rows = param_rows(node)
+        height = TITLE_H + ROW_H * (1 + len(self.rows)) + SHAPE_H + 4
+        if height != self.height:
+            self.prepareGeometryChange()
+            self.height = height
+        for k, port in enumerate(self.in_ports.values()):
+            port.setPos(0, PORT_Y + k * ROW_H)
+        for k, port in enumerate(self.out_ports.values()):
+            port.setPos(NODE_W, PORT_Y + k * ROW_H)
+        self._update_tooltip()
+        self.update()
+
+    def set_state(self, shape_text: str, problems: list[str], severity: str | None) -> bool:
+        """Show the inferred output shape and problems; returns whether anything changed."""
+        if (shape_text, problems, severity) == (self.shape_text, self.problems, self.severity):
+            return False
+        self.shape_text, self.problems, self.severity = shape_text, problems, severity
+        self._update_tooltip()
+        self.update()
+        return True
+
+    def _update_tooltip(self) -> None:
+        spec = self._node.spec
+        lines = [f"<b>{self.title}</b> &nbsp;{self.subtitle}"]
+        if self.shape_text:
+            lines.append(f"output {self.shape_text}")
+        colour = "#e05555" if self.severity == "error" else "#c08a20"
+        lines += [f"<span style='color:{colour}'>{_html(p)}</span>" for p in self.problems]
+        if spec is not None:
+            lines.append(f"<i>{_html(spec.doc)}</i>")
+        self.setToolTip("<br>".join(lines))
+
+    # ---------------------------------------------------------------- geometry
+    def boundingRect(self) -> QRectF:
+        return QRectF(-3, -3, NODE_W + 6, self.height + 6)
+
+    def shape(self) -> QPainterPath:
+        path = QPainterPath()
+        path.addRoundedRect(QRectF(0, 0, NODE_W, self.height), RADIUS, RADIUS)
+        return path
+
+    def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value: Any) -> Any:
+        if change == QGraphicsItem.GraphicsItemChange.ItemPositionHasChanged:
+            for port in (*self.in_ports.values(), *self.out_ports.values()):
+                for wire in port.wires:
+                    wire.update_path()
+            scene = self.scene()
+            if scene is not None:
+                scene.node_item_moved(self)
+        return super().itemChange(change, value)
+
+    # ---------------------------------------------------------------- painting
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+        scene: GraphScene = self.scene()
+        theme = scene.theme
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        rect = QRectF(0, 0, NODE_W, self.height)
+        error = self.severity == "error"
+        border = theme.selected if self.isSelected() else theme.error if error else (
+            theme.warning if self.severity else theme.node_border)
+        width = 2.0 if (self.isSelected() or self.severity) else 1.0
+        if lod_of(painter) < SIMPLE_LOD:
+            painter.setPen(QPen(border, width * 2))
+            painter.setBrush(theme.error if error else theme.category_color(self.category))
+            painter.drawRoundedRect(rect, RADIUS, RADIUS)
+            return
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(theme.error_body if error else theme.node_body)
+        painter.drawRoundedRect(rect, RADIUS, RADIUS)
+        title = QPainterPath()
+        title.setFillRule(Qt.FillRule.WindingFill)
+        title.addRoundedRect(QRectF(0, 0, NODE_W, TITLE_H), RADIUS, RADIUS)
+        title.addRect(QRectF(0, TITLE_H / 2, NODE_W, TITLE_H / 2))
+        painter.fillPath(title.simplified(), QBrush(theme.error if error else theme.category_color(self.category)))
+        self._paint_text(painter, scene)
+        painter.setPen(QPen(border, width))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(rect, RADIUS, RADIUS)
+
+    def _paint_text(self, painter: QPainter, scene: GraphScene) -> None:
+        theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics
+        pad = 10.0
+        inner = NODE_W - 2 * pad
+        painter.setFont(fonts.title)
+        painter.setPen(theme.title_text)
+        painter.drawText(QRectF(pad, 0, inner, TITLE_H), Qt.AlignmentFlag.AlignVCenter,
+                         metrics.title.elidedText(self.title, Qt.TextElideMode.ElideRight, inner))
+        y = TITLE_H
+        painter.setFont(fonts.small)
+        painter.setPen(theme.text_dim)
+        painter.drawText(QRectF(pad, y, inner, ROW_H), Qt.AlignmentFlag.AlignVCenter,
+                         metrics.small.elidedText(self.subtitle, Qt.TextElideMode.ElideMiddle, inner))
+        y += ROW_H
+        painter.setFont(fonts.body)
+        for name, value in self.rows:
+            row = QRectF(pad, y, inner, ROW_H)
+            painter.setPen(theme.text_dim)
+            painter.drawText(row, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, name)
+            painter.setPen(theme.text)
+            value_w = inner - metrics.body.horizontalAdvance(name) - 8
+            painter.drawText(row, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight,
+                             metrics.body.elidedText(value, Qt.TextElideMode.ElideRight, value_w))
+            y += ROW_H
+        painter.setPen(QPen(theme.grid_major, 1))
+        painter.drawLine(QPointF(6, y + 2), QPointF(NODE_W - 6, y + 2))
+        painter.setFont(fonts.mono)
+        if self.severity == "error":
+            painter.setPen(theme.error)
+            text = "⚠ " + (self.problems[0] if self.problems else "problem")
+        else:
+            painter.setPen(theme.shape_text)
+            text = f"→ {self.shape_text}" if self.shape_text else "→ ?"
+        painter.drawText(QRectF(pad, y + 3, inner, SHAPE_H), Qt.AlignmentFlag.AlignVCenter,
+                         metrics.mono.elidedText(text, Qt.TextElideMode.ElideRight, inner))
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,237 @@
+"""The scene: canvas items that mirror a graph, kept in step by the graph's events.
+
+The scene knows nothing of editing: it follows ``graph.events`` to add, remove and redraw
+items, and :meth:`GraphScene.apply_inference` paints shapes and problems. It is used by
+the editing canvas and, alone, by the thumbnail renderer.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, QRectF
+from PySide6.QtGui import QFontMetricsF
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
+
+from ..model import Edge, Graph, Inference, fmt_shape
+from .groups import GroupBox, GroupFrame
+from .items import NodeItem, PortItem
+from .style import DARK, Fonts, Theme
+from .wires import WireItem
+
+
+class Metrics:
+    def __init__(self, fonts: Fonts) -> None:
+        self.title = QFontMetricsF(fonts.title)
+        self.body = QFontMetricsF(fonts.body)
+        self.small = QFontMetricsF(fonts.small)
+        self.mono = QFontMetricsF(fonts.mono)
+
+
+class GraphScene(QGraphicsScene):
+    """Items for every node, wire and group of ``graph``."""
+
+    def __init__(self, graph: Graph, theme: Theme = DARK, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.theme = theme
+        self.fonts = Fonts()
+        self.metrics = Metrics(self.fonts)
+        self.nodes: dict[str, NodeItem] = {}
+        self.wires: dict[Edge, WireItem] = {}
+        self.boxes: dict[str, GroupBox] = {}
+        self.frames: dict[str, GroupFrame] = {}
+        self.inference: Inference | None = None
+        self.dragging = False  # while the view drags items, model moves do not fight it
+        self._graph: Graph | None = None
+        self.set_graph(graph)
+
+    @property
+    def graph(self) -> Graph:
+        assert self._graph is not None
+        return self._graph
+
+    # ---------------------------------------------------------------- building
+    def set_graph(self, graph: Graph) -> None:
+        """Show ``graph`` (all items rebuilt) and follow its events."""
+        if self._graph is not None:
+            self._follow(self._graph, False)
+        self.clear()
+        self.nodes.clear()
+        self.wires.clear()
+        self.boxes.clear()
+        self.frames.clear()
+        self.inference = None
+        self._graph = graph
+        for node_id in graph.nodes:
+            self._on_node_added(node_id)
+        for edge in graph.edges:
+            self._on_edge_added(edge)
+        self._on_groups_changed()
+        self._follow(graph, True)
+
+    def _follow(self, graph: Graph, on: bool) -> None:
+        ev = graph.events
+        for signal, slot in ((ev.node_added, self._on_node_added), (ev.node_removed, self._on_node_removed),
+                             (ev.edge_added, self._on_edge_added), (ev.edge_removed, self._on_edge_removed),
+                             (ev.params_changed, self._on_params_changed), (ev.node_moved, self._on_node_moved),
+                             (ev.groups_changed, self._on_groups_changed)):
+            (signal.connect if on else signal.disconnect)(slot)
+
+    def set_theme(self, theme: Theme) -> None:
+        self.theme = theme
+        self.setBackgroundBrush(theme.background)
+        for item in self.items():
+            if item.cacheMode() != QGraphicsItem.CacheMode.NoCache:
+                item.update()
+        self.update()
+
+    # ---------------------------------------------------------------- model events
+    def _on_node_added(self, node_id: str) -> None:
+        item = NodeItem(self.graph.nodes[node_id])
+        self.nodes[node_id] = item
+        self.addItem(item)
+
+    def _on_node_removed(self, node_id: str) -> None:
+        item = self.nodes.pop(node_id, None)
+        if item is not None:
+            self.removeItem(item)
+
+    def _on_edge_added(self, edge: Edge) -> None:
+        src, dst = self.port_for(edge.src, edge.src_port, False), self.port_for(edge.dst, edge.dst_port, True)
+        if src is None or dst is None:
+            return  # a wire to a port the layer does not have: validation reports it
+        wire = WireItem(edge, src, dst)
+        self.wires[edge] = wire
+        self.addItem(wire)
+        wire.update_path()
+        if self.inference is not None:
+            shape = self.inference.shapes.get(edge.src)
+            wire.set_label(fmt_shape(shape) if shape else "")
+        for other in dst.wires:
+            other.update_path()
+        wire.setVisible(self._wire_visible(edge))
+        if self._touches_box(edge):
+            self._on_groups_changed()  # the box gains a port
+
+    def _on_edge_removed(self, edge: Edge) -> None:
+        wire = self.wires.pop(edge, None)
+        if wire is not None:
+            wire.detach()
+            self.removeItem(wire)
+        if self._touches_box(edge):
+            self._on_groups_changed()
+
+    def _touches_box(self, edge: Edge) -> bool:
+        return bool(self.boxes) and self.collapsed_owner(edge.src) != self.collapsed_owner(edge.dst)
+
+    def _on_params_changed(self, node_id: str, name: str) -> None:
+        item = self.nodes.get(node_id)
+        if item is not None:
+            item.refresh(self.graph.nodes[node_id])
+
+    def _on_node_moved(self, node_id: str) -> None:
+        item = self.nodes.get(node_id)
+        if item is not None and not self.dragging:
+            item.setPos(*self.graph.nodes[node_id].position)
+            for gid, box in self.boxes.items():
+                if node_id in self.graph.groups[gid].nodes:
+                    members = [self.graph.nodes[n].position for n in self.graph.groups[gid].nodes]
+                    box.setPos(min(p[0] for p in members), min(p[1] for p in members))
+
+    def _on_groups_changed(self) -> None:
+        for item in (*self.boxes.values(), *self.frames.values()):
+            self.removeItem(item)
+        self.boxes.clear()
+        self.frames.clear()
+        hidden: set[str] = set()
+        for group in self.graph.groups.values():
+            if group.collapsed:
+                box = GroupBox(self.graph, group)
+                self.boxes[group.id] = box
+                self.addItem(box)
+                hidden.update(group.nodes)
+            else:
+                frame = GroupFrame(group)
+                self.frames[group.id] = frame
+                self.addItem(frame)
+        for node_id, item in self.nodes.items():
+            item.setVisible(node_id not in hidden)
+        for edge, wire in self.wires.items():
+            src, dst = self.port_for(edge.src, edge.src_port, False), self.port_for(edge.dst, edge.dst_port, True)
+            if src is not None and dst is not None:
+                wire.rebind(src, dst)
+            wire.setVisible(self._wire_visible(edge))
+        self._fit_frames()
+        if self.inference is not None:
+            self._paint_boxes(self.inference)
+
+    # ---------------------------------------------------------------- lookups
+    def collapsed_owner(self, node_id: str) -> str | None:
+        """The collapsed group ``node_id`` is hidden in, if any."""
+        return next((gid for gid in self.boxes if node_id in self.graph.groups[gid].nodes), None)
+
+    def port_for(self, node_id: str, port: str, is_input: bool) -> PortItem | None:
+        """The visible port item that stands for a node's port (a group box's when collapsed)."""
+        owner = self.collapsed_owner(node_id)
+        if owner is not None:
+            box = self.boxes[owner]
+            ports = box.in_ports if is_input else box.out_ports
+            found = ports.get((node_id, port))
+            if found is not None:
+                return found
+        item = self.nodes.get(node_id)
+        if item is None:
+            return None
+        return (item.in_ports if is_input else item.out_ports).get(port)
+
+    def _wire_visible(self, edge: Edge) -> bool:
+        a, b = self.collapsed_owner(edge.src), self.collapsed_owner(edge.dst)
+        return a is None or a != b
+
+    def node_sizes(self) -> dict[str, tuple[float, float]]:
+        """(width, height) of every node box, for the auto-layout."""
+        return {k: (v.boundingRect().width() - 6, v.height) for k, v in self.nodes.items()}
+
+    def items_rect(self) -> QRectF:
+        """The rectangle around every visible node, box and frame."""
+        rect = QRectF()
+        for item in (*self.nodes.values(), *self.boxes.values(), *self.frames.values()):
+            if item.isVisible():
+                rect = rect.united(item.sceneBoundingRect())
+        return rect
+
+    def node_item_moved(self, item: NodeItem) -> None:
+        """A node moved on screen: frames around it follow."""
+        if self.frames and any(item.node_id in self.graph.groups[g].nodes for g in self.frames):
+            self._fit_frames()
+
+    def _fit_frames(self) -> None:
+        for gid, frame in self.frames.items():
+            members = [self.nodes[n].sceneBoundingRect() for n in self.graph.groups[gid].nodes if n in self.nodes]
+            frame.fit(members)
+
+    # ---------------------------------------------------------------- live state
+    def apply_inference(self, inference: Inference) -> int:
+        """Paint shapes and problems; returns how many items changed (only those repaint)."""
+        self.inference = inference
+        by_node = inference.errors_by_node()
+        changed = 0
+        for node_id, item in self.nodes.items():
+            shape = inference.shapes.get(node_id)
+            problems = by_node.get(node_id, [])
+            severity = "error" if any(p.severity == "error" for p in problems) else (
+                "warning" if problems else None)
+            changed += item.set_state(fmt_shape(shape) if shape else "", [p.message for p in problems], severity)
+        for edge, wire in self.wires.items():
+            shape = inference.shapes.get(edge.src)
+            dst = self.nodes.get(edge.dst)
+            wire.set_label(fmt_shape(shape) if shape else "", dst is not None and dst.severity == "error")
+        self._paint_boxes(inference)
+        return changed
+
+    def _paint_boxes(self, inference: Inference) -> None:
+        by_node = inference.errors_by_node()
+        for gid, box in self.boxes.items():
+            members = self.graph.groups[gid].nodes
+            outs = list(box.out_ports)
+            shape = inference.shapes.get(outs[-1][0]) if outs else None
+            error = any(p.severity == "error" for n in members for p in by_node.get(n, []))
+            box.set_state(fmt_shape(shape) if shape else "", error)

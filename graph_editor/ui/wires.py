@@ -1,0 +1,169 @@
+"""Wires: cubic curves from an output port to an input port, labelled with their shape.
+
+A wire caches its path and label geometry and recomputes them only when an end moves.
+Its label (the tensor shape the wire carries) sits at the middle of the curve, and is
+left out where the wire is too short to hold it (the node's output line says the same).
+A wire that jumps over nodes in the same row arcs above them, so skip connections show.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QPainter, QPainterPath, QPainterPathStroker, QPen
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QStyleOptionGraphicsItem, QWidget
+
+from ..model import Edge
+from .items import NODE_W, PORT_Y, PortItem, lod_of
+
+if TYPE_CHECKING:
+    from .scene import GraphScene
+
+LABEL_PAD = 5.0
+ARC_MIN_SPAN = NODE_W * 1.6
+
+
+def wire_path(a: QPointF, b: QPointF) -> QPainterPath:
+    """The curve from ``a`` (an output) to ``b`` (an input)."""
+    path = QPainterPath(a)
+    dx, dy = b.x() - a.x(), b.y() - a.y()
+    if dx > ARC_MIN_SPAN and abs(dy) < 90:  # over the nodes between: an arc above them
+        top = min(a.y(), b.y()) - PORT_Y - min(60.0, 25.0 + dx * 0.02)
+        path.cubicTo(QPointF(a.x() + 50, top), QPointF(a.x() + 90, top), QPointF(a.x() + 130, top))
+        path.lineTo(b.x() - 130, top)
+        path.cubicTo(QPointF(b.x() - 90, top), QPointF(b.x() - 50, top), b)
+        return path
+    if dx < -2 * NODE_W and dy > 150:  # to the start of the next band: around, through the gap above it
+        return _around(a, b, b.y() - PORT_Y - 90)
+    bend = max(40.0, abs(dx) * 0.5) if dx > 0 else max(80.0, min(240.0, -dx * 0.5 + abs(dy) * 0.3))
+    path.cubicTo(QPointF(a.x() + bend, a.y()), QPointF(b.x() - bend, b.y()), b)
+    return path
+
+
+def _around(a: QPointF, b: QPointF, lane: float) -> QPainterPath:
+    r, out = 16.0, 26.0
+    x1, x2 = a.x() + out, b.x() - out
+    path = QPainterPath(a)
+    path.lineTo(x1 - r, a.y())
+    path.quadTo(x1, a.y(), x1, a.y() + r)
+    path.lineTo(x1, lane - r)
+    path.quadTo(x1, lane, x1 - r, lane)
+    path.lineTo(x2 + r, lane)
+    path.quadTo(x2, lane, x2, lane + r)
+    path.lineTo(x2, b.y() - r)
+    path.quadTo(x2, b.y(), x2 + r, b.y())
+    path.lineTo(b)
+    return path
+
+
+class WireItem(QGraphicsItem):
+    """The drawing of one :class:`Edge`, between two port items."""
+
+    def __init__(self, edge: Edge, src: PortItem, dst: PortItem) -> None:
+        super().__init__()
+        self.edge = edge
+        self.src, self.dst = src, dst
+        self.label = ""
+        self.error = False
+        self._path = QPainterPath()
+        self._label_rect = QRectF()
+        self._bounds = QRectF()
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
+        self.setZValue(-1)
+        self.setAcceptHoverEvents(True)
+        src.wires.append(self)
+        dst.wires.append(self)
+
+    def rebind(self, src: PortItem, dst: PortItem) -> None:
+        """Attach to other port items (a group was collapsed or expanded)."""
+        if src is not self.src:
+            self.src.wires.remove(self)
+            self.src = src
+            src.wires.append(self)
+        if dst is not self.dst:
+            self.dst.wires.remove(self)
+            self.dst = dst
+            dst.wires.append(self)
+        self.update_path()
+
+    def detach(self) -> None:
+        for port in (self.src, self.dst):
+            if self in port.wires:
+                port.wires.remove(self)
+                for other in port.wires:
+                    other.update_path()
+
+    def set_label(self, label: str, error: bool = False) -> None:
+        if (label, error) != (self.label, self.error):
+            self.label, self.error = label, error
+            self.setToolTip(f"{self.edge}<br>{label}" if label else str(self.edge))
+            self._layout_label()
+            self.update()
+
+    def update_path(self) -> None:
+        self.prepareGeometryChange()
+        self._path = wire_path(self.src.anchor(self), self.dst.anchor(self))
+        self._layout_label()
+
+    def _layout_label(self) -> None:
+        scene: GraphScene | None = self.scene()
+        rect = QRectF()
+        if self.label and scene is not None and not self._path.isEmpty():
+            width = scene.metrics.mono.horizontalAdvance(self.label) + 2 * LABEL_PAD
+            height = scene.metrics.mono.height() + 3
+            start, end = self._path.elementAt(0), self._path.elementAt(self._path.elementCount() - 1)
+            if abs(end.x - start.x) >= width + 22 or abs(end.y - start.y) >= height * 3:
+                mid = self._path.pointAtPercent(0.5)
+                rect = QRectF(mid.x() - width / 2, mid.y() - height / 2, width, height)
+        if rect != self._label_rect:
+            self.prepareGeometryChange()
+            self._label_rect = rect
+        self._bounds = self._path.boundingRect().united(self._label_rect).adjusted(-4, -4, 4, 4)
+
+    def boundingRect(self) -> QRectF:
+        return self._bounds
+
+    def shape(self) -> QPainterPath:
+        stroker = QPainterPathStroker()
+        stroker.setWidth(10)
+        shape = stroker.createStroke(self._path)
+        if not self._label_rect.isEmpty():
+            shape.addRect(self._label_rect)
+        return shape
+
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+        theme = self.scene().theme
+        lod = lod_of(painter)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, lod > 0.3)
+        colour = theme.selected if self.isSelected() else theme.error if self.error else theme.wire
+        painter.setPen(QPen(colour, 2.4 if self.isSelected() else 1.7))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawPath(self._path)
+        if self._label_rect.isEmpty() or lod < 0.5:
+            return
+        painter.setPen(QPen(colour, 1))
+        painter.setBrush(theme.wire_label_bg)
+        painter.drawRoundedRect(self._label_rect, 4, 4)
+        painter.setFont(self.scene().fonts.mono)
+        painter.setPen(theme.error if self.error else theme.shape_text)
+        painter.drawText(self._label_rect, Qt.AlignmentFlag.AlignCenter, self.label)
+
+
+class DragWire(QGraphicsPathItem):
+    """The wire that follows the mouse while a connection is being drawn."""
+
+    def __init__(self, port: PortItem) -> None:
+        super().__init__()
+        self.port = port
+        self.setZValue(5)
+        self.set_state(None)
+
+    def set_state(self, state: str | None) -> None:
+        theme = self.port.scene().theme
+        colour = {"ok": theme.ok, "error": theme.error}.get(state or "", theme.selected)
+        self.setPen(QPen(colour, 2, Qt.PenStyle.DashLine))
+
+    def follow(self, pos: QPointF) -> None:
+        a = self.port.anchor()
+        self.setPath(wire_path(pos, a) if self.port.is_input else wire_path(a, pos))
