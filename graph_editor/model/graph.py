@@ -93,6 +93,12 @@ class Graph:
     def __len__(self) -> int:
         return len(self.nodes)
 
+    def __repr__(self) -> str:
+        nodes = ", ".join(f"{n.id}:{n.type}{n.params or ''}" for n in self)
+        edges = ", ".join(str(e) for e in self.edges)
+        return (f"Graph(input={self.input_spec.shape} {self.input_spec.dtype}, classes={self.num_classes}, "
+                f"nodes=[{nodes}], edges=[{edges}])")
+
     def node(self, node_id: str) -> Node:
         try:
             return self.nodes[node_id]

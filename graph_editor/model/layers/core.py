@@ -59,8 +59,8 @@ def dropout(p, xs):
 ], prefix="dropout", key_params=("p",))
 def dropout2d(p, xs):
     (x,) = xs
-    if len(x) not in (3, 4):
-        raise ShapeError(f"expects CxHxW input, receives {fmt_shape(x)}")
+    if len(x) != 4:  # PyTorch reads a 3-D input as (N, C, L) only with a deprecation warning
+        raise ShapeError(f"expects CxHxW input, receives {fmt_shape(x) or 'a scalar'}")
     return x
 
 

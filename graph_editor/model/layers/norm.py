@@ -11,10 +11,14 @@ CAT = "Normalisation"
 _EPS = ParamSpec("eps", "float", 1e-5, "Added to the variance for stability.", minimum=0.0)
 
 
+# Batch norm refuses eps = 0 while training (the batch variance can be zero).
+_BN_EPS = ParamSpec("eps", "float", 1e-5, "Added to the variance for stability.", minimum=1e-12)
+
+
 def _bn_params() -> list[ParamSpec]:
     return [
         ParamSpec("num_features", "int", None, "Channels (empty: taken from the input).", minimum=1, optional=True),
-        _EPS,
+        _BN_EPS,
         ParamSpec("momentum", "float", 0.1, "Running statistics update rate.", minimum=0.0, maximum=1.0),
         ParamSpec("affine", "bool", True, "Learn a scale and shift."),
     ]

@@ -1,0 +1,131 @@
+"""Property: any graph, however wired and parametrised, either builds and runs on ``meta`` with the
+shapes validation promised, or fails with problems located at its nodes; never anything else."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch import fx
+
+from graph_editor.build import BuildError, analyze, build_module, example_input
+from graph_editor.model import Edge, Graph, InputSpec, ParamSpec, all_layers, validate
+
+LAYERS = [s for s in all_layers() if s.type not in ("Input", "Output")]
+_ANYWHERE = {"ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Hardswish", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
+             "Dropout", "Identity", "Add", "Multiply", "Concat", "Flatten", "Reshape"}
+# Input shapes with the layers that suit them, so that many graphs get far; "any" mixes everything.
+FAMILIES = {
+    "image": ([(3, 8, 8), (2, 6, 7), (16, 4, 4)],
+              _ANYWHERE | {"Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm2d",
+                           "Dropout2d", "GroupNorm", "PatchEmbed", "Permute"}),
+    "sequence": ([(4, 10), (6, 16)],
+                 _ANYWHERE | {"TransformerEncoderLayer", "MultiheadAttention", "ClassTokenPosEmbed", "SelectToken",
+                              "LayerNorm", "Conv1d", "BatchNorm1d", "Permute", "Linear", "GroupNorm"}),
+    "tabular": ([(12,)], _ANYWHERE | {"Linear", "BatchNorm1d", "Embedding", "LayerNorm"}),
+    "any": ([(12,), (4, 10), (3, 8, 8), (2, 6, 7), (16, 4, 4), (6, 16)], {s.type for s in LAYERS}),
+}
+
+
+def param_value(spec: ParamSpec, clean: bool) -> st.SearchStrategy:
+    """In-bounds values; unless ``clean``, sometimes out-of-bounds ones too."""
+    lo = int(spec.minimum) if spec.minimum is not None else -1
+    if spec.kind == "int":
+        values = st.integers(max(lo, -1), max(lo, -1) + 6)
+        if not clean and spec.minimum is not None:
+            values = st.one_of(values, st.just(lo - 1))
+    elif spec.kind == "float":
+        hi = spec.maximum if spec.maximum is not None else 2.0
+        values = st.floats(spec.minimum or 0.0, hi)
+        if not clean:
+            values = st.one_of(values, st.just(-0.5))
+    elif spec.kind == "bool":
+        values = st.booleans()
+    elif spec.kind == "choice":
+        values = st.sampled_from(spec.choices)
+    elif spec.kind == "ints":
+        item = st.integers(max(lo, -1), max(lo, -1) + 4)
+        size = (spec.length, spec.length) if spec.length else (1, 3)
+        values = st.lists(item, min_size=size[0], max_size=size[1])
+    else:
+        values = st.text(max_size=3)
+    return st.one_of(st.none(), values) if spec.optional else values
+
+
+@st.composite
+def random_graphs(draw: st.DrawFn) -> Graph:
+    # Hypothesis favours the first/smallest choices, so those are the sensible ones throughout.
+    clean = draw(st.sampled_from([True, True, True, False]))  # most graphs are wired and parametrised sensibly
+    shapes, types = FAMILIES[draw(st.sampled_from(sorted(FAMILIES)))]
+    layers = [s for s in LAYERS if s.type in types]
+    g = Graph(InputSpec(draw(st.sampled_from(shapes))), draw(st.integers(1, 12)))
+    g.add_node("Input", "input")
+    ids = ["input"]
+    for i in range(draw(st.integers(1, 6))):
+        spec = draw(st.sampled_from(layers))
+        changed = [False, False, False, True] if clean else [False, True]  # how often a parameter is set
+        params = {p.name: draw(param_value(p, clean)) for p in spec.params if draw(st.sampled_from(changed))}
+        node_id = f"n{i}"
+        g.add_node(spec.type, node_id, params, check=False)  # bad values stay, as from a hand-edited file
+        port = spec.inputs[0]
+        if clean:
+            n_in = draw(st.sampled_from([2, 2, 3])) if port.variadic else 1
+        else:
+            n_in = draw(st.integers(0, 3)) if port.variadic else draw(st.sampled_from([1, 0, 1, 2]))
+        for _ in range(n_in):
+            # Mostly the previous node, sometimes any earlier one (branches, merges).
+            src = ids[-1] if draw(st.sampled_from([True, True, False])) else draw(st.sampled_from(ids))
+            g.add_edge(Edge(src, node_id, "out", port.name), check=False)
+        ids.append(node_id)
+    if draw(st.sampled_from([True, True, False])):  # a classifier head, so that many graphs end in logits
+        g.add_node("Flatten", "head_flatten")
+        g.add_node("Linear", "head", {"out_features": g.num_classes})
+        g.add_edge(Edge(ids[-1], "head_flatten"), check=False)
+        g.add_edge(Edge("head_flatten", "head"), check=False)
+        ids.append("head")
+    g.add_node("Output", "output")
+    g.add_edge(Edge(ids[-1], "output"), check=False)
+    return g
+
+
+def shapes_on_meta(module: fx.GraphModule, x: torch.Tensor) -> dict[str, tuple[int, ...]]:
+    seen: dict[str, tuple[int, ...]] = {}
+
+    class Recorder(fx.Interpreter):
+        def run_node(self, n: fx.Node):  # noqa: ANN202
+            out = super().run_node(n)
+            if n.op == "call_module":
+                seen[str(n.target)] = tuple(out.shape)
+            return out
+
+    Recorder(module).run(x)
+    return seen
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_graphs())
+def test_random_graph_builds_and_runs_or_reports_located_problems(graph):
+    batch = 2  # BatchNorm refuses a batch of one in training mode
+    inf = validate(graph, batch)
+    try:
+        module = build_module(graph, batch=batch, device="meta", inference=inf)
+    except BuildError as exc:
+        errors = [p for p in exc.problems if p.severity == "error"]
+        assert errors, "a BuildError must say why"
+        for p in errors:
+            assert p.node in graph.nodes, f"problem not located at a node: {p}"
+            assert p.message
+        return
+    seen = shapes_on_meta(module, example_input(graph, batch, device="meta"))
+    for node_id, shape in seen.items():
+        assert shape == inf.shapes[node_id], f"{node_id}: torch gives {shape}, validation said {inf.shapes[node_id]}"
+    a = analyze(graph, batch)
+    assert a.output_shape == inf.shapes["output"] == (batch, graph.num_classes)
+    assert a.total_params == sum(p.numel() for p in module.parameters())
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_graphs())
+def test_validation_never_raises_and_locates_every_error(graph):
+    for p in validate(graph).problems:
+        assert p.node in graph.nodes
