@@ -76,19 +76,18 @@ class FileActions(QObject):
         return True
 
     def open(self, path: str | Path | None = None) -> bool:
-        """Open ``path`` (or ask for one); an unreadable file leaves the current graph untouched."""
+        """Open ``path`` (or ask for one). The file is read before anything else: one that
+        cannot be read is reported and the current graph stays, without further questions."""
         if path is None:
-            if not self.maybe_save():
-                return False
             path = self.prompts.open_path(self.window, self.settings.last_directory())
             if not path:
                 return False
-        elif not self.maybe_save():
-            return False
         try:
             graph = load_graph(path)
         except GraphError as exc:
             self._error("Cannot open the graph", exc)
+            return False
+        if not self.maybe_save():
             return False
         resolved = Path(path).resolve()
         self.document.replace(graph, resolved)

@@ -68,12 +68,12 @@ class MainWindow(QMainWindow):
         self.setDockNestingEnabled(True)
         self._build_docks()
         self.files = FileActions(self.document, services.settings, services.prompts, self, self.log.append, self)
-        self.actions = build_actions(self, self._handlers(), services.icons)
+        self.action = build_actions(self, self._handlers(), services.icons)
         self.recent_menu = QMenu("Open &Recent", self)
-        build_menus(self.menuBar(), self.actions, recent=self.recent_menu)
+        build_menus(self.menuBar(), self.action, recent=self.recent_menu)
         self.toolbar = QToolBar("Toolbar", objectName="mainToolbar", movable=False)
         self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
-        build_toolbar(self.toolbar, self.actions)
+        build_toolbar(self.toolbar, self.action)
         self.addToolBar(self.toolbar)
         self._build_view_menu()
         self.status = GraphStatus(self.statusBar())
@@ -83,11 +83,12 @@ class MainWindow(QMainWindow):
         self._fill_recent(services.settings.recent_files())
         self._update_title()
         self._on_selection(self.controller.selection)
-        self.resize(1600, 1000)
+        screen = self.screen().availableGeometry()
+        self.resize(min(1600, int(screen.width() * 0.9)), min(1000, int(screen.height() * 0.9)))
 
     # ------------------------------------------------------------------ layout
     def _build_docks(self) -> None:
-        self.palette = PaletteDock()
+        self.layers = PaletteDock()
         self.inspector = InspectorDock(self.controller)
         self.summary = SummaryDock()
         self.problems = ProblemsDock(self.s.icons)
@@ -95,7 +96,7 @@ class MainWindow(QMainWindow):
         area = Qt.DockWidgetArea
         self.docks: dict[str, QDockWidget] = {}
         for key, title, widget, where in (
-            ("palette", "Layers", self.palette, area.LeftDockWidgetArea),
+            ("palette", "Layers", self.layers, area.LeftDockWidgetArea),
             ("inspector", "Inspector", self.inspector, area.RightDockWidgetArea),
             ("summary", "Summary", self.summary, area.BottomDockWidgetArea),
             ("problems", "Problems", self.problems, area.BottomDockWidgetArea),
@@ -143,12 +144,12 @@ class MainWindow(QMainWindow):
 
     def _connect(self) -> None:
         c, stack = self.controller, self.controller.undo_stack
-        stack.canUndoChanged.connect(self.actions["undo"].setEnabled)
-        stack.canRedoChanged.connect(self.actions["redo"].setEnabled)
-        stack.undoTextChanged.connect(lambda t: self.actions["undo"].setText(f"&Undo {t}".rstrip()))
-        stack.redoTextChanged.connect(lambda t: self.actions["redo"].setText(f"&Redo {t}".rstrip()))
-        self.actions["undo"].setEnabled(stack.canUndo())
-        self.actions["redo"].setEnabled(stack.canRedo())
+        stack.canUndoChanged.connect(self.action["undo"].setEnabled)
+        stack.canRedoChanged.connect(self.action["redo"].setEnabled)
+        stack.undoTextChanged.connect(lambda t: self.action["undo"].setText(f"&Undo {t}".rstrip()))
+        stack.redoTextChanged.connect(lambda t: self.action["redo"].setText(f"&Redo {t}".rstrip()))
+        self.action["undo"].setEnabled(stack.canUndo())
+        self.action["redo"].setEnabled(stack.canRedo())
         c.selection_changed.connect(self._on_selection)
         c.refused.connect(self._on_refused)
         self.live.inferred.connect(self._on_inferred)
@@ -156,7 +157,7 @@ class MainWindow(QMainWindow):
         self.live.analyzed.connect(self.status.show_analysis)
         self.problems.node_chosen.connect(self.reveal)
         self.summary.node_chosen.connect(self.reveal)
-        self.palette.activated.connect(self.place_layer)
+        self.layers.activated.connect(self.place_layer)
         self.document.changed.connect(self._update_title)
         self.files.recent_changed.connect(self._fill_recent)
         self.files.opened.connect(lambda _name: self.show_whole_graph())
@@ -165,7 +166,7 @@ class MainWindow(QMainWindow):
 
     def _on_selection(self, ids: list) -> None:
         for key in ("cut", "copy", "duplicate", "delete"):
-            self.actions[key].setEnabled(bool(ids))
+            self.action[key].setEnabled(bool(ids))
 
     def _on_refused(self, reason: str) -> None:
         self.statusBar().showMessage(reason, 6000)
@@ -251,7 +252,7 @@ class MainWindow(QMainWindow):
         self.s.themes.apply(name)
 
     def _on_theme(self, theme: Theme) -> None:
-        refresh_icons(self.actions, self.s.icons)
+        refresh_icons(self.action, self.s.icons)
         self.setWindowIcon(self.s.icons.icon("app"))
         self.canvas.set_theme(theme.name)
         self.problems.set_problems(self.live.inference.problems if self.live.inference else [])

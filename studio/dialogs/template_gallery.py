@@ -75,7 +75,7 @@ class TemplateCard(QFrame):
         self.info = info
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.setFixedWidth(THUMB.width() + 24)
-        thumb = QLabel()
+        self.thumb = thumb = QLabel()
         thumb.setPixmap(render_thumbnail(info.graph, THUMB))
         thumb.setFixedSize(THUMB)
         title = QLabel(info.name, objectName="cardTitle")

@@ -174,7 +174,7 @@ class InspectorDock(QWidget):
         form.addRow("Nodes", QLabel(f"{len(graph)} nodes, {len(graph.edges)} wires"))
         shape.editingFinished.connect(self._commit_spec)
         dtype.activated.connect(lambda _i: self._commit_spec())
-        classes.valueChanged.connect(lambda _v: self._commit_spec())
+        classes.valueChanged.connect(self._commit_classes)
 
     # ------------------------------------------------------------ committing
     def commit(self, node_id: str, name: str, value: Any) -> str | None:
@@ -203,7 +203,7 @@ class InspectorDock(QWidget):
             self._show_error(node_id, "label", self.controller.rename(node_id, text.strip()))
 
     def _commit_spec(self) -> str | None:
-        """Apply the input shape, dtype and class count; a bad shape is refused with the reason."""
+        """Apply the input shape and dtype; a bad shape is refused with the reason."""
         if self.node_id is not None:
             return None
         graph = self.controller.graph
@@ -214,12 +214,16 @@ class InspectorDock(QWidget):
             shape_row.show_error(str(exc))
             return str(exc)
         spec = InputSpec(shape, self.rows["dtype"].editor.currentText())
-        classes = self.rows["num_classes"].editor.value()
-        if spec == graph.input_spec and classes == graph.num_classes:
-            shape_row.show_error(None)
-            return None
-        reason = self.controller.set_spec(spec, classes)
+        reason = None if spec == graph.input_spec else self.controller.set_spec(spec, graph.num_classes)
         shape_row.show_error(reason)
+        return reason
+
+    def _commit_classes(self, classes: int) -> str | None:
+        graph = self.controller.graph
+        if self.node_id is not None or classes == graph.num_classes:
+            return None
+        reason = self.controller.set_spec(graph.input_spec, classes)
+        self.rows["num_classes"].show_error(reason)
         return reason
 
     def _shape_text(self, node_id: str) -> str:

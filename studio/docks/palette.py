@@ -14,6 +14,7 @@ from graph_editor.model import LayerSpec, categories
 from graph_editor.ui.mime import LAYER_MIME
 
 TYPE_ROLE = Qt.ItemDataRole.UserRole
+SEARCH_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
 class LayerTree(QTreeWidget):
@@ -73,6 +74,7 @@ class PaletteDock(QWidget):
             for spec in specs:
                 item = QTreeWidgetItem(parent, [spec.display])
                 item.setData(0, TYPE_ROLE, spec.type)
+                item.setData(0, SEARCH_ROLE, f"{spec.type} {spec.display} {category} {spec.doc}".lower())
                 item.setToolTip(0, _tooltip(spec))
                 item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
                               | Qt.ItemFlag.ItemIsDragEnabled)
@@ -84,15 +86,14 @@ class PaletteDock(QWidget):
         return self._items[type_]
 
     def filter(self, text: str) -> None:
-        """Show the layers whose name, category or doc contains every word of ``text``."""
+        """Show the layers whose name, category or description contains every word of ``text``."""
         words = text.lower().split()
         for i in range(self.tree.topLevelItemCount()):
             cat = self.tree.topLevelItem(i)
             shown = 0
             for j in range(cat.childCount()):
                 item = cat.child(j)
-                haystack = f"{item.text(0)} {cat.text(0)} {item.toolTip(0)}".lower()
-                hit = all(w in haystack for w in words)
+                hit = all(w in item.data(0, SEARCH_ROLE) for w in words)
                 item.setHidden(not hit)
                 shown += hit
             cat.setHidden(shown == 0)
