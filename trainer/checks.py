@@ -117,14 +117,14 @@ def check_fit(spec: RunSpec, graph: Graph, raw: RawData, problems: list[str]) ->
             graph.input_spec = trial.input_spec
         else:
             first = "; ".join(str(p) for p in inf.problems if p.severity == "error")
-            problems.append(f"data.dataset: samples of shape {fmt_shape(shape)} do not fit the graph's input "
-                            f"{fmt_shape(graph.input_spec.shape)}: {first}")
+            problems.append(f"data.dataset: samples of shape {fmt_shape(shape, batch=True)} do not fit the graph's input "
+                            f"{fmt_shape(graph.input_spec.shape, batch=True)}: {first}")
     elif not (inf := validate_graph(graph)).ok:
         problems.append("model.graph: " + "; ".join(str(p) for p in inf.problems if p.severity == "error"))
     aug = spec.data.augment
     if (aug.flip or aug.translate) and len(shape) != 3:
         problems.append(f"data.augment: flip and translate need images (C x H x W); samples here are "
-                        f"{fmt_shape(shape)}")
+                        f"{fmt_shape(shape, batch=True)}")
 
 
 def check_splits(spec: RunSpec, splits: Splits, problems: list[str]) -> None:

@@ -81,7 +81,10 @@ class Job:
 
 
 def build_model(setup: Setup) -> nn.Module:
-    """The graph as a module on the device, in channels_last and fp8 form when the spec asks."""
+    """The graph as a module on the device, in channels_last and fp8 form when the spec asks.
+
+    The seed is set first: the same spec always starts from the same weights."""
+    torch.manual_seed(setup.spec.train.seed)
     model = build_module(setup.graph, device=setup.device)
     p = setup.spec.precision
     if p.channels_last and setup.splits.is_image:
@@ -96,7 +99,6 @@ def build_model(setup: Setup) -> nn.Module:
 def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emitter, run_id: int,
              run_dir: Path, controls: Controls) -> Job:
     spec, dev = setup.spec, setup.device
-    torch.manual_seed(spec.train.seed)
     compiled = spec.precision.compile != "off"
     opt = make_optimizer(model, spec.optim, lr_tensor=compiled, device=dev)
     runner = torch.compile(model, mode=spec.precision.compile) if compiled else model
@@ -187,6 +189,8 @@ def run_epochs(job: Job) -> str:
         if end_of_epoch(job, epoch, time.perf_counter() - t0):
             return "early_stopped"
         if job.controls.poll(job.step):
+            if not spec.checkpoints.last:
+                save(job, "last")
             return "stopped"
     return "completed"
 

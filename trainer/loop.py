@@ -143,8 +143,10 @@ def train_one_epoch(step_fn: StepFn, opt: torch.optim.Optimizer, batches, *, epo
         loss, correct = step_fn(x, y)         # kernels queued; nothing waits for them here
         window.record(loss, correct)
         step += 1
-        stop = hooks.poll(step)
+        before = hooks.clock()
+        stop = hooks.poll(step)               # may block while paused
         now = hooks.clock()
+        t0 += now - before if now - before > 0.05 else 0.0   # a pause does not count as training time
         if stop or window.full or now - t0 >= hooks.interval_s:
             losses, corrects = window.read(window_start)   # the host/device sync point
             totals.add(losses, corrects, batch_size)

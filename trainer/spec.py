@@ -242,8 +242,7 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
     _choice(problems, "data.format", d.format, FORMATS, "dataset format")
     _choice(problems, "early_stopping.metric", spec.early_stopping.metric, STOP_METRICS, "metric")
     _choice(problems, "checkpoints.metric", spec.checkpoints.metric, STOP_METRICS, "metric")
-    positive = {"optim.lr": o.lr, "train.epochs": t.epochs, "train.batch_size": t.batch_size,
-                "train.metrics_interval_s": t.metrics_interval_s}
+    positive = {"optim.lr": o.lr, "train.epochs": t.epochs, "train.batch_size": t.batch_size}
     for where, value in positive.items():
         if not value > 0:
             problems.append(f"{where}: must be positive, got {value}")
@@ -268,6 +267,9 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
         problems.append(f"optim.betas: must be two numbers in [0, 1), got {o.betas}")
     if o.nesterov and o.name == "sgd" and o.momentum <= 0:
         problems.append("optim.nesterov: needs a positive optim.momentum")
+    if t.metrics_interval_s < 0.1:
+        problems.append(f"train.metrics_interval_s: must be at least 0.1 (events stay under ~10 a second), "
+                        f"got {t.metrics_interval_s}")
     if s.step_epochs < 1:
         problems.append(f"schedule.step_epochs: must be at least 1, got {s.step_epochs}")
     if d.image_size and (len(d.image_size) != 2 or any(int(v) != v or v < 1 for v in d.image_size)):

@@ -239,10 +239,13 @@ def _idx_array(path: Path) -> np.ndarray:
 
 # -------------------------------------------------------------------------- cifar
 class _ArraysOnly(pickle.Unpickler):
-    """Admits NumPy's array reconstruction and nothing else: a CIFAR batch cannot run code."""
+    """Admits NumPy's array reconstruction and nothing else: a CIFAR batch cannot run code.
+
+    (``_codecs.encode`` is how protocol-2 pickles written by Python 3 carry bytes; it only encodes text.)
+    """
 
     _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-                ("numpy", "ndarray"), ("numpy", "dtype")}
+                ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")}
 
     def find_class(self, module: str, name: str) -> object:
         if (module, name) not in self._ALLOWED:

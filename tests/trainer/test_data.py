@@ -1,0 +1,211 @@
+"""Every dataset format from tiny fixture files, the split, normalisation and the batch loaders."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from trainer.data import DataError, load_raw, prepare, split_indices
+from trainer.data.formats import detect_format
+from trainer.data.loaders import Augment, DeviceLoader, StreamLoader
+
+
+def test_embedded_digits():
+    raw = load_raw("digits", "auto")
+    assert raw.x.shape == (1797, 1, 8, 8) and raw.x.dtype == np.uint8 and raw.x.max() == 16
+    assert raw.y.shape == (1797,) and sorted(set(raw.y.tolist())) == list(range(10))
+    assert raw.classes == [str(i) for i in range(10)]
+
+
+def test_npz_with_hwc_images_and_class_names(tmp_path):
+    x = np.random.default_rng(0).integers(0, 255, (12, 5, 6, 3), dtype=np.uint8)
+    np.savez(tmp_path / "d.npz", images=x, labels=np.arange(12) % 3, classes=np.array(["a", "b", "c"]))
+    raw = load_raw(str(tmp_path / "d.npz"), "auto")
+    assert raw.x.shape == (12, 3, 5, 6) and np.array_equal(raw.x[1], x[1].transpose(2, 0, 1))
+    assert raw.classes == ["a", "b", "c"]
+
+
+def test_npz_missing_arrays_and_bad_labels(tmp_path):
+    np.savez(tmp_path / "a.npz", foo=np.zeros(3))
+    with pytest.raises(DataError, match="needs an array of samples"):
+        load_raw(str(tmp_path / "a.npz"), "npz")
+    np.savez(tmp_path / "b.npz", x=np.zeros((3, 2)), y=np.array([0.5, 1, 2]))
+    with pytest.raises(DataError, match="integer class indices"):
+        load_raw(str(tmp_path / "b.npz"), "npz")
+
+
+def test_csv_numeric_and_categorical_columns(tmp_path):
+    (tmp_path / "t.csv").write_text("age,colour,height,kind\n30,red,1.8,cat\n40,blue,1.6,dog\n"
+                                    "50,red,1.7,cat\n60,green,1.5,bird\n")
+    raw = load_raw(str(tmp_path / "t.csv"), "auto")
+    assert raw.classes == ["bird", "cat", "dog"]
+    assert raw.y.tolist() == [1, 2, 1, 0]
+    # age, colour one-hot (blue, green, red), height
+    assert raw.x.shape == (4, 5)
+    assert raw.x[0].tolist() == pytest.approx([30, 0, 0, 1, 1.8])
+
+
+def test_csv_target_column_and_errors(tmp_path):
+    (tmp_path / "t.csv").write_text("label,a,b\n1,0.5,2\n0,1.5,\n")
+    with pytest.raises(DataError, match="column 'b' is numeric but row 3 is empty"):
+        load_raw(str(tmp_path / "t.csv"), "csv", target="label")
+    with pytest.raises(DataError, match="no target column 'nope'"):
+        load_raw(str(tmp_path / "t.csv"), "csv", target="nope")
+
+
+def test_image_folder(tmp_path):
+    for ci, name in enumerate(["cats", "dogs"]):
+        (tmp_path / name).mkdir()
+        for i in range(3):
+            Image.new("RGB", (10 + i, 8), (ci * 100, i * 50, 0)).save(tmp_path / name / f"{i}.png")
+    (tmp_path / "dogs" / "notes.txt").write_text("not an image")
+    assert detect_format(tmp_path) == "image_folder"
+    raw = load_raw(str(tmp_path), "auto", image_size=[8, 8])
+    assert raw.x.shape == (6, 3, 8, 8) and raw.classes == ["cats", "dogs"] and raw.y.tolist() == [0, 0, 0, 1, 1, 1]
+    assert raw.x[3, 0, 0, 0] == 100
+
+
+def _idx(path, arr: np.ndarray, gz: bool) -> None:
+    header = bytes([0, 0, 8, arr.ndim]) + b"".join(d.to_bytes(4, "big") for d in arr.shape)
+    data = header + arr.astype(np.uint8).tobytes()
+    path.write_bytes(gzip.compress(data) if gz else data)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_mnist_idx(tmp_path, gz):
+    sfx = ".gz" if gz else ""
+    x = np.random.default_rng(1).integers(0, 255, (7, 28, 28))
+    _idx(tmp_path / f"train-images-idx3-ubyte{sfx}", x, gz)
+    _idx(tmp_path / f"train-labels-idx1-ubyte{sfx}", np.arange(7) % 10, gz)
+    _idx(tmp_path / f"t10k-images-idx3-ubyte{sfx}", x[:3], gz)
+    _idx(tmp_path / f"t10k-labels-idx1-ubyte{sfx}", np.arange(3), gz)
+    raw = load_raw(str(tmp_path), "auto")
+    assert raw.x.shape == (7, 1, 28, 28) and np.array_equal(raw.x[:, 0], x)
+    assert raw.x_test.shape == (3, 1, 28, 28) and raw.y_test.tolist() == [0, 1, 2]
+
+
+def test_idx_bad_header(tmp_path):
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                 "t10k-labels-idx1-ubyte"):
+        (tmp_path / name).write_bytes(b"\x00\x00\x0d\x01garbage")
+    with pytest.raises(DataError, match="not an unsigned-byte IDX file"):
+        load_raw(str(tmp_path), "idx")
+
+
+def _cifar_batch(path, n: int, key: bytes, seed: int) -> np.ndarray:
+    data = np.random.default_rng(seed).integers(0, 255, (n, 3072), dtype=np.uint8)
+    with open(path, "wb") as f:
+        pickle.dump({b"batch_label": b"x", key: list(range(n)), b"data": data}, f, protocol=2)
+    return data
+
+
+def test_cifar10_python_batches(tmp_path):
+    first = _cifar_batch(tmp_path / "data_batch_1", 4, b"labels", 0)
+    _cifar_batch(tmp_path / "data_batch_2", 4, b"labels", 1)
+    _cifar_batch(tmp_path / "test_batch", 3, b"labels", 2)
+    with open(tmp_path / "batches.meta", "wb") as f:
+        pickle.dump({b"label_names": [b"plane", b"car", b"bird", b"cat"]}, f, protocol=2)
+    raw = load_raw(str(tmp_path), "auto")
+    assert raw.x.shape == (8, 3, 32, 32) and np.array_equal(raw.x[0].reshape(-1), first[0])
+    assert raw.classes == ["plane", "car", "bird", "cat"] and raw.x_test.shape == (3, 3, 32, 32)
+
+
+def test_cifar100_python_batches(tmp_path):
+    _cifar_batch(tmp_path / "train", 5, b"fine_labels", 0)
+    _cifar_batch(tmp_path / "test", 2, b"fine_labels", 1)
+    (tmp_path / "meta").write_bytes(pickle.dumps({b"fine_label_names": [b"a"]}, protocol=2))
+    raw = load_raw(str(tmp_path), "cifar")
+    assert raw.y.tolist() == [0, 1, 2, 3, 4] and raw.classes == ["0", "1", "2", "3", "4"]
+
+
+class Boom:
+    def __reduce__(self):
+        return (print, ("this must never run",))
+
+
+def test_cifar_loader_refuses_pickled_code(tmp_path, capsys):
+    (tmp_path / "data_batch_1").write_bytes(pickle.dumps({b"data": Boom(), b"labels": [0]}))
+    (tmp_path / "test_batch").write_bytes(pickle.dumps({b"data": Boom(), b"labels": [0]}))
+    with pytest.raises(DataError, match="refusing to load 'builtins.print'"):
+        load_raw(str(tmp_path), "cifar")
+    assert "must never run" not in capsys.readouterr().out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("datasets") is None, reason="the 'datasets' package is not installed")
+def test_hugging_face_save_to_disk(tmp_path):
+    import datasets
+
+    feats = datasets.Features({"a": datasets.Value("float32"), "b": datasets.Value("float32"),
+                               "label": datasets.ClassLabel(names=["no", "yes"])})
+    ds = datasets.Dataset.from_dict({"a": [0.0, 1.0, 2.0], "b": [1.0, 1.0, 0.0], "label": [0, 1, 1]}, features=feats)
+    ds.save_to_disk(str(tmp_path / "hf"))
+    raw = load_raw(str(tmp_path / "hf"), "auto")
+    assert raw.x.shape == (3, 2) and raw.classes == ["no", "yes"] and raw.y.tolist() == [0, 1, 1]
+
+
+def test_split_is_deterministic_and_disjoint():
+    a = split_indices(100, 0.1, 0.2, seed=3)
+    b = split_indices(100, 0.1, 0.2, seed=3)
+    c = split_indices(100, 0.1, 0.2, seed=4)
+    assert all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
+    assert not np.array_equal(a[0], c[0])
+    assert [len(p) for p in a] == [70, 10, 20]
+    assert sorted(np.concatenate(a).tolist()) == list(range(100))
+
+
+def test_normalisation_uses_train_statistics_only():
+    raw = load_raw("digits", "auto")
+    s = prepare(raw, val_fraction=0.1, test_fraction=0.2, seed=0)
+    tr, _, _ = split_indices(len(raw.y), 0.1, 0.2, 0)
+    assert s.mean.item() == pytest.approx(raw.x[tr].mean(), rel=1e-5)
+    assert s.train.x.mean().item() == pytest.approx(0.0, abs=1e-5)
+    assert s.train.x.std().item() == pytest.approx(1.0, abs=1e-3)
+    assert s.test.x.mean().item() != pytest.approx(0.0, abs=1e-5)
+
+
+def test_device_loader_drops_ragged_training_batch_and_pads_evaluation():
+    s = prepare(load_raw("digits", "auto"), val_fraction=0.1, test_fraction=0.2, seed=0)
+    train = DeviceLoader(s.train, 100, torch.device("cpu"), train=True)
+    batches = list(train.batches(train.order()))
+    assert len(batches) == 12 and {b[0].shape for b in batches} == {(100, 1, 8, 8)}
+    seen = torch.cat([b[1] for b in batches])
+    assert len(seen) == 1200
+    test = DeviceLoader(s.test, 100, torch.device("cpu"), train=False)
+    out = list(test.batches(test.order()))
+    assert [v for _, _, v in out] == [100, 100, 100, 59] and out[-1][0].shape == (100, 1, 8, 8)
+    assert torch.equal(torch.cat([y[:v] for _, y, v in out]), s.test.y)
+
+
+def test_translate_moves_each_image_by_its_own_offset():
+    x = torch.zeros(64, 1, 5, 5)
+    x[:, 0, 2, 2] = 1.0
+    gen = torch.Generator().manual_seed(0)
+    out = Augment(False, 2)(x, gen)
+    assert out.shape == x.shape and torch.all(out.sum((1, 2, 3)) == 1)
+    positions = {tuple(torch.nonzero(img[0])[0].tolist()) for img in out}
+    assert len(positions) > 10 and all(0 <= r <= 4 and 0 <= c <= 4 for r, c in positions)
+
+
+def test_flip_mirrors_about_half_the_batch():
+    x = torch.arange(4.0).view(1, 1, 1, 4).repeat(200, 1, 1, 1)
+    out = Augment(True, 0)(x, torch.Generator().manual_seed(0))
+    flipped = (out[:, 0, 0, 0] == 3).sum().item()
+    assert 60 < flipped < 140 and torch.all((out[:, 0, 0, 0] == 0) | (out[:, 0, 0, 0] == 3))
+
+
+def test_stream_loader_matches_device_loader():
+    raw = load_raw("digits", "auto")
+    dev = prepare(raw, val_fraction=0.1, test_fraction=0.2, seed=0)
+    host = prepare(raw, val_fraction=0.1, test_fraction=0.2, seed=0, keep_raw=True)
+    assert host.train.x.dtype == torch.uint8
+    a = DeviceLoader(dev.train, 64, torch.device("cpu"), train=True, seed=5)
+    b = StreamLoader(host.train, 64, torch.device("cpu"), train=True, seed=5, mean=host.mean, std=host.std,
+                     workers=1)
+    for (xa, ya, _), (xb, yb, _) in zip(a.batches(a.order()), b.batches(b.order()), strict=True):
+        assert torch.equal(ya, yb) and torch.allclose(xa, xb, atol=1e-6)

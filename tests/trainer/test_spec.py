@@ -1,0 +1,136 @@
+"""Run specs: defaults, every bad-spec case of the issue named by field, migration, the worker refusing."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from graph_editor.model import Graph, InputSpec
+from trainer.checks import setup
+from trainer.spec import SCHEMA_VERSION, RunSpec, SpecError, load_spec, spec_from_dict
+
+from .conftest import DIGITS_CNN, run_worker, tiny_cnn, tiny_mlp, write_spec
+
+
+def problems_of(data: dict) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        spec_from_dict(data)
+    return info.value.problems
+
+
+def setup_problems(folder, graph=None, **sections) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        setup(load_spec(write_spec(folder, graph, **sections)))
+    return info.value.problems
+
+
+def test_defaults_round_trip():
+    spec = spec_from_dict({})
+    assert spec.optim.name == "adamw" and spec.train.epochs > 0
+    again = spec_from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again.to_dict() == spec.to_dict()
+    assert spec.to_dict()["schema_version"] == SCHEMA_VERSION
+
+
+def test_unknown_optimizer_names_the_field_and_the_choices():
+    assert problems_of({"optim": {"name": "adamx"}}) == [
+        "optim.name: unknown optimizer 'adamx' (choose sgd, adamw, adam, rmsprop)"]
+
+
+def test_negative_learning_rate():
+    assert problems_of({"optim": {"lr": -0.1}}) == ["optim.lr: must be positive, got -0.1"]
+
+
+def test_every_problem_is_reported_at_once():
+    found = problems_of({"optim": {"name": "x", "lr": 0}, "schedule": {"name": "cyclic"},
+                         "precision": {"compile": "fast"}, "train": {"batch_size": 0}})
+    assert [p.split(":")[0] for p in found] == ["optim.name", "schedule.name", "precision.compile",
+                                                "optim.lr", "train.batch_size"]
+
+
+def test_unknown_fields_and_wrong_types():
+    found = problems_of({"optim": {"learning_rate": 1}, "train": {"epochs": "ten"}, "bogus": 1})
+    assert any(p.startswith("optim.learning_rate: unknown field") for p in found)
+    assert 'train.epochs: expected an integer, got "ten"' in found
+    assert any(p.startswith("bogus: unknown field") for p in found)
+
+
+def test_future_schema_version_is_refused():
+    assert problems_of({"schema_version": 99})[0].startswith("schema_version: 99 is not a version")
+
+
+def test_ranges_and_devices():
+    found = problems_of({"optim": {"label_smoothing": 1.5, "betas": [0.9]}, "device": "tpu",
+                         "data": {"val_fraction": 0.5, "test_fraction": 0.5}})
+    assert {p.split(":")[0] for p in found} == {"optim.label_smoothing", "optim.betas", "device",
+                                                "data.val_fraction"}
+
+
+def test_missing_dataset_path(tmp_path):
+    found = setup_problems(tmp_path, data={"dataset": "nowhere.npz"})
+    assert len(found) == 1 and found[0].startswith("data.dataset:") and "no such file" in found[0]
+
+
+def test_missing_graph_file(tmp_path):
+    found = setup_problems(tmp_path, DIGITS_CNN.parent / "missing.graph.json")
+    assert found == [f"model.graph: file not found: {DIGITS_CNN.parent / 'missing.graph.json'}"]
+
+
+def test_class_count_disagrees_with_the_data(tmp_path):
+    found = setup_problems(tmp_path, tiny_cnn(classes=7))
+    assert found == ["model.graph: the graph has 7 classes (num_classes) but data.dataset 'digits' has 10"]
+
+
+def test_input_shape_the_graph_does_not_accept(tmp_path):
+    mlp = tiny_mlp(features=20, classes=10)
+    found = setup_problems(tmp_path, mlp)
+    assert len(found) == 1 and found[0].startswith("data.dataset: samples of shape 1x8x8 do not fit")
+
+
+def test_graph_takes_the_data_shape_when_it_fits(tmp_path):
+    g = tiny_cnn(size=28)   # adaptive pooling: any image size works
+    st = setup(load_spec(write_spec(tmp_path, g)))
+    assert st.graph.input_spec.shape == (1, 8, 8)
+
+
+def test_data_and_device_checks(tmp_path):
+    np.savez(tmp_path / "tab.npz", x=np.random.rand(50, 4).astype(np.float32), y=np.arange(50) % 10)
+    found = setup_problems(tmp_path, Graph(InputSpec((4,)), 10), data={"dataset": "tab.npz",
+                           "augment": {"flip": True}}, precision={"dtype": "fp16"}, train={"batch_size": 500})
+    fields = {p.split(":")[0] for p in found}
+    assert {"precision.dtype", "data.augment"} <= fields
+
+
+def test_cuda_device_without_cuda(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    found = setup_problems(tmp_path, device="cuda:0")
+    assert found == ["device: 'cuda:0' asked for, but CUDA is not available on this machine"]
+
+
+def test_fp8_needs_torchao_and_a_new_gpu(tmp_path):
+    found = setup_problems(tmp_path, precision={"dtype": "fp8"})
+    assert len(found) == 1 and found[0].startswith("precision.dtype: fp8 needs")
+
+
+def test_batch_larger_than_train_split(tmp_path):
+    found = setup_problems(tmp_path, train={"batch_size": 5000})
+    assert found == ["train.batch_size: 5000 is larger than the train split (1258 samples)"]
+
+
+def test_worker_refuses_a_bad_spec_with_exit_2_and_a_failed_event(tmp_path, db):
+    spec = write_spec(tmp_path, optim={"name": "adamx"})
+    code, events, stderr = run_worker(spec, db)
+    assert code == 2
+    assert [e["event"] for e in events] == ["failed"]
+    assert events[0]["kind"] == "spec" and events[0]["run_id"] is None
+    assert events[0]["problems"] == ["optim.name: unknown optimizer 'adamx' (choose sgd, adamw, adam, rmsprop)"]
+    assert "optim.name" in stderr and "Traceback" not in stderr
+
+
+def test_spec_dataclass_is_typed():
+    assert RunSpec().data.augment.normalize is True

@@ -1,0 +1,208 @@
+"""The real worker process end to end: events against the store, commands, signals, resume, failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from graph_editor.build import build_module
+from graph_editor.model import load_graph
+from trainer.checkpoint import load_checkpoint_weights
+from trainer.client import WorkerClient
+from trainer.store import RunStore
+
+from .conftest import DIGITS_CNN, kinds, run_worker, write_spec
+
+
+def until(events, name, count=1):
+    """Consume events up to and including the ``count``-th ``name``; returns everything consumed."""
+    seen = []
+    for e in events:
+        seen.append(e)
+        if sum(x["event"] == name for x in seen) == count:
+            return seen
+    raise AssertionError(f"the stream ended before {count} '{name}' events: {kinds(seen)}")
+
+
+def test_digits_cnn_end_to_end_events_match_the_store(tmp_path, db):
+    spec = write_spec(tmp_path, DIGITS_CNN, train={"epochs": 2})
+    t0 = time.monotonic()
+    code, events, stderr = run_worker(spec, db)
+    elapsed = time.monotonic() - t0
+    assert code == 0, stderr
+    names = kinds(events)
+    assert names[0] == "run_started" and names[-1] == "finished"
+    assert names.count("epoch_end") == 2 and "memory" in names and "checkpoint" in names
+    assert len(events) / elapsed < 15   # throttled at the source (startup time included in elapsed)
+    started, finished = events[0], events[-1]
+    assert started["params"] == 94410 and started["device"] == "cpu" and started["steps_per_epoch"] == 19
+    metrics = [e for e in events if e["event"] == "metrics"]
+    steps = [e["step"] for e in metrics]
+    assert steps == sorted(steps) and steps[-1] == 38
+    end = [e for e in events if e["event"] == "epoch_end"][-1]
+    assert len(end["confusion"]) == 10 and sum(map(sum, end["confusion"])) == started["val_size"]
+    assert set(end["per_class"]) == {"precision", "recall", "f1", "support"}
+    assert finished["status"] == "completed" and finished["test_accuracy"] > 0.8
+
+    store = RunStore(db)
+    run = store.run(started["run_id"])
+    assert run.status == "completed" and run.params == 94410 and run.epoch == 2 and run.step == 38
+    assert run.summary["test_accuracy"] == pytest.approx(finished["test_accuracy"])
+    stored_loss = {s: v for s, _, v in store.metrics(run.id, "train/loss")}
+    assert {e["step"]: e["loss"] for e in metrics} == pytest.approx(stored_loss)
+    reports = store.epoch_reports(run.id)
+    assert [r["epoch"] for r in reports] == [1, 2] and reports[-1]["confusion"] == end["confusion"]
+    assert run.graph["num_classes"] == 10 and len(run.graph_hash) == 64
+    assert run.spec["model"]["graph"] == run.graph
+
+    best = store.checkpoint_path(run.id, "best")
+    weights = load_checkpoint_weights(best)
+    model = build_module(load_graph(DIGITS_CNN))
+    model.load_state_dict(weights)   # keys are the graph's node ids
+    assert best.with_suffix(".json").exists()
+
+
+def test_commands_pause_set_lr_resume_stop(tmp_path, db):
+    spec = write_spec(tmp_path, train={"epochs": 200}, schedule={"name": "constant"})
+    with WorkerClient.run(spec, db=db) as w:
+        stream = w.events(timeout=60)
+        until(stream, "metrics")
+        assert w.pause()
+        seen = until(stream, "state")
+        assert seen[-1]["state"] == "paused"
+        assert w.set_lr(0.0123)
+        time.sleep(0.6)
+        assert w.queue.empty()            # paused: nothing trains, nothing is emitted
+        assert w.resume_training()
+        assert next(stream)["state"] == "running"
+        after = until(stream, "metrics", 2)   # the first one still holds the step made before the pause
+        assert after[-1]["lr"] == pytest.approx(0.0123)
+        assert w.stop()
+        rest = list(stream)
+        assert w.wait(60) == 0
+    assert [e["state"] for e in rest if e["event"] == "state"] == ["stopping"]
+    assert rest[-1]["event"] == "finished" and rest[-1]["status"] == "stopped"
+    assert any(e["event"] == "checkpoint" and e["kind"] == "last" for e in rest)
+    assert RunStore(db).run(rest[-1]["run_id"]).status == "stopped"
+
+
+def test_sigterm_saves_a_checkpoint_and_ends_cleanly(tmp_path, db):
+    spec = write_spec(tmp_path, train={"epochs": 200})
+    with WorkerClient.run(spec, db=db) as w:
+        stream = w.events(timeout=60)
+        first = until(stream, "metrics")
+        w.terminate()
+        rest = list(stream)
+        assert w.wait(60) == 0
+    assert rest[-1]["event"] == "finished" and rest[-1]["status"] == "stopped"
+    store = RunStore(db)
+    assert store.run(first[0]["run_id"]).status == "stopped"
+    assert store.checkpoint_path(first[0]["run_id"], "last") is not None
+
+
+def test_closed_stdout_does_not_stop_training(tmp_path, db):
+    spec = write_spec(tmp_path, train={"epochs": 3})
+    proc = subprocess.Popen([sys.executable, "-m", "trainer", "run", str(spec), "--db", db], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = json.loads(proc.stdout.readline())
+    proc.stdout.close()                   # the GUI went away
+    proc.stdin.close()
+    err = proc.stderr.read()
+    assert proc.wait(120) == 0, err
+    run = RunStore(db).run(first["run_id"])
+    assert run.status == "completed" and run.epoch == 3
+
+
+def test_kill_9_keeps_written_metrics_and_marks_the_run_interrupted(tmp_path, db):
+    spec = write_spec(tmp_path, train={"epochs": 200})
+    with WorkerClient.run(spec, db=db) as w:
+        seen = until(w.events(timeout=60), "epoch_end", 2)
+        os.kill(w.proc.pid, signal.SIGKILL)
+        w.wait(30)
+    run_id = seen[0]["run_id"]
+    store = RunStore(db)                  # reopen, as the studio would after the crash
+    run = store.run(run_id)
+    assert run.status == "interrupted" and "ended without finishing" in run.error
+    stored = {s for s, _, _ in store.metrics(run_id, "train/loss")}
+    assert {e["step"] for e in seen if e["event"] == "metrics"} <= stored
+    assert len(store.epoch_reports(run_id)) >= 2
+    assert store.checkpoint_path(run_id, "last") is not None
+
+
+def test_resume_ends_at_the_metrics_of_an_uninterrupted_run(tmp_path):
+    sections = dict(train={"epochs": 3, "batch_size": 32}, data={"augment": {"translate": 1}},
+                    optim={"name": "sgd", "lr": 0.05, "nesterov": True})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    db_a, db_b = f"sqlite:///{tmp_path / 'a.sqlite'}", f"sqlite:///{tmp_path / 'b.sqlite'}"
+    code, straight, err = run_worker(write_spec(tmp_path / "a", **sections), db_a)
+    assert code == 0, err
+    with WorkerClient.run(write_spec(tmp_path / "b", **sections), db=db_b) as w:
+        stream = w.events(timeout=60)
+        until(stream, "epoch_end")
+        until(stream, "metrics")          # stop in the middle of epoch 2
+        w.stop()
+        first_part = list(stream)
+    assert first_part[-1]["status"] == "stopped"
+    stopped_at = first_part[-1]["step"]
+    assert 39 < stopped_at < 117
+    with WorkerClient.resume(first_part[-1]["run_id"], db=db_b) as w:
+        resumed = list(w.events(timeout=60))
+        assert w.wait(60) == 0, w.stderr
+    assert resumed[0]["event"] == "run_started" and resumed[0]["start_step"] == stopped_at
+    assert resumed[0]["run_id"] == first_part[-1]["run_id"]
+    a_end, b_end = straight[-1], resumed[-1]
+    assert b_end["status"] == "completed" and b_end["step"] == a_end["step"] == 117
+    last_a = [e for e in straight if e["event"] == "epoch_end"][-1]
+    last_b = [e for e in resumed if e["event"] == "epoch_end"][-1]
+    for key in ("train_loss", "train_accuracy", "val_loss", "val_accuracy"):
+        assert last_b[key] == pytest.approx(last_a[key], rel=1e-5, abs=1e-7), key
+    assert b_end["test_loss"] == pytest.approx(a_end["test_loss"], rel=1e-5)
+    assert b_end["test_confusion"] == a_end["test_confusion"]
+    assert RunStore(db_b).run(b_end["run_id"]).status == "completed"
+
+
+def test_nan_loss_fails_naming_the_step(tmp_path, db):
+    spec = write_spec(tmp_path, optim={"name": "sgd", "lr": 1e12, "momentum": 0.9}, schedule={"name": "constant"},
+                      train={"epochs": 5})
+    code, events, stderr = run_worker(spec, db)
+    assert code == 1
+    failed = events[-1]
+    assert failed["event"] == "failed" and failed["kind"] == "nan"
+    assert isinstance(failed["step"], int) and f"at step {failed['step']}" in failed["message"]
+    run = RunStore(db).run(failed["run_id"])
+    assert run.status == "failed" and run.error_kind == "nan" and f"step {failed['step']}" in run.error
+    assert "Traceback" not in stderr
+
+
+def test_out_of_memory_fails_with_the_memory_figures(tmp_path, db, monkeypatch, capsys):
+    """A CUDA OOM cannot happen here; the worker's handling of the exception is exercised in-process."""
+    import io
+
+    from trainer import events as ev
+    from trainer import worker
+    from trainer.checks import setup
+    from trainer.spec import load_spec
+
+    def oom(_job):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(worker, "run_epochs", oom)
+    monkeypatch.setattr(worker.Controls, "install_sigterm", lambda self: None)
+    st = setup(load_spec(write_spec(tmp_path)))
+    model = worker.build_model(st)
+    store = RunStore(db)
+    rid = store.create_run(name="oom", spec={}, graph={}, graph_hash="", device="cpu", params=1)
+    out = io.StringIO()
+    code = worker.execute(st, model, store, ev.Emitter(out), rid, tmp_path / "run", checkpoint=None)
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert code == 1 and events[-1]["kind"] == "oom" and "memory" in events[-1]
+    assert "Tried to allocate 2.00 GiB" in events[-1]["message"]
+    assert store.run(rid).error_kind == "oom"
