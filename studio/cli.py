@@ -40,11 +40,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _open_studio(paths: list[str]) -> int:
-    try:
-        app = importlib.import_module("studio.app")
-    except ModuleNotFoundError as exc:
-        if exc.name != "studio.app":
-            raise
-        build_parser().print_help()
-        return 0
-    return int(app.run(paths))
+    from studio.app import run  # Qt only: the studio imports torch after its window shows
+
+    return int(run(paths))
