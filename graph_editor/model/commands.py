@@ -65,7 +65,7 @@ class RemoveNodes(Command):
         if not self.ids:
             raise CommandError("nothing to delete")
         self.text = f"Delete {len(self.ids)} nodes" if len(self.ids) > 1 else f"Delete {self.ids[0]}"
-        self._nodes: list[Node] = []
+        self._nodes: list[tuple[int, Node]] = []
         self._edges: list[tuple[int, Edge]] = []
         self._groups: dict[str, Group] = {}
 
@@ -74,7 +74,8 @@ class RemoveNodes(Command):
         gone = set(self.ids)
         self._edges = [(i, e) for i, e in enumerate(g.edges) if e.src in gone or e.dst in gone]
         self._groups = {k: _copy(v) for k, v in g.groups.items()}
-        self._nodes = [g.nodes[i] for i in self.ids]
+        order = list(g.nodes)
+        self._nodes = sorted(((order.index(i), g.nodes[i]) for i in self.ids), key=lambda t: t[0])
         for _, e in reversed(self._edges):
             g.remove_edge(e)
         for i in self.ids:
@@ -85,8 +86,8 @@ class RemoveNodes(Command):
 
     def undo(self) -> None:
         g = self.graph
-        for n in self._nodes:
-            g.insert_node(n)
+        for index, n in self._nodes:  # ascending, so each index is right when it is used
+            g.insert_node(n, index)
         for i, e in self._edges:
             g.add_edge(e, index=i, check=False)
         g.set_groups({k: _copy(v) for k, v in self._groups.items()})

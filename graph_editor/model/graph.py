@@ -223,9 +223,16 @@ class Graph:
         self.insert_node(node)
         return node
 
-    def insert_node(self, node: Node) -> None:
-        """Put back an existing Node object (used by undo)."""
-        self.nodes[node.id] = node
+    def insert_node(self, node: Node, index: int | None = None) -> None:
+        """Put back an existing Node object (used by undo), at ``index`` in the node order
+        when given, so that undo restores the order too (it decides the built module's order)."""
+        if index is None or index >= len(self.nodes):
+            self.nodes[node.id] = node
+        else:
+            items = list(self.nodes.items())
+            items.insert(index, (node.id, node))
+            self.nodes.clear()  # in place: views may hold this dict
+            self.nodes.update(items)
         self.events.node_added.emit(node.id)
         self.events.changed.emit()
 
