@@ -63,7 +63,8 @@ class GraphCanvas(QGraphicsView):
         self.setScene(self.graph_scene)
         self.graph_scene.set_theme(self.graph_scene.theme)
         self.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.TextAntialiasing)
-        self.setOptimizationFlags(QGraphicsView.OptimizationFlag.DontAdjustForAntialiasing)
+        self.setOptimizationFlags(QGraphicsView.OptimizationFlag.DontAdjustForAntialiasing
+                                  | QGraphicsView.OptimizationFlag.DontSavePainterState)
         self.setCacheMode(QGraphicsView.CacheModeFlag.CacheBackground)
         self.setDragMode(QGraphicsView.DragMode.RubberBandDrag)
         self.setRubberBandSelectionMode(Qt.ItemSelectionMode.IntersectsItemShape)

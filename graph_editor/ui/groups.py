@@ -72,7 +72,7 @@ class GroupBox(QGraphicsItem):
             self.update()
 
     def boundingRect(self) -> QRectF:
-        return QRectF(-3, -3, BOX_W + 10, self.height + 10)
+        return QRectF(-10, -3, BOX_W + 20, self.height + 10)
 
     def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value: Any) -> Any:
         if change == QGraphicsItem.GraphicsItemChange.ItemPositionHasChanged:
@@ -93,6 +93,8 @@ class GroupBox(QGraphicsItem):
         painter.setBrush(theme.error_body if self.error else theme.node_body)
         painter.setPen(QPen(border, 2))
         painter.drawRoundedRect(rect, RADIUS, RADIUS)
+        for port in (*self.in_ports.values(), *self.out_ports.values()):
+            port.draw(painter, theme)
         if lod_of(painter) < SIMPLE_LOD:
             return
         painter.setFont(fonts.title)

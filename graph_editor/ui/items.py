@@ -18,6 +18,7 @@ from ..model import Node
 
 if TYPE_CHECKING:
     from .scene import GraphScene
+    from .style import Theme
     from .wires import WireItem
 
 NODE_W = 150.0
@@ -72,7 +73,9 @@ class PortItem(QGraphicsItem):
         self.node_id, self.name, self.is_input, self.variadic = node_id, name, is_input, variadic
         self.wires: list[WireItem] = []
         self.highlight: str | None = None  # "ok" or "error" while a wire is dragged over it
-        self.setAcceptHoverEvents(True)
+        # The owner paints its ports (into its cached pixmap): hundreds of port paint calls
+        # per frame would cost more than the nodes themselves.
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemHasNoContents)
         self.setZValue(2)
         kind = "variadic input (takes several wires)" if variadic else "input" if is_input else "output"
         self.setToolTip(f"{node_id}.{name}: {kind}")
@@ -91,11 +94,19 @@ class PortItem(QGraphicsItem):
     def set_highlight(self, state: str | None) -> None:
         if state != self.highlight:
             self.highlight = state
-            self.update()
+            self.parentItem().update()
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
-        theme = self.scene().theme
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        """Nothing: see :meth:`draw`."""
+
+    def draw(self, painter: QPainter, theme: Theme) -> None:
+        """Paint the port at its place in the owner's coordinates."""
+        painter.save()
+        painter.translate(self.pos())
+        self._draw(painter, theme)
+        painter.restore()
+
+    def _draw(self, painter: QPainter, theme: Theme) -> None:
         colour = {"ok": theme.ok, "error": theme.error}.get(self.highlight or "", theme.port_fill)
         grow = 1.5 if self.highlight else 0.0
         if self.variadic:
@@ -147,7 +158,7 @@ class NodeItem(QGraphicsItem):
     def refresh(self, node: Node) -> None:
         """Re-read the node's title and parameters (after an edit)."""
         self._node = node
-        spec = node.spec
+        spec = self._spec = node.spec
         self.title = spec.display if spec else node.type
         self.category = spec.category if spec else ""
         self.subtitle = node.title
@@ -156,6 +167,7 @@ class NodeItem(QGraphicsItem):
         if height != self.height:
             self.prepareGeometryChange()
             self.height = height
+            self._bounds = QRectF(-10, -3, NODE_W + 20, height + 6)
         for k, port in enumerate(self.in_ports.values()):
             port.setPos(0, PORT_Y + k * ROW_H)
         for k, port in enumerate(self.out_ports.values()):
@@ -173,7 +185,7 @@ class NodeItem(QGraphicsItem):
         return True
 
     def _update_tooltip(self) -> None:
-        spec = self._node.spec
+        spec = self._spec
         lines = [f"<b>{self.title}</b> &nbsp;{self.subtitle}"]
         if self.shape_text:
             lines.append(f"output {self.shape_text}")
@@ -185,7 +197,7 @@ class NodeItem(QGraphicsItem):
 
     # ---------------------------------------------------------------- geometry
     def boundingRect(self) -> QRectF:
-        return QRectF(-3, -3, NODE_W + 6, self.height + 6)
+        return self._bounds
 
     def shape(self) -> QPainterPath:
         path = QPainterPath()
@@ -229,6 +241,8 @@ class NodeItem(QGraphicsItem):
         painter.setPen(QPen(border, width))
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.drawRoundedRect(rect, RADIUS, RADIUS)
+        for port in (*self.in_ports.values(), *self.out_ports.values()):
+            port.draw(painter, theme)
 
     def _paint_text(self, painter: QPainter, scene: GraphScene) -> None:
         theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..build import Analysis
     from .controller import EditorController
 
-DEBOUNCE_MS = 60
+DEBOUNCE_MS = 40  # long enough to merge a burst of keystrokes, short enough to feel live
 
 
 class LiveAnalysis(QObject):

@@ -70,6 +70,7 @@ class WireItem(QGraphicsItem):
         self._label_rect = QRectF()
         self._bounds = QRectF()
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
+        self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.setZValue(-1)
         self.setAcceptHoverEvents(True)
         src.wires.append(self)
