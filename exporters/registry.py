@@ -21,11 +21,13 @@ if TYPE_CHECKING:
 
 @dataclass
 class Written:
-    """What a format's ``write`` made: the files (main file first), figures and notes for the report."""
+    """What a format's ``write`` made: the files (main file first), figures and notes for the report,
+    and in-memory results (``keep``) its ``verify`` step compares the files with."""
 
     files: list[Path]
     metrics: dict[str, object] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    keep: dict[str, object] = field(default_factory=dict)
 
 
 class Format:

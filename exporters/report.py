@@ -7,6 +7,7 @@ Comparisons follow ``torch.testing``'s rule: an output element passes when
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -39,6 +40,8 @@ class Comparison:
 
     def check(self, name: str, rtol: float, atol: float) -> Check:
         top1 = "" if self.top1_agreement is None else f", top-1 agreement {self.top1_agreement:.1%}"
+        if math.isnan(self.max_abs_diff):
+            return Check(name, False, "the outputs contain NaN: there is nothing to compare (diverged weights?)")
         verdict = "within" if self.allclose else f"{self.mismatched} of {self.elements} values outside"
         return Check(name, self.allclose,
                      f"max abs diff {self.max_abs_diff:.3g} ({verdict} rtol {rtol:g} / atol {atol:g}){top1}")

@@ -1,0 +1,101 @@
+"""ONNX: every template exports and agrees with onnxruntime on a batch size other than the traced one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from export_graphs import TEMPLATE_NAMES, template, tiny_ln_graph
+
+from exporters import ExportError, ExportOptions, export, from_graph
+from exporters.formats.onnx_format import verify_onnx
+from exporters.source import build_reference
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """Each template exported once (verify batch 3, traced batch 2); tests below read the reports."""
+    out = tmp_path_factory.mktemp("onnx")
+    reports = {}
+    for name in TEMPLATE_NAMES:
+        source = from_graph(template(name), verify_batch=3)
+        reports[name] = (source, export(source, "onnx", out / f"{name}.onnx", ExportOptions(timing_runs=3)))
+    return reports
+
+
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+def test_template_exports_and_matches_onnxruntime(exported, name):
+    source, report = exported[name]
+    assert report.ok, report.to_text()
+    assert [c.name for c in report.checks] == ["onnx.checker", "dynamic batch", "onnxruntime parity (batch 3)"]
+    m = report.metrics
+    assert m["verify_batch"] != m["example_batch"]
+    assert m["max_abs_diff"] < 1e-3 and m["top1_agreement"] == 1.0
+    assert m["onnxruntime_ms"] > 0 and m["pytorch_eager_ms"] > 0 and m["file_bytes"] > 0
+    assert m["opset"] == 20
+    text = Path(report.report_files[1]).read_text()
+    assert "PASSED" in text and "max abs diff" in text
+
+
+def test_report_json_is_beside_the_file(exported):
+    import json
+
+    _, report = exported["lenet5"]
+    data = json.loads(Path(report.path + ".report.json").read_text())
+    assert data["ok"] is True and data["format"] == "onnx" and data["metrics"]["opset"] == 20
+
+
+def test_verifier_rejects_a_file_of_another_model(exported):
+    """A real ONNX file exported from other weights must fail parity, not pass quietly."""
+    source, report = exported["lenet5"]
+    other = build_reference(template("lenet5"), seed=123)
+    checks, _ = verify_onnx(report.path, other, source.samples, ExportOptions(timing_runs=1))
+    parity = checks[-1]
+    assert parity.name.startswith("onnxruntime parity") and not parity.passed
+    assert "outside rtol" in parity.detail
+
+
+def test_verifier_rejects_a_corrupted_file(exported, tmp_path):
+    source, report = exported["mlp"]
+    data = Path(report.path).read_bytes()
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(data[: len(data) // 3])
+    checks, figures = verify_onnx(broken, source.module, source.samples, ExportOptions())
+    assert [c.passed for c in checks] == [False] and checks[0].name == "onnx.checker" and figures == {}
+
+
+def test_opset_is_selectable(tmp_path):
+    report = export(from_graph(tiny_ln_graph()), "onnx", tmp_path / "m.onnx", ExportOptions(opset=18, timing_runs=1))
+    import onnx
+
+    model = onnx.load(report.path)
+    assert report.ok and [o.version for o in model.opset_import if o.domain == ""] == [18]
+
+
+def test_an_opset_without_the_layer_names_the_node(tmp_path):
+    with pytest.raises(ExportError) as err:
+        export(from_graph(tiny_ln_graph()), "onnx", tmp_path / "m.onnx", ExportOptions(opset=13))
+    assert err.value.node == "ln1"
+    assert "opset 13 cannot express node 'ln1' (LayerNorm)" in str(err.value)
+    assert not (tmp_path / "m.onnx").exists()
+
+
+def test_external_data_and_low_precision_weights(tmp_path):
+    """A model trained in bf16 exports in fp32; weights can live in an external data file."""
+    from safetensors.torch import save_file
+
+    graph = tiny_ln_graph()
+    weights = {k: v.to(torch.bfloat16) if v.is_floating_point() else v
+               for k, v in build_reference(graph, seed=5).state_dict().items()}
+    save_file(weights, str(tmp_path / "bf16.safetensors"))
+    source = from_graph(graph, checkpoint=tmp_path / "bf16.safetensors")
+    assert source.weights_dtype == "bfloat16" and next(source.module.parameters()).dtype == torch.float32
+    report = export(source, "onnx", tmp_path / "m.onnx", ExportOptions(external_data=True, timing_runs=1))
+    assert report.ok, report.to_text()
+    assert (tmp_path / "m.onnx.data").stat().st_size > 0 and len(report.files) == 2
+    assert any("exported in float32" in n for n in report.notes)
+    import onnx
+
+    assert onnx.load(report.path, load_external_data=False).graph.input[0].type.tensor_type.elem_type == \
+        onnx.TensorProto.FLOAT
