@@ -6,6 +6,7 @@ import copy
 import json
 
 import pytest
+from graph_testing import TEMPLATES, lenet_graph
 
 from graph_editor.model import (
     SCHEMA_VERSION,
@@ -16,8 +17,6 @@ from graph_editor.model import (
     loads,
     save_graph,
 )
-
-from .conftest import TEMPLATES, lenet_graph
 
 
 def good() -> dict:

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 import torch
+from graph_testing import lenet_graph
 
 from graph_editor.build import BuildError, analyze, build_module
 from graph_editor.build.modules import builder_types
 from graph_editor.model import Edge, Graph, InputSpec, all_layers, categories, get_layer, validate
 from graph_editor.model.layout import layered_layout
 
-from .conftest import lenet_graph
-
 
 def problems_of(g: Graph) -> list[tuple[str | None, str]]:
     return [(p.node, p.message) for p in validate(g).problems if p.severity == "error"]
 
 
-def test_a_good_graph_has_no_problems_and_every_shape(lenet):
+def test_a_good_graph_has_no_problems_and_every_shape():
+    lenet = lenet_graph()
     inf = validate(lenet, batch=4)
     assert inf.ok and not inf.problems
     assert inf.shapes["pool2"] == (4, 16, 5, 5)
@@ -25,7 +25,8 @@ def test_a_good_graph_has_no_problems_and_every_shape(lenet):
     assert inf.order.index("conv1") < inf.order.index("conv2")
 
 
-def test_cycle_is_reported_on_its_nodes(lenet):
+def test_cycle_is_reported_on_its_nodes():
+    lenet = lenet_graph()
     lenet.add_edge(Edge("relu2", "conv1", dst_port="in"), check=False)  # as a hand-edited file can
     lenet.remove_edge(Edge("pool1", "conv2"))
     lenet.add_edge(Edge("pool1", "conv2"), check=False)
@@ -34,7 +35,8 @@ def test_cycle_is_reported_on_its_nodes(lenet):
     assert "fc3" not in nodes  # downstream of the cycle, not on it
 
 
-def test_missing_and_doubled_inputs(lenet):
+def test_missing_and_doubled_inputs():
+    lenet = lenet_graph()
     lenet.remove_edge(Edge("relu1", "pool1"))
     lenet.add_edge(Edge("input", "fc2"), check=False)
     found = problems_of(lenet)
@@ -48,7 +50,8 @@ def test_merge_needs_two_inputs():
     assert ("add", "needs at least 2 inputs on 'in', has 1") in problems_of(g)
 
 
-def test_unknown_type_and_out_of_range_param(lenet):
+def test_unknown_type_and_out_of_range_param():
+    lenet = lenet_graph()
     lenet.add_node("Conv3d", "vol", check=False)
     lenet.nodes["conv1"].params["stride"] = [0, 1]
     found = validate(lenet).problems
@@ -57,7 +60,8 @@ def test_unknown_type_and_out_of_range_param(lenet):
                for p in found)
 
 
-def test_linear_mismatch_message_names_both_sizes(lenet):
+def test_linear_mismatch_message_names_both_sizes():
+    lenet = lenet_graph()
     lenet.remove_node("flatten")
     lenet.connect("pool2", "fc1")
     lenet.nodes["fc1"].params["in_features"] = 400
@@ -71,7 +75,8 @@ def test_linear_mismatch_message_names_both_sizes(lenet):
     assert ("fc1", "Linear fc1 expects 256 input features, receives 400") in problems_of(lenet)
 
 
-def test_wrong_class_count_and_missing_io_nodes(lenet):
+def test_wrong_class_count_and_missing_io_nodes():
+    lenet = lenet_graph()
     lenet.num_classes = 7
     assert ("output", "Output expects logits of shape 7 (one per class), receives 10") in problems_of(lenet)
     g = Graph()
@@ -79,7 +84,8 @@ def test_wrong_class_count_and_missing_io_nodes(lenet):
     assert {(None, "the graph has no Input node"), (None, "the graph has no Output node")} <= set(problems_of(g))
 
 
-def test_unused_branch_is_a_warning_not_an_error(lenet):
+def test_unused_branch_is_a_warning_not_an_error():
+    lenet = lenet_graph()
     lenet.add_node("ReLU", "spare")
     lenet.connect("conv1", "spare")
     inf = validate(lenet)
@@ -98,7 +104,8 @@ def test_integer_input_must_be_embedded_first():
     assert build_module(g)(torch.tensor([[0, 1, 4]])).shape == (1, 4)
 
 
-def test_build_error_lists_every_problem_by_node(lenet):
+def test_build_error_lists_every_problem_by_node():
+    lenet = lenet_graph()
     lenet.nodes["conv1"].params["out_channels"] = 0
     lenet.remove_edge(Edge("relu3", "fc2"))
     with pytest.raises(BuildError) as info:

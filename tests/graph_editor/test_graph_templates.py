@@ -6,12 +6,11 @@ import importlib.util
 
 import pytest
 import torch
+from graph_testing import ROOT, TEMPLATES
 from torch.utils.flop_counter import FlopCounterMode
 
 from graph_editor.build import analyze, build_module, example_input
 from graph_editor.model import load_graph, validate
-
-from .conftest import ROOT, TEMPLATES
 
 # Published figures: torchvision's model cards, timm's vit_tiny_patch16_224, LeCun et al. 1998.
 PUBLISHED = {

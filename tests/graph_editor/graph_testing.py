@@ -1,10 +1,8 @@
-"""Shared helpers for the graph language tests."""
+"""Shared helpers for the graph language tests (a plain module: the test files import it by name)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 from graph_editor.model import Graph, InputSpec
 
@@ -27,8 +25,3 @@ def lenet_graph() -> Graph:
         ("Output", "output"),
     )
     return g
-
-
-@pytest.fixture
-def lenet() -> Graph:
-    return lenet_graph()

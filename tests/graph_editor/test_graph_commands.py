@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from graph_testing import lenet_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,8 +26,6 @@ from graph_editor.model import (
     Ungroup,
     graph_to_dict,
 )
-
-from .conftest import lenet_graph
 
 
 def snapshot(g: Graph) -> dict:
