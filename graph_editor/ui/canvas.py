@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QCursor,
     QDragEnterEvent,
@@ -24,29 +24,27 @@ from PySide6.QtGui import (
     QKeyEvent,
     QMouseEvent,
     QPainter,
-    QPainterPath,
-    QPainterPathStroker,
-    QPen,
     QResizeEvent,
     QWheelEvent,
 )
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsView, QLabel, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QWidget
 
 from ..model import Graph
 from .controller import EditorController
+from .gestures import CutLine, WireDrag
 from .groups import GroupBox, GroupFrame
 from .items import NODE_W, TITLE_H, NodeItem, PortItem
 from .live import LiveAnalysis
 from .mime import GRAPH_MIME, LAYER_MIME
 from .minimap import Minimap
+from .overlays import ReasonLabel, draw_grid
 from .scene import GraphScene
 from .search_popup import LayerSearchPopup
 from .style import Theme, get_theme
-from .wires import DragWire, WireItem
+from .wires import WireItem
 
 ZOOM_RANGE = (0.05, 4.0)
 PORT_PICK = 12.0  # how near (in view pixels) a port must be to catch a dragged wire
-REASON_MS = 3000
 
 
 class GraphCanvas(QGraphicsView):
@@ -76,20 +74,16 @@ class GraphCanvas(QGraphicsView):
         self.setMouseTracking(True)
         self._space = False
         self._pan_from: QPointF | None = None
-        self._drag_wire: DragWire | None = None
-        self._target: PortItem | None = None
-        self._cut: QGraphicsPathItem | None = None
+        self._gesture: WireDrag | CutLine | None = None
         self._syncing = False
         self._search_at = QPointF()
-        self.reason_label = QLabel(self.viewport())
-        self.reason_label.hide()
-        self._reason_timer = QTimer(self, singleShot=True, interval=REASON_MS, timeout=self.reason_label.hide)
+        self.reason_label = ReasonLabel(self.viewport())
         self.search = LayerSearchPopup(self)
         self.search.chosen.connect(lambda type_: self.drop_layer(type_, self._search_at))
         self.enable_minimap = True
         self.minimap = Minimap(self)
         self._minimap_timer = QTimer(self, singleShot=True, interval=40, timeout=self.minimap.refresh)
-        self._style_overlays()
+        self.reason_label.set_theme(self.graph_scene.theme)
         self.setSceneRect(-1e5, -1e5, 2e5, 2e5)  # room to pan anywhere; fit_view frames the nodes
         controller.size_hint = self.graph_scene.node_sizes
         controller.graph_replaced.connect(self._on_graph_replaced)
@@ -141,29 +135,13 @@ class GraphCanvas(QGraphicsView):
         """Switch between the dark and light themes (or any :class:`Theme`)."""
         self.graph_scene.set_theme(get_theme(theme) if isinstance(theme, str) else theme)
         self.resetCachedContent()
-        self._style_overlays()
+        self.reason_label.set_theme(self.graph_scene.theme)
         self.viewport().update()
         self.minimap.refresh()
 
-    def _style_overlays(self) -> None:
-        t = self.graph_scene.theme
-        self.reason_label.setStyleSheet(
-            f"QLabel {{ background: {t.node_body.name()}; color: {t.text.name()}; border: 1px solid "
-            f"{t.group_border.name()}; border-radius: 4px; padding: 4px 8px; }}")
 
     def drawBackground(self, painter: QPainter, rect: QRectF) -> None:
-        theme = self.graph_scene.theme
-        painter.fillRect(rect, theme.background)
-        for step, colour, min_zoom in ((20, theme.grid_minor, 0.6), (100, theme.grid_major, 0.15)):
-            if self.zoom < min_zoom:
-                continue
-            painter.setPen(QPen(colour, 0))
-            left, top = int(rect.left()) - int(rect.left()) % step, int(rect.top()) - int(rect.top()) % step
-            lines = [QPointF(x, rect.top()) for x in range(left, int(rect.right()) + 1, step)]
-            for p in lines:
-                painter.drawLine(p, QPointF(p.x(), rect.bottom()))
-            for y in range(top, int(rect.bottom()) + 1, step):
-                painter.drawLine(QPointF(rect.left(), y), QPointF(rect.right(), y))
+        draw_grid(painter, rect, self.graph_scene.theme, self.zoom)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -176,14 +154,8 @@ class GraphCanvas(QGraphicsView):
     # ---------------------------------------------------------------- feedback
     def show_reason(self, text: str, ok: bool = False, at: QPointF | None = None) -> None:
         """Say why (or what) beside the cursor for a few seconds, and on ``hint``."""
-        colour = self.graph_scene.theme.ok if ok else self.graph_scene.theme.error
-        self.reason_label.setText(f"<span style='color:{colour.name()}'>{'✓' if ok else '✗'}</span> {text}")
-        self.reason_label.adjustSize()
-        pos = (at or QPointF(self.viewport().mapFromGlobal(QCursor.pos()))).toPoint() + QPoint(16, 12)
-        self.reason_label.move(pos)
-        self.reason_label.show()
-        self.reason_label.raise_()
-        self._reason_timer.start()
+        at = at or QPointF(self.viewport().mapFromGlobal(QCursor.pos()))
+        self.reason_label.say(text, ok, at.toPoint(), self.graph_scene.theme)
         self.hint.emit(text)
 
     # ---------------------------------------------------------------- selection
@@ -238,62 +210,6 @@ class GraphCanvas(QGraphicsView):
                     best, best_d = item, d
         return best
 
-    def _problem(self, a: PortItem, b: PortItem) -> str | None:
-        src, dst = (b, a) if a.is_input else (a, b)
-        return self.controller.connection_problem(src.node_id, src.name, dst.node_id, dst.name)
-
-    def _start_wire(self, port: PortItem, view_pos: QPointF) -> None:
-        self._drag_wire = DragWire(port)
-        self.graph_scene.addItem(self._drag_wire)
-        self._drag_wire.follow(self.mapToScene(view_pos.toPoint()))
-
-    def _move_wire(self, view_pos: QPointF) -> None:
-        assert self._drag_wire is not None
-        origin = self._drag_wire.port
-        target = self.port_at(view_pos, want_input=not origin.is_input)
-        if target is not self._target and self._target is not None:
-            self._target.set_highlight(None)
-        self._target = target
-        if target is None:
-            self._drag_wire.follow(self.mapToScene(view_pos.toPoint()))
-            self._drag_wire.set_state(None)
-            self.reason_label.hide()
-            return
-        self._drag_wire.follow(target.anchor())
-        problem = self._problem(origin, target)
-        state = "error" if problem else "ok"
-        target.set_highlight(state)
-        self._drag_wire.set_state(state)
-        if problem:
-            self.show_reason(problem, at=view_pos)
-        else:
-            self.reason_label.hide()
-
-    def _end_wire(self) -> str | None:
-        assert self._drag_wire is not None
-        origin, target = self._drag_wire.port, self._target
-        self.graph_scene.removeItem(self._drag_wire)
-        self._drag_wire, self._target = None, None
-        if target is None:
-            return None
-        target.set_highlight(None)
-        src, dst = (target, origin) if origin.is_input else (origin, target)
-        reason = self.controller.connect(src.node_id, src.name, dst.node_id, dst.name)
-        if reason:
-            self.show_reason(reason)
-        return reason
-
-    def _end_cut(self) -> None:
-        assert self._cut is not None
-        stroker = QPainterPathStroker()
-        stroker.setWidth(3)
-        line = stroker.createStroke(self._cut.path())
-        self.graph_scene.removeItem(self._cut)
-        self._cut = None
-        edges = [w.edge for w in self.graph_scene.wires.values() if w.isVisible() and w.shape().intersects(line)]
-        if edges:
-            self.controller.disconnect_many(edges)
-
     # ---------------------------------------------------------------- mouse
     def mousePressEvent(self, event: QMouseEvent) -> None:
         pos = event.position()
@@ -305,16 +221,12 @@ class GraphCanvas(QGraphicsView):
         alt = mods & Qt.KeyboardModifier.AltModifier
         ctrl_right = button == Qt.MouseButton.RightButton and mods & Qt.KeyboardModifier.ControlModifier
         if (button == Qt.MouseButton.LeftButton and alt) or ctrl_right:
-            start = self.mapToScene(pos.toPoint())
-            self._cut = QGraphicsPathItem(QPainterPath(start))
-            self._cut.setPen(QPen(self.graph_scene.theme.error, 1.5, Qt.PenStyle.DashLine))
-            self._cut.setZValue(6)
-            self.graph_scene.addItem(self._cut)
+            self._gesture = CutLine(self, pos)
             return
         if button == Qt.MouseButton.LeftButton:
             port = self.port_at(pos)
             if port is not None:
-                self._start_wire(port, pos)
+                self._gesture = WireDrag(self, port, pos)
                 return
         super().mousePressEvent(event)
         self._press_positions = self._movable_positions()
@@ -325,12 +237,8 @@ class GraphCanvas(QGraphicsView):
             delta = pos - self._pan_from
             self._pan_from = pos
             self.pan_by(delta.x(), delta.y())
-        elif self._drag_wire is not None:
-            self._move_wire(pos)
-        elif self._cut is not None:
-            path = self._cut.path()
-            path.lineTo(self.mapToScene(pos.toPoint()))
-            self._cut.setPath(path)
+        elif self._gesture is not None:
+            self._gesture.move(pos)
         else:
             if event.buttons() & Qt.MouseButton.LeftButton:
                 self.graph_scene.dragging = True
@@ -340,10 +248,9 @@ class GraphCanvas(QGraphicsView):
         if self._pan_from is not None:
             self._pan_from = None
             self.viewport().setCursor(Qt.CursorShape.OpenHandCursor if self._space else Qt.CursorShape.ArrowCursor)
-        elif self._drag_wire is not None:
-            self._end_wire()
-        elif self._cut is not None:
-            self._end_cut()
+        elif self._gesture is not None:
+            gesture, self._gesture = self._gesture, None
+            gesture.finish()
         else:
             super().mouseReleaseEvent(event)
             self.graph_scene.dragging = False
@@ -400,9 +307,9 @@ class GraphCanvas(QGraphicsView):
             self.open_search()
         elif key == Qt.Key.Key_Home:
             self.fit_view()
-        elif key == Qt.Key.Key_Escape and self._drag_wire is not None:
-            self.graph_scene.removeItem(self._drag_wire)
-            self._drag_wire = None
+        elif key == Qt.Key.Key_Escape and isinstance(self._gesture, WireDrag):
+            self._gesture.cancel()
+            self._gesture = None
         else:
             super().keyPressEvent(event)
 

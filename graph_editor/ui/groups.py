@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QPainter, QPen
+from PySide6.QtGui import QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from ..model import Graph, Group
@@ -123,22 +123,37 @@ class GroupFrame(QGraphicsItem):
         self.group_id = group.id
         self.name = group.name
         self.rect = QRectF()
+        self.parts: list[QRectF] = []
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
         self.setZValue(-2)
         self.setToolTip(f"<b>{group.name}</b><br>double-click the title to collapse it into a block")
 
     def fit(self, member_rects: list[QRectF]) -> None:
-        """Wrap the members' scene rectangles."""
+        """Wrap the members' scene rectangles: one box per row of members, so a group that a
+        long layout cut across bands does not frame the nodes between its rows."""
+        rows: list[QRectF] = []
+        for r in sorted(member_rects, key=lambda r: r.top()):
+            if rows and r.top() <= rows[-1].bottom() + FRAME_HEADER + 2 * FRAME_MARGIN:
+                rows[-1] = rows[-1].united(r)
+            else:
+                rows.append(QRectF(r))
+        parts = [r.adjusted(-FRAME_MARGIN, -FRAME_MARGIN - FRAME_HEADER, FRAME_MARGIN, FRAME_MARGIN) for r in rows]
         rect = QRectF()
-        for r in member_rects:
-            rect = rect.united(r)
-        rect = rect.adjusted(-FRAME_MARGIN, -FRAME_MARGIN - FRAME_HEADER, FRAME_MARGIN, FRAME_MARGIN)
-        if rect != self.rect:
+        for p in parts:
+            rect = rect.united(p)
+        if parts != self.parts:
             self.prepareGeometryChange()
-            self.rect = rect
+            self.parts, self.rect = parts, rect
 
     def header_rect(self) -> QRectF:
-        return QRectF(self.rect.left(), self.rect.top(), self.rect.width(), FRAME_HEADER)
+        first = self.parts[0] if self.parts else self.rect
+        return QRectF(first.left(), first.top(), first.width(), FRAME_HEADER)
+
+    def shape(self) -> QPainterPath:
+        path = QPainterPath()
+        for p in self.parts:
+            path.addRoundedRect(p, 8, 8)
+        return path
 
     def boundingRect(self) -> QRectF:
         return self.rect.adjusted(-2, -2, 2, 2)
@@ -150,7 +165,8 @@ class GroupFrame(QGraphicsItem):
         pen = QPen(theme.selected if self.isSelected() else theme.group_border, 1.5, Qt.PenStyle.DashLine)
         painter.setPen(pen)
         painter.setBrush(theme.group_fill)
-        painter.drawRoundedRect(self.rect, 8, 8)
+        for part in self.parts:
+            painter.drawRoundedRect(part, 8, 8)
         if lod_of(painter) >= SIMPLE_LOD:
             painter.setFont(fonts.group)
             painter.setPen(theme.text_dim)

@@ -1,0 +1,103 @@
+"""The two drags that edit wires: drawing a new wire between ports, and cutting wires.
+
+Each is a small state object the canvas creates on mouse press, feeds on mouse move and
+finishes on release; both turn the gesture into one controller intent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QPainterPath, QPainterPathStroker, QPen
+from PySide6.QtWidgets import QGraphicsPathItem
+
+from .items import PortItem
+from .wires import DragWire
+
+if TYPE_CHECKING:
+    from .canvas import GraphCanvas
+
+
+class WireDrag:
+    """A wire drawn from ``port`` (an output, or an input when drawn backwards) to the mouse.
+
+    Over a port of the other kind the wire snaps to it and both turn green, or red with the
+    reason beside the cursor; on release the controller connects them (replacing the wire
+    of an occupied single input) or says why not.
+    """
+
+    def __init__(self, canvas: GraphCanvas, port: PortItem, view_pos: QPointF) -> None:
+        self.canvas, self.origin = canvas, port
+        self.target: PortItem | None = None
+        self.item = DragWire(port)
+        canvas.graph_scene.addItem(self.item)
+        self.item.follow(canvas.mapToScene(view_pos.toPoint()))
+
+    def problem(self, target: PortItem) -> str | None:
+        src, dst = (target, self.origin) if self.origin.is_input else (self.origin, target)
+        return self.canvas.controller.connection_problem(src.node_id, src.name, dst.node_id, dst.name)
+
+    def move(self, view_pos: QPointF) -> None:
+        target = self.canvas.port_at(view_pos, want_input=not self.origin.is_input)
+        if target is not self.target and self.target is not None:
+            self.target.set_highlight(None)
+        self.target = target
+        if target is None:
+            self.item.follow(self.canvas.mapToScene(view_pos.toPoint()))
+            self.item.set_state(None)
+            self.canvas.reason_label.hide()
+            return
+        self.item.follow(target.anchor())
+        problem = self.problem(target)
+        state = "error" if problem else "ok"
+        target.set_highlight(state)
+        self.item.set_state(state)
+        if problem:
+            self.canvas.show_reason(problem, at=view_pos)
+        else:
+            self.canvas.reason_label.hide()
+
+    def finish(self) -> str | None:
+        """Connect to the port under the mouse; returns the refusal, if any."""
+        self.cancel()
+        target = self.target
+        if target is None:
+            return None
+        src, dst = (target, self.origin) if self.origin.is_input else (self.origin, target)
+        reason = self.canvas.controller.connect(src.node_id, src.name, dst.node_id, dst.name)
+        if reason:
+            self.canvas.show_reason(reason)
+        return reason
+
+    def cancel(self) -> None:
+        if self.item.scene() is not None:
+            self.canvas.graph_scene.removeItem(self.item)
+        if self.target is not None:
+            self.target.set_highlight(None)
+
+
+class CutLine:
+    """A line drawn across wires (Alt-drag or Ctrl+right-drag); the wires it crosses are cut."""
+
+    def __init__(self, canvas: GraphCanvas, view_pos: QPointF) -> None:
+        self.canvas = canvas
+        self.item = QGraphicsPathItem(QPainterPath(canvas.mapToScene(view_pos.toPoint())))
+        self.item.setPen(QPen(canvas.graph_scene.theme.error, 1.5, Qt.PenStyle.DashLine))
+        self.item.setZValue(6)
+        canvas.graph_scene.addItem(self.item)
+
+    def move(self, view_pos: QPointF) -> None:
+        path = self.item.path()
+        path.lineTo(self.canvas.mapToScene(view_pos.toPoint()))
+        self.item.setPath(path)
+
+    def finish(self) -> str | None:
+        """Disconnect every visible wire the line crosses, in one undo step."""
+        stroker = QPainterPathStroker()
+        stroker.setWidth(3)
+        line = stroker.createStroke(self.item.path())
+        self.canvas.graph_scene.removeItem(self.item)
+        scene = self.canvas.graph_scene
+        edges = [w.edge for w in scene.wires.values() if w.isVisible() and w.shape().intersects(line)]
+        return self.canvas.controller.disconnect_many(edges) if edges else None
