@@ -10,10 +10,11 @@ from .errors import ExportError, FormatUnavailable
 from .options import ATOL, DEFAULT_OPSET, RTOL, ExportOptions
 from .registry import Format, Written, export_format, format_names, get_format
 from .report import Check, Comparison, ExportReport, compare_outputs
+from .run_source import from_run
 from .source import ExportSource, from_graph, random_inputs, read_weights
 
 __all__ = [
     "ATOL", "DEFAULT_OPSET", "RTOL", "UNVERIFIED", "Check", "Comparison", "ExportError", "ExportOptions",
     "ExportReport", "ExportSource", "Format", "FormatUnavailable", "Written", "compare_outputs", "export",
-    "export_format", "format_names", "from_graph", "get_format", "output_path", "random_inputs", "read_weights",
+    "export_format", "format_names", "from_graph", "from_run", "get_format", "output_path", "random_inputs", "read_weights",
 ]
