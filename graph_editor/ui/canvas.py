@@ -17,6 +17,7 @@ import sys
 
 from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import (
+    QContextMenuEvent,
     QCursor,
     QDragEnterEvent,
     QDragMoveEvent,
@@ -35,6 +36,7 @@ from .gestures import CutLine, WireDrag
 from .groups import GroupBox, GroupFrame
 from .items import NODE_W, TITLE_H, NodeItem, PortItem
 from .live import LiveAnalysis
+from .menus import show_context_menu
 from .mime import GRAPH_MIME, LAYER_MIME
 from .minimap import Minimap
 from .overlays import ReasonLabel, draw_grid
@@ -288,6 +290,10 @@ class GraphCanvas(QGraphicsView):
             self.controller.set_collapsed(item.group_id, True)
         else:
             super().mouseDoubleClickEvent(event)
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:
+        if self._gesture is None and not event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            show_context_menu(self, event.pos())
 
     def wheelEvent(self, event: QWheelEvent) -> None:
         self.zoom_at(1.0015 ** event.angleDelta().y(), event.position())

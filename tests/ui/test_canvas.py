@@ -12,6 +12,7 @@ from graph_editor.model import Edge
 from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.items import NodeItem
 from graph_editor.ui.live import LiveAnalysis
+from graph_editor.ui.menus import context_actions
 from graph_editor.ui.mime import GRAPH_MIME, LAYER_MIME
 from graph_editor.ui.style import LIGHT
 
@@ -279,3 +280,23 @@ def test_node_items_show_key_parameters(canvas):
     assert item.title == "Conv2d" and item.subtitle == "conv1"
     assert ("out", "6") in item.rows and ("kernel", "5") in item.rows
     assert item.in_ports["in"].is_input and not item.out_ports["out"].is_input
+
+
+def test_context_menu_offers_what_fits_the_item(editor, canvas):
+    node_at = QPointF(at(canvas, canvas.graph_scene.nodes["relu1"].scenePos() + QPointF(60, 30)))
+    editor.select(["conv1", "relu1"])
+    actions = dict(context_actions(canvas, node_at, ask_name=lambda _: "block"))
+    assert {"Copy", "Cut", "Duplicate", "Group into a block…", "Delete"} <= set(actions)
+    actions["Group into a block…"]()
+    gid = editor.last_group
+    assert editor.graph.groups[gid].nodes == ["conv1", "relu1"]
+    box_at = QPointF(at(canvas, canvas.graph_scene.boxes[gid].scenePos() + QPointF(80, 30)))
+    box_actions = dict(context_actions(canvas, box_at))
+    box_actions["Expand block"]()
+    assert editor.graph.groups[gid].collapsed is False
+    empty = dict(context_actions(canvas, QPointF(at(canvas, QPointF(600, 500)))))
+    assert {"Add layer…", "Paste", "Auto-layout", "Fit view"} <= set(empty)
+    wire = canvas.graph_scene.wires[Edge("flat1", "fc1")]
+    mid = wire.src.anchor() / 2 + wire.dst.anchor() / 2
+    dict(context_actions(canvas, QPointF(at(canvas, mid))))["Cut wire"]()
+    assert Edge("flat1", "fc1") not in editor.graph.edges

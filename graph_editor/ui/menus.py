@@ -1,0 +1,75 @@
+"""The canvas's right-click menu: what can be done with the thing under the cursor.
+
+:func:`context_actions` lists (label, action) pairs so the menu's content is testable
+without opening a menu; :func:`show_context_menu` puts them in a ``QMenu``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QPoint, QPointF
+from PySide6.QtWidgets import QInputDialog, QMenu
+
+from .groups import GroupBox, GroupFrame
+from .items import NodeItem, PortItem
+from .wires import WireItem
+
+if TYPE_CHECKING:
+    from .canvas import GraphCanvas
+
+Action = tuple[str, Callable[[], object]]
+
+
+def ask_group_name(canvas: GraphCanvas) -> str | None:
+    name, ok = QInputDialog.getText(canvas, "Group layers", "Name of the block:", text="block")
+    return name if ok and name.strip() else None
+
+
+def context_actions(canvas: GraphCanvas, view_pos: QPointF,
+                    ask_name: Callable[[GraphCanvas], str | None] = ask_group_name) -> list[Action]:
+    """What the menu offers at ``view_pos``: for the item there, else for the empty canvas."""
+    c = canvas.controller
+    item = canvas.itemAt(view_pos.toPoint())
+    item = item.parentItem() if isinstance(item, PortItem) else item
+    scene_pos = canvas.mapToScene(view_pos.toPoint())
+    if isinstance(item, NodeItem | GroupBox | GroupFrame):
+        key = item.node_id if isinstance(item, NodeItem) else item.group_id
+        if key not in c.selection:
+            c.select([key])
+    sel = c.selection
+
+    def group() -> None:
+        name = ask_name(canvas)
+        if name:
+            c.group(name, sel)
+
+    if isinstance(item, GroupBox):
+        gid = item.group_id
+        return [("Expand block", lambda: c.set_collapsed(gid, False)), ("Ungroup", lambda: c.ungroup(gid)),
+                ("Copy", lambda: c.copy(sel)), ("Duplicate", lambda: c.duplicate(sel)),
+                ("Delete", canvas.delete_selection)]
+    if isinstance(item, GroupFrame):
+        gid = item.group_id
+        return [("Collapse into a block", lambda: c.set_collapsed(gid, True)), ("Ungroup", lambda: c.ungroup(gid))]
+    if isinstance(item, NodeItem):
+        actions: list[Action] = [("Copy", lambda: c.copy(sel)), ("Cut", lambda: c.cut(sel)),
+                                 ("Duplicate", lambda: c.duplicate(sel))]
+        if len(sel) > 1:
+            actions.append(("Group into a block…", group))
+            actions.append(("Auto-layout selection", lambda: c.auto_layout(sel)))
+        return [*actions, ("Delete", canvas.delete_selection)]
+    if isinstance(item, WireItem):
+        edge = item.edge
+        return [("Cut wire", lambda: c.disconnect(edge))]
+    return [("Add layer…", lambda: canvas.open_search(view_pos)),
+            ("Paste", lambda: c.paste(at=(scene_pos.x(), scene_pos.y()))),
+            ("Select all", c.select_all), ("Auto-layout", c.auto_layout), ("Fit view", canvas.fit_view)]
+
+
+def show_context_menu(canvas: GraphCanvas, view_pos: QPoint) -> None:
+    menu = QMenu(canvas)
+    for label, action in context_actions(canvas, QPointF(view_pos)):
+        menu.addAction(label).triggered.connect(lambda _=False, a=action: a())
+    menu.exec(canvas.viewport().mapToGlobal(view_pos))
