@@ -109,7 +109,7 @@ class MainWindow(QMainWindow):
         self.splitDockWidget(self.docks["summary"], self.docks["problems"], Qt.Orientation.Horizontal)
         self.tabifyDockWidget(self.docks["problems"], self.docks["log"])
         self.resizeDocks([self.docks["palette"], self.docks["inspector"]], [230, 330], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["summary"], self.docks["problems"]], [900, 500], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["summary"], self.docks["problems"]], [1000, 420], Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks["summary"]], [260], Qt.Orientation.Vertical)
         self.docks["problems"].raise_()
 
@@ -146,8 +146,8 @@ class MainWindow(QMainWindow):
         c, stack = self.controller, self.controller.undo_stack
         stack.canUndoChanged.connect(self.action["undo"].setEnabled)
         stack.canRedoChanged.connect(self.action["redo"].setEnabled)
-        stack.undoTextChanged.connect(lambda t: self.action["undo"].setText(f"&Undo {t}".rstrip()))
-        stack.redoTextChanged.connect(lambda t: self.action["redo"].setText(f"&Redo {t}".rstrip()))
+        stack.undoTextChanged.connect(self._on_undo_text)
+        stack.redoTextChanged.connect(self._on_redo_text)
         self.action["undo"].setEnabled(stack.canUndo())
         self.action["redo"].setEnabled(stack.canRedo())
         c.selection_changed.connect(self._on_selection)
@@ -163,6 +163,12 @@ class MainWindow(QMainWindow):
         self.files.opened.connect(lambda _name: self.show_whole_graph())
         self.canvas.hint.connect(lambda text: self.statusBar().showMessage(text, 6000))
         self.s.themes.changed.connect(self._on_theme)
+
+    def _on_undo_text(self, text: str) -> None:
+        self.action["undo"].setText(f"&Undo {text}".rstrip())
+
+    def _on_redo_text(self, text: str) -> None:
+        self.action["redo"].setText(f"&Redo {text}".rstrip())
 
     def _on_selection(self, ids: list) -> None:
         for key in ("cut", "copy", "duplicate", "delete"):
@@ -245,7 +251,11 @@ class MainWindow(QMainWindow):
         owner = scene.collapsed_owner(node_id)
         item = scene.boxes.get(owner) if owner else scene.nodes.get(node_id)
         if item is not None:
+            if self.canvas.zoom < READABLE_ZOOM:
+                factor = READABLE_ZOOM / self.canvas.zoom
+                self.canvas.scale(factor, factor)
             self.canvas.centerOn(item)
+            self.canvas.minimap.update()
 
     def set_theme(self, name: str) -> None:
         self.s.settings.set_theme(name)

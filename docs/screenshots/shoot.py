@@ -39,6 +39,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--theme", default="dark", choices=("dark", "light"))
     parser.add_argument("--out", default=str(HERE))
+    parser.add_argument("--layout", action=argparse.BooleanOptionalAction, default=True,
+                        help="auto-layout the template first (default)")
     args = parser.parse_args()
     out = Path(args.out)
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -49,8 +51,18 @@ def main() -> None:
     window.resize(1600, 1000)
     window.show()
     window.files.open(TEMPLATES / "resnet18.graph.json")
-    window.controller.select(["layer1_0_conv2"])
     settle(window)
+    if args.layout:
+        window.action["auto_layout"].trigger()
+        settle(window)
+    window.reveal("layer1_0_conv2")
+    if args.layout:  # frame the whole first residual block, skip wire included
+        window.canvas.scale(0.85, 0.85)
+        nodes = window.canvas.graph_scene.nodes
+        top, bottom = nodes["layer1_0_relu1"].sceneBoundingRect(), nodes["layer1_1_add"].sceneBoundingRect()
+        window.canvas.centerOn((top.center() + bottom.center()) / 2)
+        window.canvas.minimap.update()
+    QTest.qWait(100)
     window.grab().save(str(out / "main_window.png"))
 
     window.controller.select(["layer1_0_conv1"])

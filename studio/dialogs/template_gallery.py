@@ -79,9 +79,9 @@ class TemplateCard(QFrame):
         thumb.setPixmap(render_thumbnail(info.graph, THUMB))
         thumb.setFixedSize(THUMB)
         title = QLabel(info.name, objectName="cardTitle")
-        nodes = f"{len(info.graph)} nodes"
         params = f"{info.params:,} parameters" if info.params is not None else "does not validate"
-        meta = QLabel(f"{params} · {nodes} · input {'x'.join(map(str, info.graph.input_spec.shape))}",
+        shape = "x".join(map(str, info.graph.input_spec.shape))
+        meta = QLabel(f"{params}<br>{len(info.graph)} nodes · input {shape} · {info.graph.num_classes} classes",
                       objectName="cardMeta")
         doc = QLabel(info.description, objectName="cardDoc", wordWrap=True)
         doc.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
@@ -129,18 +129,20 @@ class TemplateGallery(QDialog):
             self.cards.append(card)
         grid.setRowStretch(len(self.infos) // COLUMNS + 1, 1)
         scroll = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(COLUMNS * (THUMB.width() + 24) + (COLUMNS + 1) * 14 + 20)
         scroll.setWidget(grid_host)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
-        intro = QLabel("Start from a classic network. Every template validates and matches its published "
-                       "parameter count." + (f"\nNot shown: {'; '.join(self.errors)}" if self.errors else ""),
+        intro = QLabel("Start from a classic network; double-click a card to open it as a new, unsaved graph."
+                       + (f"\nNot shown (unreadable): {'; '.join(self.errors)}" if self.errors else ""),
                        wordWrap=True)
         layout.addWidget(intro)
         layout.addWidget(scroll, 1)
         layout.addWidget(self.buttons)
-        self.resize(3 * (THUMB.width() + 24) + 2 * 14 + 60, 760)
+        self.resize(COLUMNS * (THUMB.width() + 24) + (COLUMNS + 1) * 14 + 60, 780)
         if self.cards:
             self.choose(self.cards[0])
 

@@ -65,7 +65,7 @@ class InspectorDock(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.scroll)
-        controller.selection_changed.connect(lambda _ids: self.rebuild())
+        controller.selection_changed.connect(self._on_selection_changed)
         controller.graph_replaced.connect(self._follow)
         self._follow(controller.graph)
 
@@ -80,6 +80,9 @@ class InspectorDock(QWidget):
         graph.events.spec_changed.connect(self._on_spec_changed)
         graph.events.node_removed.connect(self._on_node_removed)
         self._shapes = {}
+        self.rebuild()
+
+    def _on_selection_changed(self, _ids: list) -> None:
         self.rebuild()
 
     def _on_params_changed(self, node_id: str, name: str) -> None:

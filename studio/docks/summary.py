@@ -99,7 +99,8 @@ class SummaryDock(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(22)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setStretchLastSection(True)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # ids are what vary in length
+        header.setStretchLastSection(False)
         self.totals = QLabel()
         self.totals.setWordWrap(True)
         self.totals.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -120,7 +121,8 @@ class SummaryDock(QWidget):
                                 "and FLOPs." if errors else "Analysing…")
             return
         self.model.set_rows(analysis.nodes)
-        self.table.resizeColumnsToContents()
+        for col in range(1, len(COLUMNS)):
+            self.table.resizeColumnToContents(col)
         self.totals.setText(
             f"<b>{analysis.total_params:,}</b> parameters ({analysis.trainable_params:,} trainable) · "
             f"<b>{fmt.count(analysis.total_flops)}</b> FLOPs · "
