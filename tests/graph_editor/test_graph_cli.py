@@ -1,0 +1,148 @@
+"""``torch-studio summary | validate | import``: output, exit codes, and errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from graph_testing import ROOT, TEMPLATES, lenet_graph
+
+from graph_editor.model import Edge, load_graph, save_graph
+from studio.cli import main
+
+LENET = str(TEMPLATES / "lenet5.graph.json")
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_summary_table(capsys):
+    code, out, _ = run(capsys, "summary", LENET)
+    assert code == 0
+    header, rule, *rows = out.splitlines()
+    assert header.split() == ["node", "type", "output", "params", "FLOPs", "activations"]
+    assert any(r.split()[:4] == ["conv1", "Conv2d", "6x28x28", "156"] for r in rows)
+    assert "total params 61,706" in out and "output 10" in out
+
+
+def test_summary_json(capsys):
+    code, out, _ = run(capsys, "summary", LENET, "--json", "--batch", "8")
+    assert code == 0
+    data = json.loads(out)
+    assert data["total_params"] == 61_706
+    assert data["output_shape"] == [8, 10]
+    assert data["batch"] == 8
+    assert data["total_flops"] == sum(n["flops"] for n in data["nodes"]) > 0
+    conv1 = next(n for n in data["nodes"] if n["id"] == "conv1")
+    assert conv1["shape"] == [8, 6, 28, 28] and conv1["params"] == 156
+
+
+def test_summary_with_another_input_shape(capsys):
+    code, out, _ = run(capsys, "summary", str(TEMPLATES / "resnet18_cifar.graph.json"), "--input-shape", "3,64,64",
+                       "--json")
+    assert code == 0 and json.loads(out)["total_params"] == 11_173_962
+    code, _, err = run(capsys, "summary", LENET, "--input-shape", "1,8,8")
+    assert code == 1 and "conv2" in err and "Traceback" not in err
+
+
+def test_validate_ok_and_problems(capsys, tmp_path):
+    assert run(capsys, "validate", LENET)[:2] == (0, "ok\n")
+    g = lenet_graph()
+    g.remove_edge(Edge("relu1", "pool1"))
+    g.nodes["fc2"].params["out_features"] = -1
+    path = tmp_path / "broken.graph.json"
+    save_graph(g, path)
+    code, _, err = run(capsys, "validate", str(path))
+    assert code == 1
+    assert "pool1.in: input 'in' is not connected" in err
+    assert "fc2 [out_features]: out_features must be >= 1, got -1" in err
+    assert "2 problem(s)" in err
+
+
+def test_bad_files_exit_1_with_one_line(capsys, tmp_path):
+    bad = tmp_path / "bad.graph.json"
+    bad.write_text('{"schema_version": 2, "nodes": [')
+    for command in ("summary", "validate"):
+        code, _, err = run(capsys, command, str(bad))
+        assert code == 1 and err.startswith("error: ") and "truncated" in err and "Traceback" not in err
+    code, _, err = run(capsys, "summary", str(tmp_path / "missing.graph.json"))
+    assert code == 1 and "file not found" in err
+
+
+NETS = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+    def mlp():
+        return nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+
+    def convnet():
+        return nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                             nn.Linear(8, 4))
+
+    class Odd(nn.Module):
+        def forward(self, x):
+            return torch.sin(x).sum(1)
+
+    def odd():
+        return Odd()
+
+    def broken():
+        raise RuntimeError("factory failed")
+
+    def not_a_module():
+        return 42
+''')
+
+
+@pytest.fixture
+def nets_dir(tmp_path, monkeypatch):
+    (tmp_path / "my_nets.py").write_text(NETS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    sys.modules.pop("my_nets", None)
+
+
+def test_import_writes_a_graph_and_weights(capsys, nets_dir):
+    code, out, _ = run(capsys, "import", "my_nets:mlp", "-o", "mlp.graph.json", "--weights", "mlp.safetensors")
+    assert code == 0 and "imported 5 nodes" in out
+    graph = load_graph(nets_dir / "mlp.graph.json")
+    assert graph.input_spec.shape == (64,) and graph.num_classes == 10  # both guessed from the module
+    from safetensors.torch import load_file
+
+    assert set(load_file(nets_dir / "mlp.safetensors")) == {"_0.weight", "_0.bias", "_2.weight", "_2.bias"}
+    code, _, _ = run(capsys, "import", "my_nets:convnet", "-o", "conv.graph.json", "--input-shape", "3,16,16",
+                     "--num-classes", "4")
+    assert code == 0 and load_graph(nets_dir / "conv.graph.json").num_classes == 4
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["my_nets:odd", "--input-shape", "4"], "sin (torch.sin)"),
+    (["my_nets:convnet"], "--input-shape"),
+    (["my_nets:broken"], "factory failed"),
+    (["my_nets:not_a_module"], "not a torch.nn.Module"),
+    (["my_nets:nothing"], "has no function 'nothing'"),
+    (["no_such_module:f"], "cannot import no_such_module"),
+    (["my_nets"], "MODULE:FACTORY"),
+    (["my_nets:convnet", "--input-shape", "3,16,16", "--num-classes", "7"], "Output expects logits of shape 7"),
+])
+def test_import_errors_exit_1_with_a_clear_message(capsys, nets_dir, args, words):
+    code, _, err = run(capsys, "import", *args, "-o", "out.graph.json")
+    assert code == 1 and words in err and "Traceback" not in err
+    assert not (nets_dir / "out.graph.json").exists()
+
+
+def test_console_entry_point_runs():
+    done = subprocess.run([sys.executable, "-m", "studio", "validate", LENET], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n"

@@ -1,0 +1,201 @@
+"""Import of nn.Modules through torch.fx: round trips with the module's own weights, and one error
+listing every op that does not map."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from graph_testing import lenet_graph
+from torch import nn
+
+from graph_editor.build import build_module
+from graph_editor.build.importer import ModuleImportError, guess_input_shape, import_module
+from graph_editor.model import Graph, InputSpec, validate
+
+
+class LeNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(400, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.avg_pool2d(torch.tanh(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), (2, 2))
+        x = x.view(x.size(0), -1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class Block(nn.Module):
+    def __init__(self, cin: int, c: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, c, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)  # called twice, as in torchvision
+        self.conv2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+        self.downsample = (nn.Sequential(nn.Conv2d(cin, c, 1, stride, bias=False), nn.BatchNorm2d(c))
+                           if stride != 1 or cin != c else None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += identity
+        return self.relu(out)
+
+
+class ResNetish(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.layer1 = nn.Sequential(Block(16, 16, 1), Block(16, 32, 2))
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layer1(self.stem(x))
+        x = torch.cat([F.adaptive_avg_pool2d(x, 1), F.adaptive_avg_pool2d(x, (1, 1))], dim=1)
+        return self.fc(torch.flatten(x, 1))
+
+
+class ViTish(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(3, 32, 4, stride=4)
+        self.encoder = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, norm_first=True,
+                                                  activation="gelu")
+        self.attn = nn.MultiheadAttention(32, 4, batch_first=True)
+        self.norm = nn.LayerNorm(32)
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.proj(x).flatten(2).transpose(1, 2)
+        x = self.encoder(x)
+        x = x + self.attn(x, x, x, need_weights=False)[0]
+        x = F.gelu(self.norm(x).permute(0, 2, 1).contiguous()).permute(0, 2, 1)
+        return self.head(F.leaky_relu(x[:, 0], 0.2))
+
+
+def round_trip(module: nn.Module, shape: tuple[int, ...], training: bool = False) -> Graph:
+    module.train(training)
+    result = import_module(module, shape)
+    built = build_module(result.graph)
+    built.load_state_dict(result.state_dict)  # strict: every key maps to a node's module
+    built.train(training)
+    x = torch.randn(3, *shape)
+    torch.testing.assert_close(built(x), module(x))
+    return result.graph
+
+
+def test_lenet_round_trip():
+    torch.manual_seed(0)
+    graph = round_trip(LeNet(), (1, 32, 32))
+    assert [n.type for n in graph] == ["Input", "Conv2d", "Tanh", "AvgPool2d", "Conv2d", "ReLU", "MaxPool2d",
+                                       "Flatten", "Linear", "ReLU", "Linear", "ReLU", "Linear", "Output"]
+    assert graph.num_classes == 10 and graph.input_spec == InputSpec((1, 32, 32), "float32")
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_resnetish_round_trip(training):
+    torch.manual_seed(1)
+    graph = round_trip(ResNetish(), (3, 16, 16), training)
+    ids = set(graph.nodes)
+    # Module paths become node ids; a module called twice gets two nodes.
+    assert {"stem_0", "layer1_0_conv1", "layer1_1_downsample_0", "layer1_0_relu", "layer1_0_relu_1"} <= ids
+    assert len(graph.nodes_of_type("Add")) == 2 and len(graph.nodes_of_type("Concat")) == 1
+
+
+def test_transformer_round_trip():
+    torch.manual_seed(2)
+    graph = round_trip(ViTish(), (3, 16, 16))
+    assert {"TransformerEncoderLayer", "MultiheadAttention", "Permute", "SelectToken", "LeakyReLU"} <= {
+        n.type for n in graph}
+
+
+def test_a_built_graph_imports_back_as_itself():
+    torch.manual_seed(3)
+    g = Graph(InputSpec((3, 32, 32)), 10)
+    g.chain(("Input", "input"), ("PatchEmbed", "patch_embed", {"embed_dim": 16, "patch_size": 8}),
+            ("ClassTokenPosEmbed", "pos"), ("TransformerEncoderLayer", "block", {"nhead": 2, "dropout": 0.0}),
+            ("MultiheadAttention", "mha", {"num_heads": 2}), ("LayerNorm", "norm"), ("SelectToken", "cls"),
+            ("Linear", "head", {"out_features": 10}), ("Output", "output"))
+    graph = round_trip(build_module(g), (3, 32, 32))
+    assert [(n.id, n.type) for n in graph] == [(n.id, n.type) for n in g]
+    graph = round_trip(build_module(lenet_graph()), (1, 32, 32))
+    assert list(graph.nodes) == list(lenet_graph().nodes)
+
+
+def test_embedding_input_becomes_integer_codes():
+    class Tab(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(20, 4)
+            self.fc = nn.Linear(12, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(self.embed(x).flatten(1))
+
+    module = Tab()
+    result = import_module(module, (3,))
+    assert result.graph.input_spec.dtype == "int64"
+    built = build_module(result.graph)
+    built.load_state_dict(result.state_dict)
+    codes = torch.randint(0, 20, (5, 3))
+    torch.testing.assert_close(built(codes), module(codes))
+
+
+def test_layout_runs_left_to_right():
+    graph = import_module(ResNetish(), (3, 16, 16)).graph
+    assert len({n.position for n in graph}) == len(graph)
+    for e in graph.edges:
+        assert graph.nodes[e.dst].position[0] > graph.nodes[e.src].position[0]
+    assert validate(graph).ok
+
+
+class Unsupported(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.rnn = nn.GRU(8, 8)
+        self.scale = nn.Parameter(torch.ones(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.sin(self.fc(x)) * self.scale
+        y = self.rnn(y)[0]
+        y = self.fc(y)
+        return y.clamp(0, 1)
+
+
+def test_every_unsupported_op_is_listed_with_its_place():
+    with pytest.raises(ModuleImportError) as info:
+        import_module(Unsupported(), (8,))
+    found = {u.node: u for u in info.value.unsupported}
+    assert set(found) >= {"sin", "scale", "rnn", "fc_1", "clamp"}
+    assert found["sin"].op == "torch.sin"
+    assert found["rnn"].op == "nn.GRU" and "in rnn" in found["rnn"].where
+    assert "called twice" in found["fc_1"].reason
+    assert "test_graph_import.py:" in found["clamp"].where and "y.clamp(0, 1)" in found["clamp"].where
+    message = str(info.value)
+    for name in ("sin", "scale", "rnn", "fc_1", "clamp"):
+        assert f"  {name} (" in message
+
+
+@pytest.mark.parametrize(("module", "words"), [
+    (type("Branchy", (nn.Module,), {"forward": lambda self, x: x if x.sum() > 0 else -x})(), "cannot trace"),
+    (type("TwoIn", (nn.Module,), {"forward": lambda self, x, y: x + y})(), "takes 2 inputs"),
+    (type("TwoOut", (nn.Module,), {"forward": lambda self, x: (x, x)})(), "more than one tensor"),
+    (nn.Sequential(nn.Linear(4, 4)), "fails on an input"),  # the given shape does not fit
+    (nn.Sequential(nn.Conv2d(3, 4, 3, padding="same")), "padding='same'"),
+])
+def test_modules_that_cannot_be_graphs_get_one_clear_error(module, words):
+    with pytest.raises(ModuleImportError, match=words):
+        import_module(module, (3, 8, 8))
+
+
+def test_guess_input_shape():
+    assert guess_input_shape(nn.Sequential(nn.Linear(64, 10))) == (64,)
+    assert guess_input_shape(LeNet()) is None
