@@ -10,17 +10,31 @@ QT = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph", "qtpy", "shiboken6")
 
 
 def imported_modules(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports; relative imports are resolved against
+    the file's package, so ``from ..build import x`` in graph_editor/model counts as graph_editor.build."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     names: set[str] = set()
+    package = _package_of(path)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module)
+        elif isinstance(node, ast.ImportFrom) and node.level > 0 and package:
+            base = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+            names.add(".".join([*base, *([node.module] if node.module else [])]))
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
                 "import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
             names.add(str(node.args[0].value))
     return names
+
+
+def _package_of(path: Path) -> list[str]:
+    try:
+        rel = path.resolve().relative_to(ROOT)
+    except ValueError:
+        return []
+    return list(rel.parent.parts)
 
 
 def sources(package: str) -> list[Path]:
@@ -56,8 +70,15 @@ def test_nothing_imports_studio():
 
 def test_layering():
     assert offenders("graph_editor", ("trainer", "exporters")) == []
+    assert offenders("graph_editor/model", ("graph_editor.build", "graph_editor.ui")) == []
+    assert offenders("graph_editor/build", ("graph_editor.ui",)) == []
     assert offenders("trainer", ("exporters",)) == []
     assert offenders("trainer", ("graph_editor.ui",)) == []
+
+
+def test_the_check_resolves_relative_imports():
+    # graph_editor/build/fx.py imports ``from ..model import ...``
+    assert "graph_editor.model" in imported_modules(ROOT / "graph_editor" / "build" / "fx.py")
 
 
 def test_the_check_sees_lazy_imports(tmp_path):
