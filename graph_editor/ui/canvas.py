@@ -34,7 +34,7 @@ from ..model import Graph
 from .controller import EditorController
 from .gestures import CutLine, WireDrag
 from .groups import GroupBox, GroupFrame
-from .items import NODE_W, TITLE_H, NodeItem, PortItem
+from .items import NODE_W, PORT_Y, TITLE_H, NodeItem, PortItem
 from .live import LiveAnalysis
 from .menus import show_context_menu
 from .mime import GRAPH_MIME, LAYER_MIME
@@ -81,7 +81,8 @@ class GraphCanvas(QGraphicsView):
         self._search_at = QPointF()
         self.reason_label = ReasonLabel(self.viewport())
         self.search = LayerSearchPopup(self)
-        self.search.chosen.connect(lambda type_: self.drop_layer(type_, self._search_at))
+        self._search_wire: PortItem | None = None
+        self.search.chosen.connect(lambda type_: self.drop_layer(type_, self._search_at, self._search_wire))
         self.enable_minimap = True
         self.minimap = Minimap(self)
         self._minimap_timer = QTimer(self, singleShot=True, interval=40, timeout=self.minimap.refresh)
@@ -326,8 +327,10 @@ class GraphCanvas(QGraphicsView):
         else:
             super().keyReleaseEvent(event)
 
-    def open_search(self, view_pos: QPointF | None = None) -> None:
-        """Open the layer search; the chosen layer is placed at ``view_pos`` (default: the cursor)."""
+    def open_search(self, view_pos: QPointF | None = None, wire_from: PortItem | None = None) -> None:
+        """Open the layer search; the chosen layer is placed at ``view_pos`` (default: the
+        cursor) and, after a wire was dropped there, wired to ``wire_from``."""
+        self._search_wire = wire_from
         if view_pos is None:
             local = self.viewport().mapFromGlobal(QCursor.pos())
             view_pos = QPointF(local) if self.viewport().rect().contains(local) else QPointF(
@@ -336,10 +339,18 @@ class GraphCanvas(QGraphicsView):
         self.search.popup(self.viewport().mapToGlobal(view_pos.toPoint()))
 
     # ---------------------------------------------------------------- drops
-    def drop_layer(self, type_: str, scene_pos: QPointF) -> str | None:
-        """Add a layer with its title bar centred on ``scene_pos`` and select it."""
-        reason = self.controller.add_node(type_, (round(scene_pos.x() - NODE_W / 2, 1),
-                                                  round(scene_pos.y() - TITLE_H / 2, 1)))
+    def drop_layer(self, type_: str, scene_pos: QPointF, wire_from: PortItem | None = None) -> str | None:
+        """Add a layer with its title bar centred on ``scene_pos`` (or, for a wire, its port
+        there), wired to ``wire_from`` if given, and select it."""
+        if wire_from is not None:
+            x = scene_pos.x() - (NODE_W if wire_from.is_input else 0)
+            at = (round(x, 1), round(scene_pos.y() - PORT_Y, 1))
+            port = (wire_from.node_id, wire_from.name)
+            reason = self.controller.add_connected(type_, at, dst=port if wire_from.is_input else None,
+                                                   src=None if wire_from.is_input else port)
+        else:
+            reason = self.controller.add_node(type_, (round(scene_pos.x() - NODE_W / 2, 1),
+                                                      round(scene_pos.y() - TITLE_H / 2, 1)))
         if reason is None and self.controller.last_added:
             self.controller.select([self.controller.last_added])
         else:

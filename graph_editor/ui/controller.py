@@ -150,6 +150,28 @@ class EditorController(QObject):
             self.node_added.emit(self.last_added)
         return reason
 
+    def add_connected(self, type_: str, pos: tuple[float, float], src: tuple[str, str] | None = None,
+                      dst: tuple[str, str] | None = None) -> str | None:
+        """Add a layer wired from output ``src`` (node, port) and/or to input ``dst``, in one
+        undo step (a wire dropped on empty canvas, then a layer chosen)."""
+        holder: list[str] = []
+
+        def steps(apply: Apply) -> None:
+            node = apply(AddNode(self._graph, type_, None, None, pos))
+            holder.append(node.node_id)
+            spec = get_layer(type_)
+            if src is not None and spec is not None and spec.inputs:
+                apply(Connect(self._graph, Edge(src[0], node.node_id, src[1], spec.inputs[0].name)))
+            if dst is not None and spec is not None and spec.outputs:
+                apply(Connect(self._graph, Edge(node.node_id, dst[0], spec.outputs[0].name, dst[1])))
+
+        reason = self._compound(f"Add {type_}", steps)
+        if reason is None:
+            self.last_added = holder[0]
+            self.node_added.emit(holder[0])
+            self.select([holder[0]])
+        return reason
+
     def remove_nodes(self, ids: Iterable[str]) -> str | None:
         """Delete nodes (a group id deletes its nodes) with their wires."""
         node_ids = self.expand_ids(ids)

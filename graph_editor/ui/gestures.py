@@ -29,6 +29,8 @@ class WireDrag:
 
     def __init__(self, canvas: GraphCanvas, port: PortItem, view_pos: QPointF) -> None:
         self.canvas, self.origin = canvas, port
+        self.start = view_pos
+        self.moved = False
         self.target: PortItem | None = None
         self.item = DragWire(port)
         canvas.graph_scene.addItem(self.item)
@@ -38,8 +40,19 @@ class WireDrag:
         src, dst = (target, self.origin) if self.origin.is_input else (self.origin, target)
         return self.canvas.controller.connection_problem(src.node_id, src.name, dst.node_id, dst.name)
 
+    def target_at(self, view_pos: QPointF) -> PortItem | None:
+        """The port near ``view_pos``, or the first fitting port of the node under it."""
+        want_input = not self.origin.is_input
+        port = self.canvas.port_at(view_pos, want_input=want_input)
+        if port is not None:
+            return port
+        item = self.canvas.itemAt(view_pos.toPoint())
+        ports = getattr(item, "in_ports" if want_input else "out_ports", None)
+        return next(iter(ports.values()), None) if ports else None
+
     def move(self, view_pos: QPointF) -> None:
-        target = self.canvas.port_at(view_pos, want_input=not self.origin.is_input)
+        self.moved = self.moved or (view_pos - self.start).manhattanLength() > 8
+        target = self.target_at(view_pos)
         if target is not self.target and self.target is not None:
             self.target.set_highlight(None)
         self.target = target
@@ -62,6 +75,9 @@ class WireDrag:
         """Connect to the port under the mouse; returns the refusal, if any."""
         self.cancel()
         target = self.target
+        if target is None and self.moved:  # dropped on empty canvas: choose a layer to place here, wired
+            end = self.item.path().pointAtPercent(0 if self.origin.is_input else 1)
+            self.canvas.open_search(QPointF(self.canvas.mapFromScene(end)), wire_from=self.origin)
         if target is None:
             return None
         src, dst = (target, self.origin) if self.origin.is_input else (self.origin, target)

@@ -300,3 +300,22 @@ def test_context_menu_offers_what_fits_the_item(editor, canvas):
     mid = wire.src.anchor() / 2 + wire.dst.anchor() / 2
     dict(context_actions(canvas, QPointF(at(canvas, mid))))["Cut wire"]()
     assert Edge("flat1", "fc1") not in editor.graph.edges
+
+
+def test_a_wire_dropped_on_empty_canvas_offers_a_layer_placed_and_wired(editor, canvas):
+    drag(canvas, port(canvas, "fc2", "out", False), at(canvas, QPointF(1700, 300)))
+    assert canvas.search.isVisible()
+    QTest.keyClicks(canvas.search.field, "softmax")
+    QTest.keyClick(canvas.search.field, Qt.Key.Key_Return)
+    new = editor.last_added
+    assert editor.graph.nodes[new].type == "Softmax" and Edge("fc2", new) in editor.graph.edges
+    assert editor.undo_stack.undoText() == "Add Softmax" and editor.selection == [new]
+    editor.undo_stack.undo()
+    assert new not in editor.graph.nodes
+
+
+def test_a_wire_dropped_on_a_node_body_takes_its_input(editor, canvas):
+    editor.add_node("ReLU", (900, 300))
+    new = editor.last_added
+    drag(canvas, port(canvas, "fc1", "out", False), at(canvas, QPointF(980, 340)))
+    assert Edge("fc1", new) in editor.graph.edges and not canvas.search.isVisible()
