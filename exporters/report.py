@@ -156,6 +156,8 @@ class ExportReport:
 def _fmt(key: str, value: Any) -> str:
     if key.endswith("_bytes") and isinstance(value, int):
         return f"{value:,} bytes ({value / 2**20:.2f} MiB)"
+    if key == "top1_agreement" and isinstance(value, float):
+        return f"{value:.1%}"
     if key.endswith("_ms") and isinstance(value, float):
         return f"{value:.3f} ms"
     if isinstance(value, float):

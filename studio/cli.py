@@ -12,6 +12,7 @@ import sys
 
 _COMMAND_MODULES = (
     "studio.cli_graph",
+    "studio.cli_export",
 )
 
 

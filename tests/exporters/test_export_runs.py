@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -101,5 +100,11 @@ def test_tensorboard_needs_a_run(tmp_path):
         export(from_graph(tiny_cnn()), "tensorboard", tmp_path / "tb")
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
+def test_cli_exports_a_run_id(trained, tmp_path, capsys):
+    from studio.cli import main
+
+    db, run_id = trained
+    code = main(["export", str(run_id), "--db", db, "--format", "safetensors", "-o", str(tmp_path / "w.safetensors")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"run {run_id} 'tiny digits', best checkpoint" in out and (tmp_path / "w.graph.json").exists()
