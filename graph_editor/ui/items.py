@@ -251,12 +251,12 @@ class NodeItem(QGraphicsItem):
         painter.setFont(fonts.title)
         painter.setPen(theme.title_text)
         painter.drawText(QRectF(pad, 0, inner, TITLE_H), Qt.AlignmentFlag.AlignVCenter,
-                         metrics.title.elidedText(self.title, Qt.TextElideMode.ElideRight, inner))
+                         metrics.elide("title", self.title, Qt.TextElideMode.ElideRight, inner))
         y = TITLE_H
         painter.setFont(fonts.small)
         painter.setPen(theme.text_dim)
         painter.drawText(QRectF(pad, y, inner, ROW_H), Qt.AlignmentFlag.AlignVCenter,
-                         metrics.small.elidedText(self.subtitle, Qt.TextElideMode.ElideMiddle, inner))
+                         metrics.elide("small", self.subtitle, Qt.TextElideMode.ElideMiddle, inner))
         y += ROW_H
         painter.setFont(fonts.body)
         for name, value in self.rows:
@@ -264,9 +264,9 @@ class NodeItem(QGraphicsItem):
             painter.setPen(theme.text_dim)
             painter.drawText(row, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, name)
             painter.setPen(theme.text)
-            value_w = inner - metrics.body.horizontalAdvance(name) - 8
+            value_w = inner - metrics.advance("body", name) - 8
             painter.drawText(row, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight,
-                             metrics.body.elidedText(value, Qt.TextElideMode.ElideRight, value_w))
+                             metrics.elide("body", value, Qt.TextElideMode.ElideRight, value_w))
             y += ROW_H
         painter.setPen(QPen(theme.grid_major, 1))
         painter.drawLine(QPointF(6, y + 2), QPointF(NODE_W - 6, y + 2))
@@ -278,7 +278,7 @@ class NodeItem(QGraphicsItem):
             painter.setPen(theme.shape_text)
             text = f"→ {self.shape_text}" if self.shape_text else "→ ?"
         painter.drawText(QRectF(pad, y + 3, inner, SHAPE_H), Qt.AlignmentFlag.AlignVCenter,
-                         metrics.mono.elidedText(text, Qt.TextElideMode.ElideRight, inner))
+                         metrics.elide("mono", text, Qt.TextElideMode.ElideRight, inner))
 
 
 def _html(text: str) -> str:

@@ -30,8 +30,10 @@ class Minimap(QWidget):
         self.setToolTip("Overview: click or drag to move the view")
 
     def place(self) -> None:
-        """Stick to the bottom-right corner of the viewport."""
+        """Stick to the bottom-right corner of the viewport, about a fifth of its width."""
         vp = self.canvas.viewport().geometry()
+        width = max(120, min(SIZE[0], vp.width() // 5))
+        self.resize(width, int(width * SIZE[1] / SIZE[0]))
         self.move(vp.right() - self.width() - MARGIN, vp.bottom() - self.height() - MARGIN)
 
     def _world(self) -> tuple[QRectF, float, QPointF]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QPointF, QRectF, QTimer
+from PySide6.QtCore import QLineF, QPoint, QRectF, QTimer
 from PySide6.QtGui import QPainter, QPen
 from PySide6.QtWidgets import QLabel, QWidget
 
@@ -19,10 +19,9 @@ def draw_grid(painter: QPainter, rect: QRectF, theme: Theme, zoom: float) -> Non
             continue
         painter.setPen(QPen(colour, 0))
         left, top = int(rect.left()) - int(rect.left()) % step, int(rect.top()) - int(rect.top()) % step
-        for x in range(left, int(rect.right()) + 1, step):
-            painter.drawLine(QPointF(x, rect.top()), QPointF(x, rect.bottom()))
-        for y in range(top, int(rect.bottom()) + 1, step):
-            painter.drawLine(QPointF(rect.left(), y), QPointF(rect.right(), y))
+        lines = [QLineF(x, rect.top(), x, rect.bottom()) for x in range(left, int(rect.right()) + 1, step)]
+        lines += [QLineF(rect.left(), y, rect.right(), y) for y in range(top, int(rect.bottom()) + 1, step)]
+        painter.drawLines(lines)
 
 
 class ReasonLabel(QLabel):

@@ -7,6 +7,7 @@ they paint, so switching theme is ``canvas.set_theme("light")`` and one repaint.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from PySide6.QtGui import QColor, QFont
 
@@ -22,6 +23,11 @@ CATEGORY_HUES = {  # title-bar colours per palette category (hue, saturation)
     "Merge": (95, 80),
     "Transformer": (285, 120),
 }
+
+
+@lru_cache(maxsize=256)
+def _hsl(hue: int, saturation: int, lightness: int) -> QColor:
+    return QColor.fromHsl(hue, saturation, lightness)
 
 
 @dataclass(frozen=True)
@@ -55,8 +61,7 @@ class Theme:
 
     def category_color(self, category: str) -> QColor:
         """The title-bar colour of a layer category."""
-        hue, sat = CATEGORY_HUES.get(category, (0, 0))
-        return QColor.fromHsl(hue, sat, self.title_lightness)
+        return _hsl(*CATEGORY_HUES.get(category, (0, 0)), self.title_lightness)
 
 
 DARK = Theme(
