@@ -182,8 +182,9 @@ class GraphCanvas(QGraphicsView):
             return
         self._syncing = True
         try:
-            wanted = set(ids)
             scene = self.graph_scene
+            wanted = set(ids)
+            wanted |= {owner for i in ids if (owner := scene.collapsed_owner(i)) is not None}  # hidden: its block
             for item in (*scene.nodes.values(), *scene.boxes.values(), *scene.frames.values()):
                 key = getattr(item, "node_id", None) or getattr(item, "group_id", None)
                 item.setSelected(key in wanted)
@@ -245,6 +246,9 @@ class GraphCanvas(QGraphicsView):
         else:
             if event.buttons() & Qt.MouseButton.LeftButton:
                 self.graph_scene.dragging = True
+            elif self._pan_from is None and not self._space:  # a port says it can be dragged from
+                over_port = self.port_at(pos) is not None
+                self.viewport().setCursor(Qt.CursorShape.CrossCursor if over_port else Qt.CursorShape.ArrowCursor)
             super().mouseMoveEvent(event)
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:

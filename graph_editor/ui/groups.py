@@ -66,10 +66,14 @@ class GroupBox(QGraphicsItem):
         self.setToolTip(f"<b>{group.name}</b>: a block of {self.count} layers<br>"
                         "double-click to expand it")
 
-    def set_state(self, shape_text: str, error: bool) -> None:
+    def set_state(self, shape_text: str, error: bool, problems: list[str] | None = None) -> None:
+        """Show the block's output shape, and its members' problems in red and in the tooltip."""
         if (shape_text, error) != (self.shape_text, self.error):
             self.shape_text, self.error = shape_text, error
             self.update()
+        lines = [f"<b>{self.name}</b>: a block of {self.count} layers"]
+        lines += [f"<span style='color:#e05555'>{p}</span>" for p in problems or []]
+        self.setToolTip("<br>".join([*lines, "double-click to expand it"]))
 
     def boundingRect(self) -> QRectF:
         return QRectF(-10, -3, BOX_W + 20, self.height + 10)

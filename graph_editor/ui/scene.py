@@ -254,5 +254,6 @@ class GraphScene(QGraphicsScene):
             members = self.graph.groups[gid].nodes
             outs = list(box.out_ports)
             shape = inference.shapes.get(outs[-1][0]) if outs else None
-            error = any(p.severity == "error" for n in members for p in by_node.get(n, []))
-            box.set_state(fmt_shape(shape) if shape else "", error)
+            problems = [p for n in members for p in by_node.get(n, [])]
+            box.set_state(fmt_shape(shape) if shape else "", any(p.severity == "error" for p in problems),
+                          [str(p) for p in problems])

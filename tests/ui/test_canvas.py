@@ -319,3 +319,14 @@ def test_a_wire_dropped_on_a_node_body_takes_its_input(editor, canvas):
     new = editor.last_added
     drag(canvas, port(canvas, "fc1", "out", False), at(canvas, QPointF(980, 340)))
     assert Edge("fc1", new) in editor.graph.edges and not canvas.search.isVisible()
+
+
+def test_selecting_a_node_hidden_in_a_block_selects_the_block(editor, canvas, qtbot):
+    editor.group("head", ["fc1", "relu2"])
+    gid = editor.last_group
+    with qtbot.waitSignal(canvas.live.inferred):
+        editor.set_param("fc1", "in_features", 7)
+    box = canvas.graph_scene.boxes[gid]
+    assert box.error and "expects 7 input features" in box.toolTip()
+    editor.select(["fc1"])
+    assert box.isSelected()
