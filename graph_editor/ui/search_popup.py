@@ -81,3 +81,15 @@ class LayerSearchPopup(QFrame):
             self.list.setCurrentRow(max(0, min(self.list.count() - 1, self.list.currentRow() + step)))
             return True
         return False
+
+
+if __name__ == "__main__":  # preview: python -m graph_editor.ui.search_popup
+    import sys
+
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication(sys.argv)
+    popup = LayerSearchPopup()
+    popup.chosen.connect(lambda type_: print(type_))
+    popup.popup(QPoint(200, 200))
+    sys.exit(app.exec())
