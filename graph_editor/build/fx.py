@@ -40,7 +40,7 @@ def build_module(graph: Graph, *, batch: int = 1, device: torch.device | str | N
     with torch.device(device) if device is not None else _nullcontext():
         for node_id in inf.order:
             node = graph.nodes[node_id]
-            edges = graph.in_edges(node_id)
+            edges = inf.in_edges.get(node_id) or graph.in_edges(node_id)
             args = tuple(values[e.src] for e in edges)
             if node.type == "Input":
                 values[node_id] = g.placeholder(node_id)
@@ -57,7 +57,8 @@ def build_module(graph: Graph, *, batch: int = 1, device: torch.device | str | N
                 raise BuildError([Problem(node_id, f"the id '{node_id}' is a name PyTorch modules reserve; "
                                                    "rename the node", field="id")])
             try:
-                module = make(spec.check_params(node.params), [inf.shapes[e.src] for e in edges])
+                module = make(inf.params.get(node_id) or spec.check_params(node.params),
+                              [inf.shapes[e.src] for e in edges])
             except (ValueError, RuntimeError, TypeError) as exc:  # torch's own checks, e.g. heads vs embed_dim
                 raise BuildError([Problem(node_id, f"PyTorch refuses this {node.type}: {exc}")]) from None
             root.add_module(node_id, module)

@@ -256,8 +256,15 @@ def categories() -> dict[str, list[LayerSpec]]:
     return {c: specs for c, specs in out.items() if specs}
 
 
+_loaded = False
+
+
 def _ensure_loaded() -> None:
-    from . import layers  # noqa: F401  (importing the package registers the built-in layers)
+    global _loaded  # a once-only flag: get_layer runs for every node on every keystroke
+    if not _loaded:
+        from . import layers  # noqa: F401  (importing the package registers the built-in layers)
+
+        _loaded = True
 
 
 def shape_error(message: str) -> ShapeError:

@@ -107,10 +107,19 @@ class Graph:
 
     def in_edges(self, node_id: str) -> list[Edge]:
         """Edges into ``node_id``, in port order and, within a variadic port, wiring order."""
+        return self._port_order(node_id, [e for e in self.edges if e.dst == node_id])
+
+    def in_edge_index(self) -> dict[str, list[Edge]]:
+        """``in_edges`` of every node at once, in one pass over the edges (for whole-graph work)."""
+        index: dict[str, list[Edge]] = {n: [] for n in self.nodes}
+        for e in self.edges:
+            index.setdefault(e.dst, []).append(e)
+        return {n: self._port_order(n, edges) if len(edges) > 1 else edges for n, edges in index.items()}
+
+    def _port_order(self, node_id: str, edges: list[Edge]) -> list[Edge]:
         node = self.nodes.get(node_id)
         spec = node.spec if node else None
         order = {p.name: i for i, p in enumerate(spec.inputs)} if spec else {}
-        edges = [e for e in self.edges if e.dst == node_id]
         return sorted(edges, key=lambda e: order.get(e.dst_port, len(order)))
 
     def out_edges(self, node_id: str) -> list[Edge]:

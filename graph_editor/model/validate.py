@@ -7,10 +7,11 @@ editor can check a graph on every keystroke without torch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .catalog import Shape, fmt_shape
 from .errors import ParamError, ShapeError
-from .graph import Graph
+from .graph import Edge, Graph
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class Inference:
     shapes: dict[str, Shape] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     order: list[str] = field(default_factory=list)
+    in_edges: dict[str, list[Edge]] = field(default_factory=dict)  # per node, in port order
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)  # checked, defaults filled in
 
     @property
     def ok(self) -> bool:
@@ -61,7 +64,8 @@ def validate(graph: Graph, batch: int = 1) -> Inference:
         _report_cycle(graph, problems)
         return result
     result.order = order
-    params_ok = _check_params(graph, problems)
+    result.in_edges = in_edges = graph.in_edge_index()
+    result.params = params_ok = _check_params(graph, problems)
     integer = {n.id for n in graph.nodes_of_type("Input")} if graph.input_spec.dtype == "int64" else set()
     for node_id in order:
         node = graph.nodes[node_id]
@@ -72,7 +76,7 @@ def validate(graph: Graph, batch: int = 1) -> Inference:
             if node.type == "Input":
                 result.shapes[node_id] = (batch, *graph.input_spec.shape)
             continue
-        ins = _wired_inputs(graph, node_id, problems)
+        ins = _wired_inputs(graph, node_id, in_edges[node_id], problems)
         if ins is None or node_id not in params_ok:
             continue
         shapes = [result.shapes.get(src) for src in ins]
@@ -140,7 +144,7 @@ def _report_cycle(graph: Graph, problems: list[Problem]) -> None:
         problems.append(Problem(n, "is part of a cycle: a network must flow one way from Input to Output"))
 
 
-def _check_params(graph: Graph, problems: list[Problem]) -> dict[str, dict]:
+def _check_params(graph: Graph, problems: list[Problem]) -> dict[str, dict[str, Any]]:
     ok = {}
     for node in graph:
         spec = node.spec
@@ -154,12 +158,11 @@ def _check_params(graph: Graph, problems: list[Problem]) -> dict[str, dict]:
     return ok
 
 
-def _wired_inputs(graph: Graph, node_id: str, problems: list[Problem]) -> list[str] | None:
+def _wired_inputs(graph: Graph, node_id: str, edges: list[Edge], problems: list[Problem]) -> list[str] | None:
     """Sources of the node's inputs in port order, or None (with problems) when miswired."""
     node = graph.nodes[node_id]
     spec = node.spec
     assert spec is not None
-    edges = graph.in_edges(node_id)
     srcs: list[str] = []
     good = True
     for port in spec.inputs:

@@ -1,0 +1,226 @@
+"""Per-node analysis without real memory: output shape, parameters, FLOPs, activation bytes.
+
+Shapes come from the catalog's shape rules; parameter counts from building each module on
+the ``meta`` device (cached per layer configuration, so a live edit rebuilds one node);
+FLOPs from the formulas that ``torch.utils.flop_counter`` uses (a multiply-add counts 2),
+applied to the inferred shapes. A test checks the figures against ``FlopCounterMode`` on
+every template.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import conv_flop_count, sdpa_flop_count
+
+from ..model import Graph, Problem, fmt_shape, validate
+from .fx import BuildError
+from .modules import NO_MODULE, get_builder
+
+Shape = tuple[int, ...]
+FlopRule = Callable[[dict[str, Any], list[Shape], Shape], int]
+_FLOPS: dict[str, FlopRule] = {}
+
+_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8}
+
+
+@dataclass
+class NodeStats:
+    id: str
+    type: str
+    shape: Shape  # output shape, batch first
+    params: int
+    trainable: int
+    flops: int
+    activation_bytes: int
+
+
+@dataclass
+class Analysis:
+    """The summary table of a graph at one batch size."""
+
+    batch: int
+    nodes: list[NodeStats]
+    input_shape: Shape
+    output_shape: Shape
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def total_params(self) -> int:
+        return sum(n.params for n in self.nodes)
+
+    @property
+    def trainable_params(self) -> int:
+        return sum(n.trainable for n in self.nodes)
+
+    @property
+    def total_flops(self) -> int:
+        return sum(n.flops for n in self.nodes)
+
+    @property
+    def activation_bytes(self) -> int:
+        return sum(n.activation_bytes for n in self.nodes)
+
+    def by_id(self) -> dict[str, NodeStats]:
+        return {n.id: n for n in self.nodes}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch": self.batch,
+            "input_shape": list(self.input_shape),
+            "output_shape": list(self.output_shape),
+            "total_params": self.total_params,
+            "trainable_params": self.trainable_params,
+            "total_flops": self.total_flops,
+            "activation_bytes": self.activation_bytes,
+            "nodes": [{**asdict(n), "shape": list(n.shape)} for n in self.nodes],
+            "warnings": [str(p) for p in self.problems if p.severity != "error"],
+        }
+
+
+def analyze(graph: Graph, batch: int = 1) -> Analysis:
+    """Analyse ``graph`` at ``batch``; raises :class:`BuildError` when it does not validate."""
+    inf = validate(graph, batch)
+    if not inf.ok:
+        raise BuildError(inf.problems)
+    itemsize = _ITEMSIZE.get(graph.input_spec.dtype, 4)
+    stats: list[NodeStats] = []
+    out_shape: Shape = ()
+    for node_id in inf.order:
+        node = graph.nodes[node_id]
+        shape = inf.shapes[node_id]
+        if node.type == "Output":
+            out_shape = shape
+            continue
+        in_shapes = [inf.shapes[e.src] for e in inf.in_edges[node_id]]
+        params = inf.params[node_id]
+        n_params, n_train = (0, 0) if node.type in NO_MODULE else param_count(node.type, params, in_shapes)
+        rule = _FLOPS.get(node.type)
+        flops = rule(params, in_shapes, shape) if rule else 0
+        numel = 1
+        for d in shape:
+            numel *= d
+        # Layers compute in float32 (the trainer's autocast is accounted for by the memory model).
+        act_itemsize = itemsize if node.type == "Input" else 4
+        stats.append(NodeStats(node_id, node.type, shape, n_params, n_train, flops, numel * act_itemsize))
+    return Analysis(batch, stats, (batch, *graph.input_spec.shape), out_shape, inf.problems)
+
+
+def param_count(type_: str, params: dict[str, Any], in_shapes: list[Shape]) -> tuple[int, int]:
+    """(all, trainable) parameters of one layer, from its module built on ``meta``."""
+    key = json.dumps([type_, params, in_shapes], sort_keys=True)
+    return _param_count(key)
+
+
+@lru_cache(maxsize=4096)
+def _param_count(key: str) -> tuple[int, int]:
+    type_, params, in_shapes = json.loads(key)
+    make = get_builder(type_)
+    if make is None:
+        return 0, 0
+    with torch.device("meta"):
+        module = make(params, [tuple(s) for s in in_shapes])
+    total = sum(p.numel() for p in module.parameters())
+    trainable = sum(p.numel() for p in module.parameters() if p.requires_grad)
+    return total, trainable
+
+
+# ---------------------------------------------------------------- FLOP rules
+def flop_rule(*types: str) -> Callable[[FlopRule], FlopRule]:
+    def deco(fn: FlopRule) -> FlopRule:
+        for t in types:
+            _FLOPS[t] = fn
+        return fn
+    return deco
+
+
+def _mm(rows: int, inner: int, cols: int) -> int:
+    return 2 * rows * inner * cols
+
+
+def _rows(shape: Shape) -> int:
+    n = 1
+    for d in shape[:-1]:
+        n *= d
+    return n
+
+
+@flop_rule("Linear")
+def _linear_flops(p, xs, out):
+    return _mm(_rows(xs[0]), xs[0][-1], out[-1])
+
+
+@flop_rule("Conv1d", "Conv2d", "ConvTranspose2d")
+def _conv_flops(p, xs, out):
+    x = xs[0]
+    c_in = x[1]
+    transposed = len(p.get("output_padding") or []) > 0
+    if transposed:
+        w = (c_in, p["out_channels"] // p["groups"], *p["kernel_size"])
+    else:
+        w = (p["out_channels"], c_in // p["groups"], *p["kernel_size"])
+    return int(conv_flop_count(list(x), list(w), list(out), transposed=transposed))
+
+
+@flop_rule("PatchEmbed")
+def _patch_flops(p, xs, out):
+    x = xs[0]
+    ps = p["patch_size"]
+    conv_out = [x[0], p["embed_dim"], x[2] // ps, x[3] // ps]
+    return int(conv_flop_count(list(x), [p["embed_dim"], x[1], ps, ps], conv_out, transposed=False))
+
+
+def _attention_flops(shape: Shape, heads: int) -> int:
+    b, length, e = shape
+    d = e // heads
+    q = [b, heads, length, d]
+    projections = _mm(b * length, e, 3 * e) + _mm(b * length, e, e)
+    return projections + int(sdpa_flop_count(q, q, q))
+
+
+@flop_rule("MultiheadAttention")
+def _mha_flops(p, xs, out):
+    return _attention_flops(xs[0], p["num_heads"])
+
+
+@flop_rule("TransformerEncoderLayer")
+def _encoder_flops(p, xs, out):
+    x = xs[0]
+    ff = p["dim_feedforward"]
+    return _attention_flops(x, p["nhead"]) + _mm(_rows(x), x[-1], ff) + _mm(_rows(x), ff, x[-1])
+
+
+def format_count(n: float, unit: str = "") -> str:
+    """1234567 -> '1.23M' (binary prefixes for bytes)."""
+    if unit == "B":
+        for suffix in ("B", "KiB", "MiB", "GiB", "TiB"):
+            if abs(n) < 1024 or suffix == "TiB":
+                return f"{n:.0f} {suffix}" if suffix == "B" else f"{n:.2f} {suffix}"
+            n /= 1024
+    for suffix in ("", "K", "M", "G", "T", "P"):
+        if abs(n) < 1000 or suffix == "P":
+            return f"{n:.0f}{suffix}" if suffix == "" else f"{n:.2f}{suffix}"
+        n /= 1000
+    return str(n)
+
+
+def summary_table(a: Analysis) -> str:
+    """The per-node table the CLI prints."""
+    rows = [("node", "type", "output", "params", "FLOPs", "activations")]
+    for n in a.nodes:
+        rows.append((n.id, n.type, fmt_shape(n.shape), f"{n.params:,}", format_count(n.flops),
+                     format_count(n.activation_bytes, "B")))
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    lines = ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+             for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    lines.append("-" * len(lines[0]))
+    lines.append(f"total params {a.total_params:,} (trainable {a.trainable_params:,}), "
+                 f"FLOPs {format_count(a.total_flops)} per batch of {a.batch}, "
+                 f"activations {format_count(a.activation_bytes, 'B')}, output {fmt_shape(a.output_shape)}")
+    return "\n".join(lines)
