@@ -46,6 +46,7 @@ from .style import Theme, get_theme
 from .wires import WireItem
 
 ZOOM_RANGE = (0.05, 4.0)
+ZOOM_SETTLE_MS = 250  # item caches come back this long after the last zoom step
 PORT_PICK = 12.0  # how near (in view pixels) a port must be to catch a dragged wire
 
 
@@ -83,6 +84,8 @@ class GraphCanvas(QGraphicsView):
         self.search = LayerSearchPopup(self)
         self._search_wire: PortItem | None = None
         self.search.chosen.connect(lambda type_: self.drop_layer(type_, self._search_at, self._search_wire))
+        self._zoom_settle = QTimer(self, singleShot=True, interval=ZOOM_SETTLE_MS,
+                                   timeout=lambda: self.graph_scene.set_item_caching(True))
         self.enable_minimap = True
         self.minimap = Minimap(self)
         self._minimap_timer = QTimer(self, singleShot=True, interval=40, timeout=self.minimap.refresh)
@@ -122,6 +125,8 @@ class GraphCanvas(QGraphicsView):
     def zoom_at(self, factor: float, view_pos: QPointF) -> None:
         """Zoom by ``factor``, keeping the scene point under ``view_pos`` where it is."""
         factor = max(ZOOM_RANGE[0] / self.zoom, min(ZOOM_RANGE[1] / self.zoom, factor))
+        self.graph_scene.set_item_caching(False)  # each step would redraw every cache: paint directly
+        self._zoom_settle.start()
         before = self.mapToScene(view_pos.toPoint())
         self.scale(factor, factor)
         drift = self.mapFromScene(before) - view_pos.toPoint()

@@ -61,6 +61,7 @@ class GraphScene(QGraphicsScene):
         self.frames: dict[str, GroupFrame] = {}
         self.inference: Inference | None = None
         self.dragging = False  # while the view drags items, model moves do not fight it
+        self._caching = True
         self._graph: Graph | None = None
         self.set_graph(graph)
 
@@ -104,9 +105,20 @@ class GraphScene(QGraphicsScene):
                 item.update()
         self.update()
 
+    def set_item_caching(self, on: bool) -> None:
+        """Cache nodes and wires as pixmaps (fast pans) or paint them directly (fast zooms)."""
+        if on == self._caching:
+            return
+        self._caching = on
+        mode = QGraphicsItem.CacheMode.DeviceCoordinateCache if on else QGraphicsItem.CacheMode.NoCache
+        for item in (*self.nodes.values(), *self.wires.values()):
+            item.setCacheMode(mode)
+
     # ---------------------------------------------------------------- model events
     def _on_node_added(self, node_id: str) -> None:
         item = NodeItem(self.graph.nodes[node_id])
+        if not self._caching:
+            item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
         self.nodes[node_id] = item
         self.addItem(item)
 
@@ -120,6 +132,8 @@ class GraphScene(QGraphicsScene):
         if src is None or dst is None:
             return  # a wire to a port the layer does not have: validation reports it
         wire = WireItem(edge, src, dst)
+        if not self._caching:
+            wire.setCacheMode(QGraphicsItem.CacheMode.NoCache)
         self.wires[edge] = wire
         self.addItem(wire)
         wire.update_path()
