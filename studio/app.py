@@ -52,6 +52,9 @@ def build(app: QApplication, settings: StudioSettings, prompts: Prompts, recover
     store = RecoveryStore(recovery_dir)
     window = MainWindow(Services(settings, prompts, icons, themes, controller, live, document, store, canvas,
                                  autosave_ms))
+    for part in (controller, live, document, themes):  # they live and die with the window
+        part.setParent(window)
+    controller.undo_stack.setParent(controller)
     for name in ("studio", "graph_editor"):
         logging.getLogger(name).addHandler(window.log.handler())
     settings.restore_window(window)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QLabel, QStatusBar
 
 from graph_editor.model import Inference
@@ -12,10 +13,12 @@ from graph_editor.model import Inference
 from . import format as fmt
 
 
-class GraphStatus:
-    """Two labels in a status bar, following live validation and analysis."""
+class GraphStatus(QObject):
+    """Two labels in a status bar, following live validation and analysis (a child of the bar,
+    so its connections end with the window)."""
 
     def __init__(self, bar: QStatusBar) -> None:
+        super().__init__(bar)
         self.validity = QLabel("Checking…")
         self.totals = QLabel("")
         bar.addPermanentWidget(self.totals)

@@ -72,11 +72,14 @@ class ThemeManager(QObject):
     def apply(self, name: str) -> Theme:
         """Switch to theme ``name`` (``dark`` or ``light``)."""
         theme = THEME_TABLE[name]
-        self.app.setStyle("Fusion")
+        if self.app.style().name().lower() != "fusion":
+            self.app.setStyle("Fusion")
         self.app.setPalette(theme.palette())
         qss = self.folder / f"{name}.qss"
         text = qss.read_text(encoding="utf-8") if qss.is_file() else ""
-        self.app.setStyleSheet(text.replace("@ICONS@", self.icons.folder.as_posix()))
+        text = text.replace("@ICONS@", self.icons.folder.as_posix())
+        if text != self.app.styleSheet():  # re-polishing every widget is the slow part of a switch
+            self.app.setStyleSheet(text)
         self.icons.set_color(theme.text)
         self.current = theme
         self.changed.emit(theme)

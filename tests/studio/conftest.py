@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtCore import QEvent
+from PySide6.QtWidgets import QApplication
 
 from graph_editor.model import graph_to_dict
 from studio.resources import TEMPLATES
@@ -68,6 +70,7 @@ def make_window(qapp, tmp_path, prompts):
     from studio.settings import StudioSettings
 
     windows = []
+    style, palette, sheet = qapp.style().name(), qapp.palette(), qapp.styleSheet()
 
     def make(recovery_dir: Path | None = None, settings_file: Path | None = None):
         settings = StudioSettings.at(settings_file or tmp_path / "settings.ini")
@@ -81,6 +84,10 @@ def make_window(qapp, tmp_path, prompts):
         window.document.undo_stack.setClean()
         window.close()
         window.deleteLater()
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    qapp.setStyleSheet(sheet)  # leave the application as other tests expect it
+    qapp.setPalette(palette)
+    qapp.setStyle(style)
 
 
 @pytest.fixture
