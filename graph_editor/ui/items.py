@@ -8,6 +8,7 @@ Items only paint and hit-test; edits go through the controller.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QPointF, QRectF, Qt
@@ -232,11 +233,7 @@ class NodeItem(QGraphicsItem):
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(theme.error_body if error else theme.node_body)
         painter.drawRoundedRect(rect, RADIUS, RADIUS)
-        title = QPainterPath()
-        title.setFillRule(Qt.FillRule.WindingFill)
-        title.addRoundedRect(QRectF(0, 0, NODE_W, TITLE_H), RADIUS, RADIUS)
-        title.addRect(QRectF(0, TITLE_H / 2, NODE_W, TITLE_H / 2))
-        painter.fillPath(title.simplified(), QBrush(theme.error if error else theme.category_color(self.category)))
+        painter.fillPath(_title_bar(), QBrush(theme.error if error else theme.category_color(self.category)))
         self._paint_text(painter, scene)
         painter.setPen(QPen(border, width))
         painter.setBrush(Qt.BrushStyle.NoBrush)
@@ -279,6 +276,16 @@ class NodeItem(QGraphicsItem):
             text = f"→ {self.shape_text}" if self.shape_text else "→ ?"
         painter.drawText(QRectF(pad, y + 3, inner, SHAPE_H), Qt.AlignmentFlag.AlignVCenter,
                          metrics.elide("mono", text, Qt.TextElideMode.ElideRight, inner))
+
+
+@lru_cache(maxsize=1)
+def _title_bar() -> QPainterPath:
+    """The title bar's outline: rounded at the top only (the same for every node)."""
+    title = QPainterPath()
+    title.setFillRule(Qt.FillRule.WindingFill)
+    title.addRoundedRect(QRectF(0, 0, NODE_W, TITLE_H), RADIUS, RADIUS)
+    title.addRect(QRectF(0, TITLE_H / 2, NODE_W, TITLE_H / 2))
+    return title.simplified()
 
 
 def _html(text: str) -> str:
