@@ -70,6 +70,15 @@ class WireDrag:
             self.canvas.show_reason(problem, at=view_pos)
         else:
             self.canvas.reason_label.hide()
+            self.canvas.hint.emit(self.describe(target))
+
+    def describe(self, target: PortItem) -> str:
+        """What releasing here would do, for the status bar."""
+        src, dst = (target, self.origin) if self.origin.is_input else (self.origin, target)
+        text = f"connect {src.node_id}.{src.name} to {dst.node_id}.{dst.name}"
+        graph = self.canvas.controller.graph
+        old = graph.occupied(dst.node_id, dst.name) if dst.node_id in graph.nodes else None
+        return f"{text}, replacing the wire from {old.src}" if old is not None else text
 
     def finish(self) -> str | None:
         """Connect to the port under the mouse; returns the refusal, if any."""

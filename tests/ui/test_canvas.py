@@ -73,8 +73,11 @@ def test_a_refused_target_says_why_and_changes_nothing(editor, canvas, qtbot):
     assert len(editor.graph.edges) == count and editor.undo_stack.count() == 0
 
 
-def test_dropping_on_an_occupied_single_input_replaces_its_wire(editor, canvas):
+def test_dropping_on_an_occupied_single_input_replaces_its_wire(editor, canvas, qtbot):
+    hints = []
+    canvas.hint.connect(hints.append)
     drag(canvas, port(canvas, "conv1", "out", False), port(canvas, "flat1", "in", True))
+    assert "connect conv1.out to flat1.in, replacing the wire from pool1" in hints
     assert [e for e in editor.graph.edges if e.dst == "flat1"] == [Edge("conv1", "flat1")]
     assert Edge("pool1", "flat1") not in canvas.graph_scene.wires
     editor.undo_stack.undo()
