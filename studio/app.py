@@ -39,7 +39,7 @@ REPORT_ENV = "TORCH_STUDIO_REPORT_STARTUP"
 
 
 def build(app: QApplication, settings: StudioSettings, prompts: Prompts, recovery_dir: Path,
-          autosave_ms: int = AUTOSAVE_MS) -> MainWindow:
+          autosave_ms: int = AUTOSAVE_MS, runs_db: str | None = None) -> MainWindow:
     """Make the editing core, the theme and the window; tests call this with their own parts."""
     icons = IconSet()
     themes = ThemeManager(app, icons)
@@ -51,7 +51,7 @@ def build(app: QApplication, settings: StudioSettings, prompts: Prompts, recover
     canvas.set_theme(themes.current.name)
     store = RecoveryStore(recovery_dir)
     window = MainWindow(Services(settings, prompts, icons, themes, controller, live, document, store, canvas,
-                                 autosave_ms))
+                                 autosave_ms, runs_db))
     for part in (controller, live, document, themes):  # they live and die with the window
         part.setParent(window)
     controller.undo_stack.setParent(controller)

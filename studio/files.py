@@ -13,7 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
-from graph_editor.model import GraphError, load_graph
+from graph_editor.model import GraphError, graph_from_dict, load_graph
 
 from .document import UNTITLED, Document, starter_graph
 from .module_import import ImportProblem, import_graph
@@ -122,6 +122,20 @@ class FileActions(QObject):
         self.document.replace(graph, None, name=name, dirty=True)
         self.log(f"Imported {request.target}: {len(graph)} nodes", "info")
         self.opened.emit(name)
+        return True
+
+    def open_snapshot(self, data: dict, title: str) -> bool:
+        """Edit a graph given as its file contents (a run's graph from the run store)."""
+        try:
+            graph = graph_from_dict(data)
+        except GraphError as exc:
+            self._error("Cannot open the run's graph", exc)
+            return False
+        if not self.maybe_save():
+            return False
+        self.document.replace(graph, None, name=title)
+        self.log(f"Opened the graph of {title}", "info")
+        self.opened.emit(title)
         return True
 
     # --------------------------------------------------------------- save

@@ -32,6 +32,7 @@ from .resources import IconSet
 from .settings import THEMES, StudioSettings
 from .status import GraphStatus
 from .themes import Theme, ThemeManager
+from .training_hook import TrainingHook
 
 APP_NAME = "Torch Studio"
 READABLE_ZOOM = 1.0  # below this, node titles and shapes are too small to read
@@ -51,6 +52,7 @@ class Services:
     recovery: RecoveryStore
     canvas: GraphCanvas
     autosave_ms: int = AUTOSAVE_MS
+    runs_db: str | None = None  # the run store's URL; None: the user's default store
 
 
 class MainWindow(QMainWindow):
@@ -70,7 +72,8 @@ class MainWindow(QMainWindow):
         self.files = FileActions(self.document, services.settings, services.prompts, self, self.log.append, self)
         self.action = build_actions(self, self._handlers(), services.icons)
         self.recent_menu = QMenu("Open &Recent", self)
-        build_menus(self.menuBar(), self.action, recent=self.recent_menu)
+        self.menus = build_menus(self.menuBar(), self.action, recent=self.recent_menu)
+        self._close_guards: list[Callable[[], bool]] = []
         self.toolbar = QToolBar("Toolbar", objectName="mainToolbar", movable=False)
         self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
         build_toolbar(self.toolbar, self.action)
@@ -79,6 +82,7 @@ class MainWindow(QMainWindow):
         self.status = GraphStatus(self.statusBar())
         self.autosaver = Autosaver(self.document, services.recovery, services.autosave_ms, self)
         self.autosaver.failed.connect(lambda message: self.log.append(message, "error"))
+        self.training = TrainingHook(self, db_url=services.runs_db)
         self._connect()
         self._fill_recent(services.settings.recent_files())
         self._update_title()
@@ -114,7 +118,7 @@ class MainWindow(QMainWindow):
         self.docks["problems"].raise_()
 
     def _build_view_menu(self) -> None:
-        menu = next(m for m in self.menuBar().findChildren(QMenu) if m.title() == "&View")
+        menu = self.menus["&View"]
         for dock in self.docks.values():
             menu.addAction(dock.toggleViewAction())
         menu.addAction(self.toolbar.toggleViewAction())
@@ -284,8 +288,12 @@ class MainWindow(QMainWindow):
         else:
             super().dropEvent(event)
 
+    def add_close_guard(self, guard: Callable[[], bool]) -> None:
+        """``guard()`` is asked, after unsaved changes, whether the window may close."""
+        self._close_guards.append(guard)
+
     def closeEvent(self, event: QCloseEvent) -> None:
-        if not self.files.maybe_save():
+        if not self.files.maybe_save() or not all(guard() for guard in self._close_guards):
             event.ignore()
             return
         self.s.settings.save_window(self)

@@ -74,7 +74,8 @@ def make_window(qapp, tmp_path, prompts):
 
     def make(recovery_dir: Path | None = None, settings_file: Path | None = None):
         settings = StudioSettings.at(settings_file or tmp_path / "settings.ini")
-        window = build(qapp, settings, prompts, recovery_dir or tmp_path / "recovery", autosave_ms=3_600_000)
+        window = build(qapp, settings, prompts, recovery_dir or tmp_path / "recovery", autosave_ms=3_600_000,
+                       runs_db=f"sqlite:///{tmp_path / 'runs.sqlite'}")
         window.show()
         windows.append(window)
         return window

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -96,3 +97,17 @@ def test_the_studio_opens_reports_and_quits_from_the_command_line(tmp_path):
     lines = out.stdout.splitlines()
     assert '"event": "shown"' in lines[0] and '"torch_imported": false' in lines[0]
     assert '"event": "opened"' in lines[1] and '"ok": true' in lines[1] and '"nodes": 14' in lines[1]
+
+
+def test_the_run_menu_builds_training_on_first_use_and_opens_a_runs_graph(window, prompts):
+    assert not window.training.built  # nothing of the training side is loaded at start-up
+    titles = [a.text() for a in window.menuBar().actions()]
+    assert titles == ["&File", "&Edit", "&Graph", "&Run", "&View"]
+    window.training.runs_action.trigger()
+    assert window.training.built
+    assert window.training.controller().runs_dock.isVisible()
+    data = json.loads((ROOT / "assets" / "templates" / "lenet5.graph.json").read_text())
+    assert window.files.open_snapshot(data, "run 7")
+    assert window.windowTitle().startswith("run 7")
+    assert len(window.controller.graph) == 14
+    assert window.close()  # no run going: the training side lets the window close

@@ -1,0 +1,75 @@
+"""Training in the main window: the Run menu from the start, the training parts on first use.
+
+The training side (``studio.training``: run store, dashboard, runs dock) costs seconds of
+imports (SQLAlchemy, pyqtgraph), so the window shows without it: the Run menu is there at once
+and the first Train or Runs command builds the :class:`TrainingController` and docks it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMenu
+
+if TYPE_CHECKING:
+    from .main_window import MainWindow
+    from .training.controller import TrainingController
+
+
+class TrainingHook(QObject):
+    """Run > Train… and Run > Runs, backed by a TrainingController built when first needed."""
+
+    def __init__(self, window: MainWindow, db_url: str | None = None, work_dir: Path | None = None) -> None:
+        super().__init__(window)
+        self.window = window
+        self.db_url, self.work_dir = db_url, work_dir
+        self._controller: TrainingController | None = None
+        self.menu = QMenu("&Run", window)
+        view = window.menus["&View"]
+        window.menuBar().insertMenu(view.menuAction(), self.menu)
+        self.train_action = self._action("&Train…", "Ctrl+T", "Train the graph being edited in a background "
+                                         "worker process", self.train)
+        self.runs_action = self._action("&Runs", "Ctrl+Shift+R", "Every run kept in the run store: compare, "
+                                        "reopen a run's graph", self.show_runs)
+        window.add_close_guard(self.close_guard)
+
+    def _action(self, text: str, keys: str, tip: str, slot: Any) -> QAction:
+        action = QAction(text, self.window, shortcut=QKeySequence(keys), statusTip=tip, toolTip=tip)
+        action.triggered.connect(slot)
+        self.menu.addAction(action)
+        return action
+
+    @property
+    def built(self) -> bool:
+        return self._controller is not None
+
+    def controller(self) -> TrainingController:
+        """The training controller, built and docked on the first call."""
+        if self._controller is None:
+            from .training.controller import TrainingController  # seconds of imports: only when asked for
+
+            self._controller = TrainingController(lambda: self.window.controller.graph, db_url=self.db_url,
+                                                  work_dir=self.work_dir, open_graph=self.window.files.open_snapshot,
+                                                  parent=self)
+            self._controller.install(self.window)
+            self._controller.run_ended.connect(
+                lambda status, message: self.window.log.append(f"Run {status}: {message}".rstrip(": "),
+                                                               "info" if status == "finished" else "warning"))
+            self.window.destroyed.connect(self._controller.shutdown)
+        return self._controller
+
+    def train(self) -> None:
+        self.controller().open_train_dialog(self.window)
+
+    def show_runs(self) -> None:
+        dock = self.controller().runs_dock
+        if dock is not None:
+            dock.show()
+            dock.raise_()
+
+    def close_guard(self) -> bool:
+        """The window may close: no training built, or no run going, or the user chose."""
+        return self._controller is None or self._controller.close_request(self.window)
