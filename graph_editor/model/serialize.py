@@ -7,6 +7,7 @@ file, the node and the field at fault, and no graph is returned half-built.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -219,7 +220,7 @@ def _decode_node(graph: Graph, raw: Any, i: int) -> None:
         params = {**spec.defaults(), **params}
     pos = raw.get("position", [0, 0])
     if not (isinstance(pos, list) and len(pos) == 2 and all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in pos)):
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in pos)):
         raise GraphFileError(f"must be [x, y], got {pos!r}", node=node_id, field="position")
     label = raw.get("label", "")
     if not isinstance(label, str):

@@ -7,6 +7,8 @@ import json
 
 import pytest
 from graph_testing import TEMPLATES, lenet_graph
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from graph_editor.model import (
     SCHEMA_VERSION,
@@ -16,6 +18,7 @@ from graph_editor.model import (
     load_graph,
     loads,
     save_graph,
+    validate,
 )
 
 
@@ -77,6 +80,8 @@ BAD = {
     "unknown param": (edit(_set_param("colour", 1)), "conv1", "params.colour", "no parameter"),
     "params not an object": (edit(lambda d: d["nodes"][1].update(params=[1])), "conv1", "params", "object"),
     "bad position": (edit(lambda d: d["nodes"][1].update(position=[1])), "conv1", "position", "[x, y]"),
+    "infinite position": ('{"schema_version": 2, "input": {"shape": [4]}, "num_classes": 2, "nodes": '
+                          '[{"id": "a", "type": "Input", "position": [0, Infinity]}]}', "a", "position", "[x, y]"),
     "node id not an identifier": (edit(lambda d: d["nodes"][1].update(id="conv 1")), None, "nodes[1].id",
                                   "identifier"),
     "duplicate id": (edit(lambda d: d["nodes"][2].update(id="conv1")), "conv1", "id", "two nodes"),
@@ -126,8 +131,6 @@ def test_unreadable_and_missing_files(tmp_path):
 
 def test_out_of_range_values_load_and_validation_reports_them():
     # A hand-edited value of the right type but out of range is kept so the editor can show and fix it.
-    from graph_editor.model import validate
-
     g = loads(edit(_set_param("out_channels", -3)))
     assert g.nodes["conv1"].params["out_channels"] == -3
     problems = validate(g).problems
@@ -155,3 +158,43 @@ def test_bad_v1_edge_is_located():
     with pytest.raises(GraphFileError) as info:
         graph_from_dict(copy.deepcopy(data))
     assert info.value.field == "edges[3]"
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 300) | st.floats(allow_nan=True) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def _paths(obj, prefix=()):
+    yield prefix
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _paths(v, (*prefix, i))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_hand_edit_loads_or_gives_one_file_error(data):
+    """Replace or delete any value anywhere in a good file: the result loads, or fails with a
+    GraphFileError; nothing else ever escapes."""
+    doc = good()
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(list(_paths(doc))[1:]))
+        parent = doc
+        for key in path[:-1]:
+            parent = parent[key]
+        if data.draw(st.booleans()) and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = data.draw(JSON_VALUES)
+    try:
+        graph = loads(json.dumps(doc))
+    except GraphFileError as exc:
+        assert exc.message
+        return
+    validate(graph)  # whatever loaded, validation copes with it

@@ -7,6 +7,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import fx
+from torch.utils.flop_counter import FlopCounterMode
 
 from graph_editor.build import BuildError, analyze, build_module, example_input
 from graph_editor.model import Edge, Graph, InputSpec, ParamSpec, all_layers, validate
@@ -116,12 +117,14 @@ def test_random_graph_builds_and_runs_or_reports_located_problems(graph):
             assert p.node in graph.nodes, f"problem not located at a node: {p}"
             assert p.message
         return
-    seen = shapes_on_meta(module, example_input(graph, batch, device="meta"))
+    with FlopCounterMode(display=False) as counter:
+        seen = shapes_on_meta(module, example_input(graph, batch, device="meta"))
     for node_id, shape in seen.items():
         assert shape == inf.shapes[node_id], f"{node_id}: torch gives {shape}, validation said {inf.shapes[node_id]}"
     a = analyze(graph, batch)
     assert a.output_shape == inf.shapes["output"] == (batch, graph.num_classes)
     assert a.total_params == sum(p.numel() for p in module.parameters())
+    assert a.total_flops == counter.get_total_flops()
 
 
 @settings(max_examples=40, deadline=None)
