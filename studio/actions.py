@@ -53,6 +53,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("auto_layout", "&Auto-layout", "&Graph", "Ctrl+L", "auto_layout", True,
                "Lay the nodes out left to right"),
     ActionSpec("fit_view", "&Fit View", "&Graph", "Ctrl+0", "fit_view", True, "Fit the whole graph in view"),
+    ActionSpec("save_block", "Save Selection as &Block…", "&Graph", "Ctrl+B", "block", False,
+               "Keep the selected layers in the palette's My blocks, to drag into any graph"),
     ActionSpec("validate", "&Validate", "&Graph", "F7", "validate", True, "Check the graph now and list its problems",
                separator=True),
 )

@@ -24,6 +24,7 @@ from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.controller import EditorController
 from graph_editor.ui.live import LiveAnalysis
 
+from .blocks import BlockLibrary
 from .dialogs.import_module import ask_import
 from .dialogs.template_gallery import pick_template
 from .document import Document, starter_graph
@@ -39,7 +40,8 @@ REPORT_ENV = "TORCH_STUDIO_REPORT_STARTUP"
 
 
 def build(app: QApplication, settings: StudioSettings, prompts: Prompts, recovery_dir: Path,
-          autosave_ms: int = AUTOSAVE_MS, runs_db: str | None = None) -> MainWindow:
+          autosave_ms: int = AUTOSAVE_MS, runs_db: str | None = None,
+          blocks_dir: Path | None = None) -> MainWindow:
     """Make the editing core, the theme and the window; tests call this with their own parts."""
     icons = IconSet()
     themes = ThemeManager(app, icons)
@@ -51,7 +53,7 @@ def build(app: QApplication, settings: StudioSettings, prompts: Prompts, recover
     canvas.set_theme(themes.current.name)
     store = RecoveryStore(recovery_dir)
     window = MainWindow(Services(settings, prompts, icons, themes, controller, live, document, store, canvas,
-                                 autosave_ms, runs_db))
+                                 autosave_ms, runs_db, BlockLibrary(blocks_dir) if blocks_dir else None))
     for part in (controller, live, document, themes):  # they live and die with the window
         part.setParent(window)
     controller.undo_stack.setParent(controller)
@@ -78,7 +80,8 @@ def run(paths: list[str]) -> int:
     app.setApplicationName(APP_NAME)
     settings = StudioSettings(QSettings())
     data = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation))
-    window = build(app, settings, QtPrompts(pick_template, ask_import), data / "recovery")
+    window = build(app, settings, QtPrompts(pick_template, ask_import), data / "recovery",
+                   blocks_dir=data / "blocks")
     window.show()
     if os.environ.get(REPORT_ENV):
         QTimer.singleShot(0, lambda: _report(app, window, paths, t0))

@@ -19,6 +19,7 @@ from graph_editor.ui.controller import EditorController
 from graph_editor.ui.live import LiveAnalysis
 
 from .actions import build_actions, build_menus, build_toolbar, refresh_icons
+from .blocks import BlockLibrary
 from .docks.inspector import InspectorDock
 from .docks.log import LogDock
 from .docks.palette import PaletteDock
@@ -53,6 +54,7 @@ class Services:
     canvas: GraphCanvas
     autosave_ms: int = AUTOSAVE_MS
     runs_db: str | None = None  # the run store's URL; None: the user's default store
+    blocks: BlockLibrary | None = None  # saved blocks for the palette; None: none kept
 
 
 class MainWindow(QMainWindow):
@@ -85,6 +87,7 @@ class MainWindow(QMainWindow):
         self.training = TrainingHook(self, db_url=services.runs_db)
         self._connect()
         self._fill_recent(services.settings.recent_files())
+        self.refresh_blocks()
         self._update_title()
         self._on_selection(self.controller.selection)
         screen = self.screen().availableGeometry()
@@ -144,6 +147,7 @@ class MainWindow(QMainWindow):
             "paste": lambda: c.paste(at=self.view_centre()), "duplicate": lambda: c.duplicate(c.selection),
             "delete": lambda: c.remove_nodes(c.selection), "select_all": c.select_all,
             "auto_layout": self.auto_layout, "fit_view": self.canvas.fit_view, "validate": self.validate,
+            "save_block": self.save_block,
         }
 
     def _connect(self) -> None:
@@ -162,6 +166,8 @@ class MainWindow(QMainWindow):
         self.problems.node_chosen.connect(self.reveal)
         self.summary.node_chosen.connect(self.reveal)
         self.layers.activated.connect(self.place_layer)
+        self.layers.block_activated.connect(lambda text: self.controller.paste(text, at=self.view_centre()))
+        self.layers.block_removed.connect(self.remove_block)
         self.document.changed.connect(self._update_title)
         self.files.recent_changed.connect(self._fill_recent)
         self.files.opened.connect(lambda _name: self.show_whole_graph())
@@ -231,6 +237,38 @@ class MainWindow(QMainWindow):
         half_width = self.canvas.viewport().width() / READABLE_ZOOM / 2
         self.canvas.centerOn(rect.left() - 40 + half_width, rect.center().y())
         self.canvas.minimap.update()
+
+    def save_block(self) -> bool:
+        """Keep the selected layers as a named block in the palette."""
+        library, ids = self.s.blocks, self.controller.expand_ids(self.controller.selection)
+        if library is None or not ids:
+            self._on_refused("select the layers to keep as a block")
+            return False
+        name = self.s.prompts.block_name(self, "block")
+        if not name:
+            return False
+        try:
+            library.save(name, self.controller.copy(ids, to_clipboard=False))
+        except (ValueError, OSError) as exc:
+            self.s.prompts.error(self, "Cannot save the block", str(exc))
+            return False
+        self.refresh_blocks()
+        self.log.append(f"Saved {len(ids)} layers as the block '{name}'")
+        return True
+
+    def remove_block(self, name: str) -> None:
+        if self.s.blocks is not None:
+            self.s.blocks.remove(name)
+            self.refresh_blocks()
+            self.log.append(f"Deleted the block '{name}'")
+
+    def refresh_blocks(self) -> None:
+        if self.s.blocks is None:
+            return
+        blocks, problems = self.s.blocks.blocks()
+        self.layers.set_blocks(blocks)
+        for problem in problems:
+            self.log.append(f"Block not shown: {problem}", "warning")
 
     def auto_layout(self) -> None:
         if self.controller.auto_layout() is None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
 
 FILE_FILTER = "Torch Studio graphs (*.graph.json);;All files (*)"
 
@@ -46,6 +46,9 @@ class Prompts(Protocol):
         """A template file chosen in the gallery."""
 
     def import_module(self, parent: QWidget) -> ImportRequest | None: ...
+
+    def block_name(self, parent: QWidget, suggested: str) -> str | None:
+        """A name for the selection saved as a block."""
 
 
 class QtPrompts:
@@ -90,3 +93,8 @@ class QtPrompts:
 
     def import_module(self, parent: QWidget) -> ImportRequest | None:
         return self._import_dialog(parent)
+
+    def block_name(self, parent: QWidget, suggested: str) -> str | None:
+        name, ok = QInputDialog.getText(parent, "Save as block", "Name of the block in the palette:",
+                                        text=suggested)
+        return name.strip() if ok and name.strip() else None

@@ -7,14 +7,20 @@ main window can place the layer without a mouse drag.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QMimeData, Qt, Signal
-from PySide6.QtWidgets import QLineEdit, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+from collections.abc import Sequence
+
+from PySide6.QtCore import QMimeData, QPoint, Qt, Signal
+from PySide6.QtWidgets import QLineEdit, QMenu, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
 from graph_editor.model import LayerSpec, categories
-from graph_editor.ui.mime import LAYER_MIME
+from graph_editor.ui.mime import GRAPH_MIME, LAYER_MIME
+
+from ..blocks import Block
 
 TYPE_ROLE = Qt.ItemDataRole.UserRole
 SEARCH_ROLE = Qt.ItemDataRole.UserRole + 1
+BLOCK_ROLE = Qt.ItemDataRole.UserRole + 2  # a saved block's copied-nodes JSON
+BLOCKS = "My blocks"
 
 
 class LayerTree(QTreeWidget):
@@ -30,14 +36,17 @@ class LayerTree(QTreeWidget):
         self.setUniformRowHeights(True)
 
     def mimeTypes(self) -> list[str]:
-        return [LAYER_MIME]
+        return [LAYER_MIME, GRAPH_MIME]
 
     def mimeData(self, items: list[QTreeWidgetItem]) -> QMimeData:
+        """A layer drags its type id (LAYER_MIME); a saved block its nodes (GRAPH_MIME)."""
         data = QMimeData()
-        types = [i.data(0, TYPE_ROLE) for i in items if i.data(0, TYPE_ROLE)]
-        if types:
-            data.setData(LAYER_MIME, types[0].encode("utf-8"))
-            data.setText(types[0])
+        item = next((i for i in items if i.data(0, TYPE_ROLE) or i.data(0, BLOCK_ROLE)), None)
+        if item is not None and item.data(0, BLOCK_ROLE):
+            data.setData(GRAPH_MIME, item.data(0, BLOCK_ROLE).encode("utf-8"))
+        elif item is not None:
+            data.setData(LAYER_MIME, item.data(0, TYPE_ROLE).encode("utf-8"))
+            data.setText(item.data(0, TYPE_ROLE))
         return data
 
     def supportedDropActions(self) -> Qt.DropAction:
@@ -48,6 +57,8 @@ class PaletteDock(QWidget):
     """Search box over the layer tree."""
 
     activated = Signal(str)  # a layer type, to be placed by the window
+    block_activated = Signal(str)  # a saved block's nodes (JSON), to be pasted by the window
+    block_removed = Signal(str)  # the name of a block the user deleted
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -63,6 +74,9 @@ class PaletteDock(QWidget):
         self.search.textChanged.connect(self.filter)
         self.search.returnPressed.connect(self._activate_first)
         self.tree.itemActivated.connect(self._on_activated)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._context_menu)
+        self._blocks_item: QTreeWidgetItem | None = None
 
     def _fill(self) -> None:
         for category, specs in categories().items():
@@ -81,6 +95,39 @@ class PaletteDock(QWidget):
                 self._items[spec.type] = item
         self.tree.expandAll()
 
+    def set_blocks(self, blocks: Sequence[Block]) -> None:
+        """Show the saved blocks in their own category (hidden when there are none)."""
+        if self._blocks_item is None:
+            self._blocks_item = QTreeWidgetItem(self.tree, [BLOCKS])
+            self._blocks_item.setFlags(Qt.ItemFlag.ItemIsEnabled)
+            font = self._blocks_item.font(0)
+            font.setBold(True)
+            self._blocks_item.setFont(0, font)
+        self._blocks_item.takeChildren()
+        for block in blocks:
+            item = QTreeWidgetItem(self._blocks_item, [block.name])
+            item.setData(0, BLOCK_ROLE, block.text)
+            item.setData(0, SEARCH_ROLE, f"{block.name} {BLOCKS} block".lower())
+            item.setToolTip(0, f"<b>{block.name}</b> — a saved block of {block.nodes} layers<br>"
+                               "<small>Drag onto the canvas or double-click to add; right-click to delete.</small>")
+            item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsDragEnabled)
+        self._blocks_item.setHidden(not blocks)
+        self._blocks_item.setExpanded(True)
+        self.filter(self.search.text())
+
+    def block_item(self, name: str) -> QTreeWidgetItem | None:
+        parent = self._blocks_item
+        children = [parent.child(i) for i in range(parent.childCount())] if parent else []
+        return next((c for c in children if c.text(0) == name), None)
+
+    def _context_menu(self, pos: QPoint) -> None:
+        item = self.tree.itemAt(pos)
+        if item is None or not item.data(0, BLOCK_ROLE):
+            return
+        menu = QMenu(self)
+        menu.addAction(f"Delete block '{item.text(0)}'", lambda: self.block_removed.emit(item.text(0)))
+        menu.exec(self.tree.viewport().mapToGlobal(pos))
+
     def item(self, type_: str) -> QTreeWidgetItem:
         """The tree item of a layer type (tests drag it)."""
         return self._items[type_]
@@ -97,7 +144,7 @@ class PaletteDock(QWidget):
                 item.setHidden(not hit)
                 shown += hit
             cat.setHidden(shown == 0)
-        self.tree.expandAll()
+            cat.setExpanded(True)
 
     def visible_types(self) -> list[str]:
         return [t for t, item in self._items.items() if not item.isHidden() and not item.parent().isHidden()]
@@ -108,9 +155,10 @@ class PaletteDock(QWidget):
             self.activated.emit(visible[0])
 
     def _on_activated(self, item: QTreeWidgetItem) -> None:
-        type_ = item.data(0, TYPE_ROLE)
-        if type_:
-            self.activated.emit(type_)
+        if item.data(0, BLOCK_ROLE):
+            self.block_activated.emit(item.data(0, BLOCK_ROLE))
+        elif item.data(0, TYPE_ROLE):
+            self.activated.emit(item.data(0, TYPE_ROLE))
 
 
 def _tooltip(spec: LayerSpec) -> str:

@@ -57,6 +57,9 @@ class ScriptedPrompts:
     def import_module(self, parent):
         return self._next("import_module")
 
+    def block_name(self, parent, suggested):
+        return self._next("block_name", suggested)
+
 
 @pytest.fixture
 def prompts() -> ScriptedPrompts:
@@ -75,7 +78,7 @@ def make_window(qapp, tmp_path, prompts):
     def make(recovery_dir: Path | None = None, settings_file: Path | None = None):
         settings = StudioSettings.at(settings_file or tmp_path / "settings.ini")
         window = build(qapp, settings, prompts, recovery_dir or tmp_path / "recovery", autosave_ms=3_600_000,
-                       runs_db=f"sqlite:///{tmp_path / 'runs.sqlite'}")
+                       runs_db=f"sqlite:///{tmp_path / 'runs.sqlite'}", blocks_dir=tmp_path / "blocks")
         window.show()
         windows.append(window)
         return window

@@ -161,3 +161,28 @@ def test_clicking_a_problem_selects_its_node(window):
     window.problems.list.itemClicked.emit(items[0])
     assert window.controller.selection == ["tanh4"]
     assert window.inspector.node_id == "tanh4"
+
+
+def test_a_selection_saved_as_a_block_is_in_the_palette_and_drops_as_a_copy(window, prompts, tmp_path):
+    open_template(window, "lenet5")
+    window.controller.select(["conv2", "tanh2", "pool2"])
+    prompts.answer("block_name", "conv stage")
+    window.action["save_block"].trigger()
+    assert (tmp_path / "blocks" / "conv stage.block.json").is_file()
+    item = window.layers.block_item("conv stage")
+    assert item is not None
+    mime = window.layers.tree.mimeData([item])
+    before = set(window.controller.graph.nodes)
+    viewport = window.canvas.viewport()
+    assert drop_on(viewport, mime, viewport.rect().center()).isAccepted()
+    added = set(window.controller.graph.nodes) - before
+    assert sorted(window.controller.graph.nodes[i].type for i in added) == ["AvgPool2d", "Conv2d", "Tanh"]
+    assert sum(e.src in added and e.dst in added for e in window.controller.graph.edges) == 2
+    window.action["undo"].trigger()  # the drop is one undo step
+    assert set(window.controller.graph.nodes) == before
+    prompts.answer("block_name", "conv stage")  # a second block of the same name is refused
+    window.controller.select(["conv1"])
+    assert not window.save_block()
+    assert "already exists" in prompts.errors[-1]
+    window.remove_block("conv stage")
+    assert window.layers.block_item("conv stage") is None
