@@ -29,7 +29,7 @@ class IconSet:
     def __init__(self, folder: Path = ICONS, color: str = "#d8dee9") -> None:
         self.folder = folder
         self._color = color
-        self._cache: dict[str, QIcon] = {}
+        self._cache: dict[tuple[str, str], QIcon] = {}
 
     @property
     def color(self) -> str:
@@ -40,17 +40,19 @@ class IconSet:
             self._color = color
             self._cache.clear()
 
-    def icon(self, name: str) -> QIcon:
-        """The icon ``name`` (file stem); an empty icon when there is no such file."""
-        if name not in self._cache:
-            self._cache[name] = self._load(name)
-        return self._cache[name]
+    def icon(self, name: str, color: str | None = None) -> QIcon:
+        """The icon ``name`` (file stem) in the theme's colour, or in ``color`` (an error's red);
+        an empty icon when there is no such file."""
+        key = (name, color or self._color)
+        if key not in self._cache:
+            self._cache[key] = self._load(*key)
+        return self._cache[key]
 
-    def _load(self, name: str) -> QIcon:
+    def _load(self, name: str, color: str) -> QIcon:
         path = self.folder / f"{name}.svg"
         if not path.is_file():
             return QIcon()
-        svg = path.read_text(encoding="utf-8").replace("currentColor", self._color)
+        svg = path.read_text(encoding="utf-8").replace("currentColor", color)
         renderer = QSvgRenderer(QByteArray(svg.encode("utf-8")))
         icon = QIcon()
         for size in (16, 24, 32, 48):

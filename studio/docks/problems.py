@@ -12,6 +12,7 @@ from graph_editor.model import Problem
 from ..resources import IconSet
 
 NODE_ROLE = Qt.ItemDataRole.UserRole
+ERROR_COLOR, WARNING_COLOR = "#e5534b", "#d29922"  # readable on the dark and the light theme
 
 
 class ProblemsDock(QWidget):
@@ -40,7 +41,9 @@ class ProblemsDock(QWidget):
         ordered = sorted(problems, key=lambda p: (p.severity != "error", p.node or ""))
         self.list.clear()
         for p in ordered:
-            item = QListWidgetItem(self.icons.icon("error" if p.severity == "error" else "warning"), str(p))
+            icon = (self.icons.icon("error", ERROR_COLOR) if p.severity == "error"
+                    else self.icons.icon("warning", WARNING_COLOR))
+            item = QListWidgetItem(icon, str(p))
             item.setData(NODE_ROLE, p.node)
             item.setToolTip(str(p) + ("\nClick to select the node." if p.node else ""))
             self.list.addItem(item)
