@@ -9,6 +9,8 @@ Built modules keep node ids as submodule names, so:
 from __future__ import annotations
 
 import ast
+import inspect
+import re
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -47,7 +49,7 @@ class _Capture(fx.Interpreter):
 def node_inputs(module: fx.GraphModule, example: torch.Tensor) -> list[tuple[str, tuple[Any, ...]]]:
     """Each node's module call, in graph order, with the tensors it receives for ``example``."""
     capture = _Capture(module)
-    with torch.inference_mode():
+    with torch.no_grad():  # not inference_mode: its tensors cannot be traced again afterwards
         capture.run(example)
     return capture.calls
 
@@ -68,8 +70,11 @@ def find_failing_node(module: fx.GraphModule, example: torch.Tensor, attempt: At
 
 
 def short(exc: BaseException, limit: int = 300) -> str:
-    """The first meaningful line of an exception, shortened for a one-line error."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    """The first line of an exception's root cause (exporters wrap the real reason), shortened."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     text = lines[0] if lines else type(exc).__name__
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
@@ -90,13 +95,23 @@ def raise_at_node(what: str, module: fx.GraphModule, graph: Graph | None, exampl
                       node=node_id) from exc
 
 
-def batch_dims(args: tuple[Any, ...], max_batch: int | None = None) -> tuple[dict[int, Any], ...]:
-    """Dynamic-shape specs that mark dim 0 of every tensor argument as one shared batch dimension."""
+def batch_dims(args: tuple[Any, ...], max_batch: int | None = None, module: nn.Module | None = None,
+               ) -> tuple[Any, ...]:
+    """Dynamic-shape specs that mark dim 0 of every tensor argument as one shared batch dimension
+    (grouped as one tuple for a ``forward(*xs)`` module such as Add or Concat)."""
     batch = torch.export.Dim("batch", max=max_batch) if max_batch else torch.export.Dim("batch")
-    return tuple({0: batch} if isinstance(a, torch.Tensor) and a.dim() > 0 else {} for a in args)
+    specs = tuple({0: batch} if isinstance(a, torch.Tensor) and a.dim() > 0 else {} for a in args)
+    if module is not None and _varargs_only(module):
+        return (specs,)
+    return specs
+
+
+def _varargs_only(module: nn.Module) -> bool:
+    params = list(inspect.signature(module.forward).parameters.values())
+    return len(params) == 1 and params[0].kind is inspect.Parameter.VAR_POSITIONAL
 
 
 def export_program(module: nn.Module, args: tuple[Any, ...], max_batch: int | None = None,
                    ) -> torch.export.ExportedProgram:
     """``torch.export.export`` with a dynamic batch dimension: the common first step of pt2/pte/ONNX."""
-    return torch.export.export(module, args, dynamic_shapes=batch_dims(args, max_batch))
+    return torch.export.export(module, args, dynamic_shapes=batch_dims(args, max_batch, module))

@@ -48,8 +48,8 @@ def onnx_program(module: torch.nn.Module, args: tuple[torch.Tensor, ...], opset:
     """The ``torch.onnx.ONNXProgram`` of ``module`` with a dynamic batch dimension."""
     kwargs = {"input_names": [INPUT_NAME], "output_names": [OUTPUT_NAME]} if names else {}
     with quiet():
-        return torch.onnx.export(module, args, dynamo=True, opset_version=opset, dynamic_shapes=batch_dims(args),
-                                 optimize=True, verbose=False, **kwargs)
+        return torch.onnx.export(module, args, dynamo=True, opset_version=opset, optimize=True, verbose=False,
+                                 dynamic_shapes=batch_dims(args, module=module), **kwargs)
 
 
 def param_bytes(module: torch.nn.Module) -> int:

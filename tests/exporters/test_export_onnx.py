@@ -20,7 +20,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     reports = {}
     for name in TEMPLATE_NAMES:
         source = from_graph(template(name), verify_batch=3)
-        reports[name] = (source, export(source, "onnx", out / f"{name}.onnx", ExportOptions(timing_runs=3)))
+        reports[name] = (source, export(source, "onnx", out / f"{name}.onnx", ExportOptions(timing_runs=2)))
     return reports
 
 
