@@ -145,7 +145,7 @@ class MainWindow(QMainWindow):
             "undo": c.undo_stack.undo, "redo": c.undo_stack.redo,
             "cut": lambda: c.cut(c.selection), "copy": self.copy,
             "paste": lambda: c.paste(at=self.view_centre()), "duplicate": lambda: c.duplicate(c.selection),
-            "delete": lambda: c.remove_nodes(c.selection), "select_all": c.select_all,
+            "delete": self.canvas.delete_selection, "select_all": c.select_all,
             "auto_layout": self.auto_layout, "fit_view": self.canvas.fit_view, "validate": self.validate,
             "save_block": self.save_block,
         }
@@ -172,6 +172,7 @@ class MainWindow(QMainWindow):
         self.files.recent_changed.connect(self._fill_recent)
         self.files.opened.connect(lambda _name: self.show_whole_graph())
         self.canvas.hint.connect(lambda text: self.statusBar().showMessage(text, 6000))
+        self.canvas.node_activated.connect(self.edit_node)
         self.s.themes.changed.connect(self._on_theme)
 
     def _on_undo_text(self, text: str) -> None:
@@ -218,6 +219,14 @@ class MainWindow(QMainWindow):
         """Add a layer at the centre of the view (palette double-click or Enter)."""
         if self.controller.add_node(type_, self.view_centre()) is None and self.controller.last_added:
             self.controller.select([self.controller.last_added])
+
+    def edit_node(self, node_id: str) -> None:
+        """Double-click on a node: its parameters, in front, ready to type."""
+        self.controller.select([node_id])
+        dock = self.docks["inspector"]
+        dock.show()
+        dock.raise_()
+        self.inspector.focus_first_field()
 
     def copy(self) -> None:
         if self.controller.selection:

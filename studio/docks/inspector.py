@@ -179,6 +179,13 @@ class InspectorDock(QWidget):
         dtype.activated.connect(lambda _i: self._commit_spec())
         classes.valueChanged.connect(self._commit_classes)
 
+    def focus_first_field(self) -> None:
+        """Put the keyboard in the first parameter (or the label when there is none)."""
+        editor = next(iter(self.editors.values()), None)
+        target = editor if editor is not None else self.rows.get("label")
+        if target is not None:
+            target.setFocus()
+
     # ------------------------------------------------------------ committing
     def commit(self, node_id: str, name: str, value: Any) -> str | None:
         """Apply a parameter edit; returns (and shows) the reason when it is refused."""

@@ -186,3 +186,11 @@ def test_a_selection_saved_as_a_block_is_in_the_palette_and_drops_as_a_copy(wind
     assert "already exists" in prompts.errors[-1]
     window.remove_block("conv stage")
     assert window.layers.block_item("conv stage") is None
+
+
+def test_double_clicking_a_node_brings_its_parameters_forward(window):
+    open_template(window, "lenet5")
+    window.docks["inspector"].hide()
+    window.canvas.node_activated.emit("conv2")
+    assert window.docks["inspector"].isVisible()
+    assert window.inspector.node_id == "conv2"
