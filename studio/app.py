@@ -34,6 +34,7 @@ from .recovery import AUTOSAVE_MS, RecoveryStore
 from .resources import IconSet
 from .settings import StudioSettings
 from .themes import ThemeManager
+from .warmup import warm_up
 
 ORGANISATION = "TorchStudio"
 REPORT_ENV = "TORCH_STUDIO_REPORT_STARTUP"
@@ -87,6 +88,7 @@ def run(paths: list[str]) -> int:
         QTimer.singleShot(0, lambda: _report(app, window, paths, t0))
     else:
         QTimer.singleShot(0, lambda: start(window, paths))
+        QTimer.singleShot(0, warm_up)
     return app.exec()
 
 

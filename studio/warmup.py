@@ -1,0 +1,30 @@
+"""Load torch in the background once the window is up.
+
+The live analysis imports torch (through ``graph_editor.build``) the first time a graph is
+valid; done on the GUI thread that freezes the window for seconds. Importing it first on a
+worker thread keeps the window responsive (Python still stalls it briefly while the big
+libraries load); if the analysis asks before the import is done, it simply waits for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+
+log = logging.getLogger("studio")
+MODULE = "graph_editor.build"
+
+
+def warm_up(module: str = MODULE) -> threading.Thread:
+    """Start importing ``module`` on a daemon thread and return the thread."""
+
+    def load() -> None:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # the analysis will report the same failure where the user looks
+            log.warning("Loading the analysis in the background failed: %s", exc)
+
+    thread = threading.Thread(target=load, name="torch-warm-up", daemon=True)
+    thread.start()
+    return thread
