@@ -8,7 +8,7 @@ wheel to zoom around the cursor; middle-drag or Space-drag to pan; Tab to search
 layer and place it at the cursor; double-click a block to expand it, a frame's title to
 collapse it. Drops of palette layers (``LAYER_MIME``) and copied nodes (``GRAPH_MIME``).
 
-Run ``python -m graph_editor.ui.canvas FILE.graph.json`` to try it alone.
+Run ``python -m graph_editor.ui.canvas FILE.graph.json`` to try it alone (see preview.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from .gestures import CutLine, WireDrag
 from .groups import GroupBox, GroupFrame
 from .items import NODE_W, PORT_Y, TITLE_H, NodeItem, PortItem
 from .live import LiveAnalysis
-from .menus import show_context_menu
+from .menus import edit_shortcut, show_context_menu
 from .mime import GRAPH_MIME, LAYER_MIME
 from .minimap import Minimap
 from .overlays import ReasonLabel, draw_grid
@@ -326,7 +326,7 @@ class GraphCanvas(QGraphicsView):
         elif key == Qt.Key.Key_Escape and isinstance(self._gesture, WireDrag):
             self._gesture.cancel()
             self._gesture = None
-        else:
+        elif not edit_shortcut(self, event):
             super().keyPressEvent(event)
 
     def keyReleaseEvent(self, event: QKeyEvent) -> None:
@@ -397,27 +397,7 @@ class GraphCanvas(QGraphicsView):
         event.acceptProposedAction()
 
 
-def preview(argv: list[str]) -> int:
-    """Open a graph file in the canvas alone (``python -m graph_editor.ui.canvas FILE``)."""
-    from PySide6.QtGui import QUndoStack
-    from PySide6.QtWidgets import QApplication
-
-    from ..model import GraphFileError, load_graph
-
-    app = QApplication.instance() or QApplication(argv)
-    try:
-        graph = load_graph(argv[1]) if len(argv) > 1 else Graph()
-    except GraphFileError as exc:
-        print(f"cannot open: {exc}", file=sys.stderr)
-        return 2
-    controller = EditorController(graph, QUndoStack())
-    canvas = GraphCanvas(controller, LiveAnalysis(controller))
-    canvas.resize(1200, 700)
-    canvas.setWindowTitle(f"Torch Studio canvas: {argv[1] if len(argv) > 1 else 'empty graph'}")
-    canvas.show()
-    canvas.fit_view()
-    return app.exec()
-
-
 if __name__ == "__main__":
+    from .preview import preview
+
     sys.exit(preview(sys.argv))

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QPoint, QPointF
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QCursor, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import QInputDialog, QMenu
 
 from .groups import GroupBox, GroupFrame
@@ -73,3 +74,24 @@ def show_context_menu(canvas: GraphCanvas, view_pos: QPoint) -> None:
     for label, action in context_actions(canvas, QPointF(view_pos)):
         menu.addAction(label).triggered.connect(lambda _=False, a=action: a())
     menu.exec(canvas.viewport().mapToGlobal(view_pos))
+
+
+def edit_shortcut(canvas: GraphCanvas, event: QKeyEvent) -> bool:
+    """The usual edit shortcuts, for a canvas used without the studio's actions (which,
+    where present, take these keys first)."""
+    c = canvas.controller
+    cursor = canvas.mapToScene(canvas.viewport().mapFromGlobal(QCursor.pos()))
+    keys = {QKeySequence.StandardKey.Copy: lambda: c.copy(c.selection),
+            QKeySequence.StandardKey.Cut: lambda: c.cut(c.selection),
+            QKeySequence.StandardKey.Paste: lambda: c.paste(at=(cursor.x(), cursor.y())),
+            QKeySequence.StandardKey.SelectAll: c.select_all,
+            QKeySequence.StandardKey.Undo: c.undo_stack.undo,
+            QKeySequence.StandardKey.Redo: c.undo_stack.redo}
+    for sequence, action in keys.items():
+        if event.matches(sequence):
+            action()
+            return True
+    if event.key() == Qt.Key.Key_D and event.modifiers() == Qt.KeyboardModifier.ControlModifier:
+        c.duplicate(c.selection)
+        return True
+    return False

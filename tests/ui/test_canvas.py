@@ -333,3 +333,14 @@ def test_selecting_a_node_hidden_in_a_block_selects_the_block(editor, canvas, qt
     assert box.error and "expects 7 input features" in box.toolTip()
     editor.select(["fc1"])
     assert box.isSelected()
+
+
+def test_edit_keys_work_on_the_canvas_alone(editor, canvas):
+    canvas.setFocus()
+    editor.select(["fc1", "relu2"])
+    QTest.keyClick(canvas, Qt.Key.Key_D, Qt.KeyboardModifier.ControlModifier)
+    assert len(editor.graph.nodes_of_type("Linear")) == 3
+    QTest.keyClick(canvas, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert len(editor.graph.nodes_of_type("Linear")) == 2
+    QTest.keyClick(canvas, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    assert len(editor.selection) == len(editor.graph.nodes)
