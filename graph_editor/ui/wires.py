@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath, QPainterPathStroker, QPen
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QStyleOptionGraphicsItem, QWidget
+from PySide6.QtWidgets import (
+    QGraphicsItem,
+    QGraphicsPathItem,
+    QGraphicsSceneHoverEvent,
+    QStyleOptionGraphicsItem,
+    QWidget,
+)
 
 from ..model import Edge
 from .items import NODE_W, PORT_Y, PortItem, lod_of
@@ -66,6 +72,7 @@ class WireItem(QGraphicsItem):
         self.src, self.dst = src, dst
         self.label = ""
         self.error = False
+        self.hovered = False
         self._path = QPainterPath()
         self._label_rect = QRectF()
         self._bounds = QRectF()
@@ -122,6 +129,14 @@ class WireItem(QGraphicsItem):
             self._label_rect = rect
         self._bounds = self._path.boundingRect().united(self._label_rect).adjusted(-4, -4, 4, 4)
 
+    def hoverEnterEvent(self, event: QGraphicsSceneHoverEvent) -> None:
+        self.hovered = True
+        self.update()
+
+    def hoverLeaveEvent(self, event: QGraphicsSceneHoverEvent) -> None:
+        self.hovered = False
+        self.update()
+
     def boundingRect(self) -> QRectF:
         return self._bounds
 
@@ -138,7 +153,7 @@ class WireItem(QGraphicsItem):
         lod = lod_of(painter)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing, lod > 0.3)
         colour = theme.selected if self.isSelected() else theme.error if self.error else theme.wire
-        painter.setPen(QPen(colour, 2.4 if self.isSelected() else 1.7))
+        painter.setPen(QPen(colour, 2.6 if self.isSelected() or self.hovered else 1.7))
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.drawPath(self._path)
         if self._label_rect.isEmpty() or lod < 0.5:
