@@ -157,9 +157,16 @@ class InspectorDock(QWidget):
             form.addRow(name_label, self.rows[pspec.name])
 
     def _build_graph(self, form: QFormLayout, graph: Graph, selected: int) -> None:
-        title = f"{selected} nodes selected" if selected > 1 else "Network"
-        self.header = QLabel(title, objectName="inspectorTitle")
+        blocks = [graph.groups[i] for i in self.controller.selection if i in graph.groups]
+        if selected == 1 and blocks:
+            title = f"Block '{blocks[0].name}' · {len(blocks[0].nodes)} layers"
+        else:
+            title = f"{selected} selected" if selected > 1 else "Network"
+        self.header = QLabel(title, objectName="inspectorTitle", wordWrap=True)
         form.addRow(self.header)
+        if blocks:
+            form.addRow(QLabel("Double-click the block on the canvas to expand it and edit its layers.",
+                               objectName="inspectorDoc", wordWrap=True))
         form.addRow(QLabel("The input every sample has (without the batch dimension) and the number of "
                            "classes the Output must produce.", objectName="inspectorDoc", wordWrap=True))
         shape = QLineEdit(", ".join(str(d) for d in graph.input_spec.shape))

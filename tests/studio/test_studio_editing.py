@@ -194,3 +194,12 @@ def test_double_clicking_a_node_brings_its_parameters_forward(window):
     window.canvas.node_activated.emit("conv2")
     assert window.docks["inspector"].isVisible()
     assert window.inspector.node_id == "conv2"
+
+
+def test_a_selected_block_is_named_in_the_inspector(window):
+    open_template(window, "lenet5")
+    assert window.controller.group("stem", ["conv1", "tanh1", "pool1"]) is None
+    window.controller.select([window.controller.last_group])
+    assert window.inspector.header.text() == "Block 'stem' · 3 layers"
+    window.controller.select(["conv2", "tanh2"])
+    assert window.inspector.header.text() == "2 selected"

@@ -215,3 +215,22 @@ def test_import_module_from_a_factory(window, prompts, tmp_path, monkeypatch):
     assert not window.files.import_module()
     assert "has no callable 'missing'" in prompts.errors[-1]
     assert snapshot(window) == before
+
+
+def test_start_offers_recovery_first_and_then_opens_the_file_asked_for(make_window, prompts, tmp_path):
+    from studio.app import start
+
+    recovery = tmp_path / "recovery"
+    crash = textwrap.dedent(f"""
+        import os
+        from graph_editor.model import load_graph
+        from studio.recovery import RecoveryStore
+        RecoveryStore({str(recovery)!r}).write(load_graph({str(TEMPLATES / 'mlp.graph.json')!r}), None)
+        os._exit(1)
+    """)
+    subprocess.run([sys.executable, "-c", crash], cwd=ROOT, check=False, timeout=60)
+    window = make_window(recovery_dir=recovery)
+    prompts.answer("recover", False)
+    start(window, [str(TEMPLATES / "lenet5.graph.json")])
+    assert len(prompts.asked("recover")) == 1
+    assert window.document.path == (TEMPLATES / "lenet5.graph.json").resolve()
