@@ -13,6 +13,7 @@ import sys
 _COMMAND_MODULES = (
     "studio.cli_graph",
     "studio.cli_export",
+    "studio.cli_train",
 )
 
 

@@ -47,12 +47,13 @@ class Controls:
         return thread
 
     def install_sigterm(self) -> None:
-        """SIGTERM means stop: checkpoint and end cleanly at the next step."""
+        """SIGTERM (and Ctrl-C's SIGINT) mean stop: checkpoint and end cleanly at the next step."""
         def handler(_signum: int, _frame: object) -> None:
             # Only a flag: the handler runs on the main thread, possibly inside a queue call.
             self.sigterm = True
 
         signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
 
     def poll(self, _step: int = 0) -> bool:
         """Apply pending commands; blocks while paused. True when the run must stop now."""

@@ -44,7 +44,8 @@ reader that saw an event can find it in the store.
 Commands (stdin, one JSON object per line; unknown or malformed lines are reported on stderr and
 ignored): ``{"command": "pause"}``, ``{"command": "resume"}``, ``{"command": "stop"}`` (checkpoint,
 then end with ``finished`` status "stopped"), ``{"command": "set_lr", "lr": 0.001}`` (from the next
-step on the learning rate is this constant; the schedule no longer applies). SIGTERM acts as stop.
+step on the learning rate is this constant; the schedule no longer applies). SIGTERM and SIGINT act
+as stop.
 A closed stdin or stdout never stops training.
 
 Exit status: 0 completed or stopped, 1 failed while running, 2 the spec, data or graph was refused.
