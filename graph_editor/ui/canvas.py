@@ -235,10 +235,22 @@ class GraphCanvas(QGraphicsView):
         if button == Qt.MouseButton.LeftButton:
             port = self.port_at(pos)
             if port is not None:
-                self._gesture = WireDrag(self, port, pos)
+                self._gesture = self._wire_drag(port, pos)
                 return
         super().mousePressEvent(event)
         self._press_positions = self._movable_positions()
+
+    def _wire_drag(self, port: PortItem, pos: QPointF) -> WireDrag:
+        """A drag from an output draws a wire; from a wired input, picks that wire's end up
+        (the last wire, on a variadic input); from a free input, draws one backwards."""
+        wires = [w for w in port.wires if w.isVisible()]
+        if port.is_input and wires:
+            wire = wires[-1]
+            wire.hide()
+            drag = WireDrag(self, wire.src, pos, picked=wire.edge)
+            drag.item.follow(self.mapToScene(pos.toPoint()))
+            return drag
+        return WireDrag(self, port, pos)
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         pos = event.position()

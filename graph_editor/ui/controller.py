@@ -210,6 +210,18 @@ class EditorController(QObject):
         """Wire an output to an input; an occupied single input has its wire replaced."""
         return self._push(lambda: Connect(self._graph, Edge(src, dst, src_port, dst_port)))
 
+    def rewire(self, old: Edge, src: str, src_port: str, dst: str, dst_port: str) -> str | None:
+        """Move a wire's end (a wire picked up from an input and dropped on another), one step."""
+        new = Edge(src, dst, src_port, dst_port)
+        if new == old:
+            return None
+
+        def steps(apply: Apply) -> None:
+            apply(Disconnect(self._graph, old))
+            apply(Connect(self._graph, new))
+
+        return self._compound(f"Reconnect {src} to {dst}", steps)
+
     def disconnect(self, edge: Edge) -> str | None:
         return self._push(lambda: Disconnect(self._graph, edge))
 

@@ -12,6 +12,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QPainterPath, QPainterPathStroker, QPen
 from PySide6.QtWidgets import QGraphicsPathItem
 
+from ..model import Edge
 from .items import PortItem
 from .wires import DragWire
 
@@ -24,11 +25,12 @@ class WireDrag:
 
     Over a port of the other kind the wire snaps to it and both turn green, or red with the
     reason beside the cursor; on release the controller connects them (replacing the wire
-    of an occupied single input) or says why not.
+    of an occupied single input) or says why not. A wire ``picked`` up from an input moves
+    its end to the input it is dropped on, or is cut when dropped on empty canvas.
     """
 
-    def __init__(self, canvas: GraphCanvas, port: PortItem, view_pos: QPointF) -> None:
-        self.canvas, self.origin = canvas, port
+    def __init__(self, canvas: GraphCanvas, port: PortItem, view_pos: QPointF, picked: Edge | None = None) -> None:
+        self.canvas, self.origin, self.picked = canvas, port, picked
         self.start = view_pos
         self.moved = False
         self.target: PortItem | None = None
@@ -38,6 +40,8 @@ class WireDrag:
 
     def problem(self, target: PortItem) -> str | None:
         src, dst = (target, self.origin) if self.origin.is_input else (self.origin, target)
+        if self.picked is not None and Edge(src.node_id, dst.node_id, src.name, dst.name) == self.picked:
+            return None  # back where it was
         return self.canvas.controller.connection_problem(src.node_id, src.name, dst.node_id, dst.name)
 
     def target_at(self, view_pos: QPointF) -> PortItem | None:
@@ -84,6 +88,14 @@ class WireDrag:
         """Connect to the port under the mouse; returns the refusal, if any."""
         self.cancel()
         target = self.target
+        c = self.canvas.controller
+        if self.picked is not None:
+            if target is None:
+                return c.disconnect(self.picked) if self.moved else None
+            reason = c.rewire(self.picked, self.origin.node_id, self.origin.name, target.node_id, target.name)
+            if reason:
+                self.canvas.show_reason(reason)
+            return reason
         if target is None and self.moved:  # dropped on empty canvas: choose a layer to place here, wired
             end = self.item.path().pointAtPercent(0 if self.origin.is_input else 1)
             self.canvas.open_search(QPointF(self.canvas.mapFromScene(end)), wire_from=self.origin)
@@ -96,8 +108,11 @@ class WireDrag:
         return reason
 
     def cancel(self) -> None:
+        scene = self.canvas.graph_scene
         if self.item.scene() is not None:
-            self.canvas.graph_scene.removeItem(self.item)
+            scene.removeItem(self.item)
+        if self.picked is not None and self.picked in scene.wires:
+            scene.wires[self.picked].setVisible(scene.wire_shown(self.picked))
         if self.target is not None:
             self.target.set_highlight(None)
 

@@ -142,7 +142,7 @@ class GraphScene(QGraphicsScene):
             wire.set_label(fmt_shape(shape) if shape else "")
         for other in dst.wires:
             other.update_path()
-        wire.setVisible(self._wire_visible(edge))
+        wire.setVisible(self.wire_shown(edge))
         if self._touches_box(edge):
             self._on_groups_changed()  # the box gains a port
 
@@ -193,7 +193,7 @@ class GraphScene(QGraphicsScene):
             src, dst = self.port_for(edge.src, edge.src_port, False), self.port_for(edge.dst, edge.dst_port, True)
             if src is not None and dst is not None:
                 wire.rebind(src, dst)
-            wire.setVisible(self._wire_visible(edge))
+            wire.setVisible(self.wire_shown(edge))
         self._fit_frames()
         if self.inference is not None:
             self._paint_boxes(self.inference)
@@ -217,7 +217,7 @@ class GraphScene(QGraphicsScene):
             return None
         return (item.in_ports if is_input else item.out_ports).get(port)
 
-    def _wire_visible(self, edge: Edge) -> bool:
+    def wire_shown(self, edge: Edge) -> bool:
         a, b = self.collapsed_owner(edge.src), self.collapsed_owner(edge.dst)
         return a is None or a != b
 

@@ -344,3 +344,19 @@ def test_edit_keys_work_on_the_canvas_alone(editor, canvas):
     assert len(editor.graph.nodes_of_type("Linear")) == 2
     QTest.keyClick(canvas, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
     assert len(editor.selection) == len(editor.graph.nodes)
+
+
+def test_a_wire_picked_up_from_an_input_moves_or_is_cut(editor, canvas):
+    editor.add_node("ReLU", (900, 300))
+    new = editor.last_added
+    drag(canvas, port(canvas, "fc1", "in", True), port(canvas, new, "in", True))
+    assert Edge("flat1", new) in editor.graph.edges and Edge("flat1", "fc1") not in editor.graph.edges
+    assert editor.undo_stack.undoText() == f"Reconnect flat1 to {new}"
+    editor.undo_stack.undo()
+    assert Edge("flat1", "fc1") in editor.graph.edges and canvas.graph_scene.wires[Edge("flat1", "fc1")].isVisible()
+    drag(canvas, port(canvas, "fc1", "in", True), at(canvas, QPointF(1000, 600)))
+    assert Edge("flat1", "fc1") not in editor.graph.edges and not canvas.search.isVisible()
+    editor.undo_stack.undo()
+    start = port(canvas, "fc1", "in", True)
+    drag(canvas, start, start + QPoint(2, 0))  # put back where it was: nothing changes
+    assert editor.undo_stack.index() == 1 and canvas.graph_scene.wires[Edge("flat1", "fc1")].isVisible()
