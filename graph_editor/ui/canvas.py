@@ -2,11 +2,14 @@
 
 Gestures: drag from a port to a port of the other kind to wire them (the target port turns
 green, or red with the reason shown beside the cursor); drop on a wired single input to
-replace its wire; Alt-drag (or Ctrl+right-drag) a line across wires to cut them; select a
-wire and press Delete; rubber-band and Ctrl-click to select; drag to move (one undo step);
-wheel to zoom around the cursor; middle-drag or Space-drag to pan; Tab to search for a
-layer and place it at the cursor; double-click a block to expand it, a frame's title to
-collapse it. Drops of palette layers (``LAYER_MIME``) and copied nodes (``GRAPH_MIME``).
+replace its wire; drop on empty canvas to pick a layer that is placed there, wired; drag
+from a wired input to move that wire's end, or drop it on empty canvas to cut it; Alt-drag
+(or Ctrl+right-drag) a line across wires to cut them; select a wire and press Delete;
+rubber-band and Ctrl-click to select; drag to move (one undo step); wheel to zoom around
+the cursor; middle-drag or Space-drag to pan; Tab to search for a layer and place it at
+the cursor; Home to fit; double-click a block to expand it, a frame's title to collapse it;
+right-click for a menu. Drops of palette layers (``LAYER_MIME``) and copied nodes
+(``GRAPH_MIME``).
 
 Run ``python -m graph_editor.ui.canvas FILE.graph.json`` to try it alone (see preview.py).
 """
