@@ -234,3 +234,15 @@ def test_start_offers_recovery_first_and_then_opens_the_file_asked_for(make_wind
     start(window, [str(TEMPLATES / "lenet5.graph.json")])
     assert len(prompts.asked("recover")) == 1
     assert window.document.path == (TEMPLATES / "lenet5.graph.json").resolve()
+
+
+def test_a_save_that_fails_is_reported_and_the_work_stays_unsaved(window, prompts, tmp_path):
+    open_template(window, "lenet5")
+    edit(window)
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("a file where a folder should be")
+    prompts.answer("save_path", str(blocker / "mine.graph.json"))
+    assert not window.files.save_as()
+    assert prompts.errors and prompts.errors[0].startswith("Cannot save the graph")
+    assert window.isWindowModified()
+    assert window.document.path == (TEMPLATES / "lenet5.graph.json").resolve()
