@@ -2,10 +2,11 @@
 
 ``python -m trainer run SPEC --db URL`` runs as a child in its own session, so it can outlive the
 studio ("let it finish in the background"): the worker ignores a closed stdin/stdout and keeps
-writing to the run store. A reader thread blocks on the worker's stdout, parses each JSON line
-(see :mod:`trainer.events`) and queues it; the GUI thread drains the queue in slices of at most
-``SLICE`` events, so a flood of events can never stall the event loop. Its stderr goes to a log
-file, whose tail is the reason given when the process dies without saying why.
+writing to the run store. A reader thread blocks on the worker's stdout and queues raw bytes; every
+``POLL_MS`` the GUI thread parses the JSON lines (see :mod:`trainer.events`) for at most ``SLICE_S``
+and emits them as signals, so a flood of events can never stall the event loop (and a worker that
+floods is slowed by its own full pipe). Its stderr goes to a log file, whose tail is the reason
+given when the process dies without saying why.
 """
 
 from __future__ import annotations
@@ -17,15 +18,21 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from trainer import events as ev
 
-SLICE = 500            # events handled per turn of the event loop
+POLL_MS = 25           # the GUI thread takes the worker's lines this often...
+SLICE_S = 0.006        # ...and spends at most this long on them per turn of the event loop
+CHUNK = 1 << 16        # bytes per read of the worker's stdout
+MAX_PENDING_BYTES = 4 << 20  # read no further ahead of the GUI than this
+WORKER_NICE = 5
 LOG_TAIL_LINES = 12    # stderr lines quoted in a crash reason
 
 
@@ -62,13 +69,13 @@ class WorkerBridge(QObject):
     failed = Signal(dict)
     crashed = Signal(str)
     exited = Signal(int)
-    _wake = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._proc: subprocess.Popen[bytes] | None = None
-        self._queue: deque[dict[str, Any] | int] = deque()
-        self._wake_pending = threading.Event()
+        self._feed: _Feed | None = None
+        self._poll = QTimer(self, interval=POLL_MS)
+        self._poll.timeout.connect(self._drain)
         self._ended = False           # a finished or failed event arrived
         self._log_path: Path | None = None
         self._detached = False
@@ -78,7 +85,6 @@ class WorkerBridge(QObject):
                          ev.METRICS: self.metrics, ev.EPOCH_END: self.epoch_end, ev.MEMORY: self.memory,
                          ev.CHECKPOINT: self.checkpoint, ev.STATE: self.state_changed,
                          ev.FINISHED: self.finished, ev.FAILED: self.failed}
-        self._wake.connect(self._drain)
 
     # ----------------------------------------------------------------- process
     def start(self, spec_path: str | os.PathLike[str], db_url: str, log_path: str | os.PathLike[str],
@@ -93,8 +99,12 @@ class WorkerBridge(QObject):
             self._proc = subprocess.Popen(
                 command or worker_command(spec_path, db_url), stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, cwd=cwd, env=env, start_new_session=True)
+        _lower_priority(self._proc.pid)
         self._ended = self._detached = False
-        threading.Thread(target=self._read, args=(self._proc,), name="worker-reader", daemon=True).start()
+        self._feed = _Feed()
+        threading.Thread(target=self._read, args=(self._proc, self._feed), name="worker-reader",
+                         daemon=True).start()
+        self._poll.start()
         return self._proc.pid
 
     @property
@@ -140,48 +150,68 @@ class WorkerBridge(QObject):
         the run store, where the runs dock finds it next time.
         """
         self._detached = True
+        self._poll.stop()
         if self._proc is not None and self._proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self._proc.stdin.close()
 
     # ------------------------------------------------------------------ reading
-    def _read(self, proc: subprocess.Popen[bytes]) -> None:
-        """Reader thread: parse lines into the queue, wake the GUI thread once per batch."""
-        stream: IO[bytes] = proc.stdout  # type: ignore[assignment]
-        for raw in stream:
-            try:
-                obj = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                obj = None
-            if isinstance(obj, dict) and isinstance(obj.get("event"), str):
-                self._queue.append(obj)
-            else:
-                self.bad_lines += 1
-            self._poke()
-        self._queue.append(proc.wait())
-        self._poke()
+    def _read(self, proc: subprocess.Popen[bytes], feed: _Feed) -> None:
+        """Reader thread: move raw chunks of stdout into ``feed``; no parsing here.
 
-    def _poke(self) -> None:
-        if not self._wake_pending.is_set():
-            self._wake_pending.set()
-            self._wake.emit()
+        The thread spends its time blocked in ``os.read`` (GIL released), so it never competes with
+        the GUI thread for the interpreter; when the GUI falls behind, it stops reading and the
+        worker's own writes block instead: a flooding worker is slowed down, never the studio.
+        """
+        fd = proc.stdout.fileno()  # type: ignore[union-attr]
+        while True:
+            try:
+                chunk = os.read(fd, CHUNK)
+            except OSError:
+                chunk = b""
+            if not chunk or self._detached:
+                break
+            feed.put(chunk)
+            feed.wait_below(MAX_PENDING_BYTES)
+        if self._detached:
+            # Nobody listens any more: close our end; the worker's next write fails quietly
+            # and it trains on, writing to the run store only.
+            with contextlib.suppress(OSError):
+                proc.stdout.close()  # type: ignore[union-attr]
+            return
+        feed.close(proc.wait())
 
     def _drain(self) -> None:
-        """GUI thread: handle up to SLICE queued events, then yield to the event loop."""
-        self._wake_pending.clear()
-        for _ in range(SLICE):
-            if not self._queue:
+        """GUI thread, every POLL_MS: parse and dispatch lines for at most SLICE_S.
+
+        Polling (rather than a signal per chunk) coalesces bursts: however fast the worker
+        writes, the GUI spends at most SLICE_S of every POLL_MS on its events.
+        """
+        feed = self._feed
+        if feed is None:
+            return
+        deadline = time.perf_counter() + SLICE_S
+        for line in feed.lines():
+            self._handle_line(line)
+            if time.perf_counter() > deadline:
                 return
-            item = self._queue.popleft()
-            if self._detached:
-                continue
-            if isinstance(item, int):
-                self._on_exit(item)
-            else:
-                self._dispatch(item)
-        if self._queue and not self._wake_pending.is_set():
-            self._wake_pending.set()
-            QTimer.singleShot(0, self._drain)
+        if feed.exit_code is not None and not feed.has_lines():
+            self._poll.stop()
+            self._feed = None
+            if not self._detached:
+                self._on_exit(feed.exit_code)
+
+    def _handle_line(self, raw: bytes) -> None:
+        if self._detached or not raw.strip():
+            return
+        try:
+            obj = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("event"), str):
+            self._dispatch(obj)
+        else:
+            self.bad_lines += 1
 
     def _dispatch(self, obj: dict[str, Any]) -> None:
         name = obj["event"]
@@ -210,3 +240,64 @@ class WorkerBridge(QObject):
             what = f"exited with status {code} without reporting an end"
         tail = log_tail(self._log_path) if self._log_path else ""
         return f"the worker process {what}" + (f"\n{tail}" if tail else "")
+
+
+def _lower_priority(pid: int) -> None:
+    """Run the worker a little below the studio (nice +WORKER_NICE): on a machine whose cores the
+    training saturates, the GUI thread still gets the CPU when it needs it (a paint, a click);
+    an idle GUI costs the worker nothing. Threads the worker starts later inherit it."""
+    if hasattr(os, "setpriority"):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, pid) + WORKER_NICE)
+
+
+class _Feed:
+    """Bytes read from the worker, split into lines on the GUI thread; shared with the reader thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
+        self._chunks: list[bytes] = []
+        self._lines: deque[bytes] = deque()
+        self._partial = b""
+        self._pending = 0
+        self.exit_code: int | None = None
+
+    def put(self, chunk: bytes) -> None:
+        with self._lock:
+            self._chunks.append(chunk)
+            self._pending += len(chunk)
+
+    def wait_below(self, limit: int) -> None:
+        with self._room:
+            self._room.wait_for(lambda: self._pending < limit, timeout=1.0)
+
+    def close(self, code: int) -> None:
+        with self._lock:
+            self.exit_code = code
+
+    def _take(self) -> None:
+        with self._lock:
+            chunks, self._chunks = self._chunks, []
+            ended = self.exit_code is not None
+        if chunks:
+            parts = (self._partial + b"".join(chunks)).split(b"\n")
+            self._partial = parts.pop()
+            self._lines.extend(parts)
+        if ended and self._partial and not self._chunks:
+            self._lines.append(self._partial)
+            self._partial = b""
+
+    def lines(self) -> Iterator[bytes]:
+        """Complete lines, oldest first; the caller may stop early (the rest stay queued)."""
+        self._take()
+        while self._lines:
+            line = self._lines.popleft()
+            with self._room:
+                self._pending -= len(line) + 1
+                self._room.notify()
+            yield line
+
+    def has_lines(self) -> bool:
+        with self._lock:
+            return bool(self._lines or self._chunks)
