@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QMouseEvent
+from PySide6.QtGui import QMouseEvent, QPalette
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from graph_editor.model import Graph, GraphError, load_graph
+from graph_editor.ui.style import get_theme
 from graph_editor.ui.thumbnail import render_thumbnail
 
 from ..resources import template_paths
@@ -76,7 +77,8 @@ class TemplateCard(QFrame):
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.setFixedWidth(THUMB.width() + 24)
         self.thumb = thumb = QLabel()
-        thumb.setPixmap(render_thumbnail(info.graph, THUMB))
+        dark = self.palette().color(QPalette.ColorRole.Window).lightness() < 128  # drawn like the canvas
+        thumb.setPixmap(render_thumbnail(info.graph, THUMB, get_theme("dark" if dark else "light")))
         thumb.setFixedSize(THUMB)
         title = QLabel(info.name, objectName="cardTitle")
         params = f"{info.params:,} parameters" if info.params is not None else "does not validate"
