@@ -272,11 +272,9 @@ class _Converter:
         return False
 
     def _helper(self, n: fx.Node) -> bool:
-        """Size queries (``x.size(0)``, ``x.shape[0]``): kept out of the graph; a reshape may use them."""
-        value = self.values.get(n)
-        return not isinstance(value, torch.Tensor) and (
-            (n.op == "call_method" and n.target in ("size", "dim")) or n.target is getattr
-            or (n.target is operator.getitem and not isinstance(value, tuple | torch.Tensor)))
+        """Size arithmetic (``x.size(0)``, ``x.shape[1] * 2``): no tensor, so no node. A reshape may
+        use its result; any other use is reported where it happens."""
+        return n.op in ("call_function", "call_method") and not _holds_tensor(self.values.get(n))
 
     def _reshape(self, n: fx.Node) -> Mapped:
         x, *dims = n.args if n.args else (n.kwargs.get("input"), n.kwargs.get("shape"))
@@ -330,6 +328,12 @@ class _Converter:
             self.graph.connect(src, node_id, dst_port=port)
         self.ids[n] = node_id
         return node_id
+
+
+def _holds_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    return isinstance(value, list | tuple) and any(_holds_tensor(v) for v in value)
 
 
 class _Skip(Unmappable):

@@ -199,3 +199,22 @@ def test_modules_that_cannot_be_graphs_get_one_clear_error(module, words):
 def test_guess_input_shape():
     assert guess_input_shape(nn.Sequential(nn.Linear(64, 10))) == (64,)
     assert guess_input_shape(LeNet()) is None
+
+
+class SizeArithmetic(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 8 * 8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        y = y.reshape(y.shape[0], y.shape[1] * 2, -1)
+        return self.fc(y.view(x.size(0), -1)) * 2
+
+
+def test_size_arithmetic_feeds_reshapes_but_not_layers():
+    with pytest.raises(ModuleImportError) as info:
+        import_module(SizeArithmetic(), (3, 8, 8))
+    (problem,) = info.value.unsupported  # only the scaling by a constant; the size arithmetic is fine
+    assert problem.node == "mul_1" and "constant (2)" in problem.reason
