@@ -96,9 +96,11 @@ class ConfusionMatrixView(QWidget):
         self.update()
 
     def _grid(self) -> tuple[float, float, float]:
+        """Left, top and cell size of the (square, horizontally centred) grid."""
         n = max(len(self._matrix), 1)
-        side = min(self.width() - self._MARGIN_LEFT - 6, self.height() - self._MARGIN_TOP - 6)
-        return self._MARGIN_LEFT, self._MARGIN_TOP, max(side, 10) / n
+        room_w = self.width() - self._MARGIN_LEFT - 6
+        side = max(min(room_w, self.height() - self._MARGIN_TOP - 6), 10)
+        return self._MARGIN_LEFT + max(room_w - side, 0) / 2, self._MARGIN_TOP, side / n
 
     def cell_at(self, x: float, y: float) -> tuple[int, int] | None:
         """The (true, predicted) cell under widget point (x, y), or None."""
@@ -159,7 +161,7 @@ class ConfusionMatrixView(QWidget):
         p.setPen(QColor("#222"))
         for i in range(n):
             name = self._names[i] if i < len(self._names) else str(i)
-            p.drawText(QRectF(0, y0 + i * cell, x0 - 4, cell),
+            p.drawText(QRectF(x0 - 40, y0 + i * cell, 36, cell),
                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, name)
             p.drawText(QRectF(x0 + i * cell, y0 - 18, cell, 16), Qt.AlignmentFlag.AlignCenter, name)
         small = QFont()
@@ -169,7 +171,7 @@ class ConfusionMatrixView(QWidget):
         p.setPen(QColor("#555"))
         p.drawText(QRectF(x0, 0, n * cell, 18), Qt.AlignmentFlag.AlignCenter, "predicted \u2192")
         p.save()
-        p.translate(10, y0 + n * cell / 2)
+        p.translate(x0 - 36, y0 + n * cell / 2)
         p.rotate(-90)
         p.drawText(QRectF(-n * cell / 2, -8, n * cell, 16), Qt.AlignmentFlag.AlignCenter, "true \u2192")
         p.restore()
@@ -203,12 +205,16 @@ class SampleGallery(QScrollArea):
         super().__init__(parent)
         self.setWidgetResizable(True)
         self._body = QWidget()
-        self._grid = QGridLayout(self._body)
-        self._grid.setContentsMargins(4, 4, 4, 4)
-        self.setWidget(self._body)
+        outer = QVBoxLayout(self._body)
+        outer.setContentsMargins(4, 4, 4, 4)
         self._title = QLabel("Click a cell of the matrix to see its samples.")
         self._title.setWordWrap(True)
-        self._grid.addWidget(self._title, 0, 0, 1, 6)
+        outer.addWidget(self._title)
+        self._grid = QGridLayout()
+        self._grid.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        outer.addLayout(self._grid)
+        outer.addStretch(1)
+        self.setWidget(self._body)
         self._shown: list[int] = []
 
     def shown_indices(self) -> list[int]:
@@ -244,12 +250,12 @@ class SampleGallery(QScrollArea):
             cap.setStyleSheet("font-size: 8pt;" + ("" if tn == pn else "color: #b3261e;"))
             lay.addWidget(pic)
             lay.addWidget(cap)
-            self._grid.addWidget(tile, 1 + k // cols, k % cols)
+            self._grid.addWidget(tile, k // cols, k % cols)
             self._shown.append(int(idx))
 
     def _clear(self) -> None:
-        while self._grid.count() > 1:
-            item = self._grid.takeAt(1)
+        while self._grid.count():
+            item = self._grid.takeAt(0)
             if item.widget():
                 item.widget().deleteLater()
         self._shown = []
@@ -282,9 +288,7 @@ class ConfusionPanel(QWidget):
         split.addWidget(self.matrix_view)
         split.addWidget(self.metrics)
         split.addWidget(self.gallery)
-        split.setStretchFactor(0, 5)
-        split.setStretchFactor(1, 3)
-        split.setStretchFactor(2, 2)
+        split.setSizes([460, 240, 300])  # proportions: the gallery needs room for a row of samples
         lay.addWidget(self.caption)
         lay.addWidget(split, 1)
         self._names: list[str] = []

@@ -34,13 +34,14 @@ from .plots import CurvePlot
 
 REFRESH_MS = 40  # one plot redrawn per tick: each of five plots ~5 times a second
 
-# plot key -> (title, y label, log y); curves are created on first use.
+# plot key -> (title, y label, legend corner); curves are created on first use. The legend sits
+# where the curves usually are not: losses fall to the bottom right, accuracy rises to the top right.
 PLOTS = {
-    "loss": ("Loss", "cross-entropy", False),
-    "accuracy": ("Accuracy", "fraction correct", False),
-    "lr": ("Learning rate", "lr", False),
-    "throughput": ("Throughput", "samples / s", False),
-    "memory": ("Memory", "MiB", False),
+    "loss": ("Loss", "cross-entropy", "top"),
+    "accuracy": ("Accuracy", "fraction correct", "bottom"),
+    "lr": ("Learning rate", "lr", "bottom"),
+    "throughput": ("Throughput", "samples / s", "bottom"),
+    "memory": ("Memory", "MiB", "bottom"),
 }
 
 EPOCH_COLUMNS = ("epoch", "train loss", "train acc", "val loss", "val acc", "lr", "time (s)")
@@ -97,7 +98,7 @@ class TrainingDashboard(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.plots: dict[str, CurvePlot] = {k: CurvePlot(t, y, log_y=log) for k, (t, y, log) in PLOTS.items()}
+        self.plots: dict[str, CurvePlot] = {k: CurvePlot(t, y, legend=c) for k, (t, y, c) in PLOTS.items()}
         self._pending: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
         self._stale: list[str] = []  # plots with undrawn points, oldest first
         self.clock = ProgressClock()
@@ -222,7 +223,8 @@ class TrainingDashboard(QWidget):
             if v is not None:
                 self.add_point(plot, curve, step, v)
         cells = [str(epoch)] + [_cell(row.get(k)) for k in ("train_loss", "train_accuracy", "val_loss",
-                                                             "val_accuracy", "lr")]
+                                                             "val_accuracy")]
+        cells.append(_cell(row.get("lr"), ".2e"))
         cells.append(_cell(row.get("seconds"), ".1f"))
         items = [QStandardItem(c) for c in cells]
         for it in items:

@@ -91,18 +91,18 @@ class CurvePlot(pg.PlotWidget):
     PEN_WIDTH = 1
 
     def __init__(self, title: str, y_label: str = "", x_label: str = "step", *,
-                 log_y: bool = False, parent: QWidget | None = None) -> None:
+                 legend: str = "top", parent: QWidget | None = None) -> None:
         super().__init__(parent=parent, background="w")
         item = self.getPlotItem()
         item.setTitle(title, color="#222", size="11pt")
         item.setLabel("left", y_label)
         item.setLabel("bottom", x_label)
         item.showGrid(x=True, y=True, alpha=0.25)
-        item.setLogMode(False, log_y)
         for axis in ("left", "bottom"):
             item.getAxis(axis).setTextPen("#333")
             item.getAxis(axis).setPen("#999")
-        self._legend = item.addLegend(offset=(-8, 8), labelTextColor="#222", brush=(255, 255, 255, 200))
+        self._legend = item.addLegend(offset=(-8, 8 if legend == "top" else -8), labelTextColor="#222",
+                                      brush=(255, 255, 255, 200))
         self._buffers: dict[str, SeriesBuffer] = {}
         self._items: dict[str, pg.PlotDataItem] = {}
         self._dirty: set[str] = set()

@@ -1,0 +1,88 @@
+"""Preview the training dashboard on its own, with a real worker training the embedded digits.
+
+    python -m studio.training                      # a window; the run starts at once
+    python -m studio.training --screenshot out.png # offscreen too: grab it mid-run, then quit
+
+The screenshot is taken after ``--at-epoch`` epochs, with a confusion cell clicked and the loss
+plot's crosshair shown, so the picture has every part of the dashboard in use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from graph_editor.model.serialize import graph_to_dict, load_graph
+
+from .dashboard import TrainingDashboard
+from .session import TrainingSession
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m studio.training", description=__doc__.splitlines()[0])
+    ap.add_argument("--graph", default=str(ROOT / "assets/templates/digits_cnn.graph.json"))
+    ap.add_argument("--epochs", type=int, default=16)
+    ap.add_argument("--screenshot", help="save a PNG of the dashboard mid-run and quit")
+    ap.add_argument("--at-epoch", type=int, default=9)
+    ap.add_argument("--size", default="1600x1000")
+    args = ap.parse_args(argv)
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    dash = TrainingDashboard()
+    dash.setWindowTitle("Torch Studio - training")
+    w, h = (int(v) for v in args.size.split("x"))
+    dash.resize(w, h)
+    dash.show()
+    tmp = Path(tempfile.mkdtemp(prefix="studio-training-preview-"))
+    session = TrainingSession(dash, f"sqlite:///{tmp / 'runs.sqlite'}", tmp / "launches")
+    spec = {"name": "digits_cnn", "model": {"graph": graph_to_dict(load_graph(args.graph))}, "device": "cpu",
+            "train": {"epochs": args.epochs, "batch_size": 32}, "optim": {"lr": 2e-3},
+            "data": {"augment": {"translate": 1}}}
+    if args.screenshot:
+        _arm_screenshot(app, dash, session, Path(args.screenshot), args.at_epoch)
+    session.ended.connect(lambda *_: None if args.screenshot is None else app.quit())
+    session.start(spec)
+    code = app.exec()
+    if session.is_running():
+        session.bridge.terminate()
+    return code
+
+
+def _arm_screenshot(app: QApplication, dash: TrainingDashboard, session: TrainingSession, out: Path,
+                    at_epoch: int) -> None:
+    def on_epoch(e: dict) -> None:
+        if e["epoch"] == at_epoch:
+            panel = dash.confusion
+            off = panel.matrix_view.matrix().copy()
+            np.fill_diagonal(off, 0)  # the most frequent confusion: the cell worth clicking
+            t, p = divmod(int(off.argmax()), len(off))
+            panel.show_cell(t, p)
+            QTimer.singleShot(3000, shoot)
+
+    def shoot() -> None:
+        session.wait_predictions()
+        app.processEvents()
+        dash.flush(everything=True)
+        loss = dash.plots["loss"]
+        if "train" in loss.curve_names():
+            xs = loss.buffer("train").x
+            loss.show_readout(float(xs[len(xs) * 2 // 3]))
+        app.processEvents()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        dash.grab().save(str(out))
+        print(f"saved {out}")
+        session.bridge.terminate()
+        app.quit()
+
+    session.bridge.epoch_end.connect(on_epoch)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
