@@ -23,16 +23,22 @@ def make_optimizer(model: nn.Module, spec: OptimSpec, *, lr_tensor: bool = False
     rest = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
     groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": rest, "weight_decay": 0.0}]
     groups = [g for g in groups if g["params"]]
-    lr: float | torch.Tensor = torch.tensor(spec.lr, device=device) if lr_tensor else spec.lr
-    # foreach: one fused kernel launch per group instead of one per parameter.
+    lr: float | torch.Tensor = spec.lr
+    # foreach: one kernel launch per group instead of one per parameter (eager runs).
+    kw: dict = {"foreach": True}
+    if lr_tensor:
+        # For a compiled step: a tensor lr, and the whole update captured in the graph on CUDA.
+        lr = torch.tensor(spec.lr, device=device)
+        cuda = device is not None and device.type == "cuda"
+        kw = {"foreach": cuda, "capturable": True} if cuda and spec.name != "sgd" else {"foreach": cuda}
     if spec.name == "sgd":
-        return torch.optim.SGD(groups, lr=lr, momentum=spec.momentum, nesterov=spec.nesterov, foreach=True)
+        return torch.optim.SGD(groups, lr=lr, momentum=spec.momentum, nesterov=spec.nesterov, **kw)
     if spec.name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, betas=tuple(spec.betas), foreach=True)
+        return torch.optim.AdamW(groups, lr=lr, betas=tuple(spec.betas), **kw)
     if spec.name == "adam":
-        return torch.optim.Adam(groups, lr=lr, betas=tuple(spec.betas), foreach=True)
+        return torch.optim.Adam(groups, lr=lr, betas=tuple(spec.betas), **kw)
     if spec.name == "rmsprop":
-        return torch.optim.RMSprop(groups, lr=lr, momentum=spec.momentum, foreach=True)
+        return torch.optim.RMSprop(groups, lr=lr, momentum=spec.momentum, **kw)
     raise ValueError(f"optim.name: unknown optimizer '{spec.name}'")
 
 

@@ -128,9 +128,16 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
     """Train the run to its end and record how it ended; never raises."""
     emitter.run_id = run_id
     controls = Controls(lambda state, reason: emitter.emit(ev.STATE, state=state, reason=reason))
-    job = make_job(st, model, store=store, emitter=emitter, run_id=run_id, run_dir=run_dir, controls=controls)
-    if checkpoint is not None:
-        restore(job, checkpoint)
+    try:
+        job = make_job(st, model, store=store, emitter=emitter, run_id=run_id, run_dir=run_dir, controls=controls)
+        if checkpoint is not None:
+            restore(job, checkpoint)
+    except Exception as exc:  # noqa: BLE001 - reported as a failed run, never lost
+        message = f"cannot start the run: {type(exc).__name__}: {exc}"
+        store.finish(run_id, "failed", error_kind="error", error=message)
+        emitter.emit(ev.FAILED, kind="error", message=message, traceback=traceback.format_exc(), step=None)
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        return ev.EXIT_FAILED
     controls.listen()
     controls.install_sigterm()
     s = st.splits

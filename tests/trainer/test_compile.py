@@ -1,0 +1,32 @@
+"""The one torch.compile test: a tiny model through the real worker, compile caches in tmp_path."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from trainer.client import WorkerClient, environ_with
+
+from .conftest import kinds, tiny_cnn, write_spec
+
+
+@pytest.mark.slow
+def test_compiled_run_reports_compile_time_and_keeps_one_graph(tmp_path, db):
+    spec = write_spec(tmp_path, tiny_cnn(), train={"epochs": 2, "batch_size": 128},
+                      precision={"compile": "default"}, schedule={"name": "cosine"})
+    env = environ_with(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), TORCH_LOGS="recompiles")
+    with WorkerClient.run(spec, db=db, env=env) as w:
+        events = list(w.events(timeout=600))
+        assert w.wait(60) == 0, w.stderr
+    names = kinds(events)
+    assert names.count("compile_done") == 1 and names.index("compile_done") < names.index("metrics")
+    compiled = next(e for e in events if e["event"] == "compile_done")
+    assert compiled["seconds"] > 0 and compiled["mode"] == "default"
+    assert events[-1]["event"] == "finished" and events[-1]["status"] == "completed"
+    lrs = [e["lr"] for e in events if e["event"] == "metrics"]
+    assert len(set(lrs)) > 1      # the tensor lr changed every step...
+    # ...and the training step never recompiled for it (evaluation adds its own graph once).
+    assert w.stderr.count("Recompiling function") <= 1, w.stderr[-3000:]
+    assert "Recompiling function step" not in w.stderr
+    assert os.listdir(tmp_path / "inductor")
