@@ -8,6 +8,7 @@ Results are written under ``out/demo`` (or the folder given).
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -129,12 +130,39 @@ def edit_and_undo(tour: Tour) -> None:
     print(f"after undo: {len(graph)} nodes, params unchanged={analyze(graph).total_params == before}")
 
 
+def train_digits(tour: Tour) -> None:
+    """Training: digits_cnn on the embedded digits in the worker process, every run kept in a store."""
+    from trainer.client import WorkerClient
+
+    spec = tour.out / "digits_cnn.spec.json"
+    spec.write_text(json.dumps({"schema_version": 1, "name": "demo digits_cnn", "device": "cpu",
+                                "model": {"graph": str(TEMPLATES / "digits_cnn.graph.json")},
+                                "data": {"dataset": "digits"}, "train": {"epochs": 10, "batch_size": 64}}))
+    db = f"sqlite:///{tour.out / 'runs.sqlite'}"
+    last = {"event": "failed", "message": "the worker ended without a result"}
+    with WorkerClient.run(spec, db=db) as worker:
+        for e in worker.events(timeout=600):
+            if e["event"] == "epoch_end":
+                print(f"  epoch {e['epoch']:2d}: train loss {e['train_loss']:.4f}, val accuracy "
+                      f"{e['val_accuracy'] * 100:.2f}% ({e['seconds']:.1f} s)")
+            elif e["event"] in ("finished", "failed"):
+                last = e
+        worker.wait()
+    if last["event"] == "failed":
+        print(f"  failed: {last['message']}")
+        return
+    print(f"  run {last['run_id']} {last['status']}: test accuracy {last['test_accuracy'] * 100:.2f}% after "
+          f"{last['seconds']:.1f} s of training; store {db}")
+    tour.results["run_db"], tour.results["run_id"] = db, last["run_id"]
+
+
 STEPS: list[Callable[[Tour], None]] = [
     templates_summary,
     validate_lenet,
     import_through_fx,
     import_refusal,
     edit_and_undo,
+    train_digits,
 ]
 
 
