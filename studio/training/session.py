@@ -38,6 +38,7 @@ class TrainingSession(QObject):
         self.spec: dict[str, Any] = {}
         self.status = "idle"
         self._step = 0
+        self._memory_title = ""
         self._checkpoint: dict[str, Any] | None = None
         self._predict_task: BackgroundTask | None = None
         self._connect()
@@ -109,7 +110,13 @@ class TrainingSession(QObject):
         self.dashboard.add_metrics(self._step, e)
 
     def _on_memory(self, e: dict[str, Any]) -> None:
-        keys = ("allocated", "reserved", "peak") if "allocated" in e else ("rss", "peak_rss")
+        cuda = "allocated" in e
+        keys = ("allocated", "reserved", "peak") if cuda else ("rss", "peak_rss")
+        title = f"Memory ({e.get('device', 'cuda')})" if cuda else "Memory (worker process RSS)"
+        if title != self._memory_title:
+            self._memory_title = title
+            self.dashboard.plots["memory"].getPlotItem().setTitle(title)
+        self._step = int(e.get("step", self._step))
         self.dashboard.add_memory(self._step, {k: e[k] for k in keys if e.get(k) is not None})
 
     def _on_epoch(self, e: dict[str, Any]) -> None:

@@ -62,28 +62,15 @@ def dataset_summary(x: np.ndarray, y: np.ndarray, classes: Sequence[str]) -> dic
             "size": int(len(y))}
 
 
-def data_problems(summary: dict[str, Any], graph: Graph) -> list[str]:
-    """The dataset against the graph: class count and per-sample shape must agree."""
-    problems = []
-    if len(summary["counts"]) != graph.num_classes:
-        problems.append(f"data: the dataset has {len(summary['counts'])} classes, the graph outputs "
-                        f"{graph.num_classes}")
-    want = tuple(graph.input_spec.shape)
-    got = tuple(summary["shape"])
-    if len(got) == len(want) and got != want and len(got) == 1:
-        problems.append(f"data: samples have {got[0]} features, the graph's input takes {want[0]}")
-    elif len(got) == 3 and len(want) == 3 and got[0] != want[0]:
-        problems.append(f"data: images have {got[0]} channel(s), the graph's input takes {want[0]}")
-    elif len(got) != len(want):
-        problems.append(f"data: samples are {got}, the graph's input is {want}")
-    return problems
-
-
 def _read_summary(dataset: str, fmt: str, target: str, image_size: list[int]) -> dict[str, Any]:
-    from trainer.data import load_raw  # torch is imported here, on the background thread
+    # torch (under trainer.data and trainer.checks) is imported here, on the background thread.
+    import trainer.checks  # noqa: F401 - loaded now so that problem_list() finds it imported
+    from trainer.data import RawData, load_raw
 
     raw = load_raw(dataset, fmt, target=target, image_size=image_size or None)
-    return dataset_summary(raw.x, raw.y, raw.classes)
+    summary = dataset_summary(raw.x, raw.y, raw.classes)
+    summary["raw"] = RawData(raw.x[:1], raw.y[:1], list(raw.classes))  # what the trainer's checks look at
+    return summary
 
 
 class TrainDialog(QDialog):
@@ -229,8 +216,11 @@ class TrainDialog(QDialog):
         problems += [str(p) for p in validate(self.graph).problems if p.severity == "error"]
         if self._data_error:
             problems.append(f"data.dataset: {self._data_error}")
-        elif self._summary is not None:
-            problems += data_problems(self._summary, self.graph)
+        elif self._summary is not None and not problems:
+            # The trainer's own check of data against graph (imported by the preview's thread).
+            from trainer.checks import check_fit
+
+            check_fit(spec_from_dict(self.spec()), self.graph.copy(), self._summary["raw"], problems)
         return problems
 
     def refresh_problems(self) -> None:

@@ -1,0 +1,73 @@
+"""Dashboard behaviour on recorded events: coalesced redraws, compile timer, progress and ETA."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from studio.training.dashboard import ProgressClock, TrainingDashboard, format_duration
+
+pytestmark = pytest.mark.qt
+
+
+@pytest.fixture
+def dash(qtbot):
+    d = TrainingDashboard()
+    qtbot.addWidget(d)
+    d._timer.stop()  # the test drives the ticks
+    d.begin_run("run", total_steps=100, lr=0.01)
+    return d
+
+
+def test_points_wait_for_the_tick_and_one_plot_is_drawn_per_tick(dash):
+    for step in range(1, 51):
+        dash.add_metrics(step, {"loss": 1 / step, "accuracy": step / 50, "lr": 0.01, "samples_per_s": 900.0})
+    assert all(p.point_count() == 0 for p in dash.plots.values())
+    dash.flush()
+    drawn = [k for k, p in dash.plots.items() if p.point_count() and p._items[p.curve_names()[0]].getData()[0] is not None]
+    assert drawn == ["loss"]  # every buffer is filled, only the oldest stale plot redrawn
+    assert [len(dash.plots[k].buffer(c)) for k, c in (("accuracy", "train"), ("lr", "lr"))] == [50, 50]
+    dash.flush(everything=True)
+    assert all(dash.plots[k]._items[c].getData()[0].size == 50 for k, c in
+               (("accuracy", "train"), ("lr", "lr"), ("throughput", "samples/s")))
+    assert dash.progress.value() == 50
+
+
+def test_epoch_end_adds_a_row_val_points_and_the_matrix(dash):
+    m = np.eye(3, dtype=int) * 5
+    dash.end_epoch(1, 10, {"train_loss": 0.5, "train_accuracy": 0.8, "val_loss": 0.4, "val_accuracy": 0.9,
+                           "lr": 0.003, "seconds": 1.25}, m, ["a", "b", "c"])
+    dash.flush(everything=True)
+    row = [dash.epochs.item(0, c).text() for c in range(dash.epochs.columnCount())]
+    assert row == ["1", "0.5", "0.8", "0.4", "0.9", "3.00e-03", "1.2"]
+    assert dash.plots["accuracy"].buffer("val").y.tolist() == [0.9]
+    assert np.array_equal(dash.confusion.matrix_view.matrix(), m)
+
+
+def test_compiling_label_counts_then_reports(dash, monkeypatch):
+    import studio.training.dashboard as mod
+
+    now = [1000.0]
+    monkeypatch.setattr(mod.time, "monotonic", lambda: now[0])
+    dash.compile_started()
+    now[0] += 12.4
+    dash.flush()
+    assert dash.compile_label.text() == "Compiling... 12 s"
+    dash.compile_done(12.4)
+    assert dash.compile_label.text() == "compiled in 12.4 s"
+
+
+def test_progress_clock_eta():
+    c = ProgressClock()
+    c.start(1000)
+    assert c.eta(now=0.0) is None
+    c.update(100, now=10.0)   # first step seen: the rate counts from here
+    c.update(300, now=30.0)   # 200 steps in 20 s
+    assert c.eta(now=30.0) == pytest.approx(70.0)
+    assert format_duration(70) == "1:10" and format_duration(5) == "5 s" and format_duration(3725) == "1:02:05"
+
+
+def test_end_of_run_disables_controls(dash):
+    assert dash.stop_button.isEnabled()
+    dash.set_state("completed", running=False)
+    assert not dash.stop_button.isEnabled() and dash.eta_label.text() == ""

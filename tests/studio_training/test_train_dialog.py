@@ -1,0 +1,96 @@
+"""The Train dialog: every run-spec field reachable, presets, problems shown before anything starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graph_editor.model.serialize import load_graph
+from studio.training.devices import Device, cpu_device
+from studio.training.spec_form import PRESETS, leaf_fields
+from studio.training.train_dialog import TrainDialog
+from trainer.spec import RunSpec, spec_from_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.qt
+
+
+def _dialog(qtbot, graph=None, **kw) -> TrainDialog:
+    graph = graph or load_graph(ROOT / "assets/templates/digits_cnn.graph.json")
+    d = TrainDialog(graph, [Device("cuda:0", "Some GPU", 24576), cpu_device()], **kw)
+    qtbot.addWidget(d)
+    d.show()
+    qtbot.waitUntil(lambda: d._summary is not None or bool(d._data_error), timeout=60_000)
+    return d
+
+
+def test_every_spec_field_has_an_editor_and_the_spec_round_trips(qtbot):
+    d = _dialog(qtbot)
+    paths = {p for p, _ in leaf_fields(RunSpec())}
+    assert set(d.form.editors) == paths and "optim.betas" in paths and "data.augment.flip" in paths
+    d.device.setCurrentIndex(1)
+    spec = d.spec()
+    parsed = spec_from_dict(spec)
+    assert parsed.device == "cpu" and parsed.train.epochs == PRESETS["quick"]["train.epochs"]
+    assert isinstance(parsed.model.graph, dict) and parsed.optim.betas == [0.9, 0.999]
+    assert d.start_button.isEnabled() and d.problem_list() == []
+
+
+def test_preview_shows_samples_and_class_counts(qtbot):
+    d = _dialog(qtbot)
+    assert d.preview_title.text() == "1797 samples of 1 x 8 x 8, 10 classes"
+    assert d.counts_label.text().startswith("Class counts: 0: 178, 1: 182")
+    assert d.preview_grid.count() == 20  # ten thumbnails, ten captions
+
+
+def test_presets_and_advanced_fields(qtbot):
+    d = _dialog(qtbot)
+    d.apply_preset("accurate")
+    spec = spec_from_dict(d.spec())
+    assert spec.train.epochs == 30 and spec.optim.label_smoothing == pytest.approx(0.1)
+    d.form.editors["optim.betas"].setText("0.8, 0.99")
+    d.form.editors["schedule.name"].setCurrentText("cosine")
+    spec = spec_from_dict(d.spec())
+    assert spec.optim.betas == [0.8, 0.99] and spec.schedule.name == "cosine"
+
+
+def test_problems_block_the_start(qtbot):
+    d = _dialog(qtbot)
+    d.form.editors["optim.lr"].setText("fast")
+    assert d.problem_list() == ["optim.lr: 'fast' is not a number"] and not d.start_button.isEnabled()
+    d.form.editors["optim.lr"].setText("-1")
+    assert d.problem_list() == ["optim.lr: must be positive, got -1.0"]
+    d.form.editors["optim.lr"].setText("0.001")
+    d.form.editors["data.augment.flip"].setChecked(True)
+    assert d.start_button.isEnabled()  # digits are images: flip is allowed
+    d.form.editors["data.val_fraction"].setText("0.5")
+    d.form.editors["data.test_fraction"].setText("0.5")
+    assert any("almost nothing to train on" in p for p in d.problem_list())
+
+
+def test_graph_and_data_disagreeing_is_a_problem(qtbot, tmp_path):
+    csv = tmp_path / "three.csv"
+    rows = ["a,b,c,label"] + [f"{i},{i % 5},{i % 7},{'xyz'[i % 3]}" for i in range(60)]
+    csv.write_text("\n".join(rows) + "\n")
+    d = _dialog(qtbot)
+    d._summary = None
+    d.form.editors["data.dataset"].setText(str(csv))
+    qtbot.waitUntil(lambda: d._summary is not None, timeout=60_000)
+    assert d.preview_title.text() == "60 samples of 3, 3 classes"
+    problems = d.problem_list()  # the trainer's own check_fit, before anything starts
+    assert any("10 classes" in p and "has 3" in p for p in problems), problems
+    assert any(p.startswith("data.dataset: samples of shape") for p in problems), problems
+    assert not d.start_button.isEnabled()
+
+
+def test_a_dataset_that_cannot_be_read_is_named(qtbot, tmp_path):
+    bad = tmp_path / "broken.npz"
+    np.savez(bad, nothing=np.zeros(3))
+    d = _dialog(qtbot)
+    d._summary = None
+    d.form.editors["data.dataset"].setText(str(bad))
+    qtbot.waitUntil(lambda: bool(d._data_error), timeout=60_000)
+    assert any(p.startswith("data.dataset:") and "broken.npz" in p for p in d.problem_list())
+    assert "Cannot read this dataset" in d.preview_title.text() and not d.start_button.isEnabled()
