@@ -22,6 +22,7 @@ from torch.func import functional_call
 
 from ..model import Graph, GraphError, InputSpec, validate
 from ..model.layout import layered_layout
+from . import layers as L
 from .import_rules import (
     FUNCTION_RULES,
     LEAF_CLASSES,
@@ -130,13 +131,13 @@ def _trace(module: nn.Module) -> fx.GraphModule:
 
 
 def _feeds_embedding(gm: fx.GraphModule) -> bool:
+    """True when the input is category codes: it goes only into embeddings, one of them a plain
+    ``nn.Embedding`` (the catalog's own Embedding also accepts float codes)."""
     first = next((n for n in gm.graph.nodes if n.op == "placeholder"), None)
-    for user in first.users if first is not None else ():
-        if user.op == "call_module":
-            mod = gm.get_submodule(str(user.target))
-            if isinstance(mod, nn.Embedding) or type(mod).__name__ == "TabularEmbedding":
-                return True
-    return False
+    users = [gm.get_submodule(str(u.target)) if u.op == "call_module" else None
+             for u in (first.users if first is not None else ())]
+    plain = [isinstance(m, nn.Embedding) for m in users]
+    return any(plain) and all(p or isinstance(m, L.TabularEmbedding) for p, m in zip(plain, users, strict=True))
 
 
 class _Recorder(nn.Module):
@@ -324,7 +325,12 @@ class _Converter:
         node_id = node_id or _safe_id(n.name, self.graph)
         self.graph.add_node(mapped.type, node_id, mapped.params)
         port = self.graph.nodes[node_id].spec.inputs[0].name if mapped.inputs else "in"
-        for src in sources:
+        for i, src in enumerate(sources):
+            if src in sources[:i]:  # x + x: a graph has one wire per pair of ports, so pass a copy
+                copy = _safe_id(f"{src}_copy", self.graph)
+                self.graph.add_node("Identity", copy)
+                self.graph.connect(src, copy)
+                src = copy
             self.graph.connect(src, node_id, dst_port=port)
         self.ids[n] = node_id
         return node_id

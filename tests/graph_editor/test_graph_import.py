@@ -218,3 +218,21 @@ def test_size_arithmetic_feeds_reshapes_but_not_layers():
         import_module(SizeArithmetic(), (3, 8, 8))
     (problem,) = info.value.unsupported  # only the scaling by a constant; the size arithmetic is fine
     assert problem.node == "mul_1" and "constant (2)" in problem.reason
+
+
+def test_the_same_tensor_twice_into_a_merge():
+    class Twice(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(6, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.fc(x)
+            return torch.cat([y, y], 1) + torch.cat([y, y], 1)
+
+    module = Twice()
+    result = import_module(module, (6,))
+    built = build_module(result.graph)
+    built.load_state_dict(result.state_dict)
+    x = torch.randn(2, 6)
+    torch.testing.assert_close(built(x), module(x))

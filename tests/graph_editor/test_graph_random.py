@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from torch import fx
 from torch.utils.flop_counter import FlopCounterMode
 
-from graph_editor.build import BuildError, analyze, build_module, example_input
+from graph_editor.build import BuildError, analyze, build_module, example_input, import_module
 from graph_editor.model import Edge, Graph, InputSpec, ParamSpec, all_layers, validate
 
 LAYERS = [s for s in all_layers() if s.type not in ("Input", "Output")]
@@ -132,3 +132,22 @@ def test_random_graph_builds_and_runs_or_reports_located_problems(graph):
 def test_validation_never_raises_and_locates_every_error(graph):
     for p in validate(graph).problems:
         assert p.node in graph.nodes
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_graphs())
+def test_any_built_graph_imports_back_to_the_same_layers(graph):
+    """build_module then import_module (both on meta) gives back every layer with its parameters."""
+    inf = validate(graph, 2)
+    if not inf.ok:
+        return
+    module = build_module(graph, batch=2, device="meta", inference=inf)
+    graph.num_classes = inf.shapes["output"][-1]
+    back = import_module(module, graph.input_spec.shape, graph.num_classes).graph
+    assert sorted((n.id, n.type) for n in back) == sorted((n.id, n.type) for n in graph)  # order: topological
+    assert sorted(map(str, back.edges)) == sorted(map(str, graph.edges))
+    again = validate(back, 2)
+    for node in graph:  # parameters left to "take it from the input" come back as explicit values
+        explicit = {k: v for k, v in inf.params[node.id].items() if v is not None}
+        imported = {k: v for k, v in again.params[node.id].items() if k in explicit}
+        assert imported == explicit, node.id

@@ -154,3 +154,10 @@ def test_layered_layout_puts_every_node_right_of_its_inputs():
     for e in g.edges:
         assert pos[e.dst][0] > pos[e.src][0]
     assert pos["conv2"][1] == pos["conv1"][1] == 0.0  # the main chain stays on one row
+
+
+def test_a_wire_doubled_by_a_script_is_a_problem():
+    g = Graph(InputSpec((4,)), 4)
+    g.chain(("Input", "input"), ("Add", "add"), ("Output", "output"))
+    g.add_edge(Edge("input", "add"), check=False)  # Connect refuses this; a script can still do it
+    assert ("add", "the wire from input to 'in' appears twice") in problems_of(g)
