@@ -323,7 +323,10 @@ class _Converter:
             self.failed.add(n)  # an input is already reported; do not report its users too
             return ""
         node_id = node_id or _safe_id(n.name, self.graph)
-        self.graph.add_node(mapped.type, node_id, mapped.params)
+        try:
+            self.graph.add_node(mapped.type, node_id, mapped.params)
+        except GraphError as exc:  # e.g. LeakyReLU(-0.1): a value the catalog does not allow
+            raise Unmappable(f"{mapped.type} cannot take it: {exc.message}") from None
         port = self.graph.nodes[node_id].spec.inputs[0].name if mapped.inputs else "in"
         for i, src in enumerate(sources):
             if src in sources[:i]:  # x + x: a graph has one wire per pair of ports, so pass a copy

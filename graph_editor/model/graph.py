@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import LayerSpec, get_layer
-from .errors import CommandError
+from .errors import CommandError, ParamError
 from .events import GraphEvents
 
 ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -224,10 +224,8 @@ class Graph:
         if check and spec is not None:
             try:
                 values = spec.check_params(values)
-            except CommandError:
-                raise
-            except Exception as exc:  # ParamError: located at the node
-                raise CommandError(str(exc), node=node_id, field=getattr(exc, "field", None)) from None
+            except ParamError as exc:  # located at the node
+                raise CommandError(exc.message, node=node_id, field=exc.field) from None
         node = Node(node_id, type_, values, (float(position[0]), float(position[1])), label)
         self.insert_node(node)
         return node

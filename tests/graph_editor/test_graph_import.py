@@ -236,3 +236,10 @@ def test_the_same_tensor_twice_into_a_merge():
     built.load_state_dict(result.state_dict)
     x = torch.randn(2, 6)
     torch.testing.assert_close(built(x), module(x))
+
+
+def test_values_outside_the_catalog_are_reported_not_raised():
+    with pytest.raises(ModuleImportError) as info:
+        import_module(nn.Sequential(nn.Linear(4, 4), nn.LeakyReLU(-0.1)), (4,))
+    (problem,) = info.value.unsupported
+    assert problem.op == "nn.LeakyReLU" and "negative_slope must be >= 0, got -0.1" in problem.reason
