@@ -21,9 +21,10 @@ UNVERIFIED = ".unverified"
 
 
 def output_path(form: Format, source: ExportSource, output: str | Path) -> Path:
-    """The file to write: ``output`` itself, or ``<output>/<model name><suffix>`` for a folder."""
+    """The file to write: ``output`` itself, or ``<output>/<model name><suffix>`` for a folder (an existing
+    folder, a path ending in a separator, or a path without a suffix for a format that has one)."""
     out = Path(output).expanduser()
-    if form.suffix and (out.is_dir() or str(output).endswith(("/", os.sep))):
+    if form.suffix and (out.is_dir() or str(output).endswith(("/", os.sep)) or not out.suffix):
         return out / f"{source.name}{form.suffix}"
     return out
 
@@ -42,9 +43,12 @@ def export(source: ExportSource, fmt: str, output: str | Path, options: ExportOp
     if form.needs_run and source.metrics is None:
         raise ExportError(f"the {form.title} format exports a run's metrics: give a run id, not a graph file")
     path = output_path(form, source, output)
-    path.parent.mkdir(parents=True, exist_ok=True)
     say(f"writing {form.title} to {path}")
-    written = form.write(source, path, options)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        written = form.write(source, path, options)
+    except OSError as exc:  # a read-only folder, a file where a folder should be, a full disk
+        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
     report = ExportReport(format=fmt, path=str(written.files[0]), source=source.description,
                           files=[str(f) for f in written.files], metrics=dict(written.metrics),
                           notes=[*source.notes, *written.notes], verified=options.verify)

@@ -156,6 +156,26 @@ def train_digits(tour: Tour) -> None:
     tour.results["run_db"], tour.results["run_id"] = db, last["run_id"]
 
 
+def export_run(tour: Tour) -> None:
+    """The trained run shipped: ONNX proven on real validation samples, model.py, TensorBoard logs."""
+    from exporters import ExportOptions, export, from_run
+
+    if "run_id" not in tour.results:
+        print("no run to export (the training step did not finish)")
+        return
+    source = from_run(tour.results["run_id"], store=tour.results["run_db"])
+    for fmt, out in (("onnx", tour.out / "export"), ("python", tour.out / "export" / "model.py"),
+                     ("tensorboard", tour.out / "export" / "tensorboard")):
+        report = export(source, fmt, out, ExportOptions(timing_runs=5))
+        checks = ", ".join(f"{c.name} {'ok' if c.passed else 'FAILED'}" for c in report.checks)
+        print(f"{fmt:12s} {Path(report.path).name}: {checks}")
+        if fmt == "onnx":
+            m = report.metrics
+            print(f"{'':12s} max abs diff {m['max_abs_diff']:.2g}, top-1 agreement {m['top1_agreement']:.0%}, "
+                  f"onnxruntime {m['onnxruntime_ms']:.2f} ms vs eager {m['pytorch_eager_ms']:.2f} ms "
+                  f"(batch {m['verify_batch']})")
+
+
 STEPS: list[Callable[[Tour], None]] = [
     templates_summary,
     validate_lenet,
@@ -163,6 +183,7 @@ STEPS: list[Callable[[Tour], None]] = [
     import_refusal,
     edit_and_undo,
     train_digits,
+    export_run,
 ]
 
 

@@ -1,0 +1,78 @@
+"""The format registry, output paths and reports: cheap, no exporting."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from export_graphs import tiny_ln_graph
+
+from exporters import (
+    Check,
+    ExportReport,
+    Format,
+    FormatUnavailable,
+    compare_outputs,
+    export_format,
+    format_names,
+    from_graph,
+    get_format,
+    output_path,
+)
+
+
+def test_every_format_is_registered_once():
+    assert set(format_names()) == {"onnx", "pt2", "pte", "safetensors", "python", "tensorboard"}
+
+    class Again(Format):
+        name = "onnx"
+
+    with pytest.raises(ValueError, match="already registered"):
+        export_format(Again)
+    assert type(get_format("onnx")).__name__ == "OnnxFormat"
+
+
+def test_a_missing_package_says_how_to_install_it():
+    class NeedsNothingThere(Format):
+        name, title = "nothing", "Nothing"
+        requires = ("no_such_package_for_torch_studio",)
+        install_hint = "Install it with: pip install no-such-package"
+
+    form = NeedsNothingThere()
+    assert "needs no_such_package_for_torch_studio" in form.missing()
+    with pytest.raises(FormatUnavailable, match="pip install no-such-package"):
+        form.ensure_available()
+
+
+def test_output_paths(tmp_path):
+    source = from_graph(tiny_ln_graph())
+    onnx, tb = get_format("onnx"), get_format("tensorboard")
+    assert output_path(onnx, source, tmp_path) == tmp_path / "tiny_ln.onnx"
+    assert output_path(onnx, source, tmp_path / "new") == tmp_path / "new" / "tiny_ln.onnx"
+    assert output_path(onnx, source, tmp_path / "m.onnx") == tmp_path / "m.onnx"
+    assert output_path(tb, source, tmp_path / "logs") == tmp_path / "logs"
+
+
+def test_comparison_follows_torch_testing_tolerances():
+    import torch
+
+    e = torch.tensor([[1.0, 2.0], [3.0, -4.0]])
+    assert compare_outputs(e, e + 1e-6, 1e-3, 1e-5).allclose
+    near = compare_outputs(e, e * (1 + 5e-4), 1e-3, 1e-5)
+    assert near.allclose and near.top1_agreement == 1.0
+    far = compare_outputs(e, e * (1 + 2e-3), 1e-3, 1e-5)
+    assert not far.allclose and far.mismatched == 4
+    swapped = compare_outputs(e, e.flip(1), 1e-3, 1e-5)
+    assert swapped.top1_agreement == 0.0
+    assert not compare_outputs(e, torch.full_like(e, float("nan")), 1e-3, 1e-5).check("x", 1e-3, 1e-5).passed
+
+
+def test_report_files(tmp_path):
+    report = ExportReport("onnx", str(tmp_path / "m.onnx"), "graph 'g'", checks=[Check("a", True, "fine"),
+                                                                                  Check("b", False, "broken")],
+                          metrics={"max_abs_diff": 0.5, "file_bytes": 2048, "onnxruntime_ms": 1.25})
+    json_path, text_path = report.save(tmp_path / "m.onnx")
+    data = json.loads(json_path.read_text())
+    assert data["ok"] is False and data["checks"][1]["detail"] == "broken"
+    text = text_path.read_text()
+    assert text.startswith("onnx export FAILED") and "[FAIL] b: broken" in text and "1.250 ms" in text
