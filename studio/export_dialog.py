@@ -209,6 +209,105 @@ class ExportDialog(QDialog):
             QDesktopServices.openUrl(QUrl.fromLocalFile(str(Path(self.report.path).parent)))
 
 
+EXPORT_MENU = (  # (format, menu text, tip)
+    ("onnx", "Export &ONNX", "Export to ONNX and prove it with onnx.checker and onnxruntime"),
+    ("pt2", "torch.export (.&pt2)", "A torch.export program, loaded back and checked"),
+    ("pte", "&ExecuTorch (.pte)", "For edge devices (XNNPACK), run in the ExecuTorch runtime and checked"),
+    ("safetensors", "&safetensors + Graph", "The weights with the graph file beside them"),
+    ("python", "PyTorch &Source (model.py)", "A standalone, readable model.py with its weights"),
+    ("tensorboard", "&TensorBoard Logs", "The current run's metrics as TensorBoard event files"),
+)
+
+
+class ExportHook(QObject):
+    """The Export menu and the one-click "Export ONNX" toolbar button of a main window.
+
+    One click exports the current run's best checkpoint (``current_run()`` gives its id) or, with no
+    run, the graph being edited (a snapshot taken at the click), into ``export_dir()``, and opens the
+    report dialog. Install with ``ExportHook(window, db_url=..., current_run=...)``.
+    """
+
+    def __init__(self, window: Any, db_url: str | None = None, current_run: Callable[[], int | None] | None = None,
+                 export_dir: Callable[[], Path] | None = None) -> None:
+        super().__init__(window)
+        from PySide6.QtGui import QAction, QKeySequence
+        from PySide6.QtWidgets import QMenu
+
+        self.window, self.db_url = window, db_url
+        self.current_run = current_run or (lambda: None)
+        self.export_dir = export_dir or self._default_dir
+        self.dialogs: list[ExportDialog] = []
+        self.menu = QMenu("E&xport", window)
+        view = window.menus["&View"]
+        window.menuBar().insertMenu(view.menuAction(), self.menu)
+        self.actions: dict[str, Any] = {}
+        for fmt, text, tip in EXPORT_MENU:
+            action = QAction(text, window, statusTip=tip, toolTip=tip, objectName=f"action_export_{fmt}")
+            action.triggered.connect(lambda _checked=False, f=fmt: self.export(f))
+            self.menu.addAction(action)
+            if fmt == "onnx":
+                action.setShortcut(QKeySequence("Ctrl+E"))
+                self.menu.addSeparator()
+            self.actions[fmt] = action
+        self.menu.aboutToShow.connect(self._refresh)
+        window.toolbar.addSeparator()
+        window.toolbar.addAction(self.actions["onnx"])
+        window.add_close_guard(self.close_guard)
+
+    def _refresh(self) -> None:
+        from exporters import get_format
+
+        has_run = self.current_run() is not None
+        for fmt, action in self.actions.items():
+            form = get_format(fmt)
+            missing = form.missing()
+            action.setEnabled(missing is None and (has_run or not form.needs_run))
+            action.setToolTip(missing or ("needs a run: train first" if form.needs_run and not has_run
+                                          else action.statusTip()))
+
+    def _default_dir(self) -> Path:
+        path = self.window.document.path
+        if path is not None:
+            return Path(path).parent / "exports"
+        import platformdirs
+
+        return Path(platformdirs.user_documents_dir()) / "Torch Studio exports"
+
+    def export(self, fmt: str) -> ExportDialog:
+        """Start exporting the current run (or graph) as ``fmt`` and show the dialog; returns it."""
+        from exporters import from_graph, from_run
+
+        run_id = self.current_run()
+        if run_id is not None:
+            def make() -> Any:
+                return from_run(run_id, store=self.db_url)
+        else:
+            graph = self.window.controller.graph.copy()  # the user may keep editing while it exports
+
+            def make() -> Any:
+                return from_graph(graph)
+        dialog = ExportDialog(make, fmt, self.export_dir(), parent=self.window)
+        dialog.node_chosen.connect(self.window.reveal)
+        dialog.done.connect(lambda ok, d=dialog: self._log(d, ok))
+        self.dialogs = [d for d in self.dialogs if d.isVisible() or not d.finished_export] + [dialog]
+        dialog.show()
+        dialog.start()
+        return dialog
+
+    def _log(self, dialog: ExportDialog, ok: bool) -> None:
+        if dialog.report is not None:
+            level = "info" if ok else "warning"
+            self.window.log.append(f"{dialog.windowTitle()}: {dialog.verdict.text()} ({dialog.report.path})", level)
+        else:
+            self.window.log.append(f"{dialog.windowTitle()} failed: {dialog.status.text()}", "warning")
+
+    def close_guard(self) -> bool:
+        """Let the window close after any export still running has ended (it writes files)."""
+        for dialog in self.dialogs:
+            dialog.wait()
+        return True
+
+
 def _preview() -> int:
     import tempfile
 

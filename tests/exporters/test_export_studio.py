@@ -1,0 +1,62 @@
+"""The Export menu and one-click "Export ONNX" button on a real main window (offscreen)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from export_graphs import TEMPLATES
+
+pytestmark = pytest.mark.qt
+
+
+class NoQuestions:
+    """The studio must not ask anything during these tests."""
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"the studio asked {name}")
+
+
+@pytest.fixture
+def window(qapp, tmp_path):
+    from studio.app import build
+    from studio.settings import StudioSettings
+
+    style, palette, sheet = qapp.style().name(), qapp.palette(), qapp.styleSheet()
+    win = build(qapp, StudioSettings.at(tmp_path / "settings.ini"), NoQuestions(), tmp_path / "recovery",
+                autosave_ms=3_600_000, runs_db=f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    win.show()
+    yield win
+    win.document.undo_stack.setClean()
+    win.close()
+    win.deleteLater()
+    qapp.setStyleSheet(sheet)
+    qapp.setPalette(palette)
+    qapp.setStyle(style)
+
+
+def test_one_click_exports_the_graph_being_edited(qtbot, window, tmp_path):
+    from studio.export_dialog import ExportHook
+
+    hook = ExportHook(window, export_dir=lambda: tmp_path / "exports")
+    assert hook.actions["onnx"] in window.toolbar.actions()
+    assert window.files.open(TEMPLATES / "lenet5.graph.json")
+    with qtbot.waitSignal(hook.actions["onnx"].triggered):
+        hook.actions["onnx"].trigger()
+    dialog = hook.dialogs[-1]
+    with qtbot.waitSignal(dialog.done, timeout=180_000) as blocker:
+        pass
+    assert blocker.args == [True], dialog.status.text()
+    assert Path(dialog.report.path) == tmp_path / "exports" / "lenet_5.onnx"
+    assert "verified" in dialog.verdict.text()
+    dialog.grab().save(str(tmp_path / "dialog.png"))
+
+
+def test_the_menu_knows_what_needs_a_run(qtbot, window, tmp_path):
+    from studio.export_dialog import ExportHook
+
+    hook = ExportHook(window, export_dir=lambda: tmp_path)
+    hook._refresh()
+    assert not hook.actions["tensorboard"].isEnabled()
+    assert "needs a run" in hook.actions["tensorboard"].toolTip()
+    assert hook.actions["onnx"].isEnabled() and hook.actions["python"].isEnabled()
