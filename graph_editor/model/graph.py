@@ -328,7 +328,8 @@ class Graph:
             if prev is not None:
                 self.connect(prev, node_id, dst_port=_first_input(type_))
             prev, x = node_id, x + dx
-        assert prev is not None
+        if prev is None:
+            raise CommandError("chain needs at least one step or a start node")
         return prev
 
     def copy(self) -> Graph:

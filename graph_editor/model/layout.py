@@ -1,8 +1,8 @@
 """Automatic layout: a layered drawing of the graph, left to right.
 
 Each node goes into the column of its longest path from an input (its topological
-generation), and within a column nodes are ordered by the mean row of their inputs so that
-wires cross little. Pure Python, so the canvas, the importer and scripts share it.
+generation) and onto the top row its inputs use; at a fork the branch with the longer way to
+go keeps the row, so a block's main path runs straight and its shortcut sits below. Pure Python, so the canvas, the importer and scripts share it.
 """
 
 from __future__ import annotations
@@ -31,18 +31,22 @@ def layered_layout(graph: Graph, dx: float = DX, dy: float = DY) -> dict[str, tu
     columns: dict[int, list[str]] = {}
     for n in order:
         columns.setdefault(column[n], []).append(n)
+    # Longest path to a sink: at a fork the longer branch (a block's main path) keeps the row.
+    succs: dict[str, list[str]] = {n: [] for n in graph.nodes}
+    for e in graph.edges:
+        succs[e.src].append(e.dst)
+    reach: dict[str, int] = {}
+    for n in reversed(order):
+        reach[n] = 1 + max((reach[s] for s in succs[n] if s in reach), default=0)
     row: dict[str, float] = {}
     positions: dict[str, tuple[float, float]] = {}
     for c in sorted(columns):
-        wanted = {n: _mean([row[p] for p in preds[n] if p in row], default=0.0) for n in columns[c]}
+        # A node wants the top row its inputs use, so a merge brings the chain back up.
+        wanted = {n: min((row[p] for p in preds[n] if p in row), default=0.0) for n in columns[c]}
         last = None
-        for n in sorted(columns[c], key=lambda n: wanted[n]):
-            # Each node on the row its inputs come from, pushed down when a sibling took that row.
+        for n in sorted(columns[c], key=lambda n: (wanted[n], -reach[n])):
+            # Each node on the row it wants, pushed down when a sibling took that row.
             row[n] = wanted[n] if last is None else max(wanted[n], last + 1.0)
             last = row[n]
             positions[n] = (c * dx, row[n] * dy)
     return positions
-
-
-def _mean(values: list[float], default: float) -> float:
-    return sum(values) / len(values) if values else default
