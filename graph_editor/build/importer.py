@@ -322,7 +322,7 @@ class _Converter:
         except _Skip:
             self.failed.add(n)  # an input is already reported; do not report its users too
             return ""
-        node_id = node_id or _safe_id(n.name, self.graph)
+        node_id = node_id or _safe_id(_readable_id(n), self.graph)
         try:
             self.graph.add_node(mapped.type, node_id, mapped.params)
         except GraphError as exc:  # e.g. LeakyReLU(-0.1): a value the catalog does not allow
@@ -349,10 +349,24 @@ class _Skip(Unmappable):
     """An input of this node failed; the failure is reported once, where it happened."""
 
 
+def _readable_id(n: fx.Node) -> str:
+    """Module calls keep fx's name (the module path, ``layer1_0_conv1``); an op inside a submodule's
+    forward is named after that module too (``layer1_0_add``, not fx's global ``add_3``)."""
+    stack = n.meta.get("nn_module_stack") or {}
+    if n.op in ("call_function", "call_method") and stack:
+        path = next(reversed(stack.values()))[0]
+        return f"{path.replace('.', '_')}_{re.sub(r'_[0-9]+$', '', n.name)}"
+    return n.name
+
+
 def _safe_id(name: str, graph: Graph) -> str:
-    node_id = name if name not in _RESERVED else f"{name}_"
+    """``name`` as a valid, unused node id that no nn.Module attribute shadows."""
+    base = re.sub(r"\W", "_", name)
+    if not base or base[0].isdigit() or base in _RESERVED:
+        base = f"_{base}" if base and base[0].isdigit() else f"{base}_"
+    node_id, i = base, 2
     while node_id in graph.nodes:
-        node_id += "_"
+        node_id, i = f"{base}_{i}", i + 1
     return node_id
 
 

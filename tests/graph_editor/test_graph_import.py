@@ -106,6 +106,7 @@ def test_resnetish_round_trip(training):
     ids = set(graph.nodes)
     # Module paths become node ids; a module called twice gets two nodes.
     assert {"stem_0", "layer1_0_conv1", "layer1_1_downsample_0", "layer1_0_relu", "layer1_0_relu_1"} <= ids
+    assert {"layer1_0_add", "layer1_1_add", "cat", "flatten"} <= ids  # ops named after the module they are in
     assert len(graph.nodes_of_type("Add")) == 2 and len(graph.nodes_of_type("Concat")) == 1
 
 
@@ -156,7 +157,7 @@ def test_layout_runs_left_to_right():
     assert validate(graph).ok
     # The main path of a block stays on the top row; its downsample shortcut goes below.
     row = {n.id: n.position[1] for n in graph}
-    assert row["layer1_1_conv1"] == row["layer1_1_conv2"] == row["add_1"] == row["fc"] == 0.0
+    assert row["layer1_1_conv1"] == row["layer1_1_conv2"] == row["layer1_1_add"] == row["fc"] == 0.0
     assert row["layer1_1_downsample_0"] > 0
 
 
