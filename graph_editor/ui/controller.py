@@ -8,6 +8,8 @@ the reason (and emits it on ``refused``), so a view can show it where the user i
 
 from __future__ import annotations
 
+import atexit
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -290,6 +292,7 @@ class EditorController(QObject):
             data.setData(GRAPH_MIME, text.encode("utf-8"))
             data.setText(text)
             QGuiApplication.clipboard().setMimeData(data)
+            _release_clipboard_at_exit()
         return text
 
     def cut(self, ids: Iterable[str]) -> str | None:
@@ -346,3 +349,21 @@ class EditorController(QObject):
 def _prefix(type_: str, old_id: str) -> str:
     spec = get_layer(type_)
     return spec.prefix if spec else old_id.rstrip("0123456789") or "node"
+
+
+@functools.cache
+def _release_clipboard_at_exit() -> None:
+    """Empty the clipboard before Python tears Qt down.
+
+    A QMimeData made in Python and handed to the clipboard is deleted twice when the
+    application object goes away with it still there (a segfault at exit, seen with
+    PySide6 6.11 and 6.12), so we take it back while the interpreter is still whole.
+    """
+    def release() -> None:
+        if QGuiApplication.instance() is not None:
+            board = QGuiApplication.clipboard()
+            data = board.mimeData()
+            if data is not None and data.hasFormat(GRAPH_MIME):
+                board.clear()
+
+    atexit.register(release)
