@@ -233,8 +233,7 @@ class _Converter:
             if n.kwargs or not all(isinstance(a, fx.Node) for a in n.args):
                 raise Unmappable("called with extra arguments (masks, flags); only module(x) maps")
             mapped = rule(mod, list(n.args))
-        shared = target in self.called and any(True for _ in mod.parameters())
-        if shared:
+        if target in self.called and mod.state_dict():  # weights or running statistics
             raise Unmappable(f"module '{target}' is called twice; a graph node cannot share its weights")
         self.called.add(target)
         node_id = self._add(n, mapped)
