@@ -19,6 +19,7 @@ from .commands import (
 )
 from .errors import CommandError, GraphError, GraphFileError, ParamError, ShapeError
 from .graph import Edge, Graph, Group, InputSpec, Node
+from .layout import layered_layout
 from .serialize import SCHEMA_VERSION, dumps, graph_from_dict, graph_to_dict, load_graph, loads, save_graph
 from .validate import Inference, Problem, validate
 
@@ -28,5 +29,5 @@ __all__ = [
     "MoveNodes", "Node", "ParamError", "ParamSpec", "PortSpec", "Problem", "RemoveNodes", "RenameLabel",
     "SetGroupCollapsed", "SetParam", "SetSpec", "ShapeError", "UndoStack", "Ungroup", "all_layers",
     "categories", "dumps", "fmt_shape", "get_layer", "graph_from_dict", "graph_to_dict", "layer",
-    "load_graph", "loads", "save_graph", "validate",
+    "layered_layout", "load_graph", "loads", "save_graph", "validate",
 ]

@@ -68,12 +68,14 @@ def test_template_validates_builds_and_matches_pytorch_counters(name):
             assert stats.params == sum(p.numel() for p in module.get_submodule(stats.id).parameters())
 
 
-def test_small_templates_run_for_real():
+def test_small_templates_run_for_real_with_the_analysed_flops():
     for name in ("mlp", "lenet5", "digits_cnn"):
         graph = load_graph(TEMPLATES / f"{name}.graph.json")
         module = build_module(graph).eval()
-        out = module(example_input(graph, 3))
+        with FlopCounterMode(display=False) as counter:
+            out = module(example_input(graph, 3))
         assert out.shape == (3, 10) and torch.isfinite(out).all()
+        assert counter.get_total_flops() == analyze(graph, batch=3).total_flops
 
 
 def test_positions_are_laid_out_left_to_right():
