@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (  # noqa: E402
 )
 
 from graph_editor.model import Graph, InputSpec, dumps, loads, validate  # noqa: E402
-from graph_editor.ui.autolayout import layered_layout  # noqa: E402
+from graph_editor.model.layout import layered_layout  # noqa: E402
 from graph_editor.ui.canvas import GraphCanvas  # noqa: E402
 from graph_editor.ui.controller import EditorController  # noqa: E402
 from graph_editor.ui.live import LiveAnalysis  # noqa: E402

@@ -10,6 +10,7 @@ module :func:`~graph_editor.build.fx.build_module` builds, so the weights load s
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 import re
@@ -100,7 +101,7 @@ def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], n
         out = values[next(n for n in gm.graph.nodes if n.op == "output").args[0]]
         graph.num_classes = int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() == 2 else 1
     _check(graph, gm, values)
-    for node_id, pos in layered_layout(graph).items():
+    for node_id, pos in layered_layout(graph, wrap=math.inf).items():  # one band, like the templates
         graph.nodes[node_id].position = pos
     return ImportResult(graph, state)
 

@@ -1,52 +1,198 @@
-"""Automatic layout: a layered drawing of the graph, left to right.
+"""Layered left-to-right layout: a pure function from a graph to node positions.
 
-Each node goes into the column of its longest path from an input (its topological
-generation) and onto the top row its inputs use; at a fork the branch with the longer way to
-go keeps the row, so a block's main path runs straight and its shortcut sits below. Pure Python, so the canvas, the importer and scripts share it.
+Sugiyama-style, kept small: nodes go in columns by topological generation (the longest
+path from a source), long wires get virtual nodes so they take part in ordering, the order
+within each column is improved by barycentre sweeps (alternately left-to-right and back,
+keeping an order only when it crosses fewer wires), and rows are then placed near the
+average of their neighbours so chains come out straight. Pure Python (with networkx), so the
+canvas, the fx importer and scripts share it.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
+
+import networkx as nx
+
 from .graph import Graph
 
-DX = 180.0
-DY = 140.0
+DEFAULT_SIZE = (150.0, 80.0)
+H_GAP = 90.0
+V_GAP = 40.0
+BAND_GAP = 140.0
+WRAP_MIN = 3000.0  # narrower networks stay in one band
+BAND_ASPECT = 550.0  # total width / bands**2: about 16:9 for bands ~300 high
+SWEEPS = 8
 
 
-def layered_layout(graph: Graph, dx: float = DX, dy: float = DY) -> dict[str, tuple[float, float]]:
-    """Positions for every node: columns ``dx`` apart by generation, rows ``dy`` apart.
+def layered_layout(graph: Graph, ids: Iterable[str] | None = None,
+                   sizes: dict[str, tuple[float, float]] | None = None,
+                   wrap: float | None = None) -> dict[str, tuple[float, float]]:
+    """Positions (top-left corners) for ``ids`` (default all nodes), flowing left to right.
 
-    A graph with a cycle gets the nodes on the cycle placed after everything else, so the
-    function never fails; validation reports the cycle.
+    ``sizes`` gives node boxes (width, height) so columns and rows do not overlap. A long
+    network is cut into bands stacked top to bottom, each at most ``wrap`` wide (by default
+    so that the whole reads at about a screen's proportions); ``wrap=math.inf`` keeps one
+    band. The laid out block keeps the top-left corner the nodes had before.
     """
-    order = graph.topological_order()
-    if order is None:
-        order = list(graph.nodes)
-    preds: dict[str, list[str]] = {n: [] for n in graph.nodes}
-    for e in graph.edges:
-        preds[e.dst].append(e.src)
-    column: dict[str, int] = {}
-    for n in order:
-        column[n] = 1 + max((column[p] for p in preds[n] if p in column), default=-1)
-    columns: dict[int, list[str]] = {}
-    for n in order:
-        columns.setdefault(column[n], []).append(n)
-    # Longest path to a sink: at a fork the longer branch (a block's main path) keeps the row.
-    succs: dict[str, list[str]] = {n: [] for n in graph.nodes}
-    for e in graph.edges:
-        succs[e.src].append(e.dst)
-    reach: dict[str, int] = {}
-    for n in reversed(order):
-        reach[n] = 1 + max((reach[s] for s in succs[n] if s in reach), default=0)
-    row: dict[str, float] = {}
-    positions: dict[str, tuple[float, float]] = {}
-    for c in sorted(columns):
-        # A node wants the top row its inputs use, so a merge brings the chain back up.
-        wanted = {n: min((row[p] for p in preds[n] if p in row), default=0.0) for n in columns[c]}
-        last = None
-        for n in sorted(columns[c], key=lambda n: (wanted[n], -reach[n])):
-            # Each node on the row it wants, pushed down when a sibling took that row.
-            row[n] = wanted[n] if last is None else max(wanted[n], last + 1.0)
-            last = row[n]
-            positions[n] = (c * dx, row[n] * dy)
-    return positions
+    keep = list(graph.nodes) if ids is None else [i for i in dict.fromkeys(ids) if i in graph.nodes]
+    if not keep:
+        return {}
+    sizes = sizes or {}
+    dag = _acyclic(graph, keep)
+    layers = _layers_with_virtuals(dag)
+    _reduce_crossings(dag, layers, graph)
+    pos = _coordinates(dag, layers, sizes, wrap)
+    x0 = min(graph.nodes[i].position[0] for i in keep)
+    y0 = min(graph.nodes[i].position[1] for i in keep)
+    px = min(p[0] for i, p in pos.items() if i in graph.nodes)
+    py = min(p[1] for i, p in pos.items() if i in graph.nodes)
+    return {i: (round(pos[i][0] - px + x0, 1), round(pos[i][1] - py + y0, 1)) for i in keep}
+
+
+def _acyclic(graph: Graph, keep: list[str]) -> nx.DiGraph:
+    inside = set(keep)
+    dag = nx.DiGraph()
+    dag.add_nodes_from(keep)
+    dag.add_edges_from((e.src, e.dst) for e in graph.edges if e.src in inside and e.dst in inside)
+    while True:  # a graph being drawn may have a cycle: drop one wire of each until none is left
+        try:
+            cycle = nx.find_cycle(dag)
+        except nx.NetworkXNoCycle:
+            return dag
+        dag.remove_edge(*cycle[-1][:2])
+
+
+def _layers_with_virtuals(dag: nx.DiGraph) -> list[list[str]]:
+    rank = {}
+    for depth, generation in enumerate(nx.topological_generations(dag)):
+        for n in generation:
+            rank[n] = depth
+    layers: list[list[str]] = [[] for _ in range(max(rank.values()) + 1)]
+    for n in dag.nodes:  # insertion order = the graph's order: a stable start
+        layers[rank[n]].append(n)
+    for u, v in list(dag.edges):
+        if rank[v] - rank[u] > 1:  # a long wire: one virtual node per column it crosses
+            dag.remove_edge(u, v)
+            prev = u
+            for r in range(rank[u] + 1, rank[v]):
+                virtual = ("virtual", u, v, r)
+                dag.add_node(virtual, virtual=True)
+                layers[r].append(virtual)
+                dag.add_edge(prev, virtual)
+                prev = virtual
+            dag.add_edge(prev, v)
+    return layers
+
+
+def _reduce_crossings(dag: nx.DiGraph, layers: list[list], graph: Graph) -> None:
+    def y_of(n) -> float:
+        return graph.nodes[n].position[1] if n in graph.nodes else 0.0
+
+    for layer in layers:  # start from the order the user drew
+        layer.sort(key=y_of)
+    best = [list(layer) for layer in layers]
+    best_crossings = _crossings(dag, layers)
+    for sweep in range(SWEEPS):
+        down = sweep % 2 == 0
+        indices = range(1, len(layers)) if down else range(len(layers) - 2, -1, -1)
+        for li in indices:
+            ref = {n: k for k, n in enumerate(layers[li - 1 if down else li + 1])}
+            neighbours = dag.predecessors if down else dag.successors
+
+            def barycentre(n, k, ref=ref, neighbours=neighbours) -> float:
+                near = [ref[m] for m in neighbours(n) if m in ref]
+                return sum(near) / len(near) if near else float(k)
+
+            layers[li] = [n for _, n in sorted(((barycentre(n, k), n) for k, n in enumerate(layers[li])),
+                                               key=lambda t: t[0])]
+        crossings = _crossings(dag, layers)
+        if crossings < best_crossings:
+            best, best_crossings = [list(layer) for layer in layers], crossings
+    layers[:] = best
+
+
+def _crossings(dag: nx.DiGraph, layers: list[list]) -> int:
+    total = 0
+    for left, right in zip(layers, layers[1:], strict=False):
+        li = {n: k for k, n in enumerate(left)}
+        ri = {n: k for k, n in enumerate(right)}
+        wires = sorted((li[u], ri[v]) for u in left for v in dag.successors(u) if v in ri)
+        for a in range(len(wires)):
+            for b in range(a + 1, len(wires)):
+                if wires[a][0] < wires[b][0] and wires[a][1] > wires[b][1]:
+                    total += 1
+    return total
+
+
+def _coordinates(dag: nx.DiGraph, layers: list[list], sizes: dict[str, tuple[float, float]],
+                 wrap: float | None) -> dict[object, tuple[float, float]]:
+    def size(n) -> tuple[float, float]:
+        return (0.0, 0.0) if dag.nodes[n].get("virtual") else sizes.get(n, DEFAULT_SIZE)
+
+    pos: dict[object, tuple[float, float]] = {}
+    xs, widths = [], []
+    x = 0.0
+    for layer in layers:
+        # Each row wants the top of its predecessors (ports sit at a fixed height below the
+        # top, so chains come out straight); rows keep their order and gaps.
+        wants = []
+        for n in layer:
+            near = [pos[m][1] for m in dag.predecessors(n) if m in pos]
+            wants.append(sum(near) / len(near) if near else None)
+        ys = _pack(wants, [size(n)[1] for n in layer])
+        for n, y in zip(layer, ys, strict=True):
+            pos[n] = (x, y)
+        xs.append(x)
+        widths.append(max((size(n)[0] for n in layer), default=0.0))
+        x += widths[-1] + H_GAP
+    if wrap is None:
+        total = x - H_GAP
+        bands = 1 if total <= WRAP_MIN else math.ceil(math.sqrt(total / BAND_ASPECT))
+        wrap = total / bands + 1
+    return _wrap(pos, layers, xs, widths, size, wrap)
+
+
+def _wrap(pos: dict, layers: list[list], xs: list[float], widths: list[float], size, wrap: float) -> dict:
+    """Cut the columns into bands no wider than ``wrap``, stacked top to bottom."""
+    band_of, start, band = [], 0.0, 0
+    for x, w in zip(xs, widths, strict=True):
+        if x + w - start > wrap and x > start:
+            band, start = band + 1, x
+        band_of.append((band, start))
+    tops: dict[int, float] = {}
+    bottoms: dict[int, float] = {}
+    for (b, _), layer in zip(band_of, layers, strict=True):
+        for n in layer:
+            tops[b] = min(tops.get(b, math.inf), pos[n][1])
+            bottoms[b] = max(bottoms.get(b, -math.inf), pos[n][1] + size(n)[1])
+    offset, shift = 0.0, {}
+    for b in sorted(tops):
+        shift[b] = offset - tops[b]
+        offset += bottoms[b] - tops[b] + BAND_GAP
+    out = {}
+    for (b, start), layer in zip(band_of, layers, strict=True):
+        for n in layer:
+            out[n] = (pos[n][0] - start, pos[n][1] + shift[b])
+    return out
+
+
+def _pack(wants: list[float | None], heights: list[float]) -> list[float]:
+    """Rows at their wanted heights where possible, in order and at least V_GAP apart; then
+    the column shifts so that real rows (not wire bends, of height 0) sit where they want."""
+    ys: list[float] = []
+    low: float | None = None
+    for want, h in zip(wants, heights, strict=True):
+        if want is None:
+            y = low if low is not None else 0.0
+        else:
+            y = want if low is None else max(want, low)
+        ys.append(y)
+        low = y + h + (V_GAP if h else V_GAP / 2)
+    weighted = [(w - y, 1.0 if h else 0.02) for w, y, h in zip(wants, ys, heights, strict=True) if w is not None]
+    if weighted:
+        shift = sum(m * k for m, k in weighted) / sum(k for _, k in weighted)
+    else:
+        shift = -(ys[-1] + heights[-1] - ys[0]) / 2
+    return [y + shift for y in ys]

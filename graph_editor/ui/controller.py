@@ -36,8 +36,8 @@ from ..model import (
     Ungroup,
     get_layer,
 )
+from ..model.layout import layered_layout
 from . import clipboard
-from .autolayout import layered_layout
 from .mime import GRAPH_MIME
 from .undo import ModelCommand
 

@@ -8,7 +8,7 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QPainter, QPixmap
 
 from ..model import Graph, validate
-from .autolayout import layered_layout
+from ..model.layout import layered_layout
 from .scene import GraphScene
 from .style import DARK, Theme
 

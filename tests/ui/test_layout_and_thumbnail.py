@@ -11,7 +11,7 @@ from PySide6.QtCore import QRectF, QSize
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
 
 from graph_editor.model import Edge, Graph, load_graph
-from graph_editor.ui.autolayout import layered_layout
+from graph_editor.model.layout import layered_layout
 from graph_editor.ui.style import DARK
 from graph_editor.ui.thumbnail import render_thumbnail
 
