@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from .graph import Graph
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 DEFAULT_SIZE = (150.0, 80.0)
 H_GAP = 90.0
@@ -52,6 +54,8 @@ def layered_layout(graph: Graph, ids: Iterable[str] | None = None,
 
 
 def _acyclic(graph: Graph, keep: list[str]) -> nx.DiGraph:
+    import networkx as nx  # imported here: it costs ~0.4 s, and the studio must open fast
+
     inside = set(keep)
     dag = nx.DiGraph()
     dag.add_nodes_from(keep)
@@ -65,6 +69,8 @@ def _acyclic(graph: Graph, keep: list[str]) -> nx.DiGraph:
 
 
 def _layers_with_virtuals(dag: nx.DiGraph) -> list[list[str]]:
+    import networkx as nx
+
     rank = {}
     for depth, generation in enumerate(nx.topological_generations(dag)):
         for n in generation:
