@@ -41,6 +41,7 @@ from .loop import (
 )
 from .memory import memory_sample
 from .optim import Schedule, make_optimizer
+from .recorder import Recorder
 from .store import RunStore
 
 LOWER_IS_BETTER = {"val_loss"}
@@ -70,6 +71,7 @@ class Job:
     best: dict[str, list[float]] = field(default_factory=dict)  # metric -> [value, epoch]
     bad_epochs: int = 0
     last_memory: float = 0.0
+    recorder: Recorder = field(default_factory=Recorder)
 
     @property
     def spec(self):  # noqa: ANN201 - RunSpec
@@ -107,7 +109,7 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
     loaders = make_loaders(setup)
     schedule = Schedule(spec.optim.lr, spec.schedule, loaders["train"].steps, spec.train.epochs)
     job = Job(setup, store, emitter, run_id, run_dir, model, runner, opt, step_fn, scaler, schedule, loaders,
-              controls, Window(dev))
+              controls, Window())
     if compiled:
         job.step_fn = _timed_first_call(job, step_fn)
     return job
@@ -155,18 +157,32 @@ def report_metrics(job: Job, step: int, epoch: int, losses: list[float], correct
     loss, acc = sum(losses) / len(losses), sum(correct) / (b * len(correct))
     rows = [(step, "train/loss", loss), (step, "train/accuracy", acc), (step, "lr", lr),
             (step, "samples_per_s", samples_per_s)]
-    job.store.add_metrics(job.run_id, rows)
-    job.emitter.emit(ev.METRICS, step=step, epoch=epoch, loss=loss, accuracy=acc, lr=lr,
-                     samples_per_s=round(samples_per_s, 1))
+    fields = dict(step=step, epoch=epoch, loss=loss, accuracy=acc, lr=lr, samples_per_s=round(samples_per_s, 1))
+
+    def write() -> None:   # on the recorder thread: the training step does not wait for the disk
+        job.store.add_metrics(job.run_id, rows)
+        job.emitter.emit(ev.METRICS, **fields)
+
+    job.recorder.submit(write)
     if time.monotonic() - job.last_memory >= 2.0:
-        emit_memory(job, step)
+        emit_memory(job, step, background=True)
 
 
-def emit_memory(job: Job, step: int) -> None:
+def emit_memory(job: Job, step: int, background: bool = False) -> None:
+    """Store and emit a memory sample (on the recorder thread when ``background``)."""
     sample = memory_sample(job.setup.device)
-    job.store.add_metrics(job.run_id, [(step, f"memory/{k}", float(v)) for k, v in sample.items() if k != "device"])
-    job.emitter.emit(ev.MEMORY, step=step, **sample)
     job.last_memory = time.monotonic()
+
+    def write() -> None:
+        job.store.add_metrics(job.run_id, [(step, f"memory/{k}", float(v)) for k, v in sample.items()
+                                           if k != "device"])
+        job.emitter.emit(ev.MEMORY, step=step, **sample)
+
+    if background:
+        job.recorder.submit(write)
+    else:
+        job.recorder.flush()
+        write()
 
 
 def run_epochs(job: Job) -> str:
@@ -198,6 +214,7 @@ def run_epochs(job: Job) -> str:
 def end_of_epoch(job: Job, epoch: int, seconds: float) -> bool:
     """Evaluate, store, checkpoint and report an epoch; True when early stopping ends the run."""
     spec = job.spec
+    job.recorder.flush()        # the epoch's metrics events come before its epoch_end
     val = evaluate_split(job, "val")
     values = {"val_accuracy": val.accuracy, "val_loss": val.loss} if val else {}
     improved = {name: _improves(job, name, v, epoch) for name, v in values.items()}
@@ -245,6 +262,7 @@ def evaluate_split(job: Job, name: str) -> Evaluation | None:
 # ---------------------------------------------------------------- checkpoints
 def save(job: Job, kind: str) -> Path:
     """Write the ``kind`` ("best"/"last") checkpoint, record it in the store, then emit the event."""
+    job.recorder.flush()
     opt_tensors, opt_meta = optimizer_tensors(job.opt)
     tensors = {**{f"model.{k}": v for k, v in job.model.state_dict().items()}, **opt_tensors,
                **rng_tensors(job.loaders["train"].generator)}

@@ -68,29 +68,36 @@ def make_train_step(model: nn.Module, opt: torch.optim.Optimizer, *, device: tor
 
 
 class Window:
-    """Per-step losses and correct counts kept on the device until the host reads them."""
+    """Per-step losses and correct counts, kept as device tensors until the host reads them.
 
-    def __init__(self, device: torch.device, capacity: int = 1024) -> None:
-        self.losses = torch.zeros(capacity, device=device)
-        self.correct = torch.zeros(capacity, device=device)
-        self.count = 0
+    Recording is two list appends: no kernel, no sync. The read stacks them (two ops) and copies
+    once to the host.
+    """
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.losses: list[torch.Tensor] = []
+        self.correct: list[torch.Tensor] = []
         self.capacity = capacity
 
     @property
+    def count(self) -> int:
+        return len(self.losses)
+
+    @property
     def full(self) -> bool:
-        return self.count == self.capacity
+        return len(self.losses) >= self.capacity
 
     def record(self, loss: torch.Tensor, correct: torch.Tensor) -> None:
-        self.losses[self.count] = loss      # a device-side copy, not a sync
-        self.correct[self.count] = correct
-        self.count += 1
+        self.losses.append(loss)
+        self.correct.append(correct)
 
     def read(self, first_step: int) -> tuple[list[float], list[float]]:
         """The recorded values (one host/device sync); raises NonFiniteLoss naming the first bad step."""
-        n, self.count = self.count, 0
-        if n == 0:
+        if not self.losses:
             return [], []
-        losses, correct = torch.stack([self.losses[:n], self.correct[:n]]).cpu().numpy()
+        stacked = torch.stack([torch.stack(self.losses).float(), torch.stack(self.correct).float()])
+        self.losses, self.correct = [], []
+        losses, correct = stacked.cpu().numpy()       # the sync
         bad = np.flatnonzero(~np.isfinite(losses))
         if bad.size:
             raise NonFiniteLoss(first_step + int(bad[0]), float(losses[bad[0]]))

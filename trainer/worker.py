@@ -132,6 +132,8 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
         job = make_job(st, model, store=store, emitter=emitter, run_id=run_id, run_dir=run_dir, controls=controls)
         if checkpoint is not None:
             restore(job, checkpoint)
+        controls.on_state = lambda state, reason: (job.recorder.flush(),
+                                                   emitter.emit(ev.STATE, state=state, reason=reason))
     except Exception as exc:  # noqa: BLE001 - reported as a failed run, never lost
         message = f"cannot start the run: {type(exc).__name__}: {exc}"
         store.finish(run_id, "failed", error_kind="error", error=message)
@@ -164,6 +166,7 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
 
 def finish(job: Job, status: str, seconds: float) -> None:
     """Test the best weights (unless stopped), record the end, emit ``finished``."""
+    job.recorder.flush()
     test = None
     if status != "stopped":
         load_best_weights(job)
@@ -185,6 +188,10 @@ def finish(job: Job, status: str, seconds: float) -> None:
 
 
 def fail(job: Job, kind: str, message: str, *, tb: str = "", step: int | None = None, **extra: object) -> None:
+    try:
+        job.recorder.flush()    # what was written before the failure stays, and comes first
+    except Exception as exc:  # noqa: BLE001 - the failure being reported matters more
+        message += f" (and writing metrics failed: {exc})"
     job.store.update_run(job.run_id, epoch=job.epoch, step=job.step)
     job.store.finish(job.run_id, "failed", error_kind=kind, error=message)
     job.emitter.emit(ev.FAILED, kind=kind, message=message, traceback=tb, step=step if step is not None else job.step,

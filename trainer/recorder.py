@@ -1,0 +1,53 @@
+"""Store-then-emit off the training thread: metrics windows are written and announced by a thread.
+
+The loop hands each metrics window to :class:`Recorder` and goes on training; the recorder writes the
+rows to the run store, then emits the event, in order. So a reader that sees an event finds its
+rows, and no SQLite commit or pipe write ever stalls a training step. Everything else the worker
+writes (epoch ends, checkpoints, the end of the run) calls :meth:`flush` first, which keeps the
+event stream in order and raises any error the recorder met.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+Write = Callable[[], None]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self._queue: queue.Queue[Write | None] = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="trainer-recorder", daemon=True)
+        self._thread.start()
+
+    def submit(self, write: Write) -> None:
+        """Run ``write`` (store rows, then emit) on the recorder thread, after everything submitted before."""
+        self._queue.put(write)
+
+    def flush(self) -> None:
+        """Wait until every submitted write is done; re-raise the first error one of them met."""
+        self._queue.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                if self._error is None:
+                    item()
+            except BaseException as exc:  # noqa: BLE001 - handed to the training thread by flush()
+                self._error = exc
+            finally:
+                self._queue.task_done()
+
