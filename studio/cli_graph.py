@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import os
 import sys
 
 from graph_editor.model import Graph, GraphError, InputSpec, load_graph, save_graph, validate
@@ -91,43 +89,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_factory(spec: str) -> object:
-    """Call ``MODULE:FACTORY`` (the current directory is importable, as with ``python -m``)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        fail(f"'{spec}' is not MODULE:FACTORY, e.g. mypackage.models:make_net")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module may fail in any way while importing
-        fail(f"cannot import {module_name}: {type(exc).__name__}: {exc}")
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        fail(f"{module_name} has no function '{attr}'")
-    try:
-        return factory()
-    except Exception as exc:
-        fail(f"{spec}() failed: {type(exc).__name__}: {exc}")
-    return None
-
-
 def cmd_import(args: argparse.Namespace) -> int:
-    from torch import nn
-
-    from graph_editor.build.importer import ModuleImportError, guess_input_shape, import_module
+    from graph_editor.build.factory import import_factory
 
     if args.num_classes is not None and args.num_classes < 1:
         fail("--num-classes must be at least 1")
-    module = load_factory(args.factory)
-    if not isinstance(module, nn.Module):
-        fail(f"{args.factory}() returned {type(module).__name__}, not a torch.nn.Module")
-    shape = args.input_shape or guess_input_shape(module)
-    if shape is None:
-        fail("give the per-sample input shape with --input-shape, e.g. --input-shape 3,32,32")
     try:
-        result = import_module(module, shape, args.num_classes, name=args.factory.partition(":")[2])
-    except ModuleImportError as exc:
+        result = import_factory(args.factory, args.input_shape, args.num_classes,
+                                shape_hint="with --input-shape, e.g. --input-shape 3,32,32")
+    except GraphError as exc:
         fail(str(exc))
     try:
         save_graph(result.graph, args.output)

@@ -16,7 +16,6 @@ from PySide6.QtWidgets import QWidget
 from graph_editor.model import GraphError, graph_from_dict, load_graph
 
 from .document import UNTITLED, Document, starter_graph
-from .module_import import ImportProblem, import_graph
 from .prompts import Prompts
 from .recovery import RecoveryStore
 from .settings import StudioSettings
@@ -112,9 +111,11 @@ class FileActions(QObject):
         request = self.prompts.import_module(self.window)
         if request is None:
             return False
+        from graph_editor.build.factory import import_factory  # torch: only when asked for
+
         try:
-            graph = import_graph(request.target, request.input_shape or None, request.num_classes or None)
-        except ImportProblem as exc:
+            graph = import_factory(request.target, request.input_shape or None, request.num_classes or None).graph
+        except GraphError as exc:
             self.prompts.error(self.window, "Cannot import the module", str(exc))
             self.log(f"Cannot import {request.target}: {exc}", "error")
             return False

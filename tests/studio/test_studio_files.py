@@ -213,7 +213,7 @@ def test_import_module_from_a_factory(window, prompts, tmp_path, monkeypatch):
     prompts.answer("save_changes", "discard")
     prompts.answer("import_module", ImportRequest("tiny_net:missing", (64,), 0))
     assert not window.files.import_module()
-    assert "has no callable 'missing'" in prompts.errors[-1]
+    assert "has no function 'missing'" in prompts.errors[-1]
     assert snapshot(window) == before
 
 

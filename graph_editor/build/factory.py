@@ -1,0 +1,51 @@
+"""``MODULE:FACTORY`` -> an imported graph: what ``torch-studio import`` and the studio's
+Import Module dialog both do.
+
+Importing the named module runs the user's own code, which is what they ask for here; any
+failure becomes one :class:`ModuleImportError` with a message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from torch import nn
+
+from .importer import ImportResult, ModuleImportError, guess_input_shape, import_module
+
+
+def load_factory(spec: str) -> object:
+    """Call ``MODULE:FACTORY`` with no arguments (the current folder is importable, as with ``python -m``)."""
+    module_name, sep, attr = spec.strip().partition(":")
+    if not sep or not module_name or not attr:
+        raise ModuleImportError([], f"'{spec}' is not MODULE:FACTORY, e.g. mypackage.models:make_net")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module may fail in any way while importing
+        raise ModuleImportError([], f"cannot import {module_name}: {type(exc).__name__}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ModuleImportError([], f"{module_name} has no function '{attr}'")
+    try:
+        return factory()
+    except Exception as exc:
+        raise ModuleImportError([], f"{spec}() failed: {type(exc).__name__}: {exc}") from None
+
+
+def import_factory(spec: str, input_shape: tuple[int, ...] | None = None, num_classes: int | None = None,
+                   shape_hint: str = "e.g. 3,32,32") -> ImportResult:
+    """Import the module ``spec`` builds, for per-sample ``input_shape`` (guessed when None).
+
+    ``shape_hint`` says how to give the shape where it cannot be guessed (a CLI flag, a field).
+    """
+    module = load_factory(spec)
+    if not isinstance(module, nn.Module):
+        raise ModuleImportError([], f"{spec}() returned {type(module).__name__}, not a torch.nn.Module")
+    shape = input_shape or guess_input_shape(module)
+    if not shape:
+        raise ModuleImportError([], f"give the per-sample input shape, {shape_hint}")
+    return import_module(module, shape, num_classes, name=spec.partition(":")[2])
