@@ -26,6 +26,7 @@ from .docks.palette import PaletteDock
 from .docks.problems import ProblemsDock
 from .docks.summary import SummaryDock
 from .document import Document
+from .export_dialog import ExportHook
 from .files import FileActions
 from .prompts import Prompts
 from .recovery import AUTOSAVE_MS, Autosaver, RecoveryStore
@@ -85,6 +86,8 @@ class MainWindow(QMainWindow):
         self.autosaver = Autosaver(self.document, services.recovery, services.autosave_ms, self)
         self.autosaver.failed.connect(lambda message: self.log.append(message, "error"))
         self.training = TrainingHook(self, db_url=services.runs_db)
+        self.export = ExportHook(self, db_url=services.runs_db, current_run=lambda: self.training.current_run)
+        self.export.actions["onnx"].setIcon(services.icons.icon("export"))
         self._connect()
         self._fill_recent(services.settings.recent_files())
         self.refresh_blocks()
@@ -314,6 +317,7 @@ class MainWindow(QMainWindow):
 
     def _on_theme(self, theme: Theme) -> None:
         refresh_icons(self.action, self.s.icons)
+        self.export.actions["onnx"].setIcon(self.s.icons.icon("export"))
         self.setWindowIcon(self.s.icons.icon("app"))
         self.canvas.set_theme(theme.name)
         self.problems.set_problems(self.live.inference.problems if self.live.inference else [])

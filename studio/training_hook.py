@@ -27,6 +27,7 @@ class TrainingHook(QObject):
         self.window = window
         self.db_url, self.work_dir = db_url, work_dir
         self._controller: TrainingController | None = None
+        self.current_run: int | None = None  # the last run started from this window (exports use it)
         self.menu = QMenu("&Run", window)
         view = window.menus["&View"]
         window.menuBar().insertMenu(view.menuAction(), self.menu)
@@ -55,11 +56,15 @@ class TrainingHook(QObject):
                                                   work_dir=self.work_dir, open_graph=self.window.files.open_snapshot,
                                                   parent=self)
             self._controller.install(self.window)
+            self._controller.session.run_started.connect(self._on_run_started)
             self._controller.run_ended.connect(
                 lambda status, message: self.window.log.append(f"Run {status}: {message}".rstrip(": "),
                                                                "info" if status == "finished" else "warning"))
             self.window.destroyed.connect(self._controller.shutdown)
         return self._controller
+
+    def _on_run_started(self, run_id: int) -> None:
+        self.current_run = run_id
 
     def train(self) -> None:
         self.controller().open_train_dialog(self.window)

@@ -43,6 +43,7 @@ def main() -> None:
                         help="auto-layout the template first (default)")
     args = parser.parse_args()
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     app = QApplication.instance() or QApplication(sys.argv[:1])
     scratch = Path(tempfile.mkdtemp(prefix="studio-shots-"))
     settings = StudioSettings.at(scratch / "settings.ini")

@@ -102,7 +102,7 @@ def test_the_studio_opens_reports_and_quits_from_the_command_line(tmp_path):
 def test_the_run_menu_builds_training_on_first_use_and_opens_a_runs_graph(window, prompts):
     assert not window.training.built  # nothing of the training side is loaded at start-up
     titles = [a.text() for a in window.menuBar().actions()]
-    assert titles == ["&File", "&Edit", "&Graph", "&Run", "&View"]
+    assert titles == ["&File", "&Edit", "&Graph", "&Run", "E&xport", "&View"]
     window.training.runs_action.trigger()
     assert window.training.built
     assert window.training.controller().runs_dock.isVisible()
