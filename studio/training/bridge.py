@@ -90,8 +90,10 @@ class WorkerBridge(QObject):
     def start(self, spec_path: str | os.PathLike[str], db_url: str, log_path: str | os.PathLike[str],
               *, cwd: str | os.PathLike[str] | None = None, command: list[str] | None = None) -> int:
         """Start the worker (``command`` replaces the real one, for benchmarks); returns its pid."""
-        if self.is_running():
-            raise RuntimeError("this bridge already runs a worker")
+        if self.is_running() and self._proc is not None:
+            if not self._ended:
+                raise RuntimeError("this bridge already runs a worker")
+            self._proc.wait(timeout=30)  # it reported its end and is exiting
         self._log_path = Path(log_path)
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -112,7 +114,13 @@ class WorkerBridge(QObject):
         return self._proc.pid if self._proc else None
 
     def is_running(self) -> bool:
+        """The worker process is alive (it may have reported its end and be exiting)."""
         return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def ended(self) -> bool:
+        """A ``finished`` or ``failed`` event has arrived: the run is over."""
+        return self._ended
 
     def send(self, command: str, **fields: Any) -> bool:
         """Write one command line to the worker; False when it is gone."""

@@ -80,7 +80,8 @@ class TrainingSession(QObject):
         return self.bridge.start(spec_path, self.db_url, folder / "worker.log", cwd=folder)
 
     def is_running(self) -> bool:
-        return self.bridge.is_running()
+        """A run is going: the worker is alive and has not reported its end."""
+        return self.bridge.is_running() and not self.bridge.ended
 
     def stop(self) -> None:
         if self.bridge.stop():

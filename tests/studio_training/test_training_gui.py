@@ -28,8 +28,42 @@ def _spec(epochs: int, name: str) -> dict:
     return {"name": name, "model": {"graph": graph}, "device": "cpu", "train": {"epochs": epochs, "batch_size": 64}}
 
 
-def test_start_from_dialog_see_points_stop_and_find_in_runs_dock(qtbot, controller):
-    dialog = controller.open_train_dialog(controller.window)
+class _NoQuestions:
+    """The studio's prompts; this test expects none of them to be asked."""
+
+    def __getattr__(self, name):
+        def asked(*args):
+            raise AssertionError(f"the studio unexpectedly asked {name}{args}")
+        return asked
+
+
+@pytest.fixture
+def studio_window(qapp, tmp_path):
+    """The real main window (studio.app.build), editing the digits CNN template."""
+    from studio.app import build
+    from studio.settings import StudioSettings
+    from studio.training.train_dialog import TrainDialog
+
+    window = build(qapp, StudioSettings.at(tmp_path / "settings.ini"), _NoQuestions(), tmp_path / "recovery",
+                   autosave_ms=3_600_000, runs_db=f"sqlite:///{tmp_path / 'runs.sqlite'}",
+                   blocks_dir=tmp_path / "blocks")
+    window.training.work_dir = tmp_path / "launches"
+    window.resize(1400, 900)
+    window.show()
+    assert window.files.open(DIGITS_CNN)
+    yield window, TrainDialog
+    hook = window.training
+    if hook.built and hook.controller().session.is_running():
+        os.killpg(hook.controller().session.bridge.pid, signal.SIGKILL)
+    window.document.undo_stack.setClean()
+    window.close()
+
+
+def test_train_from_the_studio_window_pause_lr_stop_and_find_in_runs_dock(qtbot, studio_window):
+    window, dialog_type = studio_window
+    window.training.train_action.trigger()  # Run > Train...
+    controller = window.training.controller()
+    dialog = window.findChild(dialog_type)
     qtbot.waitUntil(dialog.start_button.isEnabled, timeout=WAIT)
     dialog.form.set_values({"train.epochs": 60, "name": "from the dialog"})
     with qtbot.waitSignal(controller.session.bridge.run_started, timeout=WAIT) as started:
@@ -49,9 +83,11 @@ def test_start_from_dialog_see_points_stop_and_find_in_runs_dock(qtbot, controll
     with qtbot.waitSignal(bridge.metrics, timeout=WAIT, check_params_cb=lambda e: e["lr"] == pytest.approx(5e-4)):
         qtbot.mouseClick(dash.lr_button, Qt.MouseButton.LeftButton)
     with qtbot.waitSignal(controller.session.ended, timeout=WAIT) as ended:
-        qtbot.mouseClick(controller.dashboard.stop_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(dash.stop_button, Qt.MouseButton.LeftButton)
     assert ended.args[0] == "stopped"
-    assert controller.dashboard.state.text().startswith("stopped")
+    assert dash.state.text().startswith("stopped")
+    window.training.runs_action.trigger()  # Run > Runs
+    assert controller.runs_dock.isVisible()
     controller.runs.filter.setText("from the dialog")
     row = controller.runs.row(run_id)
     assert row is not None and row.status == "stopped" and row.name == "from the dialog"
