@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from trainer.store import Artifact, Checkpoint, EpochReport, Metric, Run, RunStore
@@ -32,8 +32,8 @@ class RunRow:
     status: str
     graph: str
     dataset: str
-    best: float | None      # best validation accuracy (or the run's best metric)
-    best_metric: str
+    best: float | None      # best validation accuracy reached
+    best_metric: str        # what chose the run's best checkpoint
     params: int
     seconds: float | None
     device: str
@@ -61,16 +61,36 @@ def _seconds(run: Run, now: datetime) -> float | None:
     return (end - run.started_at).total_seconds() if end else None
 
 
-def run_rows(store: RunStore) -> list[RunRow]:
-    """Every run in the store (running ones whose worker died are marked interrupted first)."""
+def best_val_accuracy(store: RunStore, run_id: int) -> float | None:
+    """The highest validation accuracy a run reached (whatever metric picked its best checkpoint)."""
+    with Session(store.engine) as s:
+        return s.scalar(select(func.max(Metric.value)).where(Metric.run_id == run_id,
+                                                             Metric.name == "val/accuracy"))
+
+
+def run_rows(store: RunStore, best_cache: dict[int, float | None] | None = None) -> list[RunRow]:
+    """Every run in the store (running ones whose worker died are marked interrupted first).
+
+    ``best_cache`` keeps the best validation accuracy of runs that have ended, so polling the
+    store costs one indexed query per running run, not one per run ever made.
+    """
     now = datetime.now(UTC).replace(tzinfo=None)
+    cache = {} if best_cache is None else best_cache
     rows = []
     for r in store.runs():
+        if r.id not in cache or r.status == "running":
+            best = best_val_accuracy(store, r.id)
+            if r.status == "running":
+                cache.pop(r.id, None)
+            else:
+                cache[r.id] = best
+        else:
+            best = cache[r.id]
         data = (r.spec or {}).get("data", {})
         rows.append(RunRow(
             id=r.id, name=r.name or "", status=r.status, graph=graph_label(r),
             dataset=str(data.get("dataset", "")) if isinstance(data, dict) else "",
-            best=r.best_value, best_metric=r.best_metric or "", params=r.params or 0,
+            best=best, best_metric=r.best_metric or "", params=r.params or 0,
             seconds=_seconds(r, now), device=r.device or "",
             started=r.started_at.strftime("%Y-%m-%d %H:%M") if r.started_at else "",
             error=r.error or "", epoch=r.epoch or 0, step=r.step or 0))

@@ -99,7 +99,7 @@ class RunsModel(QAbstractTableModel):
 
 def _display(r: RunRow, col: str) -> str:
     if col == "best val acc":
-        return "" if r.best is None else f"{r.best:.4f}" if r.best_metric == "val_accuracy" else f"{r.best:.4g} ({r.best_metric})"
+        return "" if r.best is None else f"{r.best:.4f}"
     if col == "params":
         return f"{r.params:,}"
     if col == "duration":
@@ -126,6 +126,7 @@ class RunsPanel(QWidget):
         self.store = store
         self.open_graph = open_graph
         self._overlaid: list[int] = []
+        self._best_cache: dict[int, float | None] = {}
         self.model = RunsModel(self)
         self.proxy = QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.model)
@@ -191,7 +192,7 @@ class RunsPanel(QWidget):
     def refresh(self) -> None:
         """Re-read the store; overlaid curves of running runs are re-read too."""
         try:
-            rows = run_rows(self.store)
+            rows = run_rows(self.store, self._best_cache)
         except (StoreError, OSError) as exc:
             self.details.setText(f"Cannot read the run store: {exc}")
             return
@@ -272,6 +273,8 @@ class RunsPanel(QWidget):
                 done.append(run_id)
             except (ValueError, StoreError, OSError) as exc:
                 problems.append(str(exc))
+        for run_id in done:
+            self._best_cache.pop(run_id, None)
         self.refresh()
         if problems:
             self.details.setText("\n".join(problems))

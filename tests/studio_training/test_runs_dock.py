@@ -63,9 +63,11 @@ def test_lists_filters_and_sorts(qtbot, store):
     panel = _panel(qtbot, store)
     assert _column(panel, "name") == ["gamma", "beta", "alpha"]  # newest first
     assert _column(panel, "status") == ["failed", "completed", "completed"]
-    assert _column(panel, "best val acc") == ["", "0.9700", "0.9100"]
+    assert _column(panel, "best val acc") == ["0.8200", "0.8100", "0.8000"]  # highest val/accuracy stored
+    panel.table.sortByColumn(COLUMNS.index("params"), Qt.SortOrder.AscendingOrder)
+    assert _column(panel, "name") == ["alpha", "beta", "gamma"]
     panel.table.sortByColumn(COLUMNS.index("best val acc"), Qt.SortOrder.DescendingOrder)
-    assert _column(panel, "name") == ["beta", "alpha", "gamma"]
+    assert _column(panel, "name") == ["gamma", "beta", "alpha"]
     panel.filter.setText("FAIL")
     assert _column(panel, "name") == ["gamma"]
     panel.select_ids([3])
