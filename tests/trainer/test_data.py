@@ -140,13 +140,23 @@ def test_cifar_loader_refuses_pickled_code(tmp_path, capsys):
 @pytest.mark.skipif(importlib.util.find_spec("datasets") is None, reason="the 'datasets' package is not installed")
 def test_hugging_face_save_to_disk(tmp_path):
     import datasets
+    import pyarrow as pa
+    from datasets.table import InMemoryTable
 
     feats = datasets.Features({"a": datasets.Value("float32"), "b": datasets.Value("float32"),
                                "label": datasets.ClassLabel(names=["no", "yes"])})
-    ds = datasets.Dataset.from_dict({"a": [0.0, 1.0, 2.0], "b": [1.0, 1.0, 0.0], "label": [0, 1, 1]}, features=feats)
-    ds.save_to_disk(str(tmp_path / "hf"))
+
+    def part(a: list[float], b: list[float], label: list[int], name: str) -> datasets.Dataset:
+        table = InMemoryTable(pa.table({"a": pa.array(a, pa.float32()), "b": pa.array(b, pa.float32()),
+                                        "label": pa.array(label, pa.int64())}))
+        # An explicit fingerprint: no hashing of the table (which some dill/pyarrow pairs cannot do).
+        return datasets.Dataset(table, info=datasets.DatasetInfo(features=feats), fingerprint=name)
+
+    datasets.DatasetDict({"train": part([0.0, 1.0, 2.0], [1.0, 1.0, 0.0], [0, 1, 1], "train"),
+                          "test": part([5.0], [6.0], [0], "test")}).save_to_disk(str(tmp_path / "hf"))
     raw = load_raw(str(tmp_path / "hf"), "auto")
     assert raw.x.shape == (3, 2) and raw.classes == ["no", "yes"] and raw.y.tolist() == [0, 1, 1]
+    assert raw.x[1].tolist() == [1.0, 1.0] and raw.x_test.tolist() == [[5.0, 6.0]] and raw.y_test.tolist() == [0]
 
 
 def test_split_is_deterministic_and_disjoint():
