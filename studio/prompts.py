@@ -50,6 +50,9 @@ class Prompts(Protocol):
     def block_name(self, parent: QWidget, suggested: str) -> str | None:
         """A name for the selection saved as a block."""
 
+    def running_run(self, parent: QWidget) -> str:
+        """The window closes while a run is going: 'stop', 'background' (let it finish) or 'cancel'."""
+
 
 class QtPrompts:
     """Prompts answered through real dialogs."""
@@ -98,3 +101,19 @@ class QtPrompts:
         name, ok = QInputDialog.getText(parent, "Save as block", "Name of the block in the palette:",
                                         text=suggested)
         return name.strip() if ok and name.strip() else None
+
+    def running_run(self, parent: QWidget) -> str:
+        return ask_about_running_run(parent)
+
+
+def ask_about_running_run(parent: QWidget | None) -> str:
+    """'stop', 'background' or 'cancel', asked in a message box."""
+    box = QMessageBox(QMessageBox.Icon.Question, "A run is going",
+                      "A training run is still going. Stop it, or let it finish in the background? "
+                      "A run left going keeps writing to the run store; the Runs dock shows it next time.",
+                      QMessageBox.StandardButton.Cancel, parent)
+    stop = box.addButton("Stop the run", QMessageBox.ButtonRole.DestructiveRole)
+    keep = box.addButton("Let it finish", QMessageBox.ButtonRole.AcceptRole)
+    box.setDefaultButton(keep)
+    box.exec()
+    return {stop: "stop", keep: "background"}.get(box.clickedButton(), "cancel")

@@ -59,7 +59,7 @@ class TrainingHook(QObject):
             self._controller.session.run_started.connect(self._on_run_started)
             self._controller.run_ended.connect(
                 lambda status, message: self.window.log.append(f"Run {status}: {message}".rstrip(": "),
-                                                               "info" if status == "finished" else "warning"))
+                                                               "info" if status in ("completed", "early_stopped", "stopped") else "warning"))
             self.window.destroyed.connect(self._controller.shutdown)
         return self._controller
 
@@ -77,4 +77,5 @@ class TrainingHook(QObject):
 
     def close_guard(self) -> bool:
         """The window may close: no training built, or no run going, or the user chose."""
-        return self._controller is None or self._controller.close_request(self.window)
+        return self._controller is None or self._controller.close_request(
+            self.window, ask=lambda: self.window.s.prompts.running_run(self.window))

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow, QMessageBox, QWidget
 from graph_editor.model.graph import Graph
 from trainer.store import RunStore, default_run_root, default_url
 
+from ..prompts import ask_about_running_run
 from .dashboard import TrainingDashboard
 from .devices import Device, available_devices
 from .runs_dock import RunsPanel
@@ -92,23 +93,12 @@ class TrainingController(QObject):
         self.run_ended.emit(status, message)
 
     # ----------------------------------------------------------------- close
-    def ask_close(self, parent: QWidget | None) -> str:
-        box = QMessageBox(QMessageBox.Icon.Question, "A run is going",
-                          "A training run is still going. Stop it, or let it finish in the background? "
-                          "A run left going keeps writing to the run store; the Runs dock shows it next time.",
-                          QMessageBox.StandardButton.Cancel, parent)
-        stop = box.addButton("Stop the run", QMessageBox.ButtonRole.DestructiveRole)
-        keep = box.addButton("Let it finish", QMessageBox.ButtonRole.AcceptRole)
-        box.setDefaultButton(keep)
-        box.exec()
-        return {stop: STOP, keep: BACKGROUND}.get(box.clickedButton(), CANCEL)
-
     def close_request(self, parent: QWidget | None = None, ask: Callable[[], str] | None = None,
                       stop_timeout_ms: int = 15_000) -> bool:
         """Called from the window's closeEvent: True when the window may close."""
         if not self.session.is_running():
             return True
-        choice = ask() if ask else self.ask_close(parent)
+        choice = ask() if ask else ask_about_running_run(parent)
         if choice == CANCEL:
             return False
         if choice == BACKGROUND:

@@ -60,6 +60,9 @@ class ScriptedPrompts:
     def block_name(self, parent, suggested):
         return self._next("block_name", suggested)
 
+    def running_run(self, parent):
+        return self._next("running_run")
+
 
 @pytest.fixture
 def prompts() -> ScriptedPrompts:

@@ -37,6 +37,11 @@ class _NoQuestions:
         return asked
 
 
+class _StopOnClose(_NoQuestions):
+    def running_run(self, parent):
+        return "stop"
+
+
 @pytest.fixture
 def studio_window(qapp, tmp_path):
     """The real main window (studio.app.build), editing the digits CNN template."""
