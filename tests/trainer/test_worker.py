@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -206,3 +207,21 @@ def test_out_of_memory_fails_with_the_memory_figures(tmp_path, db, monkeypatch, 
     assert code == 1 and events[-1]["kind"] == "oom" and "memory" in events[-1]
     assert "Tried to allocate 2.00 GiB" in events[-1]["message"]
     assert store.run(rid).error_kind == "oom"
+
+
+def test_csv_data_over_the_device_budget_streams_through_a_dataloader(tmp_path, db):
+    from .conftest import tiny_mlp
+
+    rng = np.random.default_rng(0)
+    rows = ["x1,x2,colour,label"]
+    for _ in range(300):
+        a, b = rng.normal(size=2)
+        colour = rng.choice(["red", "blue"])
+        rows.append(f"{a:.4f},{b:.4f},{colour},{'pos' if a + b + (colour == 'red') > 0.5 else 'neg'}")
+    (tmp_path / "table.csv").write_text("\n".join(rows) + "\n")
+    spec = write_spec(tmp_path, tiny_mlp(features=4, classes=2), train={"epochs": 3, "batch_size": 16},
+                      data={"dataset": "table.csv", "device_budget_mb": 0, "workers": 1}, optim={"lr": 0.01})
+    code, events, stderr = run_worker(spec, db)
+    assert code == 0, stderr
+    assert events[0]["classes"] == ["neg", "pos"] and events[-1]["status"] == "completed"
+    assert events[-1]["test_accuracy"] > 0.7

@@ -105,19 +105,40 @@ class _Rows(Dataset):
         return self.x[idx], self.y[idx]
 
 
+class _EpochBatches:
+    """The sampler: this epoch's index batches, replaced each epoch (workers persist across epochs)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
 class StreamLoader(DeviceLoader):
-    """A split kept on the host (raw, e.g. uint8); workers gather batches, the device normalises them."""
+    """A split kept on the host (raw, e.g. uint8); workers gather batches, the device normalises them.
+
+    Workers start once, from a clean forkserver process (the worker has threads; a plain fork could
+    copy a lock held by one of them), and persist across epochs.
+    """
 
     def __init__(self, split: Split, batch_size: int, device: torch.device, *, train: bool,
                  mean: torch.Tensor, std: torch.Tensor, workers: int = 2, augment: Augment | None = None,
                  seed: int = 0, channels_last: bool = False) -> None:
-        self.rows = _Rows(split)
         self.n, self.batch_size, self.train, self.device = len(split), batch_size, train, device
         self.augment = augment if augment and augment.active and train else None
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
         self.channels_last, self.workers = channels_last, workers
         self.mean, self.std = mean.to(device), std.to(device)
+        self.sampler = _EpochBatches()
+        # Each item of the sampler is a whole batch of indices: one gather per batch in a worker.
+        self.loader = DataLoader(_Rows(split), sampler=self.sampler, batch_size=None, num_workers=workers,
+                                 pin_memory=device.type == "cuda", persistent_workers=workers > 0,
+                                 multiprocessing_context="forkserver" if workers > 0 else None)
 
     def order(self) -> torch.Tensor:
         return super().order().cpu()
@@ -128,9 +149,7 @@ class StreamLoader(DeviceLoader):
         for i in range(start, self.steps):
             idx = order[i * b:(i + 1) * b].tolist()
             index_batches.append(idx + idx[-1:] * (b - len(idx)))
-        # Each item of the sampler is a whole batch of indices: one gather per batch in a worker.
-        loader = DataLoader(self.rows, sampler=index_batches, batch_size=None, num_workers=self.workers,
-                            pin_memory=self.device.type == "cuda")
-        for i, (x, y) in enumerate(loader, start=start):
+        self.sampler.batches = index_batches
+        for i, (x, y) in enumerate(self.loader, start=start):
             x = normalise(x.to(self.device, non_blocking=True), self.mean, self.std)
             yield self._finish(x), y.to(self.device, non_blocking=True), min(b, self.n - i * b)
