@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import resource
 import sys
 
 import torch
@@ -26,5 +25,9 @@ def rss_bytes() -> int:
 
 
 def peak_rss_bytes() -> int:
+    try:
+        import resource  # POSIX only
+    except ImportError:
+        return 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB, macOS bytes
