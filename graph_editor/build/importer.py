@@ -112,13 +112,18 @@ def guess_input_shape(module: nn.Module) -> tuple[int, ...] | None:
         gm = _trace(module)
     except ModuleImportError:
         return None
-    first = next((n for n in gm.graph.nodes if n.op == "placeholder"), None)
-    users = list(first.users) if first is not None else []
+    users = _input_users(gm)
     if len(users) == 1 and users[0].op == "call_module":
         mod = gm.get_submodule(str(users[0].target))
         if isinstance(mod, nn.Linear):
             return (mod.in_features,)
     return None
+
+
+def _input_users(gm: fx.GraphModule) -> list[fx.Node]:
+    """The nodes that read the traced module's (first) input."""
+    first = next((n for n in gm.graph.nodes if n.op == "placeholder"), None)
+    return list(first.users) if first is not None else []
 
 
 def _trace(module: nn.Module) -> fx.GraphModule:
@@ -134,9 +139,7 @@ def _trace(module: nn.Module) -> fx.GraphModule:
 def _feeds_embedding(gm: fx.GraphModule) -> bool:
     """True when the input is category codes: it goes only into embeddings, one of them a plain
     ``nn.Embedding`` (the catalog's own Embedding also accepts float codes)."""
-    first = next((n for n in gm.graph.nodes if n.op == "placeholder"), None)
-    users = [gm.get_submodule(str(u.target)) if u.op == "call_module" else None
-             for u in (first.users if first is not None else ())]
+    users = [gm.get_submodule(str(u.target)) if u.op == "call_module" else None for u in _input_users(gm)]
     plain = [isinstance(m, nn.Embedding) for m in users]
     return any(plain) and all(p or isinstance(m, L.TabularEmbedding) for p, m in zip(plain, users, strict=True))
 
