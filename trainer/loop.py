@@ -1,7 +1,7 @@
 """The training loop: ``train_step``, ``train_one_epoch``, ``evaluate``. It reads top to bottom.
 
-Costs, where they matter: a step launches the forward, backward and optimizer kernels and writes
-its loss and correct count into preallocated device buffers (``Window``) -- no ``.item()``, no
+Costs, where they matter: a step launches the forward, backward and optimizer kernels and
+hands its loss and correct count (device tensors) to the ``Window`` -- no ``.item()``, no
 host/device sync. The host reads the buffers (one sync) at most every ``metrics_interval_s`` and at
 the end of the epoch; that read is also where a NaN/inf loss is found, to the exact step.
 Batch shapes never change (ragged last batch dropped in training, padded in evaluation), so a
@@ -62,7 +62,7 @@ def make_train_step(model: nn.Module, opt: torch.optim.Optimizer, *, device: tor
         else:
             loss.backward()
             opt_step()
-        return loss.detach(), (logits.argmax(1) == y).sum()
+        return loss.detach(), (logits.detach().argmax(1) == y).sum()
 
     return train_step, scaler
 

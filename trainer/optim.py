@@ -14,6 +14,8 @@ from torch import nn
 
 from .spec import OptimSpec, ScheduleSpec
 
+FUSED = ("sgd", "adamw", "adam")   # optimizers with fused CPU and CUDA kernels (torch >= 2.4)
+
 
 def make_optimizer(model: nn.Module, spec: OptimSpec, *, lr_tensor: bool = False,
                    device: torch.device | None = None) -> torch.optim.Optimizer:
@@ -24,8 +26,9 @@ def make_optimizer(model: nn.Module, spec: OptimSpec, *, lr_tensor: bool = False
     groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": rest, "weight_decay": 0.0}]
     groups = [g for g in groups if g["params"]]
     lr: float | torch.Tensor = spec.lr
-    # foreach: one kernel launch per group instead of one per parameter (eager runs).
-    kw: dict = {"foreach": True}
+    # Eager runs: the fused kernels (one launch per group for the whole update; CPU and CUDA) where
+    # the optimizer has them, else foreach (one launch per group and operation).
+    kw: dict = {"fused": True} if spec.name in FUSED else {"foreach": True}
     if lr_tensor:
         # For a compiled step: a tensor lr, and the whole update captured in the graph on CUDA.
         lr = torch.tensor(spec.lr, device=device)
