@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from sqlalchemy import JSON, Float, ForeignKey, Integer, String, Text, create_engine, event, select
+from sqlalchemy import JSON, Float, ForeignKey, Integer, String, Text, create_engine, delete, event, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -213,6 +213,20 @@ class RunStore:
             s.add(art)
             s.flush()
             return art.id
+
+    def delete_run(self, run_id: int) -> str:
+        """Delete a run and every row that belongs to it (metrics, epoch reports, checkpoint and
+        artifact records) in one transaction; returns its ``run_dir`` so the caller can remove the
+        files (the store keeps no files of its own). An unknown id raises :class:`StoreError`."""
+        with Session(self.engine) as s, s.begin():
+            run = s.get(Run, run_id)
+            if run is None:
+                raise StoreError(f"no run {run_id} in {self.url}")
+            run_dir = run.run_dir
+            for table in (Metric, EpochReport, Checkpoint, Artifact):
+                s.execute(delete(table).where(table.run_id == run_id))
+            s.delete(run)
+        return run_dir
 
     # ------------------------------------------------------------------ reading
     def runs(self) -> list[Run]:

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from trainer.store import RunStore, StoreError, process_alive, run_to_dict
 
@@ -70,3 +71,42 @@ def test_env_var_selects_the_store(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'env.sqlite'}"
     monkeypatch.setenv("TORCH_STUDIO_DB", url)
     assert RunStore().url == url and (tmp_path / "env.sqlite").exists()
+
+
+def _fill(store: RunStore, run_dir: str) -> int:
+    rid = store.create_run(name="r", spec={}, graph={"nodes": []}, graph_hash="h", device="cpu", params=1,
+                           run_dir=run_dir)
+    store.add_metrics(rid, [(1, "train/loss", 2.0), (2, "val/accuracy", 0.5)])
+    store.add_epoch_report(rid, 1, {"confusion": [[1]]})
+    store.add_checkpoint(rid, "best", f"{run_dir}/checkpoints/best.safetensors", 2, 1, 0.5)
+    store.add_artifact(rid, "onnx", f"{run_dir}/model.onnx")
+    store.finish(rid, "completed")
+    return rid
+
+
+def test_delete_run_removes_the_run_and_all_its_rows_and_only_those(db):
+    store = RunStore(db)
+    gone, kept = _fill(store, "runs/one"), _fill(store, "runs/two")
+    assert store.delete_run(gone) == "runs/one"
+    other = RunStore(db)   # what another connection sees: the delete is committed
+    assert [r.id for r in other.runs()] == [kept]
+    assert other.metrics(gone) == [] and other.epoch_reports(gone) == []
+    assert other.checkpoints(gone) == [] and other.artifacts(gone) == []
+    assert len(other.metrics(kept)) == 2 and len(other.epoch_reports(kept)) == 1
+    assert len(other.checkpoints(kept)) == 1 and len(other.artifacts(kept)) == 1
+    with pytest.raises(StoreError, match=f"no run {gone} in"):
+        store.delete_run(gone)
+    with pytest.raises(StoreError, match="no run 999 in"):
+        store.delete_run(999)
+
+
+def test_delete_run_is_one_transaction(db):
+    store = RunStore(db)
+    rid = _fill(store, "runs/one")
+    with store.engine.begin() as conn:   # the last statement (the run row) fails...
+        conn.execute(text("CREATE TRIGGER keep_runs BEFORE DELETE ON runs BEGIN SELECT RAISE(ABORT, 'kept'); END"))
+    with pytest.raises(DBAPIError, match="kept"):
+        store.delete_run(rid)
+    # ...so the rows deleted before it in the same transaction are all back
+    assert store.run(rid).status == "completed" and len(store.metrics(rid)) == 2
+    assert len(store.epoch_reports(rid)) == 1 and len(store.checkpoints(rid)) == 1 and len(store.artifacts(rid)) == 1
