@@ -53,6 +53,10 @@ class Prompts(Protocol):
     def running_run(self, parent: QWidget) -> str:
         """The window closes while a run is going: 'stop', 'background' (let it finish) or 'cancel'."""
 
+    def delete_runs(self, parent: QWidget, description: str) -> bool:
+        """True to delete the runs named in ``description`` (e.g. "2 runs: 3 "alpha", 5") with their
+        rows and files."""
+
 
 class QtPrompts:
     """Prompts answered through real dialogs."""
@@ -105,6 +109,9 @@ class QtPrompts:
     def running_run(self, parent: QWidget) -> str:
         return ask_about_running_run(parent)
 
+    def delete_runs(self, parent: QWidget, description: str) -> bool:
+        return ask_delete_runs(parent, description)
+
 
 def ask_about_running_run(parent: QWidget | None) -> str:
     """'stop', 'background' or 'cancel', asked in a message box."""
@@ -117,3 +124,16 @@ def ask_about_running_run(parent: QWidget | None) -> str:
     box.setDefaultButton(keep)
     box.exec()
     return {stop: "stop", keep: "background"}.get(box.clickedButton(), "cancel")
+
+
+def ask_delete_runs(parent: QWidget | None, description: str) -> bool:
+    """Ask in a message box (No by default) whether to delete the runs ``description`` names."""
+    box = QMessageBox(QMessageBox.Icon.Warning, "Delete runs",
+                      f"Delete {description}?\n\nTheir metrics, epoch reports, checkpoint and export records "
+                      "leave the run store, and their run folders (checkpoints, logs and anything exported "
+                      "into them) are removed from disk. Exports saved elsewhere are kept. This cannot be "
+                      "undone.", QMessageBox.StandardButton.Cancel, parent)
+    delete = box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
+    box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+    box.exec()
+    return box.clickedButton() is delete

@@ -2,7 +2,8 @@
 
 The training side (``studio.training``: run store, dashboard, runs dock) costs seconds of
 imports (SQLAlchemy, pyqtgraph), so the window shows without it: the Run menu is there at once
-and the first Train or Runs command builds the :class:`TrainingController` and docks it.
+and the first Train or Runs command builds the :class:`TrainingController` and docks it, hands
+the runs dock the window's prompts and keeps the plots in the window's theme.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu
 
+from .training.plot_theme import apply_plot_theme
+
 if TYPE_CHECKING:
     from .main_window import MainWindow
+    from .themes import Theme
     from .training.controller import TrainingController
 
 
@@ -56,12 +60,18 @@ class TrainingHook(QObject):
                                                   work_dir=self.work_dir, open_graph=self.window.files.open_snapshot,
                                                   parent=self)
             self._controller.install(self.window)
+            self._controller.runs.prompts = self.window.s.prompts   # its delete asks through the window
+            self.window.s.themes.changed.connect(self._on_theme)
+            self._on_theme(self.window.s.themes.current)
             self._controller.session.run_started.connect(self._on_run_started)
             self._controller.run_ended.connect(
                 lambda status, message: self.window.log.append(f"Run {status}: {message}".rstrip(": "),
                                                                "info" if status in ("completed", "early_stopped", "stopped") else "warning"))
             self.window.destroyed.connect(self._controller.shutdown)
         return self._controller
+
+    def _on_theme(self, theme: Theme) -> None:
+        apply_plot_theme(self.window, theme.name)  # the dashboard's and the runs dock's plots
 
     def _on_run_started(self, run_id: int) -> None:
         self.current_run = run_id

@@ -3,7 +3,8 @@
 :func:`per_class_metrics` is a plain function over the matrix (tested without Qt).
 :class:`ConfusionMatrixView` paints the matrix with its counts and class labels and emits
 ``cell_clicked(true, predicted)``; :class:`SampleGallery` shows the validation samples that fell
-in that cell with their true and predicted labels.
+in that cell with their true and predicted labels. Both take the studio's light or dark colours
+through ``set_plot_theme`` (see :mod:`studio.training.plot_theme`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from .plot_theme import LIGHT, PlotTheme, plot_theme
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class ConfusionMatrixView(QWidget):
         self._matrix = np.zeros((0, 0), dtype=np.int64)
         self._names: list[str] = []
         self._selected: tuple[int, int] | None = None
+        self.theme = LIGHT
         self.setMinimumSize(QSize(260, 260))
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMouseTracking(True)
@@ -90,6 +94,11 @@ class ConfusionMatrixView(QWidget):
 
     def matrix(self) -> np.ndarray:
         return self._matrix
+
+    def set_plot_theme(self, theme: str | PlotTheme) -> None:
+        """Repaint in the light or dark colours."""
+        self.theme = plot_theme(theme)
+        self.update()
 
     def select(self, cell: tuple[int, int] | None) -> None:
         self._selected = cell
@@ -125,10 +134,11 @@ class ConfusionMatrixView(QWidget):
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
-        p.fillRect(self.rect(), QColor("white"))
+        theme = self.theme
+        p.fillRect(self.rect(), QColor(theme.background))
         n = len(self._matrix)
         if n == 0:
-            p.setPen(QColor("#777"))
+            p.setPen(QColor(theme.muted))
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "The confusion matrix appears\nafter the first epoch")
             return
         x0, y0, cell = self._grid()
@@ -137,28 +147,30 @@ class ConfusionMatrixView(QWidget):
         font = QFont()
         font.setPointSizeF(max(6.0, min(10.0, cell / 3.2)))
         p.setFont(font)
+        empty, border = QColor(theme.cell), QColor(theme.cell_border)
+        right, wrong, floor = QColor(theme.right), QColor(theme.wrong), theme.shade_floor
+        strong, pale = QColor("white"), QColor(theme.count_on_pale)
         for t in range(n):
             for q in range(n):
                 r = QRectF(x0 + q * cell, y0 + t * cell, cell, cell)
                 s = float(share[t, q])
-                base = QColor(0, 140, 70) if t == q else QColor(205, 45, 35)
-                color = QColor(base)
-                color.setAlphaF(0.08 + 0.92 * s if self._matrix[t, q] else 0.0)
-                p.fillRect(r, QColor(255, 255, 255))
+                color = QColor(right if t == q else wrong)
+                color.setAlphaF(floor + (1 - floor) * s if self._matrix[t, q] else 0.0)
+                p.fillRect(r, empty)
                 p.fillRect(r, color)
-                p.setPen(QColor("#ddd"))
+                p.setPen(border)
                 p.drawRect(r)
                 if self._matrix[t, q]:
-                    p.setPen(QColor("white") if s > 0.55 else QColor("#222"))
+                    p.setPen(strong if s > 0.55 else pale)
                     p.drawText(r, Qt.AlignmentFlag.AlignCenter, str(int(self._matrix[t, q])))
         if self._selected is not None:
             t, q = self._selected
-            p.setPen(QColor("#0072B2"))
+            p.setPen(QColor(theme.selected))
             p.drawRect(QRectF(x0 + q * cell + 1, y0 + t * cell + 1, cell - 2, cell - 2))
         self._paint_labels(p, n, x0, y0, cell)
 
     def _paint_labels(self, p: QPainter, n: int, x0: float, y0: float, cell: float) -> None:
-        p.setPen(QColor("#222"))
+        p.setPen(QColor(self.theme.text))
         for i in range(n):
             name = self._names[i] if i < len(self._names) else str(i)
             p.drawText(QRectF(x0 - 40, y0 + i * cell, 36, cell),
@@ -168,7 +180,7 @@ class ConfusionMatrixView(QWidget):
         small.setPointSizeF(8)
         small.setItalic(True)
         p.setFont(small)
-        p.setPen(QColor("#555"))
+        p.setPen(QColor(self.theme.muted))
         p.drawText(QRectF(x0, 0, n * cell, 18), Qt.AlignmentFlag.AlignCenter, "predicted \u2192")
         p.save()
         p.translate(x0 - 36, y0 + n * cell / 2)
@@ -216,6 +228,17 @@ class SampleGallery(QScrollArea):
         outer.addStretch(1)
         self.setWidget(self._body)
         self._shown: list[int] = []
+        self._misses: list[QLabel] = []  # captions of wrong predictions, coloured by the theme
+        self.theme = LIGHT
+
+    def set_plot_theme(self, theme: str | PlotTheme) -> None:
+        """Recolour the captions of wrong predictions (the rest follows the application palette)."""
+        self.theme = plot_theme(theme)
+        for caption in self._misses:
+            caption.setStyleSheet(self._caption_style(True))
+
+    def _caption_style(self, miss: bool) -> str:
+        return "font-size: 8pt;" + (f"color: {self.theme.miss};" if miss else "")
 
     def shown_indices(self) -> list[int]:
         return list(self._shown)
@@ -247,7 +270,9 @@ class SampleGallery(QScrollArea):
             pic.setAlignment(Qt.AlignmentFlag.AlignCenter)
             cap = QLabel(f"#{idx}\ntrue {tn}\npred {pn}")
             cap.setAlignment(Qt.AlignmentFlag.AlignCenter)
-            cap.setStyleSheet("font-size: 8pt;" + ("" if tn == pn else "color: #b3261e;"))
+            cap.setStyleSheet(self._caption_style(tn != pn))
+            if tn != pn:
+                self._misses.append(cap)
             lay.addWidget(pic)
             lay.addWidget(cap)
             self._grid.addWidget(tile, k // cols, k % cols)
@@ -259,6 +284,7 @@ class SampleGallery(QScrollArea):
             if item.widget():
                 item.widget().deleteLater()
         self._shown = []
+        self._misses = []
 
 
 class ConfusionPanel(QWidget):

@@ -5,7 +5,9 @@ full, so appending a point never reallocates per event. A :class:`CurvePlot` dra
 buffers with pyqtgraph's peak downsampling and clip-to-view (a million points stay smooth) and
 shows a crosshair readout: the x under the mouse and every curve's y there. Points are only
 pushed to pyqtgraph by :meth:`CurvePlot.refresh`, which the dashboard calls from a ~10 Hz timer,
-so a burst of events costs one redraw.
+so a burst of events costs one redraw. Colours come from a
+:class:`~studio.training.plot_theme.PlotTheme` (light or dark) and change live with
+:meth:`CurvePlot.set_plot_theme`.
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QWidget
 
-# Colour-blind-safe palette (Okabe-Ito), readable on the white background.
-PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+from .plot_theme import LIGHT, PALETTE, PlotTheme, plot_theme
 
 
 class SeriesBuffer:
@@ -85,28 +86,55 @@ def format_value(v: float) -> str:
 
 
 class CurvePlot(pg.PlotWidget):
-    """A titled plot of named curves fed from :class:`SeriesBuffer`s, with a crosshair."""
+    """A titled plot of named curves fed from :class:`SeriesBuffer`s, with a crosshair.
+
+    ``theme`` ("light", "dark" or a :class:`PlotTheme`) colours it; :meth:`set_plot_theme`
+    switches live. Curve colours are asked for as palette colours and shown as the theme maps them.
+    """
 
     # Qt's raster engine draws 1-pixel lines on a fast path; 2-pixel ones cost ~5x more per paint.
     PEN_WIDTH = 1
 
     def __init__(self, title: str, y_label: str = "", x_label: str = "step", *,
-                 legend: str = "top", parent: QWidget | None = None) -> None:
-        super().__init__(parent=parent, background="w")
+                 legend: str = "top", theme: str | PlotTheme = LIGHT, parent: QWidget | None = None) -> None:
+        super().__init__(parent=parent)
         item = self.getPlotItem()
-        item.setTitle(title, color="#222", size="11pt")
+        item.setTitle(title, size="11pt")
         item.setLabel("left", y_label)
         item.setLabel("bottom", x_label)
-        item.showGrid(x=True, y=True, alpha=0.25)
-        for axis in ("left", "bottom"):
-            item.getAxis(axis).setTextPen("#333")
-            item.getAxis(axis).setPen("#999")
-        self._legend = item.addLegend(offset=(-8, 8 if legend == "top" else -8), labelTextColor="#222",
-                                      brush=(255, 255, 255, 200))
+        self._legend = item.addLegend(offset=(-8, 8 if legend == "top" else -8))
         self._buffers: dict[str, SeriesBuffer] = {}
         self._items: dict[str, pg.PlotDataItem] = {}
+        self._styles: dict[str, tuple[str, bool, bool]] = {}  # name -> (palette colour, dashed, symbols)
         self._dirty: set[str] = set()
         self._setup_crosshair()
+        self.theme = LIGHT
+        self.set_plot_theme(theme)
+
+    def set_plot_theme(self, theme: str | PlotTheme) -> None:
+        """Recolour everything (background, axes, grid, title, legend, readout, curves) for ``theme``."""
+        t = self.theme = plot_theme(theme)
+        self.setBackground(t.background)
+        item = self.getPlotItem()
+        item.titleLabel.setText(item.titleLabel.text, color=t.text)
+        for axis in ("left", "bottom"):
+            item.getAxis(axis).setPen(t.axis)       # also colours the axis label: the text pen follows
+            item.getAxis(axis).setTextPen(t.text)
+        item.showGrid(x=True, y=True, alpha=t.grid_alpha)
+        self._legend.setBrush(t.panel)
+        self._legend.setLabelTextColor(t.text)
+        for _sample, label in self._legend.items:
+            label.setText(label.text)              # a label keeps its colour until its text is set again
+        self._vline.setPen(pg.mkPen(t.crosshair, width=1, style=Qt.PenStyle.DotLine))
+        self._readout.setColor(t.text)
+        self._readout.fill = pg.mkBrush(t.panel)
+        self._readout.update()
+        for name, item_ in self._items.items():
+            self._style_curve(item_, *self._styles[name])
+
+    def set_title(self, title: str) -> None:
+        """Change the title (in the theme's text colour)."""
+        self.getPlotItem().setTitle(title, color=self.theme.text)
 
     # ------------------------------------------------------------------ curves
     def add_curve(self, name: str, color: str | None = None, *, dashed: bool = False,
@@ -115,13 +143,25 @@ class CurvePlot(pg.PlotWidget):
         if name in self._items:
             return
         color = color or PALETTE[len(self._items) % len(PALETTE)]
-        pen = pg.mkPen(color, width=self.PEN_WIDTH, style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
-        kwargs = {"symbol": "o", "symbolSize": 5, "symbolBrush": color, "symbolPen": None} if symbols else {}
-        item = self.getPlotItem().plot(name=name, pen=pen, **kwargs)
+        kwargs = {"symbol": "o", "symbolSize": 5, "symbolPen": None} if symbols else {}
+        item = self.getPlotItem().plot(name=name, **kwargs)
+        self._style_curve(item, color, dashed, symbols)
         item.setDownsampling(auto=True, method="peak")
         item.setClipToView(True)
         self._items[name] = item
+        self._styles[name] = (color, dashed, symbols)
         self._buffers[name] = SeriesBuffer()
+
+    def _style_curve(self, item: pg.PlotDataItem, color: str, dashed: bool, symbols: bool) -> None:
+        shown = self.theme.curve(color)
+        item.setPen(pg.mkPen(shown, width=self.PEN_WIDTH,
+                             style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine))
+        if symbols:
+            item.setSymbolBrush(shown)
+
+    def curve_color(self, name: str) -> str:
+        """The colour curve ``name`` is drawn in now (``#rrggbb``, after the theme's mapping)."""
+        return self._items[name].opts["pen"].color().name()
 
     def append(self, name: str, xs: Iterable[float], ys: Iterable[float]) -> None:
         """Buffer points for ``name`` (declaring the curve on first use); drawn on refresh()."""
@@ -142,6 +182,7 @@ class CurvePlot(pg.PlotWidget):
             self.getPlotItem().removeItem(item)
         self._legend.clear()
         self._items.clear()
+        self._styles.clear()
         self._buffers.clear()
         self._dirty.clear()
         self._readout.setText("")
@@ -157,11 +198,10 @@ class CurvePlot(pg.PlotWidget):
 
     # --------------------------------------------------------------- crosshair
     def _setup_crosshair(self) -> None:
-        pen = pg.mkPen("#888", width=1, style=Qt.PenStyle.DotLine)
-        self._vline = pg.InfiniteLine(angle=90, movable=False, pen=pen)
+        self._vline = pg.InfiniteLine(angle=90, movable=False)
         self._vline.setVisible(False)
         self.getPlotItem().addItem(self._vline, ignoreBounds=True)
-        self._readout = pg.TextItem("", color="#111", anchor=(0, 0), fill=pg.mkBrush(255, 255, 255, 220))
+        self._readout = pg.TextItem("", anchor=(0, 0))
         self._readout.setFont(QFont("Sans Serif", 8))
         self._readout.setZValue(100)
         self._readout.setVisible(False)

@@ -1,11 +1,12 @@
 """Run history for the runs dock, read from the trainer's run store (no Qt here).
 
 :func:`run_rows` turns stored runs into the plain rows the dock shows; :func:`load_curves` reads
-the metric series to overlay; :func:`delete_run` removes a run's rows and its files.
+the metric series to overlay; :func:`delete_run` removes a run (through the store) and its files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from trainer.store import Artifact, Checkpoint, EpochReport, Metric, Run, RunStore
+from trainer.store import Metric, Run, RunStore
 
 # What can be overlaid: store metric name -> label.
 CURVES = {"val/accuracy": "val accuracy", "val/loss": "val loss", "train/loss": "train loss",
@@ -111,27 +112,40 @@ def run_graph(store: RunStore, run_id: int) -> dict[str, Any]:
     return dict(store.run(run_id).graph or {})
 
 
+def describe_runs(runs: list[tuple[int, str]], most: int = 8) -> str:
+    """Runs as a confirmation names them: ``run 3 "alpha"`` or ``3 runs: 1 "a", 2 and 5 "c"``
+    (ids with their names, at most ``most`` of them, then how many more)."""
+    names = [f'{run_id} "{name}"' if name else str(run_id) for run_id, name in runs]
+    if len(names) == 1:
+        return f"run {names[0]}"
+    if len(names) > most:
+        names = [*names[:most], f"{len(runs) - most} more"]
+    return f"{len(runs)} runs: {', '.join(names[:-1])} and {names[-1]}"
+
+
 def delete_run(store: RunStore, run_id: int) -> list[str]:
-    """Remove a run, its metrics, reports, checkpoint and artifact records, and its run folder.
+    """Remove a run with all its rows (:meth:`RunStore.delete_run`), then its files: the run folder
+    (checkpoints, logs and any artifact saved in it) and checkpoint files kept elsewhere.
 
     Refuses a running run (stop it first). Exported artifacts saved outside the run folder are the
-    user's files and are kept. Returns the paths removed from disk.
+    user's files and are kept; a folder or file already gone is not an error. Returns the paths
+    removed from disk. A file that cannot be removed raises OSError naming it; the run's rows are
+    gone by then, so the run is deleted either way and the error names what was left on disk.
     """
     run = store.run(run_id)
     if run.status == "running":
         raise ValueError(f"run {run_id} is still running; stop it before deleting it")
     files = [Path(c.path) for c in store.checkpoints(run_id)]
-    with Session(store.engine) as s, s.begin():
-        for table in (Metric, EpochReport, Checkpoint, Artifact):
-            s.execute(delete(table).where(table.run_id == run_id))
-        s.execute(delete(Run).where(Run.id == run_id))
+    run_dir = store.delete_run(run_id)
     removed: list[str] = []
-    if run.run_dir and Path(run.run_dir).is_dir():
-        shutil.rmtree(run.run_dir, ignore_errors=True)
-        removed.append(run.run_dir)
+    if run_dir and Path(run_dir).is_dir():
+        with contextlib.suppress(FileNotFoundError):  # removed meanwhile: what was asked for
+            shutil.rmtree(run_dir)
+        removed.append(run_dir)
     for f in files:
         for p in (f, f.with_suffix(".json")):
-            if p.exists() and p.is_file():
+            if p.is_file():
                 p.unlink(missing_ok=True)
                 removed.append(str(p))
     return removed
+

@@ -3,7 +3,8 @@
 The store is polled every few seconds (cheap indexed queries on a WAL SQLite file), so a run that
 a worker left going in the background shows live, and one whose worker died shows as
 interrupted/failed with its reason. Several selected runs overlay their curves; two give a graph
-diff; "Open graph" hands a run's graph to the shell through the ``open_graph`` callback.
+diff; "Open graph" hands a run's graph to the shell through the ``open_graph`` callback; "Delete"
+asks through the window's :class:`~studio.prompts.Prompts` first.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
-    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QSplitter,
@@ -39,14 +39,18 @@ from PySide6.QtWidgets import (
 
 from trainer.store import RunStore, StoreError
 
+from ..prompts import Prompts, ask_delete_runs
 from .dashboard import format_duration
 from .graph_diff import diff_graphs
+from .plot_theme import PlotTheme, plot_theme
 from .plots import PALETTE, CurvePlot
-from .run_history import CURVES, RunRow, delete_run, load_curves, run_graph, run_rows
+from .run_history import CURVES, RunRow, delete_run, describe_runs, load_curves, run_graph, run_rows
 
 COLUMNS = ("id", "name", "status", "graph", "dataset", "best val acc", "params", "duration", "device", "started")
 STATUS_COLORS = {"running": "#0072B2", "completed": "#1b7a3d", "failed": "#b3261e", "interrupted": "#b3261e",
                  "stopped": "#8a5a00", "early_stopped": "#1b7a3d"}
+STATUS_COLORS_DARK = {"running": "#56B4E9", "completed": "#5cc98a", "failed": "#ff7b72", "interrupted": "#ff7b72",
+                      "stopped": "#e0a040", "early_stopped": "#5cc98a"}
 POLL_MS = 2000
 
 Index = QModelIndex | QPersistentModelIndex
@@ -58,6 +62,7 @@ class RunsModel(QAbstractTableModel):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self.rows: list[RunRow] = []
+        self.status_colors = STATUS_COLORS
 
     def set_rows(self, rows: list[RunRow]) -> None:
         if [r.id for r in rows] == [r.id for r in self.rows]:
@@ -91,7 +96,7 @@ class RunsModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.ToolTipRole and r.error:
             return r.error
         if role == Qt.ItemDataRole.ForegroundRole and col == "status":
-            return QColor(STATUS_COLORS.get(r.status, "#333"))
+            return QColor(self.status_colors.get(r.status, "#888888"))
         if role == Qt.ItemDataRole.TextAlignmentRole and col in ("id", "best val acc", "params", "duration"):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -118,13 +123,15 @@ def _sort_key(r: RunRow, col: str) -> Any:
 
 
 class RunsPanel(QWidget):
-    """The dock's contents. ``open_graph(graph_dict, title)`` is the shell's way to open a graph."""
+    """The dock's contents. ``open_graph(graph_dict, title)`` is the shell's way to open a graph;
+    ``prompts`` (the window's) asks before a delete; without it a message box of its own asks."""
 
     def __init__(self, store: RunStore, open_graph: Callable[[dict[str, Any], str], None] | None = None,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, *, prompts: Prompts | None = None) -> None:
         super().__init__(parent)
         self.store = store
         self.open_graph = open_graph
+        self.prompts = prompts
         self._overlaid: list[int] = []
         self._best_cache: dict[int, float | None] = {}
         self.model = RunsModel(self)
@@ -188,6 +195,13 @@ class RunsPanel(QWidget):
         split.addWidget(self.tabs)
         lay.addWidget(split, 1)
 
+    def set_plot_theme(self, theme: str | PlotTheme) -> None:
+        """Status colours readable in the light or dark theme (the overlay plot is themed on its own)."""
+        self.model.status_colors = STATUS_COLORS_DARK if plot_theme(theme).name == "dark" else STATUS_COLORS
+        if self.model.rows:
+            self.model.dataChanged.emit(self.model.index(0, 0), self.model.index(len(self.model.rows) - 1,
+                                                                                 len(COLUMNS) - 1))
+
     # ------------------------------------------------------------------ data
     def refresh(self) -> None:
         """Re-read the store; overlaid curves of running runs are re-read too."""
@@ -225,8 +239,8 @@ class RunsPanel(QWidget):
     def _draw_overlay(self, ids: list[int]) -> None:
         key = self.metric.currentData()
         self.plot.clear_curves()
-        self.plot.getPlotItem().setTitle(f"{CURVES[key]} of runs {', '.join(map(str, ids))}" if ids else
-                                         "Select runs and press Overlay")
+        self.plot.set_title(f"{CURVES[key]} of runs {', '.join(map(str, ids))}" if ids else
+                            "Select runs and press Overlay")
         for i, run_id in enumerate(ids):
             xs, ys = load_curves(self.store, run_id, key)
             row = self.row(run_id)
@@ -256,15 +270,14 @@ class RunsPanel(QWidget):
         self.open_graph(run_graph(self.store, ids[0]), f"run {ids[0]} {row.name if row else ''}".strip())
 
     def delete_selected(self, *, confirm: bool = True) -> list[int]:
-        """Delete the selected runs and their files after a confirmation; returns the deleted ids."""
+        """Delete the selected runs and their files once the user agrees; returns the deleted ids."""
         ids = self.selected_ids()
         if not ids:
             return []
         if confirm:
-            answer = QMessageBox.question(
-                self, "Delete runs", f"Delete {len(ids)} run(s) ({', '.join(map(str, ids))}), their metrics "
-                "and checkpoint files? This cannot be undone.")
-            if answer != QMessageBox.StandardButton.Yes:
+            description = describe_runs([(i, row.name if (row := self.row(i)) else "") for i in ids])
+            ask = self.prompts.delete_runs if self.prompts is not None else ask_delete_runs
+            if not ask(self, description):
                 return []
         done, problems = [], []
         for run_id in ids:

@@ -63,6 +63,9 @@ class ScriptedPrompts:
     def running_run(self, parent):
         return self._next("running_run")
 
+    def delete_runs(self, parent, description):
+        return self._next("delete_runs", description)
+
 
 @pytest.fixture
 def prompts() -> ScriptedPrompts:

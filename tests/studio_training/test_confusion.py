@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QLabel
 
 from studio.training.confusion import ConfusionPanel, cell_indices, per_class_metrics
+from studio.training.plot_theme import DARK, LIGHT, apply_plot_theme
 
 
 def test_per_class_metrics_by_hand():
@@ -42,3 +45,33 @@ def test_clicking_a_cell_shows_its_samples(qtbot):
     qtbot.mouseClick(panel.matrix_view, Qt.MouseButton.LeftButton, pos=QPoint(int(x), int(y)))
     assert panel.gallery.shown_indices() == [3, 4]
     assert panel.gallery.title() == "true one, predicted zero: 2 samples"
+
+
+def test_matrix_and_gallery_switch_theme_live(qtbot):
+    panel = ConfusionPanel()
+    qtbot.addWidget(panel)
+    panel.resize(500, 800)
+    panel.show()
+    true, pred = np.array([0, 0, 1, 1]), np.array([0, 1, 1, 1])
+    panel.set_matrix(np.array([[1, 1, 0], [0, 2, 0], [0, 0, 0]]), ["a", "b", "c"])
+    panel.set_predictions(np.zeros((4, 4, 4)), true, pred)
+    panel.show_cell(0, 1)
+    view = panel.matrix_view
+
+    def pixel(cell: tuple[int, int] | None = None) -> str:
+        x, y = view.cell_center(*cell) if cell else (2, 2)
+        if cell:   # near the cell's corner, away from its count
+            x, y = x - view._grid()[2] * 0.35, y - view._grid()[2] * 0.35
+        return view.grab().toImage().pixelColor(int(x), int(y)).name()
+
+    empty, error = (2, 0), (0, 1)   # a cell counting nothing (no count drawn) and a shaded error cell
+    assert (pixel(), pixel(empty)) == ("#ffffff", "#ffffff")
+    misses = [w for w in panel.gallery.findChildren(QLabel) if "pred b" in w.text()]
+    assert misses and all("#b3261e" in w.styleSheet() for w in misses)
+    apply_plot_theme(panel, "dark")
+    assert (pixel(), pixel(empty)) == (DARK.background, DARK.cell)
+    red = QColor(pixel(error))
+    assert red.red() > 2 * red.green() and red.lightness() < 128   # a red shade on the dark cell
+    assert all(DARK.miss in w.styleSheet() for w in misses)
+    apply_plot_theme(panel, "light")
+    assert pixel(empty) == "#ffffff" and all(LIGHT.miss in w.styleSheet() for w in misses)

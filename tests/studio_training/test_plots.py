@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from studio.training.plot_theme import DARK, LIGHT, PALETTE, plot_theme
 from studio.training.plots import CurvePlot, SeriesBuffer, format_value
 
 
@@ -49,3 +50,54 @@ def test_plot_draws_a_million_points_downsampled_with_readout(qtbot):
     assert text.splitlines() == ["x = 500000", f"train: {format_value(np.exp(-2.5))}", "val: 0.5"]
     plot.clear_curves()
     assert plot.curve_names() == [] and plot.readout_at(1) == ""
+
+
+def _contrast(a: str, b: str) -> float:
+    """WCAG contrast ratio of two #rrggbb colours."""
+    def lum(h: str) -> float:
+        c = [int(h[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        r, g, b = (v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in c)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_palette_is_readable_on_the_dark_background_and_never_black_there():
+    shown = [DARK.curve(c) for c in PALETTE]
+    assert "#000000" not in shown and len(set(shown)) == len(PALETTE)
+    assert min(_contrast(c, DARK.background) for c in shown) >= 4.5
+    assert _contrast(LIGHT.curve("#F0E442"), LIGHT.background) >= 3   # Okabe-Ito yellow is 1.3:1 on white
+    assert LIGHT.curve("#000000") == "#000000" and DARK.curve("#d55e00") == "#d55e00"
+    with pytest.raises(ValueError, match="'purple'; known: light, dark"):
+        plot_theme("purple")
+
+
+def test_plot_switches_theme_live(qtbot):
+    plot = CurvePlot("Memory", "MiB")
+    qtbot.addWidget(plot)
+    plot.resize(400, 300)
+    plot.show()
+    plot.add_curve("peak", "#000000")
+    plot.add_curve("val", "#0072B2", symbols=True)
+    plot.append("peak", [0, 10], [1, 2])
+    plot.append("val", [0, 10], [2, 1])
+    plot.refresh()
+    plot.show_readout(5)
+    corner = (5, 5)
+    assert plot.grab().toImage().pixelColor(*corner).name() == "#ffffff"
+    assert plot.curve_color("peak") == "#000000"
+    plot.set_plot_theme("dark")
+    assert plot.grab().toImage().pixelColor(*corner).name() == DARK.background
+    assert plot.curve_color("peak") == DARK.curve("#000000").lower() and plot.curve_color("val") == "#3388d8"
+    assert plot._items["val"].opts["symbolBrush"].color().name() == "#3388d8"
+    axis = plot.getPlotItem().getAxis("left")
+    assert axis.textPen().color().name() == DARK.text and axis.pen().color().name() == DARK.axis
+    assert DARK.text.lstrip("#") in plot.getPlotItem().titleLabel.item.toHtml()
+    assert all(DARK.text.lstrip("#") in label.item.toHtml() for _s, label in plot._legend.items)
+    assert plot._legend.opts["brush"].color().getRgb() == DARK.panel
+    assert plot._readout.color.name() == DARK.text and plot._readout.fill.color().getRgb() == DARK.panel
+    plot.add_curve("late", "#000000")            # a curve declared after the switch is themed too
+    assert plot.curve_color("late") == DARK.curve("#000000").lower()
+    plot.set_plot_theme(LIGHT)
+    assert plot.curve_color("peak") == "#000000" and plot.grab().toImage().pixelColor(*corner).name() == "#ffffff"
+    assert all("222222" in label.item.toHtml() for _s, label in plot._legend.items)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMessageBox
 
-from studio.training.run_history import delete_run, run_rows
+from studio.training.plot_theme import DARK, LIGHT, apply_plot_theme
+from studio.training.run_history import delete_run, describe_runs, run_rows
 from studio.training.runs_dock import COLUMNS, RunsPanel
 from trainer.store import RunStore
 
@@ -44,6 +44,18 @@ def store(tmp_path):
             s.finish(rid, "failed", error_kind="nan", error="the loss became NaN at step 3")
     yield s
     s.close()
+
+
+class _Answers:
+    """The window's prompts as the runs dock uses them: answers delete_runs from a list."""
+
+    def __init__(self, *answers: bool) -> None:
+        self.answers = list(answers)
+        self.asked: list[str] = []
+
+    def delete_runs(self, parent, description):
+        self.asked.append(description)
+        return self.answers.pop(0)
 
 
 def _panel(qtbot, store, **kw) -> RunsPanel:
@@ -96,17 +108,76 @@ def test_open_graph_goes_through_the_shell_callback(qtbot, store):
     assert opened[0][1] == "run 2 beta" and any(n["id"] == "extra" for n in opened[0][0]["nodes"])
 
 
-def test_delete_asks_then_removes_rows_and_files(qtbot, store, monkeypatch):
-    panel = _panel(qtbot, store)
+def test_delete_asks_through_the_prompts_then_removes_rows_and_files(qtbot, store):
+    prompts = _Answers(True)
+    panel = _panel(qtbot, store, prompts=prompts)
     run_dir = Path(store.run(1).run_dir)
-    panel.select_ids([1])
-    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.No)
+    panel.select_ids([1, 3])
+    assert panel.delete_selected() == [1, 3]
+    assert prompts.asked == ['2 runs: 1 "alpha" and 3 "gamma"']
+    assert not run_dir.exists() and panel.row(1) is None and panel.row(3) is None
+    assert [r.id for r in run_rows(store)] == [2] and store.metrics(1) == [] and store.checkpoints(3) == []
+    assert Path(store.run(2).run_dir).exists()
+
+
+def test_delete_refused_deletes_nothing(qtbot, store):
+    prompts = _Answers(False)
+    panel = _panel(qtbot, store, prompts=prompts)
+    panel.select_ids([2])
     assert panel.delete_selected() == []
-    assert run_dir.exists() and panel.row(1) is not None
-    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
-    assert panel.delete_selected() == [1]
-    assert not run_dir.exists() and panel.row(1) is None
-    assert [r.id for r in run_rows(store)] == [2, 3] and store.metrics(1) == []
+    assert prompts.asked == ['run 2 "beta"']
+    assert Path(store.run(2).run_dir).exists() and panel.row(2) is not None
+    assert len(store.metrics(2)) == 3 and len(store.checkpoints(2)) == 1
+
+
+def test_describe_runs_names_ids_and_count():
+    assert describe_runs([(4, "")]) == "run 4"
+    many = describe_runs([(i, f"r{i}") for i in range(1, 12)], most=3)
+    assert many == '11 runs: 1 "r1", 2 "r2", 3 "r3" and 8 more'
+
+
+def test_delete_run_removes_its_folder_and_stray_checkpoints_and_keeps_outside_exports(store, tmp_path):
+    run_dir = Path(store.run(1).run_dir)
+    (run_dir / "model.onnx").write_bytes(b"onnx")
+    store.add_artifact(1, "onnx", str(run_dir / "model.onnx"))
+    outside = tmp_path / "exports" / "model.onnx"
+    outside.parent.mkdir()
+    outside.write_bytes(b"onnx")
+    store.add_artifact(1, "onnx", str(outside))
+    stray = tmp_path / "elsewhere" / "last.safetensors"
+    stray.parent.mkdir()
+    stray.write_bytes(b"x")
+    stray.with_suffix(".json").write_text("{}")
+    store.add_checkpoint(1, "last", str(stray), 3, 1, None)
+    removed = delete_run(store, 1)
+    assert set(removed) == {str(run_dir), str(stray), str(stray.with_suffix(".json"))}
+    assert not run_dir.exists() and not stray.exists() and outside.exists()
+    assert store.artifacts(1) == [] and store.checkpoints(1) == []
+
+
+def test_delete_run_with_its_folder_already_gone(store):
+    run_dir = Path(store.run(2).run_dir)
+    for f in sorted(run_dir.rglob("*"), reverse=True):
+        f.unlink() if f.is_file() else f.rmdir()
+    run_dir.rmdir()
+    assert delete_run(store, 2) == []
+    assert [r.id for r in run_rows(store)] == [1, 3]
+
+
+def test_overlay_plot_follows_the_theme(qtbot, store):
+    panel = _panel(qtbot, store)
+    panel.select_ids([1, 2])
+    panel.overlay_selected()
+    assert panel.plot.theme is LIGHT and panel.plot.curve_color("run 1 alpha") == "#0072b2"
+    status = panel.proxy.index(2, COLUMNS.index("status"))   # run 1, completed
+    assert status.data(Qt.ItemDataRole.ForegroundRole).name() == "#1b7a3d"
+    assert apply_plot_theme(panel, "dark") == 2     # the panel (status colours) and its plot
+    assert status.data(Qt.ItemDataRole.ForegroundRole).name() == "#5cc98a"
+    assert panel.plot.theme is DARK and panel.plot.backgroundBrush().color().name() == DARK.background
+    assert panel.plot.curve_color("run 1 alpha") == DARK.curve("#0072B2").lower()
+    panel.select_ids([2, 3])
+    panel.overlay_selected()   # curves drawn after the switch are in the dark colours too
+    assert panel.plot.curve_color("run 2 beta") == DARK.curve("#0072B2").lower()
 
 
 def test_a_running_run_is_not_deleted(store):
