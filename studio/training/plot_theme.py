@@ -2,9 +2,9 @@
 
 pyqtgraph and the painted matrix do not take colours from the Qt palette, so each view keeps a
 :class:`PlotTheme` and repaints with it on ``set_plot_theme``. :func:`apply_plot_theme` themes every
-such view under a widget (the main window calls it when the studio's theme changes), so the views
-need no wiring of their own: whoever builds a dashboard or a runs dock only has to put it in the
-window.
+such view under a widget: ``studio.training_hook`` calls it on the main window when it builds the
+training docks and on every theme change, so a dashboard or runs dock needs no wiring of its own
+beyond being in the window.
 
 The curve colours are the Okabe-Ito palette (colour-blind safe). Each theme may show a palette
 colour as another, readable on its background: on dark, black becomes a light grey and the dark
