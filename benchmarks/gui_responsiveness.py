@@ -7,7 +7,9 @@ loop (nothing else could run: no repaint, no click). Three phases in one process
 2. the real worker, ``python -m trainer run`` on the digits with ``metrics_interval_s`` at its floor, 0.1 s,
    its fastest rate (10 metrics events a second, over twice its default);
 3. a synthetic worker: a process writing protocol-valid events (metrics, memory, an epoch_end with
-   a confusion matrix every 2,000 events) as fast as it can, for a few seconds.
+   a confusion matrix every 2,000 events) as fast as it can, for a few seconds;
+4. the same flood into curves that already hold a million points each (a long run's history,
+   loaded when the run starts): the downsampling and clip-to-view path under load.
 
 Printed: events received and their rate, the longest and the 99th-percentile stall of each phase,
 and the ratio to idle. Goal: no stall above 50 ms. Offscreen Qt, a 1600x1000 dashboard.
@@ -30,22 +32,25 @@ import numpy as np  # noqa: E402
 from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from studio.training.dashboard import TrainingDashboard  # noqa: E402
+from studio.training.dashboard import STEP_CURVES, TrainingDashboard  # noqa: E402
 from studio.training.session import TrainingSession  # noqa: E402
 
 TICK_MS = 5
 GOAL_MS = 50.0
+HISTORY = 1_000_000  # points per step curve in phase 4
 
 SYNTHETIC = r"""
 import sys, time, random
 from trainer import events as ev
-seconds = float(sys.argv[1])
+seconds, first = float(sys.argv[1]), int(sys.argv[2])
 classes = [str(i) for i in range(10)]
 out = sys.stdout
 out.write(ev.encode(ev.RUN_STARTED, 1, name="synthetic", device="cpu", params=1000, epochs=1000,
                     steps_per_epoch=10**6, batch_size=64, train_size=64 * 10**6, val_size=1000, test_size=0,
                     classes=classes, start_step=0, precision="fp32", compile="off", run_dir="") + "\n")
-t0, step = time.monotonic(), 0
+out.flush()
+time.sleep(float(sys.argv[3]))   # a pause after run_started (phase 4 loads the history then)
+t0, step = time.monotonic(), first
 while time.monotonic() - t0 < seconds:
     step += 1
     out.write(ev.encode(ev.METRICS, 1, step=step, epoch=1 + step // 2000, loss=2.3 / (1 + step / 500),
@@ -106,11 +111,17 @@ def run_until(done, timeout_s: float) -> None:
     check.stop()
 
 
-def phase(name: str, meter: StallMeter, work, done, timeout_s: float, counter: list[int]) -> dict:
+def phase(name: str, meter: StallMeter, work, done, timeout_s: float, counter: list[int], ready=None) -> dict:
+    """Measure from ``work()`` until ``done()``; with ``ready``, from when ``ready()`` holds instead."""
     counter[0] = 0
     meter.start()
     t0 = time.perf_counter()
     work()
+    if ready is not None:
+        run_until(ready, timeout_s)
+        counter[0] = 0
+        meter.start()
+        t0 = time.perf_counter()
     run_until(done, timeout_s)
     seconds = time.perf_counter() - t0
     stalls, cpu = meter.stop()
@@ -137,10 +148,30 @@ def main() -> int:
     spec = {"name": "bench", "model": {"graph": graph}, "device": "cpu",
             "train": {"epochs": 6, "batch_size": 32, "metrics_interval_s": 0.1}}
 
-    def start_synthetic() -> None:
+    def start_synthetic(first_step: int = 0, pause_s: float = 0.0) -> None:
         ended["flag"] = False
-        session.bridge.start("-", "", tmp / "synthetic.log",
-                             command=[sys.executable, "-c", SYNTHETIC, "4"], cwd=ROOT)
+        session.bridge.start("-", "", tmp / "synthetic.log", cwd=ROOT,
+                             command=[sys.executable, "-c", SYNTHETIC, "4", str(first_step), str(pause_s)])
+
+    steps = np.arange(HISTORY, dtype=np.float64)
+    history = {"loss": 2.3 / (1 + steps / 500), "accuracy": np.minimum(1.0, steps / 5000),
+               "lr": np.full(HISTORY, 3e-3), "samples_per_s": 50000.0 + np.random.default_rng(0).random(HISTORY)}
+
+    def load_history(_run_id: int) -> None:
+        """Once the long run has started (and the dashboard was cleared for it): its first million steps."""
+        if not long_run["on"]:
+            return
+        for name, ys in history.items():
+            plot, curve = STEP_CURVES[name]
+            dash.plots[plot].append(curve, steps, ys)
+        long_run["on"] = False
+
+    long_run = {"on": False}
+    session.run_started.connect(load_history)
+
+    def start_long() -> None:
+        long_run["on"] = True
+        start_synthetic(HISTORY, pause_s=1.5)
 
     def start_real() -> None:
         ended["flag"] = False
@@ -151,14 +182,17 @@ def main() -> int:
         phase("idle", meter, lambda: None, lambda: False, 3.0, counter),
         phase("real worker", meter, start_real, lambda: ended["flag"], 240.0, counter),
         phase("synthetic flood", meter, start_synthetic, lambda: ended["flag"], 120.0, counter),
+        # Measured from when the history is in (loading 4 million points is not streaming).
+        phase("flood, 1M history", meter, start_long, lambda: ended["flag"], 120.0, counter,
+              ready=lambda: not long_run["on"]),
     ]
     idle = max(results[0]["max"], 1.0)
     print(f"{os.cpu_count()} CPUs; 'own' = the GUI thread's CPU time within a gap, the rest of a stall is the "
           "OS running other processes (the worker itself, anything else on the machine)")
-    print(f"{'phase':<16} {'events':>7} {'ev/s':>6} {'max stall':>10} {'p99':>6} {'max/idle':>9} "
+    print(f"{'phase':<18} {'events':>7} {'ev/s':>6} {'max stall':>10} {'p99':>6} {'max/idle':>9} "
           f"{'own max':>8} {'own p99':>8} {'load':>5}")
     for r in results:
-        print(f"{r['phase']:<16} {r['events']:>7} {r['rate']:>6.0f} {r['max']:>8.1f}ms {r['p99']:>6.1f} "
+        print(f"{r['phase']:<18} {r['events']:>7} {r['rate']:>6.0f} {r['max']:>8.1f}ms {r['p99']:>6.1f} "
               f"{r['max'] / idle:>9.1f} {r['cpu_max']:>8.1f} {r['cpu_p99']:>8.1f} {r['load']:>5.1f}")
     worst, own = max(r["max"] for r in results[1:]), max(r["cpu_max"] for r in results[1:])
     print(f"goal: no stall above {GOAL_MS:.0f} ms while streaming -> {'met' if worst <= GOAL_MS else 'NOT met'} "

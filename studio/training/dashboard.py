@@ -203,7 +203,7 @@ class TrainingDashboard(QWidget):
 
     def add_metrics(self, step: int, values: dict[str, float]) -> None:
         """Training-step metrics: any of loss, accuracy, lr, samples_per_s (worker names)."""
-        for name, (plot, curve) in _STEP_CURVES.items():
+        for name, (plot, curve) in STEP_CURVES.items():
             v = values.get(name)
             if v is not None:
                 self.add_point(plot, curve, step, v)
@@ -252,7 +252,7 @@ class TrainingDashboard(QWidget):
             self.compile_label.setText("")
             self.set_controls_enabled(False)
             self.eta_label.setText("")
-            self.flush(everything=True)
+            self.flush()   # pending points into the buffers; the timer draws the plots, one a tick
 
     def set_paused(self, paused: bool) -> None:
         self._paused = paused
@@ -302,8 +302,8 @@ def _cell(v: float | None, fmt: str = ".4g") -> str:
 
 
 # worker metric name -> (plot, curve)
-_STEP_CURVES = {"loss": ("loss", "train"), "accuracy": ("accuracy", "train"), "lr": ("lr", "lr"),
-                "samples_per_s": ("throughput", "samples/s")}
+STEP_CURVES = {"loss": ("loss", "train"), "accuracy": ("accuracy", "train"), "lr": ("lr", "lr"),
+               "samples_per_s": ("throughput", "samples/s")}
 _EPOCH_CURVES = {"val_loss": ("loss", "val"), "val_accuracy": ("accuracy", "val")}
 # curve -> (colour, dashed, symbols)
 _CURVE_STYLE = {"train": ("#0072B2", False, False), "val": ("#D55E00", False, True),

@@ -53,8 +53,8 @@ class SeriesBuffer:
             cap = self._x.size
             while cap < need:
                 cap *= 2
-            self._x = np.resize(self._x, cap)
-            self._y = np.resize(self._y, cap)
+            self._x = _grown(self._x, self._n, cap)
+            self._y = _grown(self._y, self._n, cap)
         self._x[self._n:need] = xs
         self._y[self._n:need] = ys
         self._n = need
@@ -76,6 +76,19 @@ class SeriesBuffer:
         elif i > 0 and abs(xs[i - 1] - x) <= abs(xs[i] - x):
             i -= 1
         return float(self._y[i])
+
+
+def _grown(a: np.ndarray, filled: int, capacity: int) -> np.ndarray:
+    """A larger array holding ``a``'s first ``filled`` values (np.resize would tile the old values
+    into the new space: ten times slower for a million points)."""
+    out = np.empty(capacity, dtype=a.dtype)
+    out[:filled] = a[:filled]
+    return out
+
+
+def _floats(values: Iterable[float]) -> np.ndarray:
+    """An array as it is (a long run's history arrives as arrays), any other iterable read once."""
+    return values if isinstance(values, np.ndarray) else np.fromiter(values, float)
 
 
 def format_value(v: float) -> str:
@@ -102,6 +115,13 @@ class CurvePlot(pg.PlotWidget):
         item.setTitle(title, size="11pt")
         item.setLabel("left", y_label)
         item.setLabel("bottom", x_label)
+        for axis in ("left", "bottom"):
+            # Axes whose size does not follow every range change: a resized axis re-lays the plot out
+            # and paints it again. No SI-prefix relabelling, no shrinking text space, and one level of
+            # minor ticks (each level is a set of grid lines to paint: the third cost ~2.5 ms a frame).
+            ax = item.getAxis(axis)
+            ax.enableAutoSIPrefix(False)
+            ax.setStyle(autoReduceTextSpace=False, maxTickLevel=1)
         self._legend = item.addLegend(offset=(-8, 8 if legend == "top" else -8))
         self._buffers: dict[str, SeriesBuffer] = {}
         self._items: dict[str, pg.PlotDataItem] = {}
@@ -167,7 +187,7 @@ class CurvePlot(pg.PlotWidget):
         """Buffer points for ``name`` (declaring the curve on first use); drawn on refresh()."""
         if name not in self._items:
             self.add_curve(name)
-        self._buffers[name].extend(np.fromiter(xs, float), np.fromiter(ys, float))
+        self._buffers[name].extend(_floats(xs), _floats(ys))
         self._dirty.add(name)
 
     def refresh(self) -> None:
@@ -175,6 +195,13 @@ class CurvePlot(pg.PlotWidget):
         for name in self._dirty:
             buf = self._buffers[name]
             self._items[name].setData(buf.x, buf.y)
+        if self._dirty:
+            # Settle the view before the paint, here: pyqtgraph would otherwise find the new range
+            # while painting (auto-range, clip-to-view, the new view transform, whose changed bounds
+            # ask for auto-range again) and paint the plot a second time.
+            vb = self.getPlotItem().vb
+            vb.prepareForPaint()
+            vb.prepareForPaint()
         self._dirty.clear()
 
     def clear_curves(self) -> None:
