@@ -1,9 +1,10 @@
 """Live curve plots for the training dashboard.
 
-A :class:`SeriesBuffer` keeps one curve's points in preallocated NumPy arrays that double when
-full, so appending a point never reallocates per event. A :class:`CurvePlot` draws several
-buffers with pyqtgraph's peak downsampling and clip-to-view (a million points stay smooth) and
-shows a crosshair readout: the x under the mouse and every curve's y there. Points are only
+A :class:`~studio.training.series.SeriesBuffer` keeps each curve's points (arrays that double when
+full) with a min/max pyramid beside them. A :class:`CurvePlot` draws, for the x range in view, what
+the buffer's peak decimation gives: about two points per pixel, clipped to the view, at a cost that
+does not grow with the history (a million points draw as fast as ten thousand). It shows a
+crosshair readout: the x under the mouse and every curve's y there. Points are only
 pushed to pyqtgraph by :meth:`CurvePlot.refresh`, which the dashboard calls from a ~10 Hz timer,
 so a burst of events costs one redraw. Colours come from a
 :class:`~studio.training.plot_theme.PlotTheme` (light or dark) and change live with
@@ -12,7 +13,7 @@ so a burst of events costs one redraw. Colours come from a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 import pyqtgraph as pg
@@ -21,69 +22,9 @@ from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QWidget
 
 from .plot_theme import LIGHT, PALETTE, PlotTheme, plot_theme
+from .series import SeriesBuffer
 
-
-class SeriesBuffer:
-    """Growing x/y arrays for one curve; ``x`` and ``y`` are views of the filled part."""
-
-    def __init__(self, capacity: int = 1024) -> None:
-        self._x = np.empty(max(capacity, 16), dtype=np.float64)
-        self._y = np.empty(max(capacity, 16), dtype=np.float64)
-        self._n = 0
-
-    def __len__(self) -> int:
-        return self._n
-
-    @property
-    def x(self) -> np.ndarray:
-        return self._x[: self._n]
-
-    @property
-    def y(self) -> np.ndarray:
-        return self._y[: self._n]
-
-    def extend(self, xs: Sequence[float] | np.ndarray, ys: Sequence[float] | np.ndarray) -> None:
-        """Append points; arrays double in size when full (amortised O(1) per point)."""
-        xs = np.asarray(xs, dtype=np.float64).ravel()
-        ys = np.asarray(ys, dtype=np.float64).ravel()
-        if xs.shape != ys.shape:
-            raise ValueError(f"x and y differ in length: {xs.size} vs {ys.size}")
-        need = self._n + xs.size
-        if need > self._x.size:
-            cap = self._x.size
-            while cap < need:
-                cap *= 2
-            self._x = _grown(self._x, self._n, cap)
-            self._y = _grown(self._y, self._n, cap)
-        self._x[self._n:need] = xs
-        self._y[self._n:need] = ys
-        self._n = need
-
-    def append(self, x: float, y: float) -> None:
-        self.extend((x,), (y,))
-
-    def clear(self) -> None:
-        self._n = 0
-
-    def y_at(self, x: float) -> float | None:
-        """The y of the point nearest to ``x`` (x is assumed non-decreasing), None when empty."""
-        if self._n == 0:
-            return None
-        xs = self.x
-        i = int(np.searchsorted(xs, x))
-        if i >= self._n:
-            i = self._n - 1
-        elif i > 0 and abs(xs[i - 1] - x) <= abs(xs[i] - x):
-            i -= 1
-        return float(self._y[i])
-
-
-def _grown(a: np.ndarray, filled: int, capacity: int) -> np.ndarray:
-    """A larger array holding ``a``'s first ``filled`` values (np.resize would tile the old values
-    into the new space: ten times slower for a million points)."""
-    out = np.empty(capacity, dtype=a.dtype)
-    out[:filled] = a[:filled]
-    return out
+__all__ = ["CurvePlot", "SeriesBuffer", "format_value"]
 
 
 def _floats(values: Iterable[float]) -> np.ndarray:
@@ -127,6 +68,9 @@ class CurvePlot(pg.PlotWidget):
         self._items: dict[str, pg.PlotDataItem] = {}
         self._styles: dict[str, tuple[str, bool, bool]] = {}  # name -> (palette colour, dashed, symbols)
         self._dirty: set[str] = set()
+        self._shown: tuple[float, float] = (-np.inf, np.inf)   # the x window the curves were drawn for
+        item.vb.sigXRangeChanged.connect(self._on_view_changed)
+        item.vb.sigStateChanged.connect(self._on_view_changed)
         self._setup_crosshair()
         self.theme = LIGHT
         self.set_plot_theme(theme)
@@ -166,8 +110,6 @@ class CurvePlot(pg.PlotWidget):
         kwargs = {"symbol": "o", "symbolSize": 5, "symbolPen": None} if symbols else {}
         item = self.getPlotItem().plot(name=name, **kwargs)
         self._style_curve(item, color, dashed, symbols)
-        item.setDownsampling(auto=True, method="peak")
-        item.setClipToView(True)
         self._items[name] = item
         self._styles[name] = (color, dashed, symbols)
         self._buffers[name] = SeriesBuffer()
@@ -193,8 +135,7 @@ class CurvePlot(pg.PlotWidget):
     def refresh(self) -> None:
         """Push the buffered points of changed curves to pyqtgraph (one redraw per burst)."""
         for name in self._dirty:
-            buf = self._buffers[name]
-            self._items[name].setData(buf.x, buf.y)
+            self._draw(name)
         if self._dirty:
             # Settle the view before the paint, here: pyqtgraph would otherwise find the new range
             # while painting (auto-range, clip-to-view, the new view transform, whose changed bounds
@@ -203,6 +144,28 @@ class CurvePlot(pg.PlotWidget):
             vb.prepareForPaint()
             vb.prepareForPaint()
         self._dirty.clear()
+
+    def _draw(self, name: str) -> None:
+        """Give pyqtgraph the decimated points of ``name`` for the x range in view (all of it while
+        the x axis follows the data)."""
+        x0, x1 = self._window()
+        target = 2 * max(int(self.getPlotItem().vb.width()), 200)   # a min and a max per pixel
+        xs, ys = self._buffers[name].decimated(x0, x1, target)
+        self._items[name].setData(xs, ys)
+        self._shown = (x0, x1)
+
+    def _window(self) -> tuple[float, float]:
+        vb = self.getPlotItem().vb
+        if vb.autoRangeEnabled()[0]:
+            return -np.inf, np.inf
+        (x0, x1), _ = vb.viewRange()
+        return x0, x1
+
+    def _on_view_changed(self, *_args: object) -> None:
+        """A zoom, a pan, or the x axis set to follow the data again: draw what is now in view."""
+        if self._items and self._window() != self._shown:
+            for name in self._items:
+                self._draw(name)
 
     def clear_curves(self) -> None:
         for item in self._items.values():
