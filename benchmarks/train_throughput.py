@@ -96,6 +96,7 @@ def restart(job, init: dict[str, torch.Tensor]) -> None:
             for value in state.values():
                 if isinstance(value, torch.Tensor):
                     value.zero_()
+    job.window.take()                   # what the last round left unreported
     job.step = 0
 
 

@@ -17,7 +17,9 @@ reader that saw an event can find it in the store.
 ``metrics``
     ``step`` (optimizer steps done, 1-based), ``epoch`` (1-based), ``loss`` and ``accuracy`` (mean
     over the training steps since the previous metrics event), ``lr``, ``samples_per_s``.
-    At most 1/``train.metrics_interval_s`` a second (default 4/s).
+    One per ``train.metrics_interval_s`` of training (default 0.25 s), however short the epochs:
+    the steps may span an epoch boundary (``epoch`` is that of the last one); the run's last
+    steps are reported before its last ``epoch_end``, or before ``finished`` when it stops.
 ``epoch_end``
     ``epoch``, ``step``, ``train_loss``, ``train_accuracy``, ``val_loss``, ``val_accuracy`` (None
     without a val split), ``lr``, ``seconds``, ``per_class`` (``{"precision": [...], "recall":

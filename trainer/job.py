@@ -37,6 +37,7 @@ from .loop import (
     Window,
     evaluate,
     make_train_step,
+    report_pending,
     train_one_epoch,
 )
 from .memory import memory_sample
@@ -202,13 +203,23 @@ def run_epochs(job: Job) -> str:
             save(job, "last")
             return "stopped"
         job.order, job.epoch = None, epoch
+        if epoch == spec.train.epochs:
+            _report_the_rest(job, hooks)  # before the last epoch_end
         if end_of_epoch(job, epoch, time.perf_counter() - t0):
+            _report_the_rest(job, hooks)
             return "early_stopped"
         if job.controls.poll(job.step):
+            _report_the_rest(job, hooks)
             if not spec.checkpoints.last:
                 save(job, "last")
             return "stopped"
     return "completed"
+
+
+def _report_the_rest(job: Job, hooks: LoopHooks) -> None:
+    """The run ends after this epoch: report the steps its last window still holds."""
+    report_pending(job.window, hooks, job.step, job.epoch, job.lr_at(max(job.step - 1, 0)),
+                   job.spec.train.batch_size)
 
 
 def end_of_epoch(job: Job, epoch: int, seconds: float) -> bool:

@@ -1,9 +1,12 @@
 """The training loop: ``train_step``, ``train_one_epoch``, ``evaluate``. It reads top to bottom.
 
-Costs, where they matter: a step launches the forward, backward and optimizer kernels and
-hands its loss and correct count (device tensors) to the ``Window`` -- no ``.item()``, no
-host/device sync. The host reads the buffers (one sync) at most every ``metrics_interval_s`` and at
-the end of the epoch; that read is also where a NaN/inf loss is found, to the exact step.
+Costs, where they matter: a step launches the forward, backward and optimizer kernels and one
+argmax, and hands its loss, predictions and labels (device tensors) to the ``Window`` -- no
+``.item()``, no host/device sync, no other per-step kernel. The host reads the window (one sync,
+the correct counts batched there) at most every ``metrics_interval_s`` of training and at the end of
+an epoch; that read is also where a NaN/inf loss is found, to the exact step. What an epoch's last
+steps add goes into its totals at once but is reported with the next window, so epochs shorter than
+the interval do not raise the event rate (or cost a store write each).
 Batch shapes never change (ragged last batch dropped in training, padded in evaluation), so a
 compiled model compiles once for training and once for evaluation and is then reused every epoch.
 """
@@ -41,8 +44,8 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
 def make_train_step(model: nn.Module, opt: torch.optim.Optimizer, *, device: torch.device, precision: str,
                     label_smoothing: float, compile_mode: str = "off",
                     ) -> tuple[StepFn, torch.amp.GradScaler | None]:
-    """One optimizer step on a batch, returning (loss, correct) as device tensors, never synced;
-    and the fp16 grad scaler (None otherwise), whose state checkpoints keep."""
+    """One optimizer step on a batch, returning (loss, predicted classes) as device tensors, never
+    synced; and the fp16 grad scaler (None otherwise), whose state checkpoints keep."""
     scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
     opt_step = opt.step
     if compile_mode != "off":
@@ -62,22 +65,29 @@ def make_train_step(model: nn.Module, opt: torch.optim.Optimizer, *, device: tor
         else:
             loss.backward()
             opt_step()
-        return loss.detach(), (logits.detach().argmax(1) == y).sum()
+        # The predictions, not the logits: a CUDA-graph output is overwritten by the next replay.
+        return loss.detach(), logits.detach().argmax(1)
 
     return train_step, scaler
 
 
 class Window:
-    """Per-step losses and correct counts, kept as device tensors until the host reads them.
+    """Training metrics on their way to a report.
 
-    Recording is two list appends: no kernel, no sync. The read stacks them (two ops) and copies
-    once to the host.
+    Device side: each step's loss, predictions and labels, recorded with three list appends (no
+    kernel, no sync). :meth:`read` turns them into losses and correct counts on the host (a few
+    batched ops, one copy) and keeps them as pending until :meth:`take` hands them to a report,
+    with the training time they took.
     """
 
     def __init__(self, capacity: int = 1024) -> None:
         self.losses: list[torch.Tensor] = []
-        self.correct: list[torch.Tensor] = []
+        self.preds: list[torch.Tensor] = []
+        self.labels: list[torch.Tensor] = []
         self.capacity = capacity
+        self.pending_losses: list[float] = []
+        self.pending_correct: list[float] = []
+        self.pending_seconds = 0.0
 
     @property
     def count(self) -> int:
@@ -87,21 +97,35 @@ class Window:
     def full(self) -> bool:
         return len(self.losses) >= self.capacity
 
-    def record(self, loss: torch.Tensor, correct: torch.Tensor) -> None:
+    def record(self, loss: torch.Tensor, pred: torch.Tensor, labels: torch.Tensor) -> None:
         self.losses.append(loss)
-        self.correct.append(correct)
+        self.preds.append(pred)
+        self.labels.append(labels)
 
-    def read(self, first_step: int) -> tuple[list[float], list[float]]:
-        """The recorded values (one host/device sync); raises NonFiniteLoss naming the first bad step."""
+    def read(self, first_step: int, seconds: float = 0.0) -> tuple[list[float], list[float]]:
+        """The recorded steps' losses and correct counts (one host/device sync), also kept as
+        pending with ``seconds`` of training; raises NonFiniteLoss naming the first bad step."""
+        self.pending_seconds += seconds
         if not self.losses:
             return [], []
-        stacked = torch.stack([torch.stack(self.losses).float(), torch.stack(self.correct).float()])
-        self.losses, self.correct = [], []
-        losses, correct = stacked.cpu().numpy()       # the sync
+        correct = (torch.stack(self.preds) == torch.stack(self.labels)).sum(1)
+        stacked = torch.stack([torch.stack(self.losses).float(), correct.float()])
+        self.losses, self.preds, self.labels = [], [], []
+        losses, corrects = stacked.cpu().numpy()       # the sync
         bad = np.flatnonzero(~np.isfinite(losses))
         if bad.size:
-            raise NonFiniteLoss(first_step + int(bad[0]), float(losses[bad[0]]))
-        return losses.tolist(), correct.tolist()
+            # named as the metrics name steps: by the count of steps done with it
+            raise NonFiniteLoss(first_step + int(bad[0]) + 1, float(losses[bad[0]]))
+        out = losses.tolist(), corrects.tolist()
+        self.pending_losses += out[0]
+        self.pending_correct += out[1]
+        return out
+
+    def take(self) -> tuple[list[float], list[float], float]:
+        """The pending losses, correct counts and training seconds, now reported; pending is empty."""
+        out = self.pending_losses, self.pending_correct, self.pending_seconds
+        self.pending_losses, self.pending_correct, self.pending_seconds = [], [], 0.0
+        return out
 
 
 @dataclass
@@ -141,31 +165,41 @@ class LoopHooks:
 
 def train_one_epoch(step_fn: StepFn, opt: torch.optim.Optimizer, batches, *, epoch: int, step: int,
                     batch_size: int, window: Window, totals: EpochTotals, hooks: LoopHooks) -> tuple[int, bool]:
-    """Run the epoch's remaining batches; returns (steps done in total, stopped early)."""
-    window_start, t0 = step, hooks.clock()
+    """Run the epoch's remaining batches; returns (steps done in total, stopped early).
+
+    Metrics are reported every ``hooks.interval_s`` of training (and when stopping); the epoch's
+    last steps are read into ``totals`` at its end and reported with the next window, or by
+    :func:`report_pending` when the run ends.
+    """
+    window_start, mark = step, hooks.clock()
     lr = hooks.lr_at(step)
     for x, y, _ in batches:
         lr = hooks.lr_at(step)
         set_lr(opt, lr)                       # host float math; a tensor lr is filled on the device
-        loss, correct = step_fn(x, y)         # kernels queued; nothing waits for them here
-        window.record(loss, correct)
+        loss, pred = step_fn(x, y)            # kernels queued; nothing waits for them here
+        window.record(loss, pred, y)
         step += 1
         before = hooks.clock()
         stop = hooks.poll(step)               # may block while paused
         now = hooks.clock()
-        t0 += now - before if now - before > 0.05 else 0.0   # a pause does not count as training time
-        if stop or window.full or now - t0 >= hooks.interval_s:
-            losses, corrects = window.read(window_start)   # the host/device sync point
-            totals.add(losses, corrects, batch_size)
-            hooks.report(step, epoch, losses, corrects, lr, len(losses) * batch_size / max(hooks.clock() - t0, 1e-9))
-            window_start, t0 = step, hooks.clock()
+        if now - before > 0.05:
+            mark += now - before              # a pause does not count as training time
+        if stop or window.full or window.pending_seconds + now - mark >= hooks.interval_s:
+            totals.add(*window.read(window_start, now - mark), batch_size)   # the host/device sync point
+            window_start, mark = step, now
+            if stop or window.pending_seconds >= hooks.interval_s:
+                report_pending(window, hooks, step, epoch, lr, batch_size)
         if stop:
             return step, True
-    losses, corrects = window.read(window_start)
-    if losses:
-        totals.add(losses, corrects, batch_size)
-        hooks.report(step, epoch, losses, corrects, lr, len(losses) * batch_size / max(hooks.clock() - t0, 1e-9))
+    totals.add(*window.read(window_start, hooks.clock() - mark), batch_size)
     return step, False
+
+
+def report_pending(window: Window, hooks: LoopHooks, step: int, epoch: int, lr: float, batch_size: int) -> None:
+    """Report what the window holds (nothing when it holds nothing), as of ``step``."""
+    losses, correct, seconds = window.take()
+    if losses:
+        hooks.report(step, epoch, losses, correct, lr, len(losses) * batch_size / max(seconds, 1e-9))
 
 
 @dataclass

@@ -1,0 +1,69 @@
+"""The epoch loop's metrics windows: reported per interval of training, exact epoch totals, a NaN
+named to its step. A scripted clock, a step function that returns chosen losses and predictions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainer.loop import EpochTotals, LoopHooks, NonFiniteLoss, Window, report_pending, train_one_epoch
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _batches(n: int, batch: int = 4):
+    for i in range(n):
+        yield torch.zeros(batch, 2), torch.full((batch,), i % 3), batch
+
+
+def _step(clock: Clock, losses: dict[int, float] | None = None):
+    """Each call takes 1/32 s on the clock (8 steps an interval, exactly); predictions right for the
+    first two rows of four."""
+    calls = {"n": 0}
+
+    def step(_x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        clock.t += 1 / 32
+        calls["n"] += 1
+        pred = y.clone()
+        pred[2:] += 1
+        return torch.tensor((losses or {}).get(calls["n"], 1.0)), pred
+
+    return step
+
+
+def _hooks(clock: Clock, reports: list) -> LoopHooks:
+    return LoopHooks(lr_at=lambda s: 0.1, report=lambda *a: reports.append(a), poll=lambda s: False,
+                     interval_s=0.25, clock=clock)
+
+
+def test_short_epochs_are_reported_per_interval_with_exact_totals():
+    clock, reports, window = Clock(), [], Window()
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    step_fn, step = _step(clock), 0
+    for epoch in range(1, 11):                 # ten epochs of 3 steps (3/32 s each)
+        totals = EpochTotals()
+        step, stopped = train_one_epoch(step_fn, opt, _batches(3), epoch=epoch, step=step, batch_size=4,
+                                        window=window, totals=totals, hooks=_hooks(clock, reports))
+        assert not stopped and totals.steps == 3 and totals.accuracy == 0.5 and totals.loss == 1.0
+    # one report per 0.25 s of training (8 steps), not one per epoch
+    assert [(r[0], r[1]) for r in reports] == [(8, 3), (16, 6), (24, 8)]
+    _step_, _epoch, losses, correct, lr, rate = reports[0]
+    assert len(losses) == 8 and correct == [2.0] * 8 and lr == 0.1 and rate == 8 * 4 / 0.25
+    report_pending(window, _hooks(clock, reports), step, 10, 0.1, 4)    # the run ends: the rest
+    assert [r[0] for r in reports] == [8, 16, 24, 30] and len(reports[-1][2]) == 6
+    report_pending(window, _hooks(clock, reports), step, 10, 0.1, 4)    # nothing left: no report
+    assert len(reports) == 4
+
+
+def test_a_non_finite_loss_names_its_step():
+    clock, window = Clock(), Window()
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    with pytest.raises(NonFiniteLoss, match="the loss became nan at step 105"):
+        train_one_epoch(_step(clock, {6: float("nan")}), opt, _batches(10), epoch=1, step=99, batch_size=4,
+                        window=window, totals=EpochTotals(), hooks=_hooks(clock, []))
