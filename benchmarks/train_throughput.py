@@ -1,6 +1,6 @@
 """Training throughput: the worker's own loop against two plain PyTorch loops, same run, same machine.
 
-    python benchmarks/train_throughput.py [--epochs N] [--rounds R] [--batch-size B] [--compile]
+    python benchmarks/train_throughput.py [--epochs N] [--rounds R] [--batch-size B] [--compile] [--gpu-only]
 
 * ``studio``: the trainer's loop as the worker runs it (``trainer.job`` + ``trainer.loop``), with its
   metrics written to a real SQLite run store and its events to a stream, on ``digits_cnn`` and the
@@ -314,33 +314,61 @@ def flat_digits(folder: Path) -> Path:
 
 
 def gpu_section(args: argparse.Namespace) -> None:
-    """resnet18_cifar on synthetic data: eager fp32 against compile + bf16 (+ channels_last)."""
+    """resnet18_cifar on synthetic data: (a) hand-written eager fp32, the worker's loop in eager fp32,
+    and the worker's loop with torch.compile + bf16 + channels_last, interleaved for a few rounds."""
     rng = np.random.default_rng(0)
+    epochs, rounds, batch = 2, max(3, args.rounds // 3), 512
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "synthetic.npz"
-        np.savez(data, x=rng.integers(0, 255, (20000, 3, 32, 32), dtype=np.uint8), y=rng.integers(0, 10, 20000))
-        results = {}
-        for label, precision in (("eager fp32", {"dtype": "fp32", "compile": "off"}),
-                                 ("compile + bf16", {"dtype": "bf16", "compile": "default", "channels_last": True})):
+        np.savez(data, x=rng.integers(0, 255, (50000, 3, 32, 32), dtype=np.uint8), y=rng.integers(0, 10, 50000))
+        jobs, first = {}, {}
+        for label, precision in ((EAGER, {"dtype": "fp32", "compile": "off"}),
+                                 (FAST, {"dtype": "bf16", "compile": "default", "channels_last": True})):
             spec = {"model": {"graph": str(TEMPLATES / "resnet18_cifar.graph.json")}, "device": "cuda",
                     "data": {"dataset": str(data), "test_fraction": 0.0, "val_fraction": 0.1},
-                    "train": {"epochs": 3, "batch_size": 512}, "precision": precision}
-            job = studio_job(spec, Path(tmp) / label.replace(" ", "_"))
-            out = job.emitter.stream
+                    "train": {"epochs": epochs, "batch_size": batch}, "precision": precision}
+            job = jobs[label] = studio_job(spec, Path(tmp) / label.replace(" ", "_"))
             t0 = time.perf_counter()
-            studio_epochs(job, 1)             # warm-up epoch (includes compiling)
+            studio_epochs(job, 1)             # the first epoch, compiling included
             torch.cuda.synchronize()
-            first = time.perf_counter() - t0
-            sps = timed(lambda job=job: (studio_epochs(job, 2), torch.cuda.synchronize())[0])
-            compile_s = [json.loads(line)["seconds"] for line in out.getvalue().splitlines()
-                         if '"compile_done"' in line]
-            results[label] = (sps, first, compile_s[0] if compile_s else None)
+            first[label] = time.perf_counter() - t0
+        eager = jobs[EAGER]
+        init = {k: v.clone() for k, v in eager.model.state_dict().items()}
+        fast_init = {k: v.clone() for k, v in jobs[FAST].model.state_dict().items()}
+        s = eager.setup.splits
+        n_train = len(s.train)
+        x, y = s.train.x.to("cuda"), s.train.y.to("cuda")
+        model_a = build_module(eager.setup.graph, device="cuda")
+
+        def studio(job):
+            return lambda: (studio_epochs(job, epochs), torch.cuda.synchronize())[0]
+
+        methods = {
+            A: (lambda: model_a.load_state_dict(init), lambda: handwritten(model_a, eager.spec, x, y, batch, epochs)),
+            EAGER: (lambda: restart(eager, init), studio(eager)),
+            FAST: (lambda: restart(jobs[FAST], fast_init), studio(jobs[FAST])),
+        }
+        rates = run_rounds(methods, rounds)
+        compile_s = [json.loads(line)["seconds"] for line in jobs[FAST].emitter.stream.getvalue().splitlines()
+                     if '"compile_done"' in line]
+        for job in jobs.values():
+            job.recorder.close()
             job.store.close()
-    print(f"GPU ({torch.cuda.get_device_name()}), resnet18_cifar, synthetic 3x32x32, batch 512")
-    for label, (sps, first, comp) in results.items():
-        extra = f", first step (compile) {comp:.1f} s" if comp is not None else ""
-        print(f"  {label:<16} {sps:>10,.0f} samples/s  (first epoch {first:.1f} s{extra})")
-    print(f"  speed-up compile + bf16 / eager fp32 = {results['compile + bf16'][0] / results['eager fp32'][0]:.2f}x")
+    print(f"GPU ({torch.cuda.get_device_name()}), resnet18_cifar, synthetic 3x32x32 ({n_train:,} train), batch {batch}, "
+          f"{epochs} epochs a round, {rounds} rounds")
+    print(f"  {'':<30} {'best round':>12} {'median':>12}  samples/s")
+    for name, sps in rates.items():
+        extra = f"  first epoch {first[name]:.1f} s" if name in first else ""
+        print(f"  {name:<30} {max(sps):>12,.0f} {statistics.median(sps):>12,.0f}{extra}")
+    if compile_s:
+        print(f"  compile (first step, default mode): {compile_s[0]:.1f} s")
+    for num, den in ((EAGER, A), (FAST, EAGER)):
+        paired = sorted(n / d for n, d in zip(rates[num], rates[den], strict=True))
+        print(f"  ratio {num} / {den} = {statistics.median(paired):.3f} median of rounds "
+              f"({paired[0]:.3f}-{paired[-1]:.3f})")
+
+
+EAGER, FAST = "studio eager fp32", "studio compile + bf16 + CL"
 
 
 def main() -> int:
@@ -349,7 +377,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--compile", action="store_true", help="compile the model in studio and (a) (CPU section)")
+    parser.add_argument("--gpu-only", action="store_true", help="run the GPU section alone")
     args = parser.parse_args()
+    if args.gpu_only:
+        gpu_section(args)
+        return 0
     # Compute-bound: a convnet, where the loop's overheads are small next to the convolutions.
     cpu_section(args, "digits_cnn", {"dataset": "digits"}, "the embedded digits (1x8x8)", args.epochs)
     # Loop-bound: a small MLP, where per-sample Python and host work decide the speed.

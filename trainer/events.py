@@ -40,8 +40,9 @@ reader that saw an event can find it in the store.
 ``failed``
     ``kind`` ("spec", "data", "graph", "nan", "oom", "error"), ``message``, ``traceback`` (empty for
     spec/data/graph problems, which are the user's to fix), ``step`` (None before training), and for
-    "oom" ``memory`` (the CUDA figures at the failure). Spec/data/graph failures come before
-    ``run_started``, have ``run_id`` None and a ``problems`` list (one ``"field.path: message"`` each).
+    "oom" during training ``memory`` (the CUDA figures at the failure). Spec/data/graph failures, and
+    "oom" while the model's weights are placed on the device, come before ``run_started``, have
+    ``run_id`` None and a ``problems`` list (one ``"field.path: message"`` each).
 
 Commands (stdin, one JSON object per line; unknown or malformed lines are reported on stderr and
 ignored): ``{"command": "pause"}``, ``{"command": "resume"}``, ``{"command": "stop"}`` (checkpoint,

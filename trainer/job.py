@@ -43,6 +43,7 @@ from .loop import (
 from .memory import memory_sample
 from .optim import Schedule, make_optimizer
 from .recorder import Recorder
+from .spec import SpecError
 from .store import RunStore
 
 LOWER_IS_BETTER = {"val_loss"}
@@ -95,13 +96,24 @@ def build_model(setup: Setup) -> nn.Module:
     if p.dtype == "fp8":
         from torchao.float8 import convert_to_float8_training
 
-        convert_to_float8_training(model)
+        if not any(fp8_eligible(m, name) for name, m in model.named_modules()):
+            raise SpecError(["precision.dtype: fp8 trains Linear layers whose in and out features are both "
+                             "multiples of 16, and this graph has none (use bf16)"])
+        convert_to_float8_training(model, module_filter_fn=fp8_eligible)
     return model
+
+
+def fp8_eligible(module: nn.Module, fqn: str) -> bool:
+    """The layers fp8 training converts: Linear layers with both dimensions multiples of 16, the
+    shapes the fp8 matrix product accepts. A small head (say 10 classes) stays in the model's dtype."""
+    return isinstance(module, nn.Linear) and module.in_features % 16 == 0 and module.out_features % 16 == 0
 
 
 def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emitter, run_id: int,
              run_dir: Path, controls: Controls) -> Job:
     spec, dev = setup.spec, setup.device
+    if dev.type == "cuda":
+        torch.backends.cudnn.benchmark = True    # fixed batch shapes: cuDNN picks each layer's fastest kernel once
     compiled = spec.precision.compile != "off"
     opt = make_optimizer(model, spec.optim, lr_tensor=compiled, device=dev)
     runner = torch.compile(model, mode=spec.precision.compile) if compiled else model

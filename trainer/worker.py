@@ -70,6 +70,8 @@ def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev
         return refuse(emitter, "spec", str(exc), exc.problems)
     except BuildError as exc:
         return refuse(emitter, "graph", f"model.graph: {exc}")
+    except torch.OutOfMemoryError as exc:
+        return refuse(emitter, "oom", f"model.graph: the model's weights do not fit in the device's memory: {exc}")
     except StoreError as exc:
         return refuse(emitter, "spec", f"--db: {exc}")
     spec_record = stored_spec(st)
@@ -99,6 +101,8 @@ def resume_run(run_id: int, *, db: str | None, emitter: ev.Emitter) -> int:
         return refuse(emitter, "spec", str(exc), exc.problems)
     except BuildError as exc:
         return refuse(emitter, "graph", f"model.graph: {exc}")
+    except torch.OutOfMemoryError as exc:
+        return refuse(emitter, "oom", f"model.graph: the model's weights do not fit in the device's memory: {exc}")
     store.claim(run_id)
     return execute(st, model, store, emitter, run_id, Path(run.run_dir), checkpoint=checkpoint)
 
@@ -136,8 +140,9 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
                                                    emitter.emit(ev.STATE, state=state, reason=reason))
     except Exception as exc:  # noqa: BLE001 - reported as a failed run, never lost
         message = f"cannot start the run: {type(exc).__name__}: {exc}"
-        store.finish(run_id, "failed", error_kind="error", error=message)
-        emitter.emit(ev.FAILED, kind="error", message=message, traceback=traceback.format_exc(), step=None)
+        kind = "oom" if isinstance(exc, torch.OutOfMemoryError) else "error"   # the data did not fit, say
+        store.finish(run_id, "failed", error_kind=kind, error=message)
+        emitter.emit(ev.FAILED, kind=kind, message=message, traceback=traceback.format_exc(), step=None)
         print(f"error: {message}", file=sys.stderr, flush=True)
         return ev.EXIT_FAILED
     controls.listen()

@@ -1,9 +1,17 @@
-"""GPU paths (skipped without CUDA; ``make gpu-check`` runs them): bf16 + compile, fp16 + grad scaler."""
+"""GPU paths (skipped without CUDA; ``make gpu-check`` runs them): bf16 + compile, fp16 + grad scaler,
+out-of-memory failures, fp8."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
+
+from graph_editor.model import Graph, InputSpec
+from trainer.store import RunStore
 
 from .conftest import DIGITS_CNN, run_worker, write_spec
 
@@ -39,3 +47,61 @@ def test_resume_on_the_gpu_restores_the_grad_scaler(tmp_path, db):
         events = list(w.events(timeout=600))
         assert w.wait(60) == 0, w.stderr
     assert events[0]["start_step"] > 0 and events[-1]["status"] == "completed"
+
+
+def wide_mlp(width: int, hidden: int = 1) -> Graph:
+    """64 features -> ``hidden`` square Linear layers of ``width`` -> 10 classes."""
+    g = Graph(InputSpec((64,)), 10, {"name": "wide"})
+    layers: list = [("Input", "input"), ("Linear", "fc0", {"out_features": width}), ("ReLU", "relu0")]
+    for i in range(1, hidden + 1):
+        layers += [("Linear", f"fc{i}", {"out_features": width}), ("ReLU", f"relu{i}")]
+    g.chain(*layers, ("Linear", "head", {"out_features": 10}), ("Output", "output"))
+    return g
+
+
+def flat_data(folder: Path, n: int = 1024) -> str:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, 64)).astype(np.float32)
+    y = (x[:, :10].argmax(1)).astype(np.int64)        # learnable: the largest of the first ten features
+    np.savez(folder / "flat.npz", x=x, y=y)
+    return str(folder / "flat.npz")
+
+
+def test_out_of_memory_in_training_fails_with_the_peak_figures(tmp_path, db):
+    # Weights of 30% of the card: their gradients and AdamW's two moments cannot all fit.
+    total = torch.cuda.get_device_properties(0).total_memory
+    width = int((0.3 * total / 4) ** 0.5) // 64 * 64
+    spec = write_spec(tmp_path, wide_mlp(width), device="cuda", data={"dataset": flat_data(tmp_path)},
+                      train={"batch_size": 64})
+    code, events, stderr = run_worker(spec, db, timeout=300)
+    assert code == 1, stderr
+    failed = events[-1]
+    assert failed["event"] == "failed" and failed["kind"] == "oom", failed
+    assert "out of memory on cuda:0 (peak" in failed["message"]
+    assert failed["memory"]["peak"] > 0.5 * total
+    run = RunStore(db).run(failed["run_id"])
+    assert run.status == "failed" and run.error_kind == "oom"
+
+
+def test_weights_larger_than_the_card_are_refused_before_the_run(tmp_path, db):
+    total = torch.cuda.get_device_properties(0).total_memory
+    width = int((1.2 * total / 4) ** 0.5) // 64 * 64
+    spec = write_spec(tmp_path, wide_mlp(width), device="cuda", data={"dataset": flat_data(tmp_path)})
+    code, events, stderr = run_worker(spec, db, timeout=300)
+    assert code == 2, stderr
+    assert [e["event"] for e in events] == ["failed"] and events[0]["kind"] == "oom"
+    assert events[0]["message"].startswith("model.graph: the model's weights do not fit")
+    assert RunStore(db).runs() == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchao") is None, reason="needs torchao")
+def test_fp8_trains_the_wide_linear_layers(tmp_path, db):
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("fp8 needs compute capability 8.9 or newer")
+    spec = write_spec(tmp_path, wide_mlp(256, hidden=2), device="cuda", data={"dataset": flat_data(tmp_path, 4096)},
+                      precision={"dtype": "fp8", "compile": "default"}, train={"epochs": 5, "batch_size": 128},
+                      optim={"lr": 0.003})
+    code, events, stderr = run_worker(spec, db, timeout=600)
+    assert code == 0, stderr
+    assert events[-1]["status"] == "completed" and events[-1]["test_accuracy"] > 0.8
+    assert "compile_done" in [e["event"] for e in events]

@@ -117,6 +117,17 @@ def test_fp8_needs_torchao_and_a_new_gpu(tmp_path):
     assert len(found) == 1 and found[0].startswith("precision.dtype: fp8 needs")
 
 
+def test_fp8_converts_only_linear_layers_of_multiples_of_16():
+    from torch import nn
+
+    from trainer.job import fp8_eligible
+
+    assert fp8_eligible(nn.Linear(256, 128), "fc")
+    assert not fp8_eligible(nn.Linear(256, 10), "head")      # the fp8 matrix product refuses 10 columns
+    assert not fp8_eligible(nn.Linear(64, 72), "odd")
+    assert not fp8_eligible(nn.Conv2d(16, 16, 3), "conv")
+
+
 def test_batch_larger_than_train_split(tmp_path):
     found = setup_problems(tmp_path, train={"batch_size": 5000})
     assert found == ["train.batch_size: 5000 is larger than the train split (1258 samples)"]
