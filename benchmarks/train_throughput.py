@@ -243,7 +243,7 @@ def cpu_section(args: argparse.Namespace, template: str, data: dict, label: str,
         lr = job.spec.optim.lr
 
         # (a) holds its model and data in the memory format the worker chose; (b) as the example has it.
-        channels_last = job.spec.precision.channels_last and x.dim() == 4
+        channels_last = job.setup.channels_last
         if channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
 
@@ -322,7 +322,7 @@ def gpu_section(args: argparse.Namespace) -> None:
         data = Path(tmp) / "synthetic.npz"
         np.savez(data, x=rng.integers(0, 255, (50000, 3, 32, 32), dtype=np.uint8), y=rng.integers(0, 10, 50000))
         jobs, first = {}, {}
-        for label, precision in ((EAGER, {"dtype": "fp32", "compile": "off"}),
+        for label, precision in ((EAGER, {"dtype": "fp32", "compile": "off", "channels_last": False}),
                                  (FAST, {"dtype": "bf16", "compile": "default", "channels_last": True})):
             spec = {"model": {"graph": str(TEMPLATES / "resnet18_cifar.graph.json")}, "device": "cuda",
                     "data": {"dataset": str(data), "test_fraction": 0.0, "val_fraction": 0.1},

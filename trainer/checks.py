@@ -23,6 +23,8 @@ from graph_editor.model import validate as validate_graph
 from .data import DataError, RawData, Splits, load_raw, prepare
 from .spec import RunSpec, SpecError
 
+CHANNELS_LAST_LAYERS = {"Conv2d", "ConvTranspose2d"}   # the layers that decide a graph is a convnet
+
 
 @dataclass
 class Setup:
@@ -33,6 +35,14 @@ class Setup:
     splits: Splits
     device: torch.device
     streamed: bool  # True when the data exceeds the device budget and streams through a DataLoader
+
+    @property
+    def channels_last(self) -> bool:
+        """Whether batches and weights go channels_last: the spec allows it, the data are images and the
+        graph is a convnet (2-D convolutions, which oneDNN on CPUs and cuDNN's tensor-core kernels run
+        fastest in NHWC). An MLP on images would only pay for the layout change."""
+        return (self.spec.precision.channels_last and self.splits.is_image
+                and any(n.type in CHANNELS_LAST_LAYERS for n in self.graph))
 
     @property
     def graph_dict(self) -> dict[str, Any]:

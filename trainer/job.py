@@ -91,7 +91,7 @@ def build_model(setup: Setup) -> nn.Module:
     torch.manual_seed(setup.spec.train.seed)
     model = build_module(setup.graph, device=setup.device)
     p = setup.spec.precision
-    if p.channels_last and setup.splits.is_image:
+    if setup.channels_last:
         model = model.to(memory_format=torch.channels_last)
     if p.dtype == "fp8":
         from torchao.float8 import convert_to_float8_training
@@ -131,7 +131,7 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
 def make_loaders(setup: Setup) -> dict[str, DeviceLoader]:
     spec, s = setup.spec, setup.splits
     aug = Augment(spec.data.augment.flip, spec.data.augment.translate)
-    kw = dict(channels_last=spec.precision.channels_last, seed=spec.train.seed)
+    kw = dict(channels_last=setup.channels_last, seed=spec.train.seed)
     out: dict[str, DeviceLoader] = {}
     for name, split in (("train", s.train), ("val", s.val), ("test", s.test)):
         train = name == "train"

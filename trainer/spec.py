@@ -91,7 +91,7 @@ class TrainSpec:
 class PrecisionSpec:
     dtype: str = "fp32"
     compile: str = "off"
-    channels_last: bool = False
+    channels_last: bool = True   # for convnets on image data (see Setup.channels_last)
 
 
 @dataclass

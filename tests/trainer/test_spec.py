@@ -128,6 +128,28 @@ def test_fp8_converts_only_linear_layers_of_multiples_of_16():
     assert not fp8_eligible(nn.Conv2d(16, 16, 3), "conv")
 
 
+def test_channels_last_for_convnets_on_images_only(tmp_path):
+    import torch
+
+    from trainer.job import build_model, make_loaders
+
+    np.savez(tmp_path / "rgb.npz", x=np.random.randint(0, 255, (200, 3, 8, 8), dtype=np.uint8), y=np.arange(200) % 10)
+    st = setup(load_spec(write_spec(tmp_path, tiny_cnn(channels=3), data={"dataset": "rgb.npz"})))  # default spec
+    assert st.channels_last
+    conv = build_model(st).get_submodule("conv").weight
+    assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
+    x, _, _ = next(make_loaders(st)["train"].batches(torch.arange(200)))
+    assert x.shape == (64, 3, 8, 8) and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+
+    image_mlp = Graph(InputSpec((1, 8, 8)), 10)
+    image_mlp.chain(("Input", "input"), ("Flatten", "flat"), ("Linear", "fc", {"out_features": 10}),
+                    ("Output", "output"))
+    assert not setup(load_spec(write_spec(tmp_path, image_mlp))).channels_last    # nothing to gain
+    assert not setup(load_spec(write_spec(tmp_path, precision={"channels_last": False}))).channels_last
+    np.savez(tmp_path / "tab.npz", x=np.random.rand(200, 4).astype(np.float32), y=np.arange(200) % 10)
+    assert not setup(load_spec(write_spec(tmp_path, tiny_mlp(4, 10), data={"dataset": "tab.npz"}))).channels_last
+
+
 def test_batch_larger_than_train_split(tmp_path):
     found = setup_problems(tmp_path, train={"batch_size": 5000})
     assert found == ["train.batch_size: 5000 is larger than the train split (1258 samples)"]
