@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from .confusion import ConfusionPanel
+from .plot_theme import LIGHT, PlotTheme, plot_theme
 from .plots import CurvePlot
 
 REFRESH_MS = 40  # one plot redrawn per tick: each of five plots ~5 times a second
@@ -44,7 +45,7 @@ PLOTS = {
     "memory": ("Memory", "MiB", "bottom"),
 }
 
-EPOCH_COLUMNS = ("epoch", "train loss", "train acc", "val loss", "val acc", "lr", "time (s)")
+EPOCH_COLUMNS = ("epoch", "train\nloss", "train\nacc", "val\nloss", "val\nacc", "lr", "time\n(s)")  # narrow columns
 
 
 def format_duration(seconds: float) -> str:
@@ -144,7 +145,7 @@ class TrainingDashboard(QWidget):
         self.title.setStyleSheet("font-weight: 600; font-size: 11pt;")
         self.state = QLabel("")
         self.compile_label = QLabel("")
-        self.compile_label.setStyleSheet("color: #8a5a00; font-weight: 600;")
+        self.set_plot_theme(LIGHT)
         self.progress = QProgressBar()
         self.progress.setMinimumWidth(260)
         self.progress.setFormat("%p%")
@@ -222,8 +223,8 @@ class TrainingDashboard(QWidget):
             v = row.get(name)
             if v is not None:
                 self.add_point(plot, curve, step, v)
-        cells = [str(epoch)] + [_cell(row.get(k)) for k in ("train_loss", "train_accuracy", "val_loss",
-                                                             "val_accuracy")]
+        cells = [str(epoch)] + [_cell(row.get(k), ".4f") for k in ("train_loss", "train_accuracy", "val_loss",
+                                                                   "val_accuracy")]   # aligned decimals
         cells.append(_cell(row.get("lr"), ".2e"))
         cells.append(_cell(row.get("seconds"), ".1f"))
         items = [QStandardItem(c) for c in cells]
@@ -292,13 +293,22 @@ class TrainingDashboard(QWidget):
             color, dashed, symbols = style
             self.plots[plot].add_curve(curve, color, dashed=dashed, symbols=symbols)
 
+    def set_plot_theme(self, theme: str | PlotTheme) -> None:
+        """The dashboard's own coloured text (its plots and matrix are themed as views of their own)."""
+        self.compile_label.setStyleSheet(f"color: {plot_theme(theme).notice}; font-weight: 600;")
+
     def _update_compile_label(self) -> None:
         if self._compile_t0 is not None:
             self.compile_label.setText(f"Compiling... {time.monotonic() - self._compile_t0:.0f} s")
 
 
-def _cell(v: float | None, fmt: str = ".4g") -> str:
-    return "" if v is None else format(v, fmt)
+def _cell(v: float | None, fmt: str) -> str:
+    """A table cell; a value too small for the fixed format is shown in scientific form, not as 0."""
+    if v is None:
+        return ""
+    if fmt.endswith("f") and v != 0 and abs(v) < 10 ** -int(fmt[1:-1]):
+        return format(v, ".1e")
+    return format(v, fmt)
 
 
 # worker metric name -> (plot, curve)

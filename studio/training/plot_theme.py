@@ -47,6 +47,7 @@ class PlotTheme:
     muted: str           # the matrix's axis captions and its "appears after..." message
     selected: str        # the outline of the clicked cell
     miss: str            # a gallery caption of a wrong prediction
+    notice: str          # the dashboard's "Compiling..." line
 
     def curve(self, color: str) -> str:
         """The colour to draw a curve asked for in ``color`` (a palette colour may be swapped)."""
@@ -58,13 +59,13 @@ LIGHT = PlotTheme(
     name="light", background="#ffffff", text="#222222", axis="#8c8c8c", grid_alpha=0.25, crosshair="#888888",
     panel=(255, 255, 255, 215), curve_swaps=((YELLOW, "#A08800"),),
     cell="#ffffff", right="#008c46", wrong="#cd2d23", shade_floor=0.08, cell_border="#dddddd", count_on_pale="#222222", muted="#555555", selected=BLUE,
-    miss="#b3261e")
+    miss="#b3261e", notice="#8a5a00")
 
 DARK = PlotTheme(
     name="dark", background="#16191f", text="#d8dee9", axis="#7d8594", grid_alpha=0.3, crosshair="#9aa3b2",
     panel=(30, 34, 42, 220), curve_swaps=((BLACK, "#D9D9D9"), (BLUE, "#3388D8")),
     cell="#1b1f26", right="#008c46", wrong="#e8493e", shade_floor=0.3, cell_border="#2c313b", count_on_pale="#d8dee9", muted="#9aa3b2", selected=SKY,
-    miss="#ff7b72")
+    miss="#ff7b72", notice="#f0b35a")
 
 PLOT_THEMES = {t.name: t for t in (LIGHT, DARK)}
 

@@ -69,6 +69,8 @@ class CurvePlot(pg.PlotWidget):
         self._styles: dict[str, tuple[str, bool, bool]] = {}  # name -> (palette colour, dashed, symbols)
         self._dirty: set[str] = set()
         self._shown: tuple[float, float] = (-np.inf, np.inf)   # the x window the curves were drawn for
+        self._y_spans: dict[str, tuple[float, float]] = {}       # each curve's drawn y extent
+        self._min_y_range: float | None = None
         item.vb.sigXRangeChanged.connect(self._on_view_changed)
         item.vb.sigStateChanged.connect(self._on_view_changed)
         self._setup_crosshair()
@@ -137,6 +139,7 @@ class CurvePlot(pg.PlotWidget):
         for name in self._dirty:
             self._draw(name)
         if self._dirty:
+            self._fit_flat_data()
             # Settle the view before the paint, here: pyqtgraph would otherwise find the new range
             # while painting (auto-range, clip-to-view, the new view transform, whose changed bounds
             # ask for auto-range again) and paint the plot a second time.
@@ -153,6 +156,25 @@ class CurvePlot(pg.PlotWidget):
         xs, ys = self._buffers[name].decimated(x0, x1, target)
         self._items[name].setData(xs, ys)
         self._shown = (x0, x1)
+        finite = ys[np.isfinite(ys)]
+        if finite.size:
+            self._y_spans[name] = (float(finite.min()), float(finite.max()))
+        else:
+            self._y_spans.pop(name, None)
+
+    def _fit_flat_data(self) -> None:
+        """Give a flat series (a constant learning rate, a steady throughput) a y range of +-10% about its
+        value: pyqtgraph would show +-0.5 about it, where a learning rate of 0.003 reads as 0."""
+        spans = self._y_spans.values()
+        want = None
+        if spans:
+            lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
+            size = max(abs(lo), abs(hi))
+            if hi - lo <= 1e-9 * size or size == 0:
+                want = 0.2 * size if size else 1.0
+        if want != self._min_y_range:
+            self._min_y_range = want
+            self.getPlotItem().vb.setLimits(minYRange=want, maxYRange=want)
 
     def _window(self) -> tuple[float, float]:
         vb = self.getPlotItem().vb
@@ -166,6 +188,7 @@ class CurvePlot(pg.PlotWidget):
         if self._items and self._window() != self._shown:
             for name in self._items:
                 self._draw(name)
+            self._fit_flat_data()
 
     def clear_curves(self) -> None:
         for item in self._items.values():
@@ -175,6 +198,8 @@ class CurvePlot(pg.PlotWidget):
         self._styles.clear()
         self._buffers.clear()
         self._dirty.clear()
+        self._y_spans.clear()
+        self._fit_flat_data()
         self._readout.setText("")
 
     def curve_names(self) -> list[str]:

@@ -39,7 +39,11 @@ def test_epoch_end_adds_a_row_val_points_and_the_matrix(dash):
                            "lr": 0.003, "seconds": 1.25}, m, ["a", "b", "c"])
     dash.flush(everything=True)
     row = [dash.epochs.item(0, c).text() for c in range(dash.epochs.columnCount())]
-    assert row == ["1", "0.5", "0.8", "0.4", "0.9", "3.00e-03", "1.2"]
+    assert row == ["1", "0.5000", "0.8000", "0.4000", "0.9000", "3.00e-03", "1.2"]   # decimals aligned
+    dash.end_epoch(2, 20, {"train_loss": 3e-5, "train_accuracy": 1.0, "val_loss": 0.0, "val_accuracy": None,
+                           "lr": 0.001, "seconds": 1.0})
+    row = [dash.epochs.item(1, c).text() for c in range(dash.epochs.columnCount())]
+    assert row[1:5] == ["3.0e-05", "1.0000", "0.0000", ""]     # a tiny loss is not shown as 0
     assert dash.plots["accuracy"].buffer("val").y.tolist() == [0.9]
     assert np.array_equal(dash.confusion.matrix_view.matrix(), m)
 
@@ -71,3 +75,15 @@ def test_end_of_run_disables_controls(dash):
     assert dash.stop_button.isEnabled()
     dash.set_state("completed", running=False)
     assert not dash.stop_button.isEnabled() and dash.eta_label.text() == ""
+
+
+def test_compiling_line_takes_the_theme_and_is_readable_on_its_window(dash):
+    from studio.themes import THEME_TABLE
+    from studio.training.plot_theme import DARK, LIGHT, apply_plot_theme
+
+    from .test_plots import _contrast
+
+    for colours in (DARK, LIGHT):
+        apply_plot_theme(dash, colours.name)
+        assert colours.notice in dash.compile_label.styleSheet()
+        assert _contrast(colours.notice, THEME_TABLE[colours.name].window) >= 4.5

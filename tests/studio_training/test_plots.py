@@ -68,6 +68,26 @@ def _contrast(a: str, b: str) -> float:
     return (hi + 0.05) / (lo + 0.05)
 
 
+def test_a_flat_series_gets_a_range_about_its_value_and_a_changing_one_its_own(qtbot):
+    plot = CurvePlot("Learning rate", "lr")
+    qtbot.addWidget(plot)
+    plot.resize(400, 300)
+    plot.show()
+    plot.append("lr", range(50), [0.003] * 50)          # a constant schedule
+    plot.refresh()
+    _, (y0, y1) = plot.getPlotItem().vb.viewRange()
+    assert y0 == pytest.approx(0.0027) and y1 == pytest.approx(0.0033)   # not -0.5..0.5, where 0.003 reads as 0
+    plot.append("lr", [50, 51], [0.001, 0.0005])         # it changes: the ordinary auto-range again
+    plot.refresh()
+    _, (y0, y1) = plot.getPlotItem().vb.viewRange()
+    assert y0 < 0.0005 < 0.003 < y1 < 0.0035
+    plot.clear_curves()
+    plot.append("flat zero", [0, 1], [0.0, 0.0])
+    plot.refresh()
+    _, (y0, y1) = plot.getPlotItem().vb.viewRange()
+    assert y1 - y0 == pytest.approx(1.0) and y0 < 0 < y1
+
+
 def test_palette_is_readable_on_the_dark_background_and_never_black_there():
     shown = [DARK.curve(c) for c in PALETTE]
     assert "#000000" not in shown and len(set(shown)) == len(PALETTE)
