@@ -58,9 +58,8 @@ class TrainingHook(QObject):
 
             self._controller = TrainingController(lambda: self.window.controller.graph, db_url=self.db_url,
                                                   work_dir=self.work_dir, open_graph=self.window.files.open_snapshot,
-                                                  parent=self)
+                                                  prompts=self.window.s.prompts, parent=self)
             self._controller.install(self.window)
-            self._controller.runs.prompts = self.window.s.prompts   # its delete asks through the window
             self.window.s.themes.changed.connect(self._on_theme)
             self._on_theme(self.window.s.themes.current)
             self._controller.session.run_started.connect(self._on_run_started)

@@ -13,12 +13,12 @@ from typing import Any
 
 from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QMessageBox, QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from graph_editor.model.graph import Graph
 from trainer.store import RunStore, default_run_root, default_url
 
-from ..prompts import ask_about_running_run
+from ..prompts import Prompts, ask_about_running_run
 from .dashboard import TrainingDashboard
 from .devices import Device, available_devices
 from .runs_dock import RunsPanel
@@ -35,7 +35,8 @@ class TrainingController(QObject):
 
     def __init__(self, graph_provider: Callable[[], Graph], *, db_url: str | None = None,
                  work_dir: Path | None = None, open_graph: Callable[[dict[str, Any], str], None] | None = None,
-                 devices: list[Device] | None = None, parent: QObject | None = None) -> None:
+                 devices: list[Device] | None = None, prompts: Prompts | None = None,
+                 parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.graph_provider = graph_provider
         self.db_url = db_url or default_url()
@@ -43,7 +44,7 @@ class TrainingController(QObject):
         self.work_dir = work_dir or default_run_root().parent / "launches"
         self._devices = devices
         self.dashboard = TrainingDashboard()
-        self.runs = RunsPanel(self.store, open_graph)
+        self.runs = RunsPanel(self.store, open_graph, prompts=prompts)   # its delete asks through the window
         self.session = TrainingSession(self.dashboard, self.db_url, self.work_dir, self)
         self.session.ended.connect(self._on_ended)
         self.session.run_started.connect(lambda _id: self.runs.refresh())
@@ -51,6 +52,7 @@ class TrainingController(QObject):
         self.train_action.setShortcut(QKeySequence("Ctrl+T"))
         self.train_action.setStatusTip("Train the graph being edited in a background worker process")
         self.train_action.triggered.connect(lambda: self.open_train_dialog())
+        self.window: QMainWindow | None = None
         self.dashboard_dock: QDockWidget | None = None
         self.runs_dock: QDockWidget | None = None
 
@@ -61,18 +63,26 @@ class TrainingController(QObject):
         return self._devices
 
     def install(self, window: QMainWindow) -> None:
-        """Add the Training and Runs docks to ``window`` (tabbed at the bottom, hidden until used)."""
+        """Add the Training and Runs docks to ``window`` where the user last left them (the window's
+        saved layout keeps a place for docks built after it was restored), else tabbed at the bottom
+        with the dashboard hidden until a run starts."""
+        self.window = window
         self.dashboard_dock = _dock("Training", "training_dock", self.dashboard, window)
         self.runs_dock = _dock("Runs", "runs_dock", self.runs, window)
-        window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dashboard_dock)
-        window.tabifyDockWidget(self.dashboard_dock, self.runs_dock)
-        self.dashboard_dock.hide()
+        if not window.restoreDockWidget(self.dashboard_dock):
+            window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dashboard_dock)
+            self.dashboard_dock.hide()
+        if not window.restoreDockWidget(self.runs_dock):
+            window.tabifyDockWidget(self.dashboard_dock, self.runs_dock)
 
     # ------------------------------------------------------------------ runs
     def open_train_dialog(self, parent: QWidget | None = None) -> TrainDialog | None:
-        """Show the Train dialog for the current graph; start the run when accepted."""
+        """Show the Train dialog for the current graph; start the run when accepted. While a run is
+        going, its dashboard comes forward instead and the status bar says why."""
         if self.session.is_running():
-            QMessageBox.information(parent, "Train", "A run is going; stop it before starting another.")
+            self.show_dashboard()
+            if self.window is not None:
+                self.window.statusBar().showMessage("A run is going: stop it before starting another.", 6000)
             return None
         dialog = TrainDialog(self.graph_provider().copy(), self.devices(), parent,
                              initial=self.session.spec or None)
@@ -83,10 +93,13 @@ class TrainingController(QObject):
     def start(self, spec: dict[str, Any]) -> int:
         """Start a worker on ``spec`` and bring the dashboard forward; returns the worker's pid."""
         pid = self.session.start(spec)
+        self.show_dashboard()
+        return pid
+
+    def show_dashboard(self) -> None:
         if self.dashboard_dock is not None:
             self.dashboard_dock.show()
             self.dashboard_dock.raise_()
-        return pid
 
     def _on_ended(self, status: str, message: str) -> None:
         self.runs.refresh()

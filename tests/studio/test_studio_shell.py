@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QPalette
 from PySide6.QtWidgets import QMenu
 
@@ -76,6 +77,21 @@ def test_window_layout_and_recent_files_persist(make_window, tmp_path):
     for i in range(12):
         settings.add_recent(tmp_path / f"g{i}.graph.json")
     assert len(settings.recent_files()) == 10 and settings.recent_files()[0].endswith("g11.graph.json")
+
+
+def test_the_training_docks_come_back_where_they_were_left(make_window):
+    first = make_window()
+    first.training.show_runs()                         # builds the training docks after the layout was restored
+    runs_dock = first.training.controller().runs_dock
+    first.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, runs_dock)   # the user moves it
+    first.document.undo_stack.setClean()
+    assert first.close()
+    second = make_window()
+    assert not second.training.built
+    second.training.show_runs()
+    ctl = second.training.controller()
+    assert second.dockWidgetArea(ctl.runs_dock) == Qt.DockWidgetArea.RightDockWidgetArea
+    assert ctl.runs_dock.isVisible() and not ctl.dashboard_dock.isVisible()
 
 
 def test_starting_the_studio_imports_no_torch():

@@ -31,7 +31,6 @@ def controller(qtbot, tmp_path):
     ctl.install(win)
     qtbot.addWidget(win)
     win.show()
-    ctl.window = win
     pids: list[int] = []
     start = ctl.start
 

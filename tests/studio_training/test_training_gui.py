@@ -87,6 +87,11 @@ def test_train_from_the_studio_window_pause_lr_stop_and_find_in_runs_dock(qtbot,
     dash.lr_box.setValue(0.0005)
     with qtbot.waitSignal(bridge.metrics, timeout=WAIT, check_params_cb=lambda e: e["lr"] == pytest.approx(5e-4)):
         qtbot.mouseClick(dash.lr_button, Qt.MouseButton.LeftButton)
+    dialogs = len(window.findChildren(dialog_type))
+    window.training.train_action.trigger()     # Train again while a run is going: no dialog, no question
+    assert len(window.findChildren(dialog_type)) == dialogs
+    assert window.statusBar().currentMessage() == "A run is going: stop it before starting another."
+    assert controller.dashboard_dock.isVisible()
     with qtbot.waitSignal(controller.session.ended, timeout=WAIT) as ended:
         qtbot.mouseClick(dash.stop_button, Qt.MouseButton.LeftButton)
     assert ended.args[0] == "stopped"
