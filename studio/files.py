@@ -174,7 +174,8 @@ class FileActions(QObject):
             try:
                 graph = store.take(item)
             except GraphError as exc:
-                self._error("Cannot recover the autosaved graph", exc)
+                kept = store.set_aside(item)
+                self._error("Cannot recover the autosaved graph", f"{exc}\n\nThe file is kept as {kept}.")
                 continue
             original = Path(item.original) if item.original else None
             self.document.replace(graph, original, name="Recovered", dirty=True)
@@ -188,7 +189,7 @@ class FileActions(QObject):
         self.recent_changed.emit(self.settings.add_recent(path))
         self.settings.set_last_directory(path.parent)
 
-    def _error(self, title: str, exc: GraphError) -> None:
+    def _error(self, title: str, exc: GraphError | str) -> None:
         self.prompts.error(self.window, title, str(exc))
         self.log(f"{title}: {exc}", "error")
 

@@ -116,6 +116,14 @@ class RecoveryStore:
     def forget(self, item: Recoverable) -> None:
         self.discard(_session_of(item.graph_path))
 
+    def set_aside(self, item: Recoverable) -> Path:
+        """An autosave that cannot be read: keep it (renamed, so it is not offered again at every
+        start) for the user to look at, and forget the session. Returns where it now is."""
+        kept = self.folder / f"unreadable-{item.graph_path.name[len(PREFIX):]}"
+        item.graph_path.replace(kept)
+        self.forget(item)
+        return kept
+
 
 def _session_of(graph_path: Path) -> str:
     return graph_path.name[len(PREFIX):-len(".graph.json")]

@@ -148,6 +148,27 @@ def test_declining_recovery_forgets_the_file(make_window, prompts, tmp_path):
     assert list(recovery.glob("*.graph.json")) == []
 
 
+def test_an_unreadable_autosave_is_reported_once_and_kept(make_window, prompts, tmp_path):
+    recovery = tmp_path / "recovery"
+    crash = textwrap.dedent(f"""
+        import os
+        from graph_editor.model import Graph
+        from studio.recovery import RecoveryStore
+        path = RecoveryStore({str(recovery)!r}).write(Graph(), None)
+        path.write_text('{{"schema_version": 2, "nodes": [', encoding="utf-8")   # cut off mid-write
+        os._exit(1)
+    """)
+    subprocess.run([sys.executable, "-c", crash], cwd=ROOT, check=False, timeout=60)
+    window = make_window(recovery_dir=recovery)
+    prompts.answer("recover", True)
+    assert not window.files.offer_recovery(window.s.recovery)
+    [(title, message)] = prompts.asked("error")
+    kept = next(recovery.glob("unreadable-*.graph.json"))
+    assert title == "Cannot recover the autosaved graph" and f"The file is kept as {kept}." in message
+    assert kept.read_text(encoding="utf-8").startswith('{"schema_version": 2')     # nothing lost
+    assert window.s.recovery.crashed() == []            # the next start does not report it again
+
+
 def test_dropping_a_graph_file_on_the_window_opens_it(window, tmp_path):
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(TEMPLATES / "vgg11.graph.json"))])
