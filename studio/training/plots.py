@@ -64,6 +64,7 @@ class CurvePlot(pg.PlotWidget):
             ax.enableAutoSIPrefix(False)
             ax.setStyle(autoReduceTextSpace=False, maxTickLevel=1)
         self._legend = item.addLegend(offset=(-8, 8 if legend == "top" else -8))
+        self._legend_top = legend == "top"      # the crosshair readout goes to the other edge
         self._buffers: dict[str, SeriesBuffer] = {}
         self._items: dict[str, pg.PlotDataItem] = {}
         self._styles: dict[str, tuple[str, bool, bool]] = {}  # name -> (palette colour, dashed, symbols)
@@ -240,8 +241,9 @@ class CurvePlot(pg.PlotWidget):
         (x0, x1), (y0, y1) = self.getPlotItem().vb.viewRange()
         self._readout.setText(text)
         left = x < (x0 + x1) / 2
-        self._readout.setAnchor((0, 0) if left else (1, 0))
-        self._readout.setPos(QPointF(x, y1))
+        # Beside the line, at the edge the legend is not on: near the right end it would cover it.
+        self._readout.setAnchor((0 if left else 1, 1 if self._legend_top else 0))
+        self._readout.setPos(QPointF(x, y0 if self._legend_top else y1))
         self._readout.setVisible(bool(text))
         return text
 

@@ -88,6 +88,23 @@ def test_a_flat_series_gets_a_range_about_its_value_and_a_changing_one_its_own(q
     assert y1 - y0 == pytest.approx(1.0) and y0 < 0 < y1
 
 
+@pytest.mark.parametrize("legend", ["top", "bottom"])
+def test_the_crosshair_readout_never_covers_the_legend(qtbot, legend):
+    plot = CurvePlot("Loss", "loss", legend=legend)
+    qtbot.addWidget(plot)
+    plot.resize(400, 260)
+    plot.show()
+    x = np.arange(500, dtype=float)
+    plot.append("train", x, np.exp(-x / 100))
+    plot.append("val", x[::50], np.exp(-x[::50] / 90))
+    plot.refresh()
+    qtbot.waitExposed(plot)
+    for at in (20, 250, 480):                     # left, middle, right under the legend
+        plot.show_readout(at)
+        readout, box = plot._readout.sceneBoundingRect(), plot._legend.sceneBoundingRect()
+        assert not readout.intersects(box), (at, readout, box)
+
+
 def test_palette_is_readable_on_the_dark_background_and_never_black_there():
     shown = [DARK.curve(c) for c in PALETTE]
     assert "#000000" not in shown and len(set(shown)) == len(PALETTE)
