@@ -190,7 +190,9 @@ class ConfusionMatrixView(QWidget):
 
 
 def image_to_pixmap(image: np.ndarray, size: int = 64) -> QPixmap:
-    """A sample (H, W), (1, H, W) or (3, H, W) array, scaled to 0..255, as a pixmap ``size`` wide."""
+    """A sample (H, W), (1, H, W) or (3, H, W) array, stretched to 0..255, as a pixmap ``size`` wide. A
+    flat sample has nothing to stretch: uint8 shows its own level, other types a middle grey."""
+    flat_level = float(np.asarray(image).flat[0]) if np.asarray(image).dtype == np.uint8 else 127.0
     a = np.asarray(image, dtype=np.float32)
     if a.ndim == 3 and a.shape[0] in (1, 3):
         a = np.moveaxis(a, 0, -1)
@@ -199,7 +201,10 @@ def image_to_pixmap(image: np.ndarray, size: int = 64) -> QPixmap:
     if a.ndim == 1:  # tabular: show the feature vector as one row
         a = a[None, :]
     lo, hi = float(a.min()), float(a.max())
-    a8 = np.ascontiguousarray(((a - lo) / (hi - lo or 1.0) * 255).astype(np.uint8))
+    if hi > lo:
+        a8 = np.ascontiguousarray(((a - lo) / (hi - lo) * 255).astype(np.uint8))
+    else:
+        a8 = np.full(a.shape, flat_level, dtype=np.uint8)
     if a8.ndim == 2:
         img = QImage(a8.data, a8.shape[1], a8.shape[0], a8.strides[0], QImage.Format.Format_Grayscale8)
     else:

@@ -20,7 +20,7 @@ import torch
 from graph_editor.build.fx import build_module
 from graph_editor.model.serialize import graph_from_dict, load_graph
 from trainer.checkpoint import load_checkpoint_weights
-from trainer.data import load_raw, prepare, split_indices
+from trainer.data import load_raw, prepare, split_rows
 from trainer.spec import spec_from_dict
 
 BATCH = 512
@@ -52,8 +52,11 @@ def predict_validation(spec_dict: dict[str, Any], checkpoint: str | Path, base_d
     raw = load_raw(d.dataset, d.format, base, target=d.target, image_size=d.image_size or None)
     splits = prepare(raw, val_fraction=d.val_fraction, test_fraction=d.test_fraction, seed=spec.train.seed,
                      normalize=d.augment.normalize)
-    own_test = raw.x_test is not None
-    _, va, _ = split_indices(len(raw.y), d.val_fraction, 0.0 if own_test else d.test_fraction, spec.train.seed)
+    if raw.x_val is not None:                      # the dataset's own validation split
+        shown, va = raw.x_val, np.arange(len(raw.y_val))
+    else:
+        _, va, _ = split_rows(raw, d.val_fraction, d.test_fraction, spec.train.seed)
+        shown = raw.x[va]
     g = spec.model.graph
     graph = graph_from_dict(g) if isinstance(g, dict) else load_graph(spec.resolve(g) if base is None
                                                                      else base / g)
@@ -66,4 +69,4 @@ def predict_validation(spec_dict: dict[str, Any], checkpoint: str | Path, base_d
         for i in range(0, len(x), BATCH):
             preds.append(module(x[i:i + BATCH]).argmax(dim=1))
     pred = torch.cat(preds).numpy() if preds else np.zeros(0, dtype=np.int64)
-    return Predictions(raw.x[va], va, splits.val.y.numpy(), pred, list(splits.classes))
+    return Predictions(shown, va, splits.val.y.numpy(), pred, list(splits.classes))

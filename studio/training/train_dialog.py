@@ -70,6 +70,8 @@ def _read_summary(dataset: str, fmt: str, target: str, image_size: list[int]) ->
     raw = load_raw(dataset, fmt, target=target, image_size=image_size or None)
     summary = dataset_summary(raw.x, raw.y, raw.classes)
     summary["raw"] = RawData(raw.x[:1], raw.y[:1], list(raw.classes))  # what the trainer's checks look at
+    summary["own_splits"] = {name: int(len(y)) for name, y in (("val", raw.y_val), ("test", raw.y_test))
+                             if y is not None}   # splits the dataset defines itself (IDX, CIFAR, split folders)
     return summary
 
 
@@ -249,7 +251,9 @@ class TrainDialog(QDialog):
     def _show_preview(self, summary: dict[str, Any]) -> None:
         self._summary = summary
         while self.preview_grid.count():
-            self.preview_grid.takeAt(0).widget().deleteLater()
+            old = self.preview_grid.takeAt(0).widget()
+            old.hide()                  # at once: deleteLater leaves it painted until the loop turns
+            old.deleteLater()
         for i, (img, label) in enumerate(zip(summary["samples"], summary["labels"], strict=True)):
             cell = QLabel()
             cell.setPixmap(image_to_pixmap(img, 72))
@@ -259,7 +263,16 @@ class TrainDialog(QDialog):
             self.preview_grid.addWidget(cell, (i // 5) * 2, i % 5)
             self.preview_grid.addWidget(cap, (i // 5) * 2 + 1, i % 5)
         shape = " x ".join(map(str, summary["shape"]))
-        self.preview_title.setText(f"{summary['size']} samples of {shape}, {len(summary['counts'])} classes")
+        title = f"{summary['size']} samples of {shape}, {len(summary['counts'])} classes"
+        own = summary.get("own_splits") or {}
+        if own:
+            title += "; its own " + " and ".join(f"{name} split ({n})" for name, n in own.items()) + " kept"
+        self.preview_title.setText(title)
+        for name in ("val", "test"):      # a fraction only applies to a split the dataset does not define
+            editor = self.form.editors[f"data.{name}_fraction"]
+            editor.setEnabled(name not in own)
+            editor.setToolTip(f"data.{name}_fraction" + (f": unused, the dataset has its own {name} split"
+                                                          if name in own else ""))
         self.counts_label.setText("Class counts: " + ", ".join(f"{c}: {n}" for c, n in summary["counts"].items()))
         self.refresh_problems()
 

@@ -75,3 +75,12 @@ def test_matrix_and_gallery_switch_theme_live(qtbot):
     assert all(DARK.miss in w.styleSheet() for w in misses)
     apply_plot_theme(panel, "light")
     assert pixel(empty) == "#ffffff" and all(LIGHT.miss in w.styleSheet() for w in misses)
+
+
+def test_a_flat_sample_shows_its_own_level_not_black(qtbot):
+    from studio.training.confusion import image_to_pixmap
+
+    assert image_to_pixmap(np.full((1, 4, 4), 200, np.uint8), 8).toImage().pixelColor(2, 2).red() == 200
+    assert image_to_pixmap(np.zeros((4, 4), np.float32), 8).toImage().pixelColor(2, 2).red() == 127
+    ramp = image_to_pixmap(np.arange(16, dtype=np.uint8).reshape(4, 4), 4).toImage()
+    assert ramp.pixelColor(0, 0).red() == 0 and ramp.pixelColor(3, 3).red() == 255   # varied: stretched

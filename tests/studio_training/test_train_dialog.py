@@ -94,3 +94,25 @@ def test_a_dataset_that_cannot_be_read_is_named(qtbot, tmp_path):
     qtbot.waitUntil(lambda: bool(d._data_error), timeout=60_000)
     assert any(p.startswith("data.dataset:") and "broken.npz" in p for p in d.problem_list())
     assert "Cannot read this dataset" in d.preview_title.text() and not d.start_button.isEnabled()
+
+
+def test_a_folder_split_ahead_of_time_is_previewed_with_its_splits(qtbot, tmp_path):
+    from PIL import Image
+
+    for split, n in (("train", 4), ("val", 2), ("test", 3)):
+        for c, name in enumerate(("dark", "light")):
+            (tmp_path / split / name).mkdir(parents=True)
+            for i in range(n):
+                Image.new("L", (8, 8), 60 + 120 * c + i).save(tmp_path / split / name / f"{i}.png")
+    d = _dialog(qtbot)
+    d._summary = None
+    d.form.editors["data.dataset"].setText(str(tmp_path))
+    qtbot.waitUntil(lambda: d._summary is not None, timeout=60_000)
+    d.grab().save(str(tmp_path / "dialog.png"))
+    assert d.preview_title.text() == "8 samples of 1 x 8 x 8, 2 classes; its own val split (4) and test split (6) kept"
+    assert d.counts_label.text() == "Class counts: dark: 4, light: 4"
+    fractions = d.form.editors["data.val_fraction"], d.form.editors["data.test_fraction"]
+    assert not any(f.isEnabled() for f in fractions) and "own val split" in fractions[0].toolTip()
+    d.form.editors["data.dataset"].setText("digits")
+    qtbot.waitUntil(lambda: d.preview_title.text().startswith("1797 samples"), timeout=60_000)
+    assert all(f.isEnabled() for f in fractions)

@@ -71,6 +71,44 @@ def test_image_folder(tmp_path):
     assert raw.x[3, 0, 0, 0] == 100
 
 
+def _image_split(folder, counts: dict[str, int], size=(8, 8)) -> None:
+    for name, n in counts.items():
+        (folder / name).mkdir(parents=True)
+        for i in range(n):
+            Image.new("L", size, 40 * i).save(folder / name / f"{i}.png")
+
+
+def test_image_folder_split_ahead_of_time_keeps_its_splits(tmp_path):
+    _image_split(tmp_path / "train", {"cat": 6, "dog": 5})
+    _image_split(tmp_path / "valid", {"cat": 2, "dog": 2}, size=(12, 12))      # resized to the train size
+    _image_split(tmp_path / "test", {"cat": 3, "dog": 1, "emu": 2})            # a class only the test has
+    raw = load_raw(str(tmp_path), "auto")
+    assert raw.classes == ["cat", "dog", "emu"] and raw.x.shape == (11, 1, 8, 8)
+    assert raw.y.tolist() == [0] * 6 + [1] * 5
+    assert raw.x_val.shape == (4, 1, 8, 8) and raw.y_val.tolist() == [0, 0, 1, 1]
+    assert raw.y_test.tolist() == [0, 0, 0, 1, 2, 2]
+    splits = prepare(raw, val_fraction=0.3, test_fraction=0.3, seed=0)
+    assert (len(splits.train), len(splits.val), len(splits.test)) == (11, 4, 6)   # no fraction taken from train
+
+    only_test = tmp_path / "no_val"
+    _image_split(only_test / "Train", {"a": 10, "b": 10})
+    _image_split(only_test / "test", {"a": 2, "b": 2})
+    splits = prepare(load_raw(str(only_test), "auto"), val_fraction=0.2, test_fraction=0.3, seed=0)
+    assert (len(splits.train), len(splits.val), len(splits.test)) == (16, 4, 4)   # val out of train
+
+
+def test_classes_named_like_splits_are_still_classes(tmp_path):
+    _image_split(tmp_path, {"train": 3, "test": 2})      # images directly inside: these are classes
+    raw = load_raw(str(tmp_path), "auto")
+    assert raw.classes == ["test", "train"] and raw.x_test is None and raw.y.tolist() == [0, 0, 1, 1, 1]
+    empty = tmp_path / "empty_split"
+    (empty / "train" / "cat").mkdir(parents=True)
+    (empty / "test" / "cat").mkdir(parents=True)
+    Image.new("L", (8, 8)).save(empty / "test" / "cat" / "0.png")
+    with pytest.raises(DataError, match="train: no images found in class subfolders"):
+        load_raw(str(empty), "auto")
+
+
 def _idx(path, arr: np.ndarray, gz: bool) -> None:
     header = bytes([0, 0, 8, arr.ndim]) + b"".join(d.to_bytes(4, "big") for d in arr.shape)
     data = header + arr.astype(np.uint8).tobytes()

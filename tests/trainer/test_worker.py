@@ -225,3 +225,30 @@ def test_csv_data_over_the_device_budget_streams_through_a_dataloader(tmp_path, 
     assert code == 0, stderr
     assert events[0]["classes"] == ["neg", "pos"] and events[-1]["status"] == "completed"
     assert events[-1]["test_accuracy"] > 0.7
+
+
+def test_image_folder_with_its_own_splits_trains_and_its_validation_is_predicted_again(tmp_path, db):
+    from PIL import Image
+
+    from studio.training.predict import predict_validation
+
+    from .conftest import tiny_cnn
+
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 24), ("val", 6), ("test", 8)):
+        for c, name in enumerate(("dark", "light")):
+            (tmp_path / "shapes" / split / name).mkdir(parents=True)
+            for i in range(n):
+                pixels = rng.integers(0, 90, (8, 8)) + 150 * c
+                Image.fromarray(pixels.astype(np.uint8), "L").save(tmp_path / "shapes" / split / name / f"{i}.png")
+    spec = write_spec(tmp_path, tiny_cnn(classes=2), train={"epochs": 2, "batch_size": 8},
+                      data={"dataset": "shapes"})
+    code, events, stderr = run_worker(spec, db)
+    assert code == 0, stderr
+    last_epoch = [e for e in events if e["event"] == "epoch_end"][-1]
+    finished = events[-1]
+    assert sum(map(sum, last_epoch["confusion"])) == 12 and sum(map(sum, finished["test_confusion"])) == 16
+    last = [e for e in events if e["event"] == "checkpoint" and e["kind"] == "last"][-1]
+    found = predict_validation(json.loads(spec.read_text()), last["path"], base_dir=tmp_path)
+    assert found.images.shape == (12, 1, 8, 8) and found.rows.tolist() == list(range(12))
+    assert found.matrix().tolist() == last_epoch["confusion"]     # the worker's own validation, sample for sample

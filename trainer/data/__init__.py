@@ -16,7 +16,7 @@ import torch
 from .formats import DIGITS, DataError, RawData, detect_format, read_dataset
 
 __all__ = ["DIGITS", "DataError", "RawData", "Split", "Splits", "detect_format", "load_raw", "prepare",
-           "split_indices"]
+           "split_indices", "split_rows"]
 
 
 @dataclass
@@ -69,20 +69,26 @@ def split_indices(n: int, val_fraction: float, test_fraction: float, seed: int,
     return perm[n_test + n_val:], perm[n_test:n_test + n_val], perm[:n_test]
 
 
+def split_rows(raw: RawData, val_fraction: float, test_fraction: float, seed: int,
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of ``raw.x`` in the train, val and test splits; a split the source defines itself takes no
+    rows (its fraction is 0)."""
+    return split_indices(len(raw.y), 0.0 if raw.x_val is not None else val_fraction,
+                         0.0 if raw.x_test is not None else test_fraction, seed)
+
+
 def prepare(raw: RawData, *, val_fraction: float, test_fraction: float, seed: int,
             normalize: bool = True, keep_raw: bool = False) -> Splits:
     """Split, then normalise every split with statistics of the train split only.
 
-    A source with its own test split keeps it; the val split then comes out of its train part.
-    ``keep_raw`` leaves the samples unnormalised (uint8 stays uint8) for streaming, where the loader
-    normalises each batch on the device.
+    A source with its own test or validation split keeps it; the other splits come out of the rest by
+    the fractions (:func:`split_rows`). ``keep_raw`` leaves the samples unnormalised (uint8 stays uint8)
+    for streaming, where the loader normalises each batch on the device.
     """
-    if raw.x_test is not None and raw.y_test is not None:
-        tr, va, _ = split_indices(len(raw.y), val_fraction, 0.0, seed)
-        parts = [(raw.x[tr], raw.y[tr]), (raw.x[va], raw.y[va]), (raw.x_test, raw.y_test)]
-    else:
-        tr, va, te = split_indices(len(raw.y), val_fraction, test_fraction, seed)
-        parts = [(raw.x[i], raw.y[i]) for i in (tr, va, te)]
+    tr, va, te = split_rows(raw, val_fraction, test_fraction, seed)
+    parts = [(raw.x[tr], raw.y[tr]),
+             (raw.x_val, raw.y_val) if raw.x_val is not None else (raw.x[va], raw.y[va]),
+             (raw.x_test, raw.y_test) if raw.x_test is not None else (raw.x[te], raw.y[te])]
     if len(parts[0][1]) == 0:
         raise DataError("the train split is empty: the dataset is too small for these fractions")
     mean, std = _stats(parts[0][0], normalize)
