@@ -19,8 +19,8 @@
 
 Every method trains the same model from the same weights on the same data with the same batch size.
 ``--compile`` compiles the model in studio and (a) alike (mode "default"); (b) stays eager.
-Methods run interleaved for ``--rounds`` rounds, each round from the same initial weights. A ratio is
-the median of the per-round ratios: on a shared machine the speed drifts by more than the effects
+Methods run interleaved for ``--rounds`` rounds, each round from the same initial weights and every
+other round in reverse order. A ratio is the median of the per-round ratios: on a shared machine the speed drifts by more than the effects
 measured here, and the methods of one round run back to back. Goals on a CPU: studio >= 0.97x of (a) and >= 2x of (b).
 
 With CUDA, a second section runs ``resnet18_cifar`` on synthetic 3x32x32 data through the worker's
@@ -278,10 +278,13 @@ STUDIO, A, B = "studio (worker loop)", "(a) hand-written", "(b) examples/mnist"
 
 def run_rounds(methods: dict, rounds: int) -> dict[str, list[float]]:
     """Samples/s of each method in each round, methods interleaved within a round (after a warm-up
-    round that is not counted: allocator, thread pools, first-call paths, compiling)."""
+    round that is not counted: allocator, thread pools, first-call paths, compiling). Every other
+    round runs them in reverse order: on this shared machine the place in a round alone moved a
+    ratio by up to 10%, and alternating gives every method the same places."""
     rates: dict[str, list[float]] = {name: [] for name in methods}
     for r in range(rounds + 1):
-        for name, (reset, train) in methods.items():
+        order = list(methods.items())
+        for name, (reset, train) in order if r % 2 else reversed(order):
             reset()
             rate = timed(train)
             if r:
@@ -373,7 +376,7 @@ EAGER, FAST = "studio eager fp32", "studio compile + bf16 + CL"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=4)   # rounds of about a second: shorter ones are noisier
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--compile", action="store_true", help="compile the model in studio and (a) (CPU section)")
