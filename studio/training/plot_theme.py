@@ -8,7 +8,8 @@ beyond being in the window.
 
 The curve colours are the Okabe-Ito palette (colour-blind safe). Each theme may show a palette
 colour as another, readable on its background: on dark, black becomes a light grey and the dark
-blue a lighter blue; on light, the yellow (1.3:1 against white) becomes a darker gold. The views
+blue a lighter blue; on light, the yellow (1.3:1 against white) becomes an olive and the orange
+and sky blue (2.3:1) a shade darker, so every curve has the 3:1 a thin line needs. The views
 map the colours themselves, so callers keep naming palette colours whatever the theme.
 """
 
@@ -57,7 +58,7 @@ class PlotTheme:
 
 LIGHT = PlotTheme(
     name="light", background="#ffffff", text="#222222", axis="#8c8c8c", grid_alpha=0.25, crosshair="#888888",
-    panel=(255, 255, 255, 215), curve_swaps=((YELLOW, "#A08800"),),
+    panel=(255, 255, 255, 215), curve_swaps=((YELLOW, "#858A00"), (ORANGE, "#BC8200"), (SKY, "#4693BF")),
     cell="#ffffff", right="#008c46", wrong="#cd2d23", shade_floor=0.08, cell_border="#dddddd", count_on_pale="#222222", muted="#555555", selected=BLUE,
     miss="#b3261e", notice="#8a5a00")
 

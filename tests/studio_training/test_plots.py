@@ -110,6 +110,8 @@ def test_palette_is_readable_on_the_dark_background_and_never_black_there():
     assert "#000000" not in shown and len(set(shown)) == len(PALETTE)
     assert min(_contrast(c, DARK.background) for c in shown) >= 4.5
     assert _contrast(LIGHT.curve("#F0E442"), LIGHT.background) >= 3   # Okabe-Ito yellow is 1.3:1 on white
+    light = [LIGHT.curve(c) for c in PALETTE]
+    assert min(_contrast(c, LIGHT.background) for c in light) >= 3 and len(set(light)) == len(PALETTE)
     assert LIGHT.curve("#000000") == "#000000" and DARK.curve("#d55e00") == "#d55e00"
     with pytest.raises(ValueError, match="'purple'; known: light, dark"):
         plot_theme("purple")
