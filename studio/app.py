@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -64,8 +65,10 @@ def build(app: QApplication, settings: StudioSettings, prompts: Prompts, recover
     return window
 
 
-def start(window: MainWindow, paths: list[str]) -> None:
-    """After the window shows: recover a crashed session's work, then open the files asked for."""
+def start(window: MainWindow, paths: list[str], warming: threading.Thread | None = None) -> None:
+    """After the window shows: bring back the training docks if they were open (loaded after the
+    ``warming`` import), recover a crashed session's work, then open the files asked for."""
+    window.training.reopen_docks(after=warming)
     restored = window.files.offer_recovery(window.s.recovery)
     if paths and not restored:
         window.files.open(paths[0])
@@ -87,8 +90,7 @@ def run(paths: list[str]) -> int:
     if os.environ.get(REPORT_ENV):
         QTimer.singleShot(0, lambda: _report(app, window, paths, t0))
     else:
-        QTimer.singleShot(0, lambda: start(window, paths))
-        QTimer.singleShot(0, warm_up)
+        QTimer.singleShot(0, lambda: start(window, paths, warm_up()))
     return app.exec()
 
 

@@ -73,6 +73,13 @@ class StudioSettings:
             raise ValueError(f"unknown theme {name!r} (expected one of {', '.join(THEMES)})")
         self.q.setValue("view/theme", name)
 
+    def training_docks_open(self) -> bool:
+        """Whether the Training or Runs dock was showing when the studio last closed."""
+        return str(self.q.value("training/docks_open", "false")).lower() == "true"
+
+    def set_training_docks_open(self, shown: bool) -> None:
+        self.q.setValue("training/docks_open", "true" if shown else "false")
+
     # ------------------------------------------------------------------- window
     def save_window(self, window: QMainWindow) -> None:
         self.q.setValue("window/geometry", window.saveGeometry())

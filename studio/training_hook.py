@@ -8,14 +8,16 @@ the runs dock the window's prompts and keeps the plots in the window's theme.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu
 
 from .training.plot_theme import apply_plot_theme
+from .warmup import warm_up
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -85,6 +87,29 @@ class TrainingHook(QObject):
             dock.raise_()
 
     def close_guard(self) -> bool:
-        """The window may close: no training built, or no run going, or the user chose."""
-        return self._controller is None or self._controller.close_request(
-            self.window, ask=lambda: self.window.s.prompts.running_run(self.window))
+        """The window may close: no training built, or no run going, or the user chose. When it
+        closes, the settings remember whether a training dock was showing (for the next start)."""
+        ctl = self._controller
+        if ctl is not None and not ctl.close_request(self.window,
+                                                     ask=lambda: self.window.s.prompts.running_run(self.window)):
+            return False
+        docks = (ctl.dashboard_dock, ctl.runs_dock) if ctl is not None else ()
+        self.window.s.settings.set_training_docks_open(any(d is not None and d.isVisible() for d in docks))
+        return True
+
+    def reopen_docks(self, after: threading.Thread | None = None) -> threading.Thread | None:
+        """At start: when a training dock was showing at the last close, import the training side on
+        a thread (seconds: SQLAlchemy, pyqtgraph) and then build it, its docks back as they were. The
+        window stays usable meanwhile; a Train or Runs command before then just waits for the import."""
+        if self.built or not self.window.s.settings.training_docks_open():
+            return None
+        thread = warm_up("studio.training.controller", after=after)
+        timer = QTimer(self, interval=50)
+
+        def when_loaded() -> None:
+            if not thread.is_alive():
+                timer.stop()
+                self.controller()
+        timer.timeout.connect(when_loaded)
+        timer.start()
+        return thread

@@ -16,14 +16,17 @@ log = logging.getLogger("studio")
 MODULE = "graph_editor.build"
 
 
-def warm_up(module: str = MODULE) -> threading.Thread:
-    """Start importing ``module`` on a daemon thread and return the thread."""
+def warm_up(module: str = MODULE, *, after: threading.Thread | None = None) -> threading.Thread:
+    """Start importing ``module`` on a daemon thread and return the thread; with ``after``, once
+    that thread is done (two threads importing torch's packages at once could deadlock)."""
 
     def load() -> None:
+        if after is not None:
+            after.join()
         try:
             importlib.import_module(module)
-        except Exception as exc:  # the analysis will report the same failure where the user looks
-            log.warning("Loading the analysis in the background failed: %s", exc)
+        except Exception as exc:  # whoever needs the module will report the same failure where the user looks
+            log.warning("Loading %s in the background failed: %s", module, exc)
 
     thread = threading.Thread(target=load, name="torch-warm-up", daemon=True)
     thread.start()

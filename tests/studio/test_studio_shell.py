@@ -22,7 +22,7 @@ REQUIRED = {"new", "new_template", "open", "save", "save_as", "undo", "redo", "c
             "duplicate", "delete", "select_all", "auto_layout", "fit_view", "validate", "import_module"}
 
 
-def test_the_action_table_has_every_command_with_an_icon_file_and_unique_shortcuts():
+def test_the_action_table_has_every_command_with_an_icon_file_and_unique_shortcuts(qapp):   # QKeySequence needs one
     keys = [a.key for a in ACTIONS]
     assert set(keys) >= REQUIRED and len(keys) == len(set(keys))
     for spec in ACTIONS:
@@ -79,19 +79,28 @@ def test_window_layout_and_recent_files_persist(make_window, tmp_path):
     assert len(settings.recent_files()) == 10 and settings.recent_files()[0].endswith("g11.graph.json")
 
 
-def test_the_training_docks_come_back_where_they_were_left(make_window):
+def test_the_training_docks_come_back_where_they_were_left(make_window, qtbot):
     first = make_window()
     first.training.show_runs()                         # builds the training docks after the layout was restored
     runs_dock = first.training.controller().runs_dock
     first.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, runs_dock)   # the user moves it
     first.document.undo_stack.setClean()
     assert first.close()
+    # The next start brings them back by itself: imported on a thread, then built and docked.
     second = make_window()
     assert not second.training.built
-    second.training.show_runs()
+    assert second.training.reopen_docks() is not None
+    qtbot.waitUntil(lambda: second.training.built, timeout=60_000)
     ctl = second.training.controller()
     assert second.dockWidgetArea(ctl.runs_dock) == Qt.DockWidgetArea.RightDockWidgetArea
     assert ctl.runs_dock.isVisible() and not ctl.dashboard_dock.isVisible()
+    ctl.runs_dock.close()                              # closed by the user: the next start leaves them out
+    second.document.undo_stack.setClean()
+    assert second.close()
+    third = make_window()
+    assert third.training.reopen_docks() is None and not third.training.built
+    third.training.show_runs()                         # asked for: back at its place
+    assert third.dockWidgetArea(third.training.controller().runs_dock) == Qt.DockWidgetArea.RightDockWidgetArea
 
 
 def test_starting_the_studio_imports_no_torch():
