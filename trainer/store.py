@@ -6,7 +6,12 @@ in WAL mode, so the studio can read while a worker writes. The URL comes from ``
 (``schema_info``); a database written by a newer program is refused rather than damaged.
 
 A run left ``running`` by a worker process that no longer exists (killed, machine crashed) is marked
-``interrupted`` the next time runs are listed or read.
+``interrupted`` the next time runs are listed or read. A run remembers its process by pid and, where
+the system says (Linux), the process's start time, so a pid the system has since given to another
+process does not keep a dead run "running".
+
+Schema versions: 1, the first; 2 adds ``runs.pid_started``. Opening a version-1 store upgrades it in
+place (one added column; the runs it holds are checked by pid alone, as before).
 """
 
 from __future__ import annotations
@@ -19,11 +24,24 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from sqlalchemy import JSON, Float, ForeignKey, Integer, String, Text, create_engine, delete, event, select
+from sqlalchemy import (
+    JSON,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    create_engine,
+    delete,
+    event,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 ENV_VAR = "TORCH_STUDIO_DB"
 STATUSES = ("running", "completed", "stopped", "early_stopped", "failed", "interrupted")
 APP = "torch-studio"
@@ -67,6 +85,7 @@ class Run(Base):
     params: Mapped[int] = mapped_column(Integer, default=0)
     host: Mapped[str] = mapped_column(String(200), default="")
     pid: Mapped[int] = mapped_column(Integer, default=0)
+    pid_started: Mapped[int] = mapped_column(Integer, default=0)   # the process's start (clock ticks); 0 = unknown
     run_dir: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(default=_now)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
@@ -155,6 +174,8 @@ class RunStore:
             elif info.version > SCHEMA_VERSION:
                 raise StoreError(f"{self.url}: the run store has schema version {info.version}; this program "
                                  f"reads up to {SCHEMA_VERSION}")
+            elif info.version < SCHEMA_VERSION:
+                _upgrade(s, info)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -164,7 +185,8 @@ class RunStore:
                    device: str, params: int, run_dir: str = "") -> int:
         with Session(self.engine) as s, s.begin():
             run = Run(name=name, status="running", spec=spec, graph=graph, graph_hash=graph_hash, device=device,
-                      params=params, host=socket.gethostname(), pid=os.getpid(), run_dir=run_dir,
+                      params=params, host=socket.gethostname(), pid=os.getpid(),
+                      pid_started=process_started(os.getpid()), run_dir=run_dir,
                       started_at=_now())
             s.add(run)
             s.flush()
@@ -180,8 +202,8 @@ class RunStore:
 
     def claim(self, run_id: int) -> None:
         """This process now runs ``run_id`` (a resume): status running, our pid and host."""
-        self.update_run(run_id, status="running", pid=os.getpid(), host=socket.gethostname(), ended_at=None,
-                        error="", error_kind="")
+        self.update_run(run_id, status="running", pid=os.getpid(), pid_started=process_started(os.getpid()),
+                        host=socket.gethostname(), ended_at=None, error="", error_kind="")
 
     def finish(self, run_id: int, status: str, *, error_kind: str = "", error: str = "",
                summary: dict[str, Any] | None = None) -> None:
@@ -275,23 +297,54 @@ class RunStore:
         host, gone = socket.gethostname(), []
         with Session(self.engine) as s, s.begin():
             for run in s.scalars(select(Run).where(Run.status == "running", Run.host == host)):
-                if not process_alive(run.pid):
+                if not process_alive(run.pid, run.pid_started):
                     run.status, run.ended_at = "interrupted", _now()
                     run.error = run.error or "the worker process ended without finishing the run"
                     gone.append(run.id)
         return gone
 
 
-def process_alive(pid: int) -> bool:
-    """True while ``pid`` is a live (not zombie) process."""
+def _upgrade(s: Session, info: SchemaInfo) -> None:
+    """Bring a store written by an older version of the schema up to this one, in the open transaction."""
+    columns = {c["name"] for c in inspect(s.connection()).get_columns("runs")}
+    if "pid_started" not in columns:       # version 1 -> 2
+        s.execute(text("ALTER TABLE runs ADD COLUMN pid_started INTEGER NOT NULL DEFAULT 0"))
+    info.version = SCHEMA_VERSION
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (Linux), or None where there is no /proc."""
+    if not Path("/proc/self/stat").exists():
+        return None
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def process_started(pid: int) -> int:
+    """When process ``pid`` started, in clock ticks since boot (Linux), 0 where the system does not say.
+    With the pid it names one process: a pid is reused, a (pid, start) pair is not."""
+    return _start_ticks(_proc_stat(pid))
+
+
+def _start_ticks(fields: list[str] | None) -> int:
+    try:
+        return int(fields[19]) if fields else 0      # field 22 of stat; the first two are before ")"
+    except (IndexError, ValueError):
+        return 0
+
+
+def process_alive(pid: int, started: int = 0) -> bool:
+    """True while ``pid`` is a live (not zombie) process, and, when ``started`` is known, the same
+    process that started then (not another one the pid was given to since)."""
     if pid <= 0:
         return False
-    stat = Path(f"/proc/{pid}/stat")
-    if stat.parent.parent.exists() and Path("/proc/self").exists():
-        try:
-            return stat.read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-        except (OSError, IndexError):
+    fields = _proc_stat(pid)
+    if fields is not None:
+        if not fields or fields[0] in ("Z", "X"):
             return False
+        return not started or _start_ticks(fields) == started
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -67,6 +67,36 @@ def test_running_run_of_a_dead_process_becomes_interrupted(db):
     assert [r.status for r in store.runs()] == ["interrupted", "running"]
 
 
+def test_a_pid_given_to_another_process_does_not_keep_a_dead_run_running(db):
+    store = RunStore(db)
+    rid = make_run(store)
+    run = store.run(rid)
+    if not run.pid_started:
+        pytest.skip("this system does not say when a process started")
+    assert process_alive(run.pid, run.pid_started) and run.status == "running"
+    # The run's worker died and its pid now belongs to another process (here: this one, started later).
+    store.update_run(rid, pid_started=run.pid_started - 1)
+    assert not process_alive(run.pid, run.pid_started - 1)
+    assert store.run(rid).status == "interrupted"
+
+
+def test_a_version_1_store_is_upgraded_in_place_and_keeps_its_runs(db):
+    store = RunStore(db)
+    rid = make_run(store)
+    store.finish(rid, "completed")
+    with store.engine.begin() as conn:           # the store as the first schema wrote it
+        conn.execute(text("ALTER TABLE runs DROP COLUMN pid_started"))
+        conn.execute(text("UPDATE schema_info SET version = 1"))
+    store.close()
+    upgraded = RunStore(db)
+    with upgraded.engine.connect() as conn:
+        assert conn.execute(text("SELECT version FROM schema_info")).scalar() == 2
+    old = upgraded.run(rid)
+    assert old.status == "completed" and old.pid_started == 0
+    assert upgraded.run(make_run(upgraded)).status == "running"
+    RunStore(db).close()                          # opening it again changes nothing
+
+
 def test_env_var_selects_the_store(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'env.sqlite'}"
     monkeypatch.setenv("TORCH_STUDIO_DB", url)
