@@ -2,6 +2,7 @@
 
     python -m studio.training                      # a window; the run starts at once
     python -m studio.training --screenshot out.png # offscreen too: grab it mid-run, then quit
+    python -m studio.training --theme dark         # in the studio's dark theme (default: light)
 
 The screenshot is taken after ``--at-epoch`` epochs, with a confusion cell clicked and the loss
 plot's crosshair shown, so the picture has every part of the dashboard in use.
@@ -20,7 +21,10 @@ from PySide6.QtWidgets import QApplication
 
 from graph_editor.model.serialize import graph_to_dict, load_graph
 
+from ..resources import IconSet
+from ..themes import THEME_TABLE, ThemeManager
 from .dashboard import TrainingDashboard
+from .plot_theme import apply_plot_theme
 from .session import TrainingSession
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,9 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--screenshot", help="save a PNG of the dashboard mid-run and quit")
     ap.add_argument("--at-epoch", type=int, default=9)
     ap.add_argument("--size", default="1600x1000")
+    ap.add_argument("--theme", choices=sorted(THEME_TABLE), default="light")
     args = ap.parse_args(argv)
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    ThemeManager(app, IconSet()).apply(args.theme)     # the window's palette, as in the studio
     dash = TrainingDashboard()
+    apply_plot_theme(dash, args.theme)                 # and the plots' colours
     dash.setWindowTitle("Torch Studio - training")
     w, h = (int(v) for v in args.size.split("x"))
     dash.resize(w, h)

@@ -297,7 +297,9 @@ class ConfusionPanel(QWidget):
 
     Predictions (the validation images with their true and predicted labels) arrive apart from
     the matrix, through :meth:`set_predictions`; until they do, a click emits
-    ``samples_requested(true, pred)`` so the owner can compute them, and the gallery says so.
+    ``samples_requested(true, pred)`` so the owner can compute them, and the gallery says so. A
+    matrix set after them (the next epoch's) makes them stale: the gallery keeps what it shows,
+    titled with where its samples come from, and the next click asks again.
     """
 
     samples_requested = Signal(int, int)
@@ -324,12 +326,14 @@ class ConfusionPanel(QWidget):
         lay.addWidget(split, 1)
         self._names: list[str] = []
         self._pred: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._pred_source = ""      # e.g. "last checkpoint, epoch 9"
+        self._stale = False         # a newer matrix came after the predictions
         self.matrix_view.cell_clicked.connect(self.show_cell)
 
     def clear(self) -> None:
         self.matrix_view.set_matrix(np.zeros((0, 0)), [])
         self.metrics.setRowCount(0)
-        self._pred = None
+        self._pred, self._pred_source, self._stale = None, "", False
         self.caption.setText("Confusion matrix")
         self.gallery.show_message("Click a cell of the matrix to see its samples.")
 
@@ -337,6 +341,7 @@ class ConfusionPanel(QWidget):
         names = [str(n) for n in names] or [str(i) for i in range(len(matrix))]
         self._names = names
         self.matrix_view.set_matrix(matrix, names)
+        self._stale = self._pred is not None
         self.caption.setText(f"Confusion matrix (validation{', ' + caption if caption else ''})")
         rows = per_class_metrics(matrix, names)
         self.metrics.setRowCount(len(rows))
@@ -347,9 +352,11 @@ class ConfusionPanel(QWidget):
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.metrics.setItem(i, j, item)
 
-    def set_predictions(self, images: np.ndarray, true: np.ndarray, pred: np.ndarray) -> None:
-        """The validation samples behind the matrix; clicking a cell then shows them at once."""
+    def set_predictions(self, images: np.ndarray, true: np.ndarray, pred: np.ndarray, source: str = "") -> None:
+        """The validation samples behind the matrix (``source`` says whose predictions they are);
+        clicking a cell then shows them at once."""
         self._pred = (np.asarray(images), np.asarray(true), np.asarray(pred))
+        self._pred_source, self._stale = source, False
 
     def has_predictions(self) -> bool:
         return self._pred is not None
@@ -357,13 +364,14 @@ class ConfusionPanel(QWidget):
     def show_cell(self, t: int, p: int) -> None:
         self.matrix_view.select((t, p))
         name = self._name
-        if self._pred is None:
+        if self._pred is None or self._stale:
             self.gallery.show_message(f"Loading the samples of true {name(t)}, predicted {name(p)}...")
             self.samples_requested.emit(t, p)
             return
         images, true, pred = self._pred
         idx = cell_indices(true, pred, t, p)
-        self.gallery.show_samples(f"true {name(t)}, predicted {name(p)}", images[idx[: SampleGallery.MAX_SHOWN]],
+        source = f" ({self._pred_source})" if self._pred_source else ""
+        self.gallery.show_samples(f"true {name(t)}, predicted {name(p)}{source}", images[idx[: SampleGallery.MAX_SHOWN]],
                                   idx.tolist(), [name(t)] * len(idx), [name(p)] * len(idx))
 
     def _name(self, i: int) -> str:

@@ -169,8 +169,9 @@ class TrainingSession(QObject):
 
     def _show_predictions(self, result: Any, ckpt: dict[str, Any], t: int, p: int) -> None:
         panel = self.dashboard.confusion
-        panel.set_matrix(result.matrix(), result.classes, f"{ckpt.get('kind')} checkpoint, epoch {ckpt.get('epoch')}")
-        panel.set_predictions(result.images, result.true, result.pred)
+        source = f"{ckpt.get('kind')} checkpoint, epoch {ckpt.get('epoch')}"
+        panel.set_matrix(result.matrix(), result.classes, source)
+        panel.set_predictions(result.images, result.true, result.pred, source)
         panel.show_cell(t, p)
 
     def wait_predictions(self, ms: int = 60_000) -> bool:

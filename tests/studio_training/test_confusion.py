@@ -45,6 +45,14 @@ def test_clicking_a_cell_shows_its_samples(qtbot):
     qtbot.mouseClick(panel.matrix_view, Qt.MouseButton.LeftButton, pos=QPoint(int(x), int(y)))
     assert panel.gallery.shown_indices() == [3, 4]
     assert panel.gallery.title() == "true one, predicted zero: 2 samples"
+    panel.set_predictions(np.random.default_rng(0).random((6, 8, 8)), true, pred, "last checkpoint, epoch 1")
+    panel.show_cell(1, 0)
+    assert panel.gallery.title() == "true one, predicted zero (last checkpoint, epoch 1): 2 samples"
+    panel.set_matrix(m, ["zero", "one", "two"], "epoch 2")       # the next epoch: those predictions are old
+    assert panel.gallery.shown_indices() == [3, 4]               # what is shown stays, titled with its source
+    with qtbot.waitSignal(panel.samples_requested) as sig:       # a click asks for the newest ones
+        panel.show_cell(1, 0)
+    assert sig.args == [1, 0] and "Loading" in panel.gallery.title()
 
 
 def test_matrix_and_gallery_switch_theme_live(qtbot):

@@ -144,7 +144,8 @@ def test_confusion_cell_click_shows_the_samples_of_that_cell(qtbot, controller):
     # Re-evaluating the last checkpoint on the CPU gives the worker's own final matrix.
     assert np.array_equal(panel.matrix_view.matrix(), epoch_matrix)
     assert len(panel.gallery.shown_indices()) == min(epoch_matrix[t, t], 60)
-    assert panel.gallery.title().startswith(f"true {t}, predicted {t}: {epoch_matrix[t, t]} samples")
+    title = panel.gallery.title()          # says whose predictions these are
+    assert title.startswith(f"true {t}, predicted {t} (") and f"checkpoint, epoch 2): {epoch_matrix[t, t]} samples" in title
 
 
 def test_closing_lets_the_run_finish_in_the_background_and_it_shows_next_time(qtbot, controller):
