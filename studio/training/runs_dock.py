@@ -152,6 +152,7 @@ class RunsPanel(QWidget):
         top = QHBoxLayout()
         self.filter = QLineEdit(placeholderText="Filter runs (name, status, graph, dataset, device...)")
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.filter.setMinimumWidth(180)     # a narrow dock squeezes the buttons' margins, not the filter to "Fi..."
         top.addWidget(self.filter, 1)
         self.buttons: dict[str, QPushButton] = {}
         for name, slot in (("Overlay", self.overlay_selected), ("Diff graphs", self.diff_selected),
