@@ -245,7 +245,8 @@ def end_of_epoch(job: Job, epoch: int, seconds: float) -> bool:
     rows = [(job.step, "epoch/train_loss", job.totals.loss), (job.step, "epoch/train_accuracy", job.totals.accuracy)]
     rows += [(job.step, name.replace("_", "/", 1), v) for name, v in values.items()]
     job.store.add_metrics(job.run_id, rows)
-    report = {"per_class": val.per_class(), "confusion": val.confusion.tolist()} if val else {}
+    report = ({"per_class": val.per_class(), "confusion": val.confusion.tolist(),
+               "classes": [str(c) for c in job.setup.splits.classes]} if val else {})
     job.store.add_epoch_report(job.run_id, epoch, report)
     best_metric = spec.checkpoints.metric
     best = job.best.get(best_metric)

@@ -4,7 +4,8 @@ The store is polled every few seconds (cheap indexed queries on a WAL SQLite fil
 a worker left going in the background shows live, and one whose worker died shows as
 interrupted/failed with its reason. Several selected runs overlay their curves; two give a graph
 diff; "Open graph" hands a run's graph to the shell through the ``open_graph`` callback; "Delete"
-asks through the window's :class:`~studio.prompts.Prompts` first.
+asks through the window's :class:`~studio.prompts.Prompts` first. One selected run shows its last
+validation confusion matrix; a click on a cell re-evaluates its best checkpoint for the samples.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import (
     QAbstractTableModel,
     QModelIndex,
@@ -40,11 +42,13 @@ from PySide6.QtWidgets import (
 from trainer.store import RunStore, StoreError
 
 from ..prompts import Prompts, ask_delete_runs
+from .confusion import ConfusionPanel
 from .dashboard import format_duration
 from .graph_diff import diff_graphs
 from .plot_theme import PlotTheme, plot_theme
 from .plots import PALETTE, CurvePlot
 from .run_history import CURVES, RunRow, delete_run, describe_runs, load_curves, run_graph, run_rows
+from .tasks import BackgroundTask, predict_checkpoint
 
 COLUMNS = ("id", "name", "status", "graph", "dataset", "best val acc", "params", "duration", "device", "started")
 STATUS_COLORS = {"running": "#0072B2", "completed": "#1b7a3d", "failed": "#b3261e", "interrupted": "#b3261e",
@@ -134,6 +138,8 @@ class RunsPanel(QWidget):
         self.prompts = prompts
         self._overlaid: list[int] = []
         self._best_cache: dict[int, float | None] = {}
+        self._confusion_run: int | None = None      # the run whose matrix the Confusion tab shows
+        self._predict_task: BackgroundTask | None = None
         self.model = RunsModel(self)
         self.proxy = QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.model)
@@ -176,11 +182,11 @@ class RunsPanel(QWidget):
         curves = QWidget()
         cl = QVBoxLayout(curves)
         cl.setContentsMargins(0, 0, 0, 0)
-        self.metric = QComboBox()
+        self.metric_box = QComboBox()   # not "metric": that name is QPaintDevice.metric(), which painting calls
         for key, label in CURVES.items():
-            self.metric.addItem(label, key)
-        self.metric.currentIndexChanged.connect(self.overlay_selected)
-        cl.addWidget(self.metric)
+            self.metric_box.addItem(label, key)
+        self.metric_box.currentIndexChanged.connect(self.overlay_selected)
+        cl.addWidget(self.metric_box)
         self.plot = CurvePlot("Selected runs", "", "step")
         cl.addWidget(self.plot, 1)
         self.diff_text = QPlainTextEdit(readOnly=True)
@@ -191,6 +197,10 @@ class RunsPanel(QWidget):
         self.tabs.addTab(curves, "Curves")
         self.tabs.addTab(self.diff_text, "Graph diff")
         self.tabs.addTab(self.details, "Details")
+        self.confusion = ConfusionPanel()
+        self.confusion.gallery.setMinimumHeight(130)     # a shorter tab than the dashboard's: one row of samples
+        self.confusion.samples_requested.connect(self._load_samples)
+        self.tabs.addTab(self.confusion, "Confusion")
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)
         split.addWidget(self.tabs)
@@ -238,7 +248,7 @@ class RunsPanel(QWidget):
         self.tabs.setCurrentIndex(0)
 
     def _draw_overlay(self, ids: list[int]) -> None:
-        key = self.metric.currentData()
+        key = self.metric_box.currentData()
         self.plot.clear_curves()
         self.plot.set_title(f"{CURVES[key]} of runs {', '.join(map(str, ids))}" if ids else
                             "Select runs and press Overlay")
@@ -307,3 +317,45 @@ class RunsPanel(QWidget):
         if r.error:
             text += f"\n\nReason: {r.error}"
         self.details.setText(text)
+        self._show_confusion(r.id)
+
+    # ------------------------------------------------------------- confusion
+    def _show_confusion(self, run_id: int) -> None:
+        """The run's last validation confusion matrix, as stored with its epoch; a click on a cell
+        re-evaluates the run's best checkpoint on the CPU to show that cell's samples."""
+        if run_id == self._confusion_run:
+            return
+        self._confusion_run = run_id
+        self.confusion.clear()
+        reports = [r for r in self.store.epoch_reports(run_id) if r.get("confusion")]
+        if not reports:
+            self.confusion.gallery.show_message(f"Run {run_id} stored no validation results.")
+            return
+        last = reports[-1]
+        self.confusion.set_matrix(np.asarray(last["confusion"]), last.get("classes", []),
+                                  f"run {run_id}, epoch {last['epoch']}")
+
+    def _load_samples(self, t: int, p: int) -> None:
+        run_id = self._confusion_run
+        if run_id is None or (self._predict_task is not None and self._predict_task.is_running()):
+            return
+        path = self.store.checkpoint_path(run_id, "best")
+        if path is None:
+            self.confusion.gallery.show_message(f"Run {run_id} kept no checkpoint to show samples from.")
+            return
+        spec = self.store.run(run_id).spec
+        task = self._predict_task = BackgroundTask(lambda: predict_checkpoint(spec, str(path)), self)
+        task.done.connect(lambda result: self._show_predictions(run_id, result, t, p))
+        task.error.connect(self.confusion.gallery.show_message)
+        task.start()
+
+    def _show_predictions(self, run_id: int, result: Any, t: int, p: int) -> None:
+        if run_id != self._confusion_run:
+            return                                  # another run was selected meanwhile
+        source = f"run {run_id}, best checkpoint"
+        self.confusion.set_matrix(result.matrix(), result.classes, source)
+        self.confusion.set_predictions(result.images, result.true, result.pred, source)
+        self.confusion.show_cell(t, p)
+
+    def wait_samples(self, ms: int = 60_000) -> bool:
+        return self._predict_task.wait(ms) if self._predict_task else True

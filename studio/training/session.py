@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, Signal
 
 from .bridge import WorkerBridge
 from .dashboard import TrainingDashboard
-from .tasks import BackgroundTask
+from .tasks import BackgroundTask, predict_checkpoint
 
 
 class TrainingSession(QObject):
@@ -162,7 +162,7 @@ class TrainingSession(QObject):
         if self._predict_task is not None and self._predict_task.is_running():
             return
         spec, path = dict(self.spec), ckpt["path"]
-        self._predict_task = BackgroundTask(lambda: _predict(spec, path), self)
+        self._predict_task = BackgroundTask(lambda: predict_checkpoint(spec, path), self)
         self._predict_task.done.connect(lambda r: self._show_predictions(r, ckpt, t, p))
         self._predict_task.error.connect(self.dashboard.confusion.gallery.show_message)
         self._predict_task.start()
@@ -176,11 +176,3 @@ class TrainingSession(QObject):
 
     def wait_predictions(self, ms: int = 60_000) -> bool:
         return self._predict_task.wait(ms) if self._predict_task else True
-
-
-
-def _predict(spec: dict[str, Any], checkpoint: str) -> Any:
-    # torch is imported here, on the background thread, the first time samples are asked for.
-    from .predict import predict_validation
-
-    return predict_validation(spec, checkpoint)

@@ -54,3 +54,11 @@ class BackgroundTask(QObject):
 
     def wait(self, ms: int = 60_000) -> bool:
         return self._thread.wait(ms)
+
+
+def predict_checkpoint(spec: dict[str, Any], checkpoint: str) -> Any:
+    """:func:`studio.training.predict.predict_validation`, for a BackgroundTask: torch is imported
+    here, on the background thread, the first time samples are asked for."""
+    from .predict import predict_validation
+
+    return predict_validation(spec, checkpoint)

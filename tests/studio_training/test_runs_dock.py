@@ -171,7 +171,7 @@ def test_overlay_plot_follows_the_theme(qtbot, store):
     assert panel.plot.theme is LIGHT and panel.plot.curve_color("run 1 alpha") == "#0072b2"
     status = panel.proxy.index(2, COLUMNS.index("status"))   # run 1, completed
     assert status.data(Qt.ItemDataRole.ForegroundRole).name() == "#1b7a3d"
-    assert apply_plot_theme(panel, "dark") == 2     # the panel (status colours) and its plot
+    assert apply_plot_theme(panel, "dark") == 4     # the panel (status colours), its plot, the confusion views
     assert status.data(Qt.ItemDataRole.ForegroundRole).name() == "#5cc98a"
     assert panel.plot.theme is DARK and panel.plot.backgroundBrush().color().name() == DARK.background
     assert panel.plot.curve_color("run 1 alpha") == DARK.curve("#0072B2").lower()
@@ -184,3 +184,38 @@ def test_a_running_run_is_not_deleted(store):
     rid = store.create_run(name="live", spec={}, graph=_graph(), graph_hash="0" * 64, device="cpu", params=1)
     with pytest.raises(ValueError, match="still running"):
         delete_run(store, rid)
+
+
+def test_a_past_runs_confusion_matrix_and_the_samples_of_a_cell(qtbot, tmp_path):
+    import subprocess
+    import sys
+
+    import numpy as np
+    from PySide6.QtCore import QPoint
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"name": "past", "model": {"graph": str(ROOT / "assets/templates/digits_cnn.graph.json")},
+                                "device": "cpu", "train": {"epochs": 1}}))
+    db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    done = subprocess.run([sys.executable, "-m", "trainer", "run", str(spec), "--db", db], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    store = RunStore(db)
+    panel = _panel(qtbot, store)
+    panel.select_ids([1])
+    stored = np.asarray(store.epoch_reports(1)[-1]["confusion"])
+    view = panel.confusion.matrix_view
+    assert np.array_equal(view.matrix(), stored) and panel.confusion.caption.text().endswith("run 1, epoch 1)")
+    t = int(np.argmax(np.diag(stored)))
+    panel.tabs.setCurrentWidget(panel.confusion)
+    x, y = view.cell_center(t, t)
+    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(int(x), int(y)))
+    assert panel.wait_samples()
+    qtbot.waitUntil(lambda: len(panel.confusion.gallery.shown_indices()) > 0, timeout=60_000)
+    # The best checkpoint is epoch 1's: re-evaluated on the CPU it gives the stored matrix again.
+    assert np.array_equal(view.matrix(), stored)
+    assert panel.confusion.gallery.title() == f"true {t}, predicted {t} (run 1, best checkpoint): {stored[t, t]} samples"
+    qtbot.wait(100)                                           # the gallery's tiles laid out
+    panel.grab().save(str(tmp_path / "runs_confusion.png"))   # painted: an attribute once hid QWidget.metric()
+    store.close()
+
