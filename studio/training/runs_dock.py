@@ -138,7 +138,8 @@ class RunsPanel(QWidget):
         self.prompts = prompts
         self._overlaid: list[int] = []
         self._best_cache: dict[int, float | None] = {}
-        self._confusion_run: int | None = None      # the run whose matrix the Confusion tab shows
+        self._confusion_run: int | None = None      # the run whose matrix the Confusion tab shows...
+        self._confusion_epoch = -1                   # ...and the epoch it was read at
         self._predict_task: BackgroundTask | None = None
         self.model = RunsModel(self)
         self.proxy = QSortFilterProxyModel(self)
@@ -224,6 +225,9 @@ class RunsPanel(QWidget):
         self.model.set_rows(rows)
         if any(r.status == "running" and r.id in self._overlaid for r in rows):
             self._draw_overlay(self._overlaid)
+        shown = self.row(self._confusion_run) if self._confusion_run is not None else None
+        if shown is not None and shown.epoch != self._confusion_epoch:   # a running run finished an epoch
+            self._read_confusion(shown.id)
 
     def row(self, run_id: int) -> RunRow | None:
         return next((r for r in self.model.rows if r.id == run_id), None)
@@ -327,11 +331,16 @@ class RunsPanel(QWidget):
             return
         self._confusion_run = run_id
         self.confusion.clear()
+        self._read_confusion(run_id)
+
+    def _read_confusion(self, run_id: int) -> None:
+        row = self.row(run_id)
+        self._confusion_epoch = row.epoch if row is not None else -1
         reports = [r for r in self.store.epoch_reports(run_id) if r.get("confusion")]
         if not reports:
             self.confusion.gallery.show_message(f"Run {run_id} stored no validation results.")
             return
-        last = reports[-1]
+        last = reports[-1]      # a newer matrix: samples shown so far go stale, the next click reloads
         self.confusion.set_matrix(np.asarray(last["confusion"]), last.get("classes", []),
                                   f"run {run_id}, epoch {last['epoch']}")
 

@@ -219,3 +219,20 @@ def test_a_past_runs_confusion_matrix_and_the_samples_of_a_cell(qtbot, tmp_path)
     panel.grab().save(str(tmp_path / "runs_confusion.png"))   # painted: an attribute once hid QWidget.metric()
     store.close()
 
+
+
+def test_the_confusion_tab_follows_a_running_run(qtbot, store):
+    import numpy as np
+
+    rid = store.create_run(name="live", spec={}, graph=_graph(), graph_hash="9" * 64, device="cpu", params=1)
+    store.add_epoch_report(rid, 1, {"confusion": [[3, 1], [2, 4]], "classes": ["cat", "dog"]})
+    store.update_run(rid, epoch=1)
+    panel = _panel(qtbot, store)
+    panel.select_ids([rid])
+    assert panel.confusion.caption.text().endswith(f"run {rid}, epoch 1)")
+    store.add_epoch_report(rid, 2, {"confusion": [[4, 0], [1, 5]], "classes": ["cat", "dog"]})
+    store.update_run(rid, epoch=2)
+    panel.refresh()                                   # the dock's poll
+    assert panel.confusion.caption.text().endswith(f"run {rid}, epoch 2)")
+    assert np.array_equal(panel.confusion.matrix_view.matrix(), [[4, 0], [1, 5]])
+    assert panel.confusion.metrics.item(0, 0).text() == "cat"
