@@ -20,8 +20,9 @@
 Every method trains the same model from the same weights on the same data with the same batch size.
 ``--compile`` compiles the model in studio and (a) alike (mode "default"); (b) stays eager.
 Methods run interleaved for ``--rounds`` rounds, each round from the same initial weights and every
-other round in reverse order. A ratio is the median of the per-round ratios: on a shared machine the speed drifts by more than the effects
-measured here, and the methods of one round run back to back. Goals on a CPU: studio >= 0.97x of (a) and >= 2x of (b).
+other round in reverse order. A ratio is the median of the per-round ratios: on a shared machine the
+speed drifts by more than the effects measured here, and the methods of one round run back to back.
+Goals on a CPU: studio >= 0.97x of (a) and >= 2x of (b).
 
 With CUDA, a second section runs ``resnet18_cifar`` on synthetic 3x32x32 data through the worker's
 loop: eager fp32 against torch.compile + bf16 + channels_last, and reports the compile time.

@@ -156,7 +156,7 @@ def setup(spec: RunSpec) -> Setup:
         check_fit(spec, graph, raw, problems)
     if problems or graph is None or raw is None:
         raise SpecError(problems)
-    float_bytes = 4 * (raw.x.size + sum(x.size for x, _ in raw.own_splits()))
+    float_bytes = 4 * (raw.x.size + sum(x.size for x, _ in raw.own_splits().values()))
     streamed = float_bytes > spec.data.device_budget_mb * 2**20
     d = spec.data
     try:

@@ -60,18 +60,23 @@ def refuse(emitter: ev.Emitter, kind: str, message: str, problems: list[str] | N
     return ev.EXIT_REFUSED
 
 
+def refuse_setup(emitter: ev.Emitter, exc: SpecError | BuildError | torch.OutOfMemoryError) -> int:
+    """Refuse a run whose spec, graph or weights' placement on the device failed."""
+    if isinstance(exc, SpecError):
+        return refuse(emitter, "spec", str(exc), exc.problems)
+    if isinstance(exc, BuildError):
+        return refuse(emitter, "graph", f"model.graph: {exc}")
+    return refuse(emitter, "oom", f"model.graph: the model's weights do not fit in the device's memory: {exc}")
+
+
 def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev.Emitter) -> int:
     """Check the spec, create the run in the store, train. Returns the exit status."""
     try:
         st = setup(load_spec(path))
         model = build_model(st)
         store = RunStore(db)
-    except SpecError as exc:
-        return refuse(emitter, "spec", str(exc), exc.problems)
-    except BuildError as exc:
-        return refuse(emitter, "graph", f"model.graph: {exc}")
-    except torch.OutOfMemoryError as exc:
-        return refuse(emitter, "oom", f"model.graph: the model's weights do not fit in the device's memory: {exc}")
+    except (SpecError, BuildError, torch.OutOfMemoryError) as exc:
+        return refuse_setup(emitter, exc)
     except StoreError as exc:
         return refuse(emitter, "spec", f"--db: {exc}")
     spec_record = stored_spec(st)
@@ -97,12 +102,8 @@ def resume_run(run_id: int, *, db: str | None, emitter: ev.Emitter) -> int:
     try:
         st = setup(spec_from_dict(run.spec))
         model = build_model(st)
-    except SpecError as exc:
-        return refuse(emitter, "spec", str(exc), exc.problems)
-    except BuildError as exc:
-        return refuse(emitter, "graph", f"model.graph: {exc}")
-    except torch.OutOfMemoryError as exc:
-        return refuse(emitter, "oom", f"model.graph: the model's weights do not fit in the device's memory: {exc}")
+    except (SpecError, BuildError, torch.OutOfMemoryError) as exc:
+        return refuse_setup(emitter, exc)
     store.claim(run_id)
     return execute(st, model, store, emitter, run_id, Path(run.run_dir), checkpoint=checkpoint)
 

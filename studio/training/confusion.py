@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
@@ -192,8 +193,8 @@ class ConfusionMatrixView(QWidget):
 def image_to_pixmap(image: np.ndarray, size: int = 64) -> QPixmap:
     """A sample (H, W), (1, H, W) or (3, H, W) array, stretched to 0..255, as a pixmap ``size`` wide. A
     flat sample has nothing to stretch: uint8 shows its own level, other types a middle grey."""
-    flat_level = float(np.asarray(image).flat[0]) if np.asarray(image).dtype == np.uint8 else 127.0
-    a = np.asarray(image, dtype=np.float32)
+    src = np.asarray(image)
+    a = src.astype(np.float32)
     if a.ndim == 3 and a.shape[0] in (1, 3):
         a = np.moveaxis(a, 0, -1)
     if a.ndim == 3 and a.shape[-1] == 1:
@@ -204,7 +205,7 @@ def image_to_pixmap(image: np.ndarray, size: int = 64) -> QPixmap:
     if hi > lo:
         a8 = np.ascontiguousarray(((a - lo) / (hi - lo) * 255).astype(np.uint8))
     else:
-        a8 = np.full(a.shape, flat_level, dtype=np.uint8)
+        a8 = np.full(a.shape, src.flat[0] if src.dtype == np.uint8 else 127, dtype=np.uint8)
     if a8.ndim == 2:
         img = QImage(a8.data, a8.shape[1], a8.shape[0], a8.strides[0], QImage.Format.Format_Grayscale8)
     else:
@@ -357,6 +358,13 @@ class ConfusionPanel(QWidget):
         clicking a cell then shows them at once."""
         self._pred = (np.asarray(images), np.asarray(true), np.asarray(pred))
         self._pred_source, self._stale = source, False
+
+    def show_predictions(self, result: Any, source: str, t: int, p: int) -> None:
+        """A checkpoint's re-evaluation (:class:`~studio.training.predict.Predictions`): its matrix,
+        its samples, and cell (t, p) of it."""
+        self.set_matrix(result.matrix(), result.classes, source)
+        self.set_predictions(result.images, result.true, result.pred, source)
+        self.show_cell(t, p)
 
     def has_predictions(self) -> bool:
         return self._pred is not None

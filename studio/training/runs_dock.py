@@ -361,10 +361,7 @@ class RunsPanel(QWidget):
     def _show_predictions(self, run_id: int, result: Any, t: int, p: int) -> None:
         if run_id != self._confusion_run:
             return                                  # another run was selected meanwhile
-        source = f"run {run_id}, best checkpoint"
-        self.confusion.set_matrix(result.matrix(), result.classes, source)
-        self.confusion.set_predictions(result.images, result.true, result.pred, source)
-        self.confusion.show_cell(t, p)
+        self.confusion.show_predictions(result, f"run {run_id}, best checkpoint", t, p)
 
     def wait_samples(self, ms: int = 60_000) -> bool:
         return self._predict_task.wait(ms) if self._predict_task else True

@@ -168,11 +168,8 @@ class TrainingSession(QObject):
         self._predict_task.start()
 
     def _show_predictions(self, result: Any, ckpt: dict[str, Any], t: int, p: int) -> None:
-        panel = self.dashboard.confusion
-        source = f"{ckpt.get('kind')} checkpoint, epoch {ckpt.get('epoch')}"
-        panel.set_matrix(result.matrix(), result.classes, source)
-        panel.set_predictions(result.images, result.true, result.pred, source)
-        panel.show_cell(t, p)
+        self.dashboard.confusion.show_predictions(result, f"{ckpt.get('kind')} checkpoint, epoch {ckpt.get('epoch')}",
+                                                  t, p)
 
     def wait_predictions(self, ms: int = 60_000) -> bool:
         return self._predict_task.wait(ms) if self._predict_task else True

@@ -70,8 +70,7 @@ def _read_summary(dataset: str, fmt: str, target: str, image_size: list[int]) ->
     raw = load_raw(dataset, fmt, target=target, image_size=image_size or None)
     summary = dataset_summary(raw.x, raw.y, raw.classes)
     summary["raw"] = RawData(raw.x[:1], raw.y[:1], list(raw.classes))  # what the trainer's checks look at
-    summary["own_splits"] = {name: int(len(y)) for name, y in (("val", raw.y_val), ("test", raw.y_test))
-                             if y is not None}   # splits the dataset defines itself (IDX, CIFAR, split folders)
+    summary["own_splits"] = {name: len(y) for name, (_, y) in raw.own_splits().items()}  # IDX, CIFAR, split folders
     return summary
 
 

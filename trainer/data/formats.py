@@ -37,9 +37,10 @@ class RawData:
     x_val: np.ndarray | None = None
     y_val: np.ndarray | None = None
 
-    def own_splits(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The source's own test and validation splits, those it has."""
-        return [(x, y) for x, y in ((self.x_test, self.y_test), (self.x_val, self.y_val)) if x is not None]
+    def own_splits(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The validation and test splits the source defines itself, by name ("val", "test")."""
+        pairs = {"val": (self.x_val, self.y_val), "test": (self.x_test, self.y_test)}
+        return {name: (x, y) for name, (x, y) in pairs.items() if x is not None and y is not None}
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
