@@ -202,7 +202,11 @@ class MainWindow(QMainWindow):
         self.setWindowModified(self.document.dirty)
 
     def _fill_recent(self, files: list[str]) -> None:
-        self.recent_menu.clear()
+        """Refill Open Recent; the old entries are deleted later (one of them may be the action
+        whose ``triggered`` is running now: opening a recent file reorders the list)."""
+        for action in self.recent_menu.actions():
+            self.recent_menu.removeAction(action)
+            action.deleteLater()
         for i, path in enumerate(files, 1):
             action = self.recent_menu.addAction(f"&{i % 10}  {Path(path).name}")
             action.setToolTip(path)

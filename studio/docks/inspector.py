@@ -4,13 +4,20 @@ Editors are generated from each parameter's schema (:mod:`.param_editors`). An e
 the controller as one undo step; a value the model refuses is not applied and its reason is
 shown under the field. The inspector follows the model's events, so undo, redo and edits made
 elsewhere show here at once.
+
+No editor is destroyed inside its own signal: a commit from a spin box's arrow click runs inside
+that spin box's mouse handler, and the model events it causes must not delete the spin box under
+it (that was a segfault). Values the model changes are shown in place; a page that must be built
+anew (another selection, a removed node, a replaced graph) replaces the shown one, which is
+retired with ``deleteLater``; rebuilds caused by model events are deferred to the event loop and
+coalesced, and commits from editors of a retired page are ignored.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
@@ -61,6 +68,7 @@ class InspectorDock(QWidget):
         self.editors: dict[str, ParamEditor] = {}
         self._shapes: dict[str, tuple[int, ...]] = {}
         self._graph: Graph | None = None
+        self._rebuild_pending = False
         self.scroll = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -97,12 +105,26 @@ class InspectorDock(QWidget):
             self.header.setText(_header(node))
 
     def _on_spec_changed(self) -> None:
-        if self.node_id is None:
-            self.rebuild()
+        if self.node_id is not None or self._graph is None or "num_classes" not in self.rows:
+            return
+        spec, classes = self._graph.input_spec, self._graph.num_classes
+        shape, dtype, count = (self.rows[k].editor for k in ("input_shape", "dtype", "num_classes"))
+        for editor in (shape, dtype, count):
+            editor.blockSignals(True)
+        try:
+            if _parsed(shape.text()) != spec.shape:
+                shape.setText(_shape_text(spec.shape))
+            dtype.setCurrentText(spec.dtype)
+            count.setValue(classes)
+        finally:
+            for editor in (shape, dtype, count):
+                editor.blockSignals(False)
+        for key in ("input_shape", "dtype", "num_classes"):
+            self.rows[key].show_error(None)
 
     def _on_node_removed(self, node_id: str) -> None:
         if node_id == self.node_id:
-            self.rebuild()
+            self.schedule_rebuild()
 
     def show_shapes(self, shapes: dict[str, tuple[int, ...]]) -> None:
         """Output shapes from live validation, shown for the selected node."""
@@ -111,8 +133,19 @@ class InspectorDock(QWidget):
             self.shape_label.setText(self._shape_text(self.node_id))
 
     # ------------------------------------------------------------ building
+    def schedule_rebuild(self) -> None:
+        """Rebuild once the event loop is back (several requests make one rebuild)."""
+        if not self._rebuild_pending:
+            self._rebuild_pending = True
+            QTimer.singleShot(0, self, self._deferred_rebuild)
+
+    def _deferred_rebuild(self) -> None:
+        if self._rebuild_pending:
+            self.rebuild()
+
     def rebuild(self) -> None:
-        """Show the editors for the current selection."""
+        """Show the editors for the current selection (the page shown so far is deleted later)."""
+        self._rebuild_pending = False
         graph = self.controller.graph
         ids = [i for i in self.controller.selection if i in graph.nodes]
         self.rows, self.editors = {}, {}
@@ -128,7 +161,15 @@ class InspectorDock(QWidget):
         else:
             self.node_id = None
             self._build_graph(form, graph, len(self.controller.selection))
+        old = self.scroll.takeWidget()
         self.scroll.setWidget(page)
+        if old is not None:
+            old.hide()
+            old.deleteLater()
+
+    def _live(self, name: str, row: FieldRow) -> bool:
+        """Whether ``row`` is still the shown row for ``name`` (not one of a retired page)."""
+        return self.rows.get(name) is row
 
     def _build_node(self, form: QFormLayout, node: Node) -> None:
         spec = node.spec
@@ -140,8 +181,9 @@ class InspectorDock(QWidget):
         form.addRow("Output", self.shape_label)
         label = QLineEdit(node.label, placeholderText=node.id)
         label.setToolTip("A display name for the node; its id stays the same.")
-        self.rows["label"] = FieldRow(label)
-        label.editingFinished.connect(lambda: self._commit_label(node.id, label.text()))
+        label_row = self.rows["label"] = FieldRow(label)
+        label.editingFinished.connect(
+            lambda: self._live("label", label_row) and self._commit_label(node.id, label.text()))
         form.addRow("Label", self.rows["label"])
         if spec is None:
             form.addRow(QLabel(f"Unknown layer type '{node.type}': its parameters cannot be edited."))
@@ -149,9 +191,10 @@ class InspectorDock(QWidget):
         for pspec in spec.params:
             editor = make_editor(pspec)
             editor.set_value(node.params.get(pspec.name, pspec.default))
-            editor.committed.connect(lambda value, n=node.id, name=pspec.name: self.commit(n, name, value))
             self.editors[pspec.name] = editor
-            self.rows[pspec.name] = FieldRow(editor)
+            row = self.rows[pspec.name] = FieldRow(editor)
+            editor.committed.connect(lambda value, n=node.id, name=pspec.name, r=row:
+                                     self._live(name, r) and self.commit(n, name, value))
             name_label = QLabel(pspec.name)
             name_label.setToolTip(editor.toolTip())
             form.addRow(name_label, self.rows[pspec.name])
@@ -169,7 +212,7 @@ class InspectorDock(QWidget):
                                objectName="inspectorDoc", wordWrap=True))
         form.addRow(QLabel("The input every sample has (without the batch dimension) and the number of "
                            "classes the Output must produce.", objectName="inspectorDoc", wordWrap=True))
-        shape = QLineEdit(", ".join(str(d) for d in graph.input_spec.shape))
+        shape = QLineEdit(_shape_text(graph.input_spec.shape))
         shape.setToolTip("Per-sample input shape, e.g. 3, 32, 32 for colour images or 64 for tabular rows.")
         dtype = QComboBox()
         dtype.addItems(list(DTYPES))
@@ -182,9 +225,11 @@ class InspectorDock(QWidget):
         form.addRow("Input dtype", self.rows["dtype"])
         form.addRow("Classes", self.rows["num_classes"])
         form.addRow("Nodes", QLabel(f"{len(graph)} nodes, {len(graph.edges)} wires"))
-        shape.editingFinished.connect(self._commit_spec)
-        dtype.activated.connect(lambda _i: self._commit_spec())
-        classes.valueChanged.connect(self._commit_classes)
+        rows = dict(self.rows)
+        shape.editingFinished.connect(lambda: self._live("input_shape", rows["input_shape"]) and self._commit_spec())
+        dtype.activated.connect(lambda _i: self._live("dtype", rows["dtype"]) and self._commit_spec())
+        classes.valueChanged.connect(
+            lambda value: self._live("num_classes", rows["num_classes"]) and self._commit_classes(value))
 
     def focus_first_field(self) -> None:
         """Put the keyboard in the first parameter (or the label when there is none)."""
@@ -246,6 +291,17 @@ class InspectorDock(QWidget):
     def _shape_text(self, node_id: str) -> str:
         shape = self._shapes.get(node_id)
         return fmt.shape(shape) if shape else "—"
+
+
+def _parsed(text: str) -> tuple[int, ...] | None:
+    try:
+        return fmt.parse_shape(text)
+    except ValueError:
+        return None
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return ", ".join(str(d) for d in shape)
 
 
 def _header(node: Node) -> str:
