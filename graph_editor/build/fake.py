@@ -78,14 +78,16 @@ def empty_parameters(module: nn.Module, device: torch.device | str = "cpu", *,
 
 
 @contextmanager
-def fake_cpu(module: nn.Module, *, channels_last: bool = False) -> Iterator[FakeTensorMode]:
+def fake_cpu(module: nn.Module, *, channels_last: bool = False,
+             device: torch.device | str = "cpu") -> Iterator[FakeTensorMode]:
     """Enter a fake mode with ``module``'s parameters and buffers as empty fake CPU tensors.
 
     Yields the mode; everything created in the block (inputs, activations, gradients) is fake. The
-    module's own tensors come back on exit.
+    module's own tensors come back on exit. ``device="cuda"`` fakes CUDA tensors instead (no GPU
+    needed), for what differs by device kind; some CUDA-only kernels may refuse them.
     """
     mode = fake_cpu_mode()
-    with mode, empty_parameters(module, "cpu", channels_last=channels_last):
+    with mode, empty_parameters(module, device, channels_last=channels_last):
         yield mode
 
 
