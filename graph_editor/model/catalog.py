@@ -25,6 +25,12 @@ ParamValue = int | float | bool | str | list[int]
 
 PARAM_KINDS = ("int", "float", "bool", "choice", "ints", "str")
 
+# The largest integer a parameter may hold (sizes, kernel sizes, dimensions): PyTorch indexes many
+# kernels with 32-bit integers, and no layer of a classification network comes near it. A value
+# beyond it (``out_features: 1e40`` in a hand-edited file) is refused here, where the node and the
+# field are known, rather than overflowing later inside torch.
+INT_LIMIT = 2**31 - 1
+
 
 @dataclass(frozen=True)
 class ParamSpec:
@@ -68,30 +74,35 @@ class ParamSpec:
         if isinstance(value, bool) or not isinstance(value, int | float) or (
             isinstance(value, float) and not value.is_integer()
         ):
-            raise ParamError(f"{self.name} must be an integer, got {value!r}", field=self.name)
+            raise ParamError(f"{self.name} must be an integer, got {short_repr(value)}", field=self.name)
+        self._limit(int(value))
         self._bounds(int(value))
         return int(value)
 
+    def _limit(self, v: int) -> None:
+        if abs(v) > INT_LIMIT:
+            raise ParamError(f"{self.name} is absurdly large ({short_repr(v)}; at most {INT_LIMIT:,})", field=self.name)
+
     def _check_float(self, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ParamError(f"{self.name} must be a finite number, got {value!r}", field=self.name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+            raise ParamError(f"{self.name} must be a finite number, got {short_repr(value)}", field=self.name)
         self._bounds(float(value))
         return float(value)
 
     def _check_bool(self, value: Any) -> bool:
         if not isinstance(value, bool):
-            raise ParamError(f"{self.name} must be true or false, got {value!r}", field=self.name)
+            raise ParamError(f"{self.name} must be true or false, got {short_repr(value)}", field=self.name)
         return value
 
     def _check_choice(self, value: Any) -> Any:
         if value not in self.choices:
             options = ", ".join(repr(c) for c in self.choices)
-            raise ParamError(f"{self.name} must be one of {options}, got {value!r}", field=self.name)
+            raise ParamError(f"{self.name} must be one of {options}, got {short_repr(value)}", field=self.name)
         return value
 
     def _check_str(self, value: Any) -> str:
         if not isinstance(value, str):
-            raise ParamError(f"{self.name} must be text, got {value!r}", field=self.name)
+            raise ParamError(f"{self.name} must be text, got {short_repr(value)}", field=self.name)
         return value
 
     def _check_ints(self, value: Any) -> list[int]:
@@ -101,23 +112,40 @@ class ParamSpec:
             try:
                 value = [int(v) for v in value.replace("x", ",").split(",") if v.strip()]
             except ValueError:
-                raise ParamError(f"{self.name} must be a list of integers, got {value!r}",
+                raise ParamError(f"{self.name} must be a list of integers, got {short_repr(value)}",
                                  field=self.name) from None
         if not isinstance(value, list | tuple) or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in value
         ):
-            raise ParamError(f"{self.name} must be a list of integers, got {value!r}", field=self.name)
+            raise ParamError(f"{self.name} must be a list of integers, got {short_repr(value)}", field=self.name)
         if self.length is not None and len(value) != self.length:
             raise ParamError(f"{self.name} needs {self.length} values, got {len(value)}", field=self.name)
         if not value and self.length is None and not self.optional:
             raise ParamError(f"{self.name} needs at least one value", field=self.name)
         for v in value:
+            self._limit(v)
             self._bounds(v)
         return list(value)
 
 
 def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def _finite(value: float) -> bool:
+    """``math.isfinite`` that also answers (False) for an integer too large for a float."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def short_repr(value: Any) -> str:
+    """``repr`` cut to a readable length (a 5000-digit integer is named by its size, not printed)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        return f"an integer of {len(str(abs(value))) if abs(value) < 10**4000 else 'over 4000'} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass(frozen=True)
@@ -148,9 +176,13 @@ class LayerSpec:
     prefix: str = ""
     key_params: tuple[str, ...] = ()
     _by_name: dict[str, ParamSpec] = field(default_factory=dict, compare=False, repr=False)
+    input_names: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    output_names: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {p.name: p for p in self.params})
+        object.__setattr__(self, "input_names", frozenset(p.name for p in self.inputs))
+        object.__setattr__(self, "output_names", frozenset(p.name for p in self.outputs))
         if not self.display:
             object.__setattr__(self, "display", self.type)
         if not self.prefix:

@@ -7,17 +7,17 @@ file, the node and the field at fault, and no graph is returned half-built.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .catalog import get_layer
-from .errors import GraphError, GraphFileError, ParamError
-from .graph import DTYPES, ID_RE, Edge, Graph, Group, InputSpec
+from .catalog import INT_LIMIT, ParamSpec, get_layer, short_repr
+from .errors import GraphFileError, ParamError
+from .graph import DTYPES, ID_RE, Edge, Graph, Group, InputSpec, Node
 
 SCHEMA_VERSION = 2
 SUFFIX = ".graph.json"
@@ -95,12 +95,73 @@ def load_graph(path: str | os.PathLike[str]) -> Graph:
 
 
 def loads(text: str) -> Graph:
+    return graph_from_dict(parse_json(text))
+
+
+# Deeper than any graph file needs (the deepest field is a node's params list: 4 levels), far below
+# the interpreter's recursion limit that the JSON decoder would otherwise hit.
+MAX_DEPTH = 64
+_LONG_INT = re.compile(r"-?\d{4000,}")
+
+
+def parse_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
+    """``json.loads`` for files from anywhere: every way it can fail is a :class:`GraphFileError` that
+    says where (nesting too deep, an integer of thousands of digits), never a RecursionError.
+    (Nesting that the decoder survives is refused by :func:`graph_from_dict`.)"""
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         what = "truncated" if exc.pos >= len(text.rstrip()) else "not valid JSON"
         raise GraphFileError(f"{what}: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
-    return graph_from_dict(data)
+    except RecursionError:
+        raise GraphFileError(f"nested {json_depth(text)} levels deep (at most {max_depth}): "
+                             "this is not a graph file") from None
+    except ValueError as exc:  # the interpreter's limit on digits in an integer
+        m = _LONG_INT.search(text)
+        if m is None:
+            raise GraphFileError(f"not valid JSON: {exc}") from None
+        line = text.count("\n", 0, m.start()) + 1
+        column = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+        raise GraphFileError(f"a number of {len(m.group().lstrip('-'))} digits at line {line}, column {column} "
+                             "(numbers in a graph file are sizes and coordinates)") from None
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of ``[`` and ``{`` in JSON text, strings skipped; linear, no recursion."""
+    depth = deepest = 0
+    # Strings hold no structure; dropping them (escapes included) leaves only brackets that count.
+    for m in _BRACKETS.finditer(text):
+        c = m.group()[0]
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def _not_too_deep(value: Any, node: str | None, field: str) -> None:
+    """Free-form values (metadata, params of an unknown layer type) are the only place a decodable
+    file can nest deeply enough to break whatever walks it next (a copy, a save)."""
+    if value_depth(value) > MAX_DEPTH:
+        raise GraphFileError(f"nested more than {MAX_DEPTH} levels deep", node=node, field=field)
+
+
+def value_depth(value: Any) -> int:
+    """The nesting depth of decoded JSON (a scalar is 0), without recursion; stops counting past
+    ``MAX_DEPTH``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, d)
+            if d <= MAX_DEPTH:
+                stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v)
+                             if isinstance(c, dict | list))
+    return deepest
+
+
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 # ------------------------------------------------------------------ migrations
@@ -110,6 +171,8 @@ MIGRATIONS: dict[int, Migration] = {}
 
 def migration(from_version: int) -> Callable[[Migration], Migration]:
     def deco(fn: Migration) -> Migration:
+        if from_version in MIGRATIONS:
+            raise ValueError(f"a migration from schema version {from_version} is already registered")
         MIGRATIONS[from_version] = fn
         return fn
     return deco
@@ -128,7 +191,7 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
             left, right = (s.strip() for s in str(text).split("->"))
             (src, src_port), (dst, dst_port) = left.split("."), right.split(".")
         except ValueError:
-            raise GraphFileError(f"edge {i} ({text!r}) is not 'node.port -> node.port'", field=f"edges[{i}]") from None
+            raise GraphFileError(f"edge {i} ({short_repr(text)}) is not 'node.port -> node.port'", field=f"edges[{i}]") from None
         edges.append({"src": src, "src_port": src_port, "dst": dst, "dst_port": dst_port})
     out["edges"] = edges
     out["schema_version"] = 2
@@ -138,12 +201,12 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise GraphFileError(f"schema_version must be an integer, got {version!r}", field="schema_version")
+        raise GraphFileError(f"schema_version must be an integer, got {short_repr(version)}", field="schema_version")
     if version > SCHEMA_VERSION:
-        raise GraphFileError(f"schema_version {version} is newer than this Torch Studio reads ({SCHEMA_VERSION}); "
+        raise GraphFileError(f"schema_version {short_repr(version)} is newer than this Torch Studio reads ({SCHEMA_VERSION}); "
                              "update Torch Studio", field="schema_version")
     if version < 1:
-        raise GraphFileError(f"schema_version {version} is not a known version", field="schema_version")
+        raise GraphFileError(f"schema_version {short_repr(version)} is not a known version", field="schema_version")
     while version < SCHEMA_VERSION:
         data = MIGRATIONS[version](data)
         version = data["schema_version"]
@@ -161,26 +224,29 @@ def graph_from_dict(data: Any) -> Graph:
     _no_unknown(data, _TOP_FIELDS, None, "")
     inp = _get(data, "input", dict, None, "input")
     shape = _get(inp, "shape", list, None, "input.shape")
-    if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
-        raise GraphFileError(f"must be a list of positive integers, got {shape!r}", field="input.shape")
+    if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and 0 < d <= INT_LIMIT for d in shape):
+        raise GraphFileError(f"must be a list of positive integers up to {INT_LIMIT:,}, got {short_repr(shape)}",
+                             field="input.shape")
     dtype = inp.get("dtype", "float32")
     if dtype not in DTYPES:
-        raise GraphFileError(f"must be one of {', '.join(DTYPES)}, got {dtype!r}", field="input.dtype")
+        raise GraphFileError(f"must be one of {', '.join(DTYPES)}, got {short_repr(dtype)}", field="input.dtype")
     _no_unknown(inp, {"shape", "dtype"}, None, "input.")
     num_classes = _get(data, "num_classes", int, None, "num_classes")
-    if num_classes < 1:
-        raise GraphFileError(f"must be at least 1, got {num_classes}", field="num_classes")
+    if not 1 <= num_classes <= INT_LIMIT:
+        raise GraphFileError(f"must be at least 1 and at most {INT_LIMIT:,}, got {short_repr(num_classes)}", field="num_classes")
     metadata = data.get("metadata", {})
     if not isinstance(metadata, dict):
         raise GraphFileError("must be an object", field="metadata")
+    _not_too_deep(metadata, None, "metadata")
     if "name" in data:
         metadata = {"name": data["name"], **metadata}
 
     graph = Graph(InputSpec(tuple(shape), dtype), num_classes, metadata)
     for i, raw in enumerate(_get(data, "nodes", list, None, "nodes")):
         _decode_node(graph, raw, i)
+    seen: set[Edge] = set()
     for i, raw in enumerate(_get({"edges": [], **data}, "edges", list, None, "edges")):
-        _decode_edge(graph, raw, i)
+        _decode_edge(graph, raw, i, seen)
     groups: dict[str, Group] = {}
     for i, raw in enumerate(_get({"groups": [], **data}, "groups", list, None, "groups")):
         g = _decode_group(graph, raw, i)
@@ -197,79 +263,109 @@ def graph_from_dict(data: Any) -> Graph:
 
 
 def _decode_node(graph: Graph, raw: Any, i: int) -> None:
-    where = f"nodes[{i}]"
     if not isinstance(raw, dict):
-        raise GraphFileError("must be an object", field=where)
+        raise GraphFileError("must be an object", field=f"nodes[{i}]")
     node_id = raw.get("id")
     if not isinstance(node_id, str) or not ID_RE.match(node_id):
-        raise GraphFileError(f"id must be a Python identifier, got {node_id!r}", field=f"{where}.id")
+        raise GraphFileError(f"id must be a Python identifier, got {short_repr(node_id)}", field=f"nodes[{i}].id")
     _no_unknown(raw, _NODE_FIELDS, node_id, "")
     if node_id in graph.nodes:
         raise GraphFileError("the id is used by two nodes", node=node_id, field="id")
     type_ = _get(raw, "type", str, node_id, "type")
-    params = dict(raw.get("params", {})) if isinstance(raw.get("params", {}), dict) else None
-    if params is None:
+    params = raw.get("params", {})
+    if not isinstance(params, dict):
         raise GraphFileError("must be an object", node=node_id, field="params")
     spec = get_layer(type_)
     if spec is not None:
         # Types and unknown names are file errors; out-of-range values load and validation reports them.
+        checked = spec.defaults()
         for name, value in params.items():
             if not spec.has_param(name):
-                raise GraphFileError(f"{type_} has no parameter '{name}'", node=node_id, field=f"params.{name}")
-            params[name] = _check_param_type(spec.param(name), value, node_id)
-        params = {**spec.defaults(), **params}
+                raise GraphFileError(f"{type_} has no parameter {short_repr(name)}", node=node_id,
+                                     field=f"params.{name}")
+            checked[name] = _check_param_type(spec.param(name), value, node_id)
+        params = checked
+    else:  # kept as they are for validation to report the type: free-form, so bounded here
+        _not_too_deep(params, node_id, "params")
+        params = dict(params)
     pos = raw.get("position", [0, 0])
-    if not (isinstance(pos, list) and len(pos) == 2 and all(
-            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in pos)):
-        raise GraphFileError(f"must be [x, y], got {pos!r}", node=node_id, field="position")
+    if not (type(pos) is list and len(pos) == 2 and _coordinate(pos[0]) and _coordinate(pos[1])):
+        raise GraphFileError(f"must be [x, y] (finite coordinates), got {short_repr(pos)}", node=node_id,
+                             field="position")
     label = raw.get("label", "")
     if not isinstance(label, str):
         raise GraphFileError("must be text", node=node_id, field="label")
-    graph.add_node(type_, node_id, params, (pos[0], pos[1]), label, check=False)
+    graph.insert_node(Node(node_id, type_, params, (float(pos[0]), float(pos[1])), label))
+
+
+def _coordinate(v: Any) -> bool:
+    return (type(v) is float or type(v) is int) and abs(v) <= 1e15  # NaN compares False
 
 
 def _check_param_type(spec, value: Any, node_id: str) -> Any:
     """Reject a value of the wrong JSON type and normalise the rest; bounds are left to validation."""
-    relaxed = type(spec)(**{**spec.__dict__, "minimum": None, "maximum": None,
-                            "choices": spec.choices if spec.kind != "choice" else ()})
     if spec.kind == "choice":
         if not isinstance(value, str | int | float):
-            raise GraphFileError(f"must be one of {list(spec.choices)}, got {value!r}", node=node_id,
+            raise GraphFileError(f"must be one of {list(spec.choices)}, got {short_repr(value)}", node=node_id,
                                  field=f"params.{spec.name}")
         return value
     try:
-        return relaxed.check(value)
+        return _relaxed(spec).check(value)
     except ParamError as exc:
         raise GraphFileError(exc.message, node=node_id, field=f"params.{spec.name}") from None
 
 
-def _decode_edge(graph: Graph, raw: Any, i: int) -> None:
-    where = f"edges[{i}]"
+_RELAXED: dict[int, ParamSpec] = {}
+
+
+def _relaxed(spec: ParamSpec) -> ParamSpec:
+    """``spec`` without its bounds (made once per catalog parameter: loading calls this per value)."""
+    relaxed = _RELAXED.get(id(spec))
+    if relaxed is None or relaxed.name != spec.name:
+        relaxed = _RELAXED[id(spec)] = replace(spec, minimum=None, maximum=None)
+    return relaxed
+
+
+def _decode_edge(graph: Graph, raw: Any, i: int, seen: set[Edge]) -> None:
+    # The common case checked inline (a 20000-node file has 20000 edges); anything unusual takes the
+    # slow path below, which names what is wrong.
+    if type(raw) is dict and raw.keys() <= _EDGE_FIELDS:
+        src, dst = raw.get("src"), raw.get("dst")
+        src_port, dst_port = raw.get("src_port", "out"), raw.get("dst_port", "in")
+        a, b = graph.nodes.get(src) if type(src) is str else None, graph.nodes.get(dst) if type(dst) is str else None
+        if a is not None and b is not None and type(src_port) is str and type(dst_port) is str:
+            sa, sb = get_layer(a.type), get_layer(b.type)
+            if (sa is None or src_port in sa.output_names) and (sb is None or dst_port in sb.input_names):
+                edge = Edge(src, dst, src_port, dst_port)
+                if edge not in seen:  # a set: a list's `in` made loading quadratic in the edge count
+                    seen.add(edge)
+                    graph.add_edge(edge, check=False)
+                    return
+    _refuse_edge(graph, raw, i, seen)
+
+
+def _refuse_edge(graph: Graph, raw: Any, i: int, seen: set[Edge]) -> None:
     if not isinstance(raw, dict):
-        raise GraphFileError("must be an object", field=where)
-    _no_unknown(raw, _EDGE_FIELDS, None, f"{where}.")
-    src = _get(raw, "src", str, None, f"{where}.src")
-    dst = _get(raw, "dst", str, None, f"{where}.dst")
+        raise GraphFileError("must be an object", field=f"edges[{i}]")
+    _no_unknown(raw, _EDGE_FIELDS, None, f"edges[{i}].")
+    src = _get(raw, "src", str, None, f"edges[{i}].src")
+    dst = _get(raw, "dst", str, None, f"edges[{i}].dst")
+    nodes = graph.nodes
     for end, name in (("src", src), ("dst", dst)):
-        if name not in graph.nodes:
-            raise GraphFileError(f"{end} names node '{name}', which does not exist", node=name,
-                                 field=f"{where}.{end}")
+        if name not in nodes:
+            raise GraphFileError(f"{end} names node {short_repr(name)}, which does not exist", node=name,
+                                 field=f"edges[{i}].{end}")
     edge = Edge(src, dst, raw.get("src_port", "out"), raw.get("dst_port", "in"))
     if not isinstance(edge.src_port, str) or not isinstance(edge.dst_port, str):
-        raise GraphFileError("ports must be text", field=where)
+        raise GraphFileError("ports must be text", field=f"edges[{i}]")
     for node_id, port, side in ((src, edge.src_port, "output"), (dst, edge.dst_port, "input")):
-        spec = graph.nodes[node_id].spec
-        if spec is not None:
-            ports = spec.outputs if side == "output" else spec.inputs
-            if all(p.name != port for p in ports):
-                raise GraphFileError(f"{spec.type} has no {side} port '{port}' ({where})", node=node_id,
-                                     field=f"{'src' if side == 'output' else 'dst'}_port")
-    if edge in graph.edges:
-        raise GraphFileError(f"edge {edge} appears twice", field=where)
-    try:
-        graph.add_edge(edge, check=False)
-    except GraphError as exc:
-        raise GraphFileError(exc.message, node=exc.node, field=where) from None
+        spec = get_layer(nodes[node_id].type)
+        if spec is not None and port not in (spec.output_names if side == "output" else spec.input_names):
+            raise GraphFileError(f"{spec.type} has no {side} port {short_repr(port)} (edges[{i}])", node=node_id,
+                                 field=f"{'src' if side == 'output' else 'dst'}_port")
+    if edge in seen:
+        raise GraphFileError(f"edge {edge} appears twice", field=f"edges[{i}]")
+    raise AssertionError(f"edges[{i}]: the fast path refused an edge the checks accept")  # pragma: no cover
 
 
 def _decode_group(graph: Graph, raw: Any, i: int) -> Group:
@@ -294,7 +390,7 @@ def _get(obj: dict[str, Any], key: str, kind: type, node: str | None, field: str
         raise GraphFileError("is missing", node=node, field=field)
     value = obj[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise GraphFileError(f"must be {_KIND_NAMES[kind]}, got {value!r}", node=node, field=field)
+        raise GraphFileError(f"must be {_KIND_NAMES[kind]}, got {short_repr(value)}", node=node, field=field)
     return value
 
 
@@ -302,6 +398,8 @@ _KIND_NAMES = {dict: "an object", list: "a list", str: "text", int: "an integer"
 
 
 def _no_unknown(obj: dict[str, Any], known: set[str], node: str | None, prefix: str) -> None:
+    if obj.keys() <= known:
+        return
     extra = sorted(set(obj) - known)
     if extra:
         raise GraphFileError(f"unknown field (expected one of {', '.join(sorted(known))})", node=node,

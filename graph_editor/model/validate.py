@@ -6,10 +6,12 @@ editor can check a graph on every keystroke without torch.
 
 from __future__ import annotations
 
+import keyword
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .catalog import Shape, fmt_shape
+from .catalog import INT_LIMIT, Shape, fmt_shape
 from .errors import ParamError, ShapeError
 from .graph import Edge, Graph
 
@@ -75,6 +77,11 @@ def validate(graph: Graph, batch: int = 1) -> Inference:
         if spec.is_source:
             if node.type == "Input":
                 result.shapes[node_id] = (batch, *graph.input_spec.shape)
+                if (size := math.prod(graph.input_spec.shape)) > INT_LIMIT:
+                    problems.append(Problem(node_id, f"the input shape {fmt_shape(graph.input_spec.shape, batch=True)}"
+                                                     f" holds {size:.3g} values per sample, beyond any device "
+                                                     f"(at most {INT_LIMIT:,})", field="shape"))
+                    del result.shapes[node_id]
             continue
         ins = _wired_inputs(graph, node_id, in_edges[node_id], problems)
         if ins is None or node_id not in params_ok:
@@ -88,6 +95,10 @@ def validate(graph: Graph, batch: int = 1) -> Inference:
             out = spec.infer(params_ok[node_id], shapes)  # type: ignore[arg-type]
         except ShapeError as exc:
             problems.append(Problem(node_id, f"{spec.display} {node.title} {exc.message}"))
+            continue
+        if (size := math.prod(out[1:])) > INT_LIMIT:
+            problems.append(Problem(node_id, f"{spec.display} {node.title} makes {size:.3g} values per sample, "
+                                             f"beyond any device (at most {INT_LIMIT:,})"))
             continue
         result.shapes[node_id] = tuple(out)
         if node.type == "Output":
@@ -125,28 +136,68 @@ def _check_io_nodes(graph: Graph, problems: list[Problem]) -> None:
 
 
 def _report_cycle(graph: Graph, problems: list[Problem]) -> None:
-    indeg = {n: 0 for n in graph.nodes}
+    """Every node on a cycle (in a strongly connected component of more than one node, or wired to
+    itself), in one linear pass."""
+    on_cycle = set().union(*(c for c in strongly_connected(graph) if len(c) > 1))
+    on_cycle.update(e.src for e in graph.edges if e.src == e.dst)
+    for n in graph.nodes:
+        if n in on_cycle:
+            problems.append(Problem(n, "is part of a cycle: a network must flow one way from Input to Output"))
+
+
+def strongly_connected(graph: Graph) -> list[set[str]]:
+    """Tarjan's strongly connected components, iterative (a 20000-node ring must not recurse)."""
+    succ: dict[str, list[str]] = {n: [] for n in graph.nodes}
     for e in graph.edges:
-        indeg[e.dst] += 1
-    # Strip nodes that are not on a cycle; what remains is in (or downstream of) one.
-    remaining = dict(indeg)
-    ready = [n for n, d in remaining.items() if d == 0]
-    while ready:
-        n = ready.pop()
-        del remaining[n]
-        for m in graph.successors(n):
-            if m in remaining:
-                remaining[m] -= 1
-                if remaining[m] == 0:
-                    ready.append(m)
-    on_cycle = [n for n in remaining if any(graph.reaches(s, n) for s in graph.successors(n))]
-    for n in on_cycle or list(remaining):
-        problems.append(Problem(n, "is part of a cycle: a network must flow one way from Input to Output"))
+        if e.src in succ and e.dst in succ:
+            succ[e.src].append(e.dst)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+    for root in graph.nodes:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+                on_stack.add(node)
+            children = succ[node]
+            while i < len(children) and children[i] in index:
+                if children[i] in on_stack:
+                    low[node] = min(low[node], index[children[i]])
+                i += 1
+            if i < len(children):
+                work.append((node, i + 1))
+                work.append((children[i], 0))
+                continue
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    m = stack.pop()
+                    on_stack.discard(m)
+                    component.add(m)
+                    if m == node:
+                        break
+                components.append(component)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return components
 
 
 def _check_params(graph: Graph, problems: list[Problem]) -> dict[str, dict[str, Any]]:
     ok = {}
     for node in graph:
+        if keyword.iskeyword(node.id):
+            # The built module names the node's submodule by its id, and `self.class` is not Python.
+            problems.append(Problem(node.id, f"the id '{node.id}' is a Python keyword, which cannot name a PyTorch "
+                                             "submodule; rename the node", field="id"))
+            continue
         spec = node.spec
         if spec is None:
             problems.append(Problem(node.id, f"unknown layer type '{node.type}'", field="type"))

@@ -198,3 +198,76 @@ def test_any_hand_edit_loads_or_gives_one_file_error(data):
         assert exc.message
         return
     validate(graph)  # whatever loaded, validation copes with it
+
+
+def _chain_file(n: int) -> str:
+    """Input -> n ReLUs -> Linear -> Output, as a file would hold it."""
+    nodes = [{"id": "input", "type": "Input"}] + [{"id": f"r{i}", "type": "ReLU"} for i in range(n)]
+    nodes += [{"id": "fc", "type": "Linear", "params": {"out_features": 2}}, {"id": "output", "type": "Output"}]
+    ids = [node["id"] for node in nodes]
+    edges = [{"src": a, "dst": b} for a, b in zip(ids, ids[1:], strict=False)]
+    return json.dumps({"schema_version": 2, "input": {"shape": [4]}, "num_classes": 2, "nodes": nodes,
+                       "edges": edges})
+
+
+def test_a_long_chain_loads_and_validates():
+    """Loading used `edge in graph.edges` per edge (quadratic); benchmarks/graph_load.py times it."""
+    g = loads(_chain_file(5000))
+    assert len(g) == 5003 and len(g.edges) == 5002
+    inf = validate(g)
+    assert inf.ok and inf.order[0] == "input" and inf.order[-1] == "output"
+
+
+def test_a_duplicate_edge_deep_in_a_long_file_is_still_found():
+    data = json.loads(_chain_file(3000))
+    data["edges"].append(dict(data["edges"][1500]))
+    with pytest.raises(GraphFileError) as info:
+        graph_from_dict(data)
+    assert info.value.field == "edges[3002]" and "twice" in info.value.message
+
+
+HOSTILE = {
+    "1000-deep nesting": ('{"schema_version": 2, "metadata": ' + "[" * 1000 + "]" * 1000 + "}",
+                          None, None, "levels deep"),
+    "100000-deep nesting": ("[" * 100000 + "]" * 100000, None, None, "levels deep"),
+    "200-deep metadata": (edit(lambda d: d.update(metadata={"a": json.loads("[" * 200 + "]" * 200)})),
+                          None, "metadata", "levels deep"),
+    "5000-digit schema_version": ('{"schema_version": ' + "9" * 5000 + "}", None, None, "5000 digits at line 1"),
+    "5000-digit parameter": (json.dumps(good()).replace('"out_channels": 6', '"out_channels": ' + "7" * 5000),
+                             None, None, "5000 digits"),
+    "absurd out_features": (edit(_set_param("out_channels", 1e40)), "conv1", "params.out_channels",
+                            "absurdly large"),
+    "absurd input dimension": (edit(lambda d: d["input"].update(shape=[1, 2**40, 2])), None, "input.shape",
+                               "positive integers up to"),
+    "absurd class count": (edit(lambda d: d.update(num_classes=10**30)), None, "num_classes", "at most"),
+    "huge position": (edit(lambda d: d["nodes"][1].update(position=[10**400, 0])), "conv1", "position", "[x, y]"),
+    "keyword id of an unknown type with deep params": (
+        edit(lambda d: d["nodes"].append({"id": "x", "type": "Nope", "params": {"p": json.loads("[" * 100 + "]" * 100)}})),
+        "x", "params", "levels deep"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_file_gives_a_file_error_not_a_python_error(case, tmp_path):
+    text, node, field, words = HOSTILE[case]
+    path = tmp_path / "bad.graph.json"
+    path.write_text(text)
+    with pytest.raises(GraphFileError) as info:
+        load_graph(path)
+    assert (info.value.node, info.value.field) == (node, field)
+    assert words in str(info.value) and str(path) in str(info.value)
+    assert len(str(info.value)) < 400  # the message names the problem; it does not print the number
+
+
+def test_cli_validate_and_summary_report_a_hostile_file_without_a_traceback(tmp_path, capsys):
+    from studio.cli import main
+
+    for text in HOSTILE["1000-deep nesting"][0], HOSTILE["5000-digit schema_version"][0]:
+        path = tmp_path / "bad.graph.json"
+        path.write_text(text)
+        for command in "validate", "summary":
+            with pytest.raises(SystemExit) as exit_info:
+                main([command, str(path)])
+            err = capsys.readouterr().err
+            assert exit_info.value.code == 1
+            assert err.startswith(f"error: {path}:") and "Traceback" not in err

@@ -163,3 +163,45 @@ def test_a_wire_doubled_by_a_script_is_a_problem():
     g.chain(("Input", "input"), ("Add", "add"), ("Output", "output"))
     g.add_edge(Edge("input", "add"), check=False)  # Connect refuses this; a script can still do it
     assert ("add", "the wire from input to 'in' appears twice") in problems_of(g)
+
+
+def test_a_python_keyword_id_is_refused_by_validation_so_build_never_writes_bad_code():
+    g = Graph(InputSpec((4,)), 4)
+    g.chain(("Input", "input"), ("Linear", "class", {"out_features": 4}), ("Output", "output"))
+    inf = validate(g)
+    assert not inf.ok
+    [problem] = [p for p in inf.problems if p.severity == "error"]
+    assert (problem.node, problem.field) == ("class", "id") and "keyword" in problem.message
+    with pytest.raises(BuildError) as info:  # not a SyntaxError from fx's generated forward()
+        build_module(g, device="meta")
+    assert info.value.problems[0].node == "class"
+
+
+def test_a_tensor_beyond_any_device_is_a_problem_not_a_crash_later():
+    g = Graph(InputSpec((2**31 - 1, 2**31 - 1)), 10)
+    g.chain(("Input", "input"), ("Flatten", "flat"), ("Linear", "fc", {"out_features": 10}), ("Output", "output"))
+    assert [(n, "beyond any device" in m) for n, m in problems_of(g)] == [("input", True)]
+    g = Graph(InputSpec((1, 2**15, 2**15)), 10)
+    g.chain(("Input", "input"), ("Conv2d", "conv", {"out_channels": 8, "kernel_size": 1}), ("Flatten", "flat"),
+            ("Linear", "fc", {"out_features": 10}), ("Output", "output"))
+    assert [(n, "beyond any device" in m) for n, m in problems_of(g)] == [("conv", True)]
+
+
+def test_a_cycle_through_a_long_ring_is_reported_in_linear_time():
+    """5000 nodes in a ring: every one is on the cycle (the old report asked `reaches` per node)."""
+    g = Graph(InputSpec((4,)), 4)
+    g.add_node("Input", "input")
+    for i in range(5000):  # unchecked, as a file loads: chain() checks each wire for cycles
+        g.add_node("ReLU", f"r{i}", check=False)
+        g.add_edge(Edge(f"r{i - 1}" if i else "input", f"r{i}"), check=False)
+    g.add_edge(Edge("r4999", "r0"), check=False)
+    g.add_node("Output", "output")
+    on_cycle = {n for n, m in problems_of(g) if "cycle" in m}
+    assert on_cycle == {f"r{i}" for i in range(5000)}
+
+
+def test_a_node_wired_to_itself_is_on_a_cycle():
+    g = Graph(InputSpec((4,)), 4)
+    g.chain(("Input", "input"), ("ReLU", "r"), ("Linear", "fc", {"out_features": 4}), ("Output", "output"))
+    g.add_edge(Edge("r", "r"), check=False)
+    assert {n for n, m in problems_of(g) if "cycle" in m} == {"r"}
