@@ -14,6 +14,7 @@ _COMMAND_MODULES = (
     "studio.cli_graph",
     "studio.cli_export",
     "studio.cli_train",
+    "studio.cli_inspect",
 )
 
 

@@ -1,0 +1,50 @@
+"""``torch-studio autograd``: the per-node backward table, JSON, and refusals without tracebacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from studio.cli import main
+
+DIGITS = str(Path(__file__).resolve().parents[2] / "assets" / "templates" / "digits_cnn.graph.json")
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_autograd_table_per_graph_node_and_totals(capsys):
+    code, out, err = run(capsys, "autograd", DIGITS, "--batch", "8")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["node", "autograd", "saved", "gradients"]
+    rows = {line.split()[0]: line for line in lines[2:-2]}
+    assert list(rows)[:3] == ["conv1", "bn1", "relu1"] and list(rows)[-1] == "loss"
+    assert "ConvolutionBackward0, AccumulateGrad x2" in rows["conv1"]
+    assert rows["relu1"].split()[2:4] == ["64.00", "KiB"] and " bn1 " in rows["relu1"]  # 8x32x8x8 fp32
+    assert "31 autograd nodes (14 AccumulateGrad) over 15 graph nodes" in lines[-1]
+    assert "at batch 8, fp32, cpu (ran on fake-cpu)" in lines[-1]
+
+
+def test_autograd_json_bf16(capsys):
+    code, out, _ = run(capsys, "autograd", DIGITS, "--batch", "4", "--precision", "bf16", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["precision"] == "bf16" and data["batch"] == 4
+    assert sum(n["name"] == "ToCopyBackward0" for n in data["nodes"]) >= 8  # autocast casts each weight and bias
+    assert data["saved_bytes"] == sum(s["saved_bytes"] for s in data["summary"])
+    conv2 = next(n for n in data["nodes"] if n["owner"] == "conv2" and n["name"] == "ConvolutionBackward0")
+    assert {s["dtype"] for s in conv2["saved"]} == {"bfloat16"}
+
+
+def test_autograd_refusals_name_the_problem(capsys, tmp_path):
+    code, _, err = run(capsys, "autograd", DIGITS, "--batch", "0")
+    assert code == 1 and err.strip() == "error: batch must be at least 1, got 0"
+    code, _, err = run(capsys, "autograd", str(tmp_path / "missing.graph.json"))
+    assert code == 1 and err.startswith("error:") and "missing.graph.json" in err and "Traceback" not in err
