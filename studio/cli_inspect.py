@@ -7,7 +7,13 @@ import json
 
 from graph_editor.build import BuildError
 from graph_editor.build.analysis import format_count
-from graph_editor.build.autograd import DEVICE_KINDS, PRECISIONS, AutogradCapture, CaptureError, capture_autograd
+from graph_editor.build.autograd import (
+    DEVICE_KINDS,
+    PRECISIONS,
+    AutogradCapture,
+    CaptureError,
+    capture_autograd,
+)
 from studio.cli_graph import fail, load_for_cli, parse_shape
 
 
