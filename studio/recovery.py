@@ -1,9 +1,14 @@
 """Autosave and crash recovery.
 
-While the graph has unsaved changes it is written every minute to a recovery file in the
-user's data folder. A normal exit (or a save) removes it; a crash leaves it, and the next
-start offers to restore it. Each running studio holds a lock beside its recovery file, so a
-second window never offers (or deletes) the live work of the first.
+While the graph has unsaved changes it is written to a recovery file in the user's data
+folder, a moment after each edit (and every minute while it stays unsaved). A normal exit (or a
+save) removes it; a crash leaves it, and the next start offers to restore it. Each running
+studio holds a lock beside its recovery file, so a second window never offers (or deletes) the
+live work of the first; the locks and notes of sessions that ended without work to keep are
+removed when the next studio looks.
+
+Once only the minute's timer wrote, a crash in the first minute after an edit (the inspector's
+segfault came at the first field touched) left nothing to offer.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from graph_editor.model.serialize import atomic_write_text
 from .document import Document
 
 AUTOSAVE_MS = 60_000
+AUTOSAVE_AFTER_EDIT_MS = 1_500  # quiet time after an edit before it is written (a burst of edits: one write)
 PREFIX = "recovery-"
 
 
@@ -84,7 +90,9 @@ class RecoveryStore:
         self._lock.unlock()
 
     def crashed(self) -> list[Recoverable]:
-        """Recovery files of sessions that are no longer running, newest first."""
+        """Recovery files of sessions that are no longer running, newest first. Locks and notes
+        that sessions no longer running left without a graph are removed on the way."""
+        self._clean_stale()
         found = []
         for graph_path in self.folder.glob(f"{PREFIX}*.graph.json"):
             session = graph_path.name[len(PREFIX):-len(".graph.json")]
@@ -98,6 +106,16 @@ class RecoveryStore:
             found.append(Recoverable(graph_path, info.get("original") if isinstance(info.get("original"), str)
                                      else None, saved_at or graph_path.stat().st_mtime))
         return sorted(found, key=lambda r: r.saved_at, reverse=True)
+
+    def _clean_stale(self) -> None:
+        for path in (*self.folder.glob(f"{PREFIX}*.lock"), *self.folder.glob(f"{PREFIX}*.json")):
+            if path.name.endswith(".graph.json"):
+                continue
+            session = path.name[len(PREFIX):].rsplit(".", 1)[0]
+            if session == self.session or self._graph_path(session).exists() or self._alive(session):
+                continue
+            for leftover in (self._lock_path(session), self._info_path(session)):
+                leftover.unlink(missing_ok=True)
 
     def _alive(self, session: str) -> bool:
         lock = QLockFile(str(self._lock_path(session)))
@@ -130,18 +148,22 @@ def _session_of(graph_path: Path) -> str:
 
 
 class Autosaver(QObject):
-    """Writes the document to the recovery store every ``interval_ms`` while it is dirty."""
+    """Writes the document to the recovery store ``after_edit_ms`` after an edit and every
+    ``interval_ms`` while it is dirty."""
 
     autosaved = Signal(str)
     failed = Signal(str)
 
     def __init__(self, document: Document, store: RecoveryStore, interval_ms: int = AUTOSAVE_MS,
-                 parent: QObject | None = None) -> None:
+                 parent: QObject | None = None, after_edit_ms: int = AUTOSAVE_AFTER_EDIT_MS) -> None:
         super().__init__(parent)
         self.document = document
         self.store = store
         self.timer = QTimer(self, interval=interval_ms)
         self.timer.timeout.connect(self.tick)
+        self.after_edit = QTimer(self, singleShot=True, interval=after_edit_ms)
+        self.after_edit.timeout.connect(self.tick)
+        document.undo_stack.indexChanged.connect(lambda _i: self.after_edit.start())
         document.saved.connect(lambda _path: store.discard())
         self.timer.start()
 
