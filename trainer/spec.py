@@ -9,7 +9,9 @@ Checks that need the data or the graph (class count, input shape, dataset path) 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -140,14 +142,31 @@ def load_spec(path: str | os.PathLike[str]) -> RunSpec:
     """Read and check a spec file; relative paths in it resolve against its folder."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = parse_spec_text(p.read_text(encoding="utf-8"), p)
     except FileNotFoundError:
         raise SpecError([f"spec: file not found: {p}"]) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise SpecError([f"spec: cannot read {p}: {exc}"]) from None
     spec = spec_from_dict(data)
     spec.base_dir = str(p.resolve().parent)
     return spec
+
+
+def parse_spec_text(text: str, path: Path | str = "spec") -> Any:
+    """Decoded JSON, or a SpecError that says where it is bad (nesting too deep for the decoder and
+    integers of thousands of digits included: a spec file comes from anywhere)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError([f"spec: {path} is not valid JSON: {exc.msg} at line {exc.lineno}, "
+                         f"column {exc.colno}"]) from None
+    except RecursionError:
+        raise SpecError([f"spec: {path} is nested too deeply to be a run spec"]) from None
+    except ValueError:  # the interpreter's limit on the digits of an integer
+        m = re.search(r"\d{4000,}", text)
+        where = f" at line {text.count(chr(10), 0, m.start()) + 1}" if m else ""
+        digits = f"{len(m.group())} digits" if m else "thousands of digits"
+        raise SpecError([f"spec: {path} holds a number of {digits}{where}; no field takes numbers that large"]) from None
 
 
 def spec_from_dict(data: Any) -> RunSpec:
@@ -198,11 +217,41 @@ def _build(cls: type, data: Any, where: str, problems: list[str]) -> Any:
         value, default = data[name], getattr(defaults, name)
         if is_dataclass(default):
             kwargs[name] = _build(type(default), value, f"{where}{name}.", problems)
-        elif _type_ok(value, default, name):
-            kwargs[name] = float(value) if isinstance(default, float) else value
+        elif not _type_ok(value, default, name):
+            problems.append(f"{where}{name}: expected {_type_name(default, name)}, got {_show(value)}")
+        elif (trouble := _range_trouble(value, default, f"{where}{name}")) is not None:
+            problems.append(f"{where}{name}: {trouble}, got {_show(value)}")
         else:
-            problems.append(f"{where}{name}: expected {_type_name(default, name)}, got {json.dumps(value)}")
+            kwargs[name] = float(value) if isinstance(default, float) else value
     return cls(**kwargs)
+
+
+# Integers a spec may hold: counts and sizes fit 32 bits; a seed takes what torch.manual_seed takes.
+INT_LIMIT = 2**31 - 1
+SEED_LIMIT = 2**63 - 1
+
+
+def _range_trouble(value: Any, default: Any, where: str) -> str | None:
+    """What is wrong with a number of the right type (NaN, Infinity, an integer of absurd size)."""
+    for v in value if isinstance(value, list) else [value]:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            continue
+        if isinstance(default, int) and not isinstance(default, bool):
+            limit = SEED_LIMIT if where == "train.seed" else INT_LIMIT
+            if abs(v) > limit:
+                return f"must be at most {limit:,} in size"
+        elif not math.isfinite(v) if isinstance(v, float) else abs(v) > 1e300:
+            return "must be a finite number"
+    return None
+
+
+def _show(value: Any) -> str:
+    """The value as JSON, cut short (a hostile spec can hold megabytes in one field)."""
+    try:
+        text = json.dumps(value)
+    except (ValueError, RecursionError):
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _type_ok(value: Any, default: Any, name: str) -> bool:

@@ -167,3 +167,51 @@ def test_worker_refuses_a_bad_spec_with_exit_2_and_a_failed_event(tmp_path, db):
 
 def test_spec_dataclass_is_typed():
     assert RunSpec().data.augment.normalize is True
+
+
+@pytest.mark.parametrize("section,values", [
+    ("optim", {"lr": float("inf")}), ("optim", {"weight_decay": float("nan")}), ("optim", {"momentum": float("nan")}),
+    ("train", {"metrics_interval_s": float("nan")}), ("early_stopping", {"min_delta": float("nan")}),
+    ("optim", {"lr": 10**400}), ("optim", {"betas": [0.9, float("-inf")]}),
+])
+def test_nan_and_infinity_are_refused_by_field(section, values):
+    [field] = values
+    [problem] = problems_of({section: values})
+    assert problem.startswith(f"{section}.{field}: must be a finite number, got ") and len(problem) < 120
+
+
+def test_nan_written_in_a_spec_file_is_refused(tmp_path):
+    path = tmp_path / "spec.json"
+    path.write_text('{"optim": {"lr": Infinity, "weight_decay": NaN}}')
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert [p.split(":")[0] for p in info.value.problems] == ["optim.lr", "optim.weight_decay"]
+
+
+def test_absurd_integers_are_refused_by_field():
+    found = problems_of({"train": {"epochs": 10**50, "seed": 2**64}, "data": {"workers": 2**40}})
+    assert [p.split(":")[0] for p in found] == ["data.workers", "train.epochs", "train.seed"]
+    assert all("must be at most" in p for p in found) and all(len(p) < 120 for p in found)
+    assert spec_from_dict({"train": {"seed": 2**63 - 1}}).train.seed == 2**63 - 1
+
+
+@pytest.mark.parametrize("text,words", [
+    ('{"train": {"seed": ' + "1" * 5000 + "}}", "a number of 5000 digits at line 1"),
+    ('{"name": ' + "[" * 100000 + "]" * 100000 + "}", "nested too deeply"),
+    ('{"optim": {"lr": 0.1,}}', "not valid JSON: Expecting property name enclosed in double quotes at line 1"),
+])
+def test_hostile_spec_files_give_one_spec_error(tmp_path, text, words):
+    path = tmp_path / "spec.json"
+    path.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    [problem] = info.value.problems
+    assert problem.startswith("spec: ") and words in problem and len(problem) < 300
+
+
+def test_a_huge_or_deep_wrong_value_is_shown_short():
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    found = problems_of({"device": deep, "name": ["x" * 10000]})
+    assert all(len(p) < 120 for p in found) and [p.split(":")[0] for p in found] == ["name", "device"]
