@@ -16,15 +16,15 @@ from functools import lru_cache
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import conv_flop_count, sdpa_flop_count
 
 from ..model import Graph, Problem, fmt_shape, validate
+from ..model.registry import Registry
 from .fx import BuildError
 from .modules import NO_MODULE, get_builder
 
 Shape = tuple[int, ...]
 FlopRule = Callable[[dict[str, Any], list[Shape], Shape], int]
-_FLOPS: dict[str, FlopRule] = {}
+_FLOPS: Registry[str, FlopRule] = Registry("a FLOP rule")
 
 _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8}
 
@@ -132,67 +132,41 @@ def _param_count(key: str) -> tuple[int, int]:
 
 # ---------------------------------------------------------------- FLOP rules
 def flop_rule(*types: str) -> Callable[[FlopRule], FlopRule]:
+    """Decorator: ``fn(params, input_shapes, output_shape) -> FLOPs`` for the layer types ``types``.
+
+    The rules live with their layer family in :mod:`graph_editor.build.ops`; each counts what
+    ``torch.utils.flop_counter`` counts (matrix products, convolutions, attention; a multiply-add is 2).
+    """
     def deco(fn: FlopRule) -> FlopRule:
-        for t in types:
-            _FLOPS[t] = fn
-        return fn
+        return _FLOPS.add_all(types, fn)
     return deco
 
 
-def _mm(rows: int, inner: int, cols: int) -> int:
+def zero_flops(*types: str) -> None:
+    """Declare that ``types`` do no work ``FlopCounterMode`` counts (element-wise ops, reshapes)."""
+    _FLOPS.add_all(types, _no_flops)
+
+
+def _no_flops(p: dict[str, Any], xs: list[Shape], out: Shape) -> int:
+    return 0
+
+
+def flop_types() -> set[str]:
+    """Every layer type with a FLOP rule (a declared zero included)."""
+    return set(_FLOPS)
+
+
+def matmul_flops(rows: int, inner: int, cols: int) -> int:
+    """FLOPs of a (rows x inner) @ (inner x cols) product."""
     return 2 * rows * inner * cols
 
 
-def _rows(shape: Shape) -> int:
+def leading_rows(shape: Shape) -> int:
+    """How many rows a layer over the last dimension processes: the product of all other dims."""
     n = 1
     for d in shape[:-1]:
         n *= d
     return n
-
-
-@flop_rule("Linear")
-def _linear_flops(p, xs, out):
-    return _mm(_rows(xs[0]), xs[0][-1], out[-1])
-
-
-@flop_rule("Conv1d", "Conv2d", "ConvTranspose2d")
-def _conv_flops(p, xs, out):
-    x = xs[0]
-    c_in = x[1]
-    transposed = len(p.get("output_padding") or []) > 0
-    if transposed:
-        w = (c_in, p["out_channels"] // p["groups"], *p["kernel_size"])
-    else:
-        w = (p["out_channels"], c_in // p["groups"], *p["kernel_size"])
-    return int(conv_flop_count(list(x), list(w), list(out), transposed=transposed))
-
-
-@flop_rule("PatchEmbed")
-def _patch_flops(p, xs, out):
-    x = xs[0]
-    ps = p["patch_size"]
-    conv_out = [x[0], p["embed_dim"], x[2] // ps, x[3] // ps]
-    return int(conv_flop_count(list(x), [p["embed_dim"], x[1], ps, ps], conv_out, transposed=False))
-
-
-def _attention_flops(shape: Shape, heads: int) -> int:
-    b, length, e = shape
-    d = e // heads
-    q = [b, heads, length, d]
-    projections = _mm(b * length, e, 3 * e) + _mm(b * length, e, e)
-    return projections + int(sdpa_flop_count(q, q, q))
-
-
-@flop_rule("MultiheadAttention")
-def _mha_flops(p, xs, out):
-    return _attention_flops(xs[0], p["num_heads"])
-
-
-@flop_rule("TransformerEncoderLayer")
-def _encoder_flops(p, xs, out):
-    x = xs[0]
-    ff = p["dim_feedforward"]
-    return _attention_flops(x, p["nhead"]) + _mm(_rows(x), x[-1], ff) + _mm(_rows(x), ff, x[-1])
 
 
 def format_count(n: float, unit: str = "") -> str:

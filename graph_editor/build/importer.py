@@ -25,13 +25,13 @@ from ..model import Graph, GraphError, InputSpec, validate
 from ..model.layout import layered_layout
 from . import layers as L
 from .import_rules import (
+    CALL_RULES,
     FUNCTION_RULES,
-    LEAF_CLASSES,
     METHOD_RULES,
     MODULE_RULES,
     Mapped,
     Unmappable,
-    mha,
+    leaf_classes,
     permute_dims,
 )
 
@@ -78,7 +78,7 @@ class _Tracer(fx.Tracer):
         self.record_stack_traces = True
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
-        return isinstance(m, LEAF_CLASSES) or super().is_leaf_module(m, qualname)
+        return isinstance(m, leaf_classes()) or super().is_leaf_module(m, qualname)
 
 
 def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], num_classes: int | None = None,
@@ -228,8 +228,9 @@ class _Converter:
     def _module(self, n: fx.Node) -> None:
         target = str(n.target)
         mod = self.gm.get_submodule(target)
-        if isinstance(mod, nn.MultiheadAttention):
-            mapped = mha(mod, *n.args, **n.kwargs)
+        call = CALL_RULES.get(type(mod))
+        if call is not None:
+            mapped = call(mod, *n.args, **n.kwargs)
         else:
             rule = MODULE_RULES.get(type(mod))
             if rule is None:

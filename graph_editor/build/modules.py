@@ -1,209 +1,141 @@
-"""How each catalog layer becomes a ``torch.nn.Module``: one builder per layer type.
+"""How a catalog layer becomes a ``torch.nn.Module``, and how that module is written back as source.
 
-A builder gets the node's checked parameters and the inferred input shapes (batch first),
-so parameters left empty ("take it from the input") are filled in here.
+A builder gets a node's checked parameters and the inferred input shapes (batch first), so
+parameters left empty ("take it from the input") are filled in here, and returns a :class:`Call`:
+the module class and its constructor arguments. :func:`make_module` constructs it and keeps the
+call on the module, so the source writer is derived from the builder: the exported ``model.py``
+constructs every layer exactly as the studio did. The builders themselves live with their layer
+family in :mod:`graph_editor.build.ops`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch import nn
 
-from . import layers as L
+from ..model.registry import Registry
 
-Builder = Callable[[dict[str, Any], list[tuple[int, ...]]], nn.Module]
-_BUILDERS: dict[str, Builder] = {}
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Call:
+    """``cls(*args, **kwargs)``: how a builder constructs a module; its arguments are plain literals."""
+
+    cls: type[nn.Module]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def make(self) -> nn.Module:
+        module = self.cls(*self.args, **self.kwargs)
+        module.__dict__[_CALL] = self  # plain attribute: not a parameter, buffer or submodule
+        return module
+
+    def source(self) -> str:
+        """The call as Python, e.g. ``nn.Linear(400, 120, bias=True)``."""
+        parts = [_literal(a) for a in self.args] + [f"{k}={_literal(v)}" for k, v in self.kwargs.items()]
+        return f"{class_reference(self.cls)}({', '.join(parts)})"
+
+
+def call(cls: type[nn.Module], *args: Any, **kwargs: Any) -> Call:
+    return Call(cls, args, kwargs)
+
+
+@dataclass(frozen=True)
+class Example:
+    """A small input that a layer type accepts (per-sample ``shape``) and the parameters to try it
+    with: the per-type tests build, analyse, import, write and export every registered type on it."""
+
+    shape: Shape
+    params: dict[str, Any] = field(default_factory=dict)
+    dtype: str = "float32"
+    codes_below: int | None = None  # the input holds integer codes 0..codes_below-1 (embeddings)
+
+
+Builder = Callable[[dict[str, Any], list[Shape]], Call]
+
+_BUILDERS: Registry[str, Builder] = Registry("a builder")
+_EXAMPLES: dict[str, Example] = {}  # filled with _BUILDERS, which refuses duplicates first
+_CALL = "_studio_call"
 
 # Layer types that the fx graph expresses without a module.
 NO_MODULE = frozenset({"Input", "Output"})
 
 
-def builder(*types: str) -> Callable[[Builder], Builder]:
+def builder(*types: str, example: Example | None = None) -> Callable[[Builder], Builder]:
+    """Decorator: ``fn(params, input_shapes) -> Call`` builds the layer types ``types``."""
     def deco(fn: Builder) -> Builder:
-        for t in types:
-            if t in _BUILDERS:
-                raise ValueError(f"a builder for {t!r} is already registered")
-            _BUILDERS[t] = fn
+        _BUILDERS.add_all(types, fn)
+        if example is not None:
+            _EXAMPLES.update(dict.fromkeys(types, example))
         return fn
     return deco
 
 
-def get_builder(type_: str) -> Builder | None:
-    return _BUILDERS.get(type_)
+def plain_builder(type_: str, cls: type[nn.Module], example: Example) -> None:
+    """A layer type whose module takes no arguments (``nn.ReLU()``)."""
+    def build(p: dict[str, Any], xs: list[Shape]) -> Call:
+        return Call(cls)
+
+    build.__qualname__ = f"plain_builder({type_!r}, {cls.__name__})"
+    builder(type_, example=example)(build)
+
+
+def make_module(type_: str, params: dict[str, Any], in_shapes: list[Shape]) -> nn.Module:
+    """The module of one layer; KeyError for a type without a builder."""
+    return _BUILDERS[type_](params, in_shapes).make()
+
+
+def get_builder(type_: str) -> Callable[[dict[str, Any], list[Shape]], nn.Module] | None:
+    """``make(params, input_shapes) -> nn.Module`` for ``type_``, or None."""
+    build = _BUILDERS.get(type_)
+    if build is None:
+        return None
+    return lambda params, in_shapes: build(params, in_shapes).make()
+
+
+def get_example(type_: str) -> Example | None:
+    return _EXAMPLES.get(type_)
 
 
 def builder_types() -> set[str]:
     return set(_BUILDERS) | NO_MODULE
 
 
-def _or(value: Any, fallback: Any) -> Any:
+def built_call(module: nn.Module) -> Call | None:
+    """The constructor call :func:`make_module` made ``module`` with, or None for a foreign module."""
+    found = module.__dict__.get(_CALL)
+    return found if isinstance(found, Call) and type(module) is found.cls else None
+
+
+def class_reference(cls: type) -> str:
+    """How generated source names ``cls``: ``nn.Linear`` for torch.nn, the bare name for our own."""
+    if cls.__module__.startswith("torch.nn.") and getattr(nn, cls.__name__, None) is cls:
+        return f"nn.{cls.__name__}"
+    if is_own_class(cls):
+        return cls.__name__
+    raise ValueError(f"{cls.__module__}.{cls.__qualname__} is neither torch.nn nor a Torch Studio layer class")
+
+
+def is_own_class(cls: type) -> bool:
+    """A module class that Torch Studio defines (its source is copied into an exported model.py)."""
+    return cls.__module__.startswith("graph_editor.build.") and issubclass(cls, nn.Module)
+
+
+def _literal(v: Any) -> str:
+    if isinstance(v, tuple | list):
+        inner = ", ".join(_literal(x) for x in v)
+        if isinstance(v, tuple):
+            return f"({inner},)" if len(v) == 1 else f"({inner})"
+        return f"[{inner}]"
+    if v is None or isinstance(v, bool | int | float | str):
+        return repr(v)
+    raise ValueError(f"constructor argument {v!r} is not a literal")
+
+
+def or_input(value: Any, fallback: Any) -> Any:
+    """A parameter left empty takes its value from the input (``in_features``, ``num_features``...)."""
     return fallback if value is None else value
-
-
-@builder("Linear")
-def _linear(p, xs):
-    return nn.Linear(_or(p["in_features"], xs[0][-1]), p["out_features"], bias=p["bias"])
-
-
-def _conv_kwargs(p, xs) -> dict[str, Any]:
-    return dict(in_channels=_or(p["in_channels"], xs[0][1]), out_channels=p["out_channels"],
-                kernel_size=tuple(p["kernel_size"]), stride=tuple(p["stride"]), padding=tuple(p["padding"]),
-                dilation=tuple(p["dilation"]), groups=p["groups"], bias=p["bias"])
-
-
-@builder("Conv1d")
-def _conv1d(p, xs):
-    return nn.Conv1d(**_conv_kwargs(p, xs))
-
-
-@builder("Conv2d")
-def _conv2d(p, xs):
-    return nn.Conv2d(**_conv_kwargs(p, xs))
-
-
-@builder("ConvTranspose2d")
-def _deconv(p, xs):
-    return nn.ConvTranspose2d(**_conv_kwargs(p, xs), output_padding=tuple(p["output_padding"]))
-
-
-def _bn_kwargs(p, xs) -> dict[str, Any]:
-    return dict(num_features=_or(p["num_features"], xs[0][1]), eps=p["eps"], momentum=p["momentum"],
-                affine=p["affine"])
-
-
-@builder("BatchNorm1d")
-def _bn1d(p, xs):
-    return nn.BatchNorm1d(**_bn_kwargs(p, xs))
-
-
-@builder("BatchNorm2d")
-def _bn2d(p, xs):
-    return nn.BatchNorm2d(**_bn_kwargs(p, xs))
-
-
-@builder("LayerNorm")
-def _ln(p, xs):
-    return nn.LayerNorm(tuple(_or(p["normalized_shape"], [xs[0][-1]])), eps=p["eps"],
-                        elementwise_affine=p["elementwise_affine"])
-
-
-@builder("GroupNorm")
-def _gn(p, xs):
-    return nn.GroupNorm(p["num_groups"], _or(p["num_channels"], xs[0][1]), eps=p["eps"], affine=p["affine"])
-
-
-_SIMPLE = {"ReLU": nn.ReLU, "ReLU6": nn.ReLU6, "SiLU": nn.SiLU, "Hardswish": nn.Hardswish, "Sigmoid": nn.Sigmoid,
-           "Tanh": nn.Tanh, "Identity": nn.Identity, "Add": L.Add, "Multiply": L.Multiply}
-
-
-def _no_params(cls: type[nn.Module]) -> Builder:
-    return lambda p, xs: cls()
-
-
-for _t, _cls in _SIMPLE.items():
-    builder(_t)(_no_params(_cls))
-
-
-@builder("LeakyReLU")
-def _leaky(p, xs):
-    return nn.LeakyReLU(p["negative_slope"])
-
-
-@builder("GELU")
-def _gelu(p, xs):
-    return nn.GELU(approximate=p["approximate"])
-
-
-@builder("Softmax")
-def _softmax(p, xs):
-    return nn.Softmax(dim=p["dim"])
-
-
-@builder("LogSoftmax")
-def _logsoftmax(p, xs):
-    return nn.LogSoftmax(dim=p["dim"])
-
-
-def _pool_kwargs(p) -> dict[str, Any]:
-    return dict(kernel_size=tuple(p["kernel_size"]), stride=tuple(p["stride"] or p["kernel_size"]),
-                padding=tuple(p["padding"]), ceil_mode=p["ceil_mode"])
-
-
-@builder("MaxPool2d")
-def _maxpool(p, xs):
-    return nn.MaxPool2d(**_pool_kwargs(p), dilation=tuple(p["dilation"]))
-
-
-@builder("AvgPool2d")
-def _avgpool(p, xs):
-    return nn.AvgPool2d(**_pool_kwargs(p))
-
-
-@builder("AdaptiveAvgPool2d")
-def _adaptive(p, xs):
-    return nn.AdaptiveAvgPool2d(tuple(p["output_size"]))
-
-
-@builder("Dropout")
-def _dropout(p, xs):
-    return nn.Dropout(p["p"])
-
-
-@builder("Dropout2d")
-def _dropout2d(p, xs):
-    return nn.Dropout2d(p["p"])
-
-
-@builder("Flatten")
-def _flatten(p, xs):
-    return nn.Flatten(p["start_dim"], p["end_dim"])
-
-
-@builder("Reshape")
-def _reshape(p, xs):
-    return L.Reshape(p["shape"])
-
-
-@builder("Permute")
-def _permute(p, xs):
-    return L.Permute(p["dims"])
-
-
-@builder("SelectToken")
-def _select(p, xs):
-    return L.SelectToken(p["index"])
-
-
-@builder("Concat")
-def _concat(p, xs):
-    return L.Concat(p["dim"])
-
-
-@builder("Embedding")
-def _embedding(p, xs):
-    return L.TabularEmbedding(p["num_embeddings"], p["embedding_dim"], p["columns"])
-
-
-@builder("MultiheadAttention")
-def _mha(p, xs):
-    return L.SelfAttention(_or(p["embed_dim"], xs[0][-1]), p["num_heads"], p["dropout"], p["bias"])
-
-
-@builder("TransformerEncoderLayer")
-def _encoder(p, xs):
-    return nn.TransformerEncoderLayer(
-        _or(p["d_model"], xs[0][-1]), p["nhead"], p["dim_feedforward"], p["dropout"], activation=p["activation"],
-        layer_norm_eps=p["layer_norm_eps"], batch_first=True, norm_first=p["norm_first"])
-
-
-@builder("PatchEmbed")
-def _patch(p, xs):
-    return L.PatchEmbed(_or(p["in_channels"], xs[0][1]), p["embed_dim"], p["patch_size"])
-
-
-@builder("ClassTokenPosEmbed")
-def _clspos(p, xs):
-    return L.ClassTokenPosEmbed(_or(p["num_tokens"], xs[0][1]), _or(p["embed_dim"], xs[0][2]), p["class_token"],
-                                p["dropout"])

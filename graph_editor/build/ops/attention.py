@@ -1,0 +1,123 @@
+"""Transformer parts: self-attention, the encoder layer, patch embedding, class token + positions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import fx, nn
+from torch.utils.flop_counter import conv_flop_count, sdpa_flop_count
+
+from .. import layers as L
+from ..analysis import Shape, flop_rule, leading_rows, matmul_flops, zero_flops
+from ..import_rules import Mapped, Unmappable, call_rule, module_rule, tensor
+from ..modules import Call, Example, builder, or_input
+
+
+def _attention_flops(shape: Shape, heads: int) -> int:
+    b, length, e = shape
+    d = e // heads
+    q = [b, heads, length, d]
+    projections = matmul_flops(b * length, e, 3 * e) + matmul_flops(b * length, e, e)
+    return projections + int(sdpa_flop_count(q, q, q))
+
+
+# ------------------------------------------------------------------ MultiheadAttention
+@builder("MultiheadAttention", example=Example((5, 8), {"num_heads": 2}))
+def _mha(p, xs):
+    return Call(L.SelfAttention, (or_input(p["embed_dim"], xs[0][-1]), p["num_heads"]),
+                {"dropout": p["dropout"], "bias": p["bias"]})
+
+
+@flop_rule("MultiheadAttention")
+def _mha_flops(p, xs, out):
+    return _attention_flops(xs[0], p["num_heads"])
+
+
+@module_rule(L.SelfAttention)
+def _import_self_attention(m: L.SelfAttention, xs: list[fx.Node]) -> Mapped:
+    a = m.attn
+    return Mapped("MultiheadAttention", {"embed_dim": a.embed_dim, "num_heads": a.num_heads, "dropout": a.dropout,
+                                         "bias": a.in_proj_bias is not None}, xs)
+
+
+@call_rule(nn.MultiheadAttention)
+def _import_mha(m: nn.MultiheadAttention, q: Any, k: Any, v: Any, key_padding_mask: Any = None,
+                need_weights: bool = True, attn_mask: Any = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> Mapped:
+    """``nn.MultiheadAttention`` as self-attention: ``attn(x, x, x)[0]`` becomes one node."""
+    if not (q is k is v):
+        raise Unmappable("MultiheadAttention that is not self-attention (query, key and value differ)")
+    if key_padding_mask is not None or attn_mask is not None or is_causal:
+        raise Unmappable("MultiheadAttention with a mask")
+    if not m.batch_first or not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
+        raise Unmappable("MultiheadAttention with batch_first=False, kdim/vdim, add_bias_kv or add_zero_attn")
+    return Mapped("MultiheadAttention", {"embed_dim": m.embed_dim, "num_heads": m.num_heads, "dropout": m.dropout,
+                                         "bias": m.in_proj_bias is not None}, [tensor(q)], prefix="attn.")
+
+
+# ------------------------------------------------------------------ TransformerEncoderLayer
+@builder("TransformerEncoderLayer", example=Example((5, 8), {"nhead": 2, "dim_feedforward": 16, "dropout": 0.0}))
+def _encoder(p, xs):
+    return Call(nn.TransformerEncoderLayer, (or_input(p["d_model"], xs[0][-1]), p["nhead"]), {
+        "dim_feedforward": p["dim_feedforward"], "dropout": p["dropout"], "activation": p["activation"],
+        "layer_norm_eps": p["layer_norm_eps"], "batch_first": True, "norm_first": p["norm_first"]})
+
+
+@flop_rule("TransformerEncoderLayer")
+def _encoder_flops(p, xs, out):
+    x = xs[0]
+    ff = p["dim_feedforward"]
+    return (_attention_flops(x, p["nhead"]) + matmul_flops(leading_rows(x), x[-1], ff)
+            + matmul_flops(leading_rows(x), ff, x[-1]))
+
+
+@module_rule(nn.TransformerEncoderLayer)
+def _import_encoder(m: nn.TransformerEncoderLayer, xs: list[fx.Node]) -> Mapped:
+    if not m.self_attn.batch_first:
+        raise Unmappable("TransformerEncoderLayer with batch_first=False (the catalog's sequences are batch first)")
+    if m.activation_relu_or_gelu not in (1, 2):
+        raise Unmappable("TransformerEncoderLayer with an activation other than relu or gelu")
+    if m.linear1.bias is None:
+        raise Unmappable("TransformerEncoderLayer with bias=False")
+    return Mapped("TransformerEncoderLayer", {
+        "d_model": m.self_attn.embed_dim, "nhead": m.self_attn.num_heads, "dim_feedforward": m.linear1.out_features,
+        "dropout": m.dropout.p, "activation": "relu" if m.activation_relu_or_gelu == 1 else "gelu",
+        "layer_norm_eps": m.norm1.eps, "norm_first": m.norm_first}, xs)
+
+
+# ------------------------------------------------------------------ PatchEmbed
+@builder("PatchEmbed", example=Example((3, 8, 8), {"embed_dim": 8, "patch_size": 4}))
+def _patch(p, xs):
+    return Call(L.PatchEmbed, (or_input(p["in_channels"], xs[0][1]), p["embed_dim"], p["patch_size"]))
+
+
+@flop_rule("PatchEmbed")
+def _patch_flops(p, xs, out):
+    x = xs[0]
+    ps = p["patch_size"]
+    conv_out = [x[0], p["embed_dim"], x[2] // ps, x[3] // ps]
+    return int(conv_flop_count(list(x), [p["embed_dim"], x[1], ps, ps], conv_out, transposed=False))
+
+
+@module_rule(L.PatchEmbed)
+def _import_patch(m: L.PatchEmbed, xs: list[fx.Node]) -> Mapped:
+    return Mapped("PatchEmbed", {"in_channels": m.proj.in_channels, "embed_dim": m.proj.out_channels,
+                                 "patch_size": m.proj.kernel_size[0]}, xs)
+
+
+# ------------------------------------------------------------------ ClassTokenPosEmbed
+@builder("ClassTokenPosEmbed", example=Example((5, 8), {"dropout": 0.1}))
+def _cls_pos(p, xs):
+    return Call(L.ClassTokenPosEmbed, (or_input(p["num_tokens"], xs[0][1]), or_input(p["embed_dim"], xs[0][2])),
+                {"class_token": p["class_token"], "dropout": p["dropout"]})
+
+
+zero_flops("ClassTokenPosEmbed")  # a concatenation and an addition
+
+
+@module_rule(L.ClassTokenPosEmbed)
+def _import_cls_pos(m: L.ClassTokenPosEmbed, xs: list[fx.Node]) -> Mapped:
+    extra = 1 if m.cls_token is not None else 0
+    return Mapped("ClassTokenPosEmbed", {"num_tokens": m.pos_embed.shape[1] - extra,
+                                         "embed_dim": m.pos_embed.shape[2], "class_token": bool(extra),
+                                         "dropout": m.dropout.p}, xs)

@@ -1,0 +1,84 @@
+"""Input, Output, Linear, Identity, Dropout, Dropout2d and Embedding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.nn.functional as F
+from torch import fx, nn
+
+from .. import layers as L
+from ..analysis import flop_rule, leading_rows, matmul_flops, zero_flops
+from ..import_rules import Mapped, Unmappable, attributes, const, function_rule, module_rule, plain, tensor
+from ..modules import Call, Example, builder, or_input, plain_builder
+
+zero_flops("Input", "Output")  # expressed by the fx graph itself: a placeholder and the output
+
+
+# ------------------------------------------------------------------ Linear
+@builder("Linear", example=Example((6,), {"out_features": 4}))
+def _linear(p, xs):
+    return Call(nn.Linear, (or_input(p["in_features"], xs[0][-1]), p["out_features"]), {"bias": p["bias"]})
+
+
+@flop_rule("Linear")
+def _linear_flops(p, xs, out):
+    return matmul_flops(leading_rows(xs[0]), xs[0][-1], out[-1])
+
+
+@module_rule(nn.Linear)
+def _import_linear(m: nn.Linear, xs: list[fx.Node]) -> Mapped:
+    return Mapped("Linear", {"in_features": m.in_features, "out_features": m.out_features,
+                             "bias": m.bias is not None}, xs)
+
+
+# ------------------------------------------------------------------ Identity
+plain_builder("Identity", nn.Identity, Example((6,)))
+zero_flops("Identity")
+module_rule(nn.Identity)(plain("Identity"))
+
+
+# ------------------------------------------------------------------ Dropout, Dropout2d
+@builder("Dropout", example=Example((6,), {"p": 0.25}))
+def _dropout(p, xs):
+    return Call(nn.Dropout, (p["p"],))
+
+
+@builder("Dropout2d", example=Example((3, 4, 4), {"p": 0.25}))
+def _dropout2d(p, xs):
+    return Call(nn.Dropout2d, (p["p"],))
+
+
+zero_flops("Dropout", "Dropout2d")
+module_rule(nn.Dropout)(attributes("Dropout", "p"))
+module_rule(nn.Dropout2d)(attributes("Dropout2d", "p"))
+
+
+@function_rule(F.dropout)
+def _f_dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Mapped:
+    return Mapped("Dropout", {"p": const(p, "p")}, [tensor(input)])
+
+
+# ------------------------------------------------------------------ Embedding
+@builder("Embedding", example=Example((6,), {"num_embeddings": 7, "embedding_dim": 3, "columns": [0, 2]},
+                                    codes_below=7))
+def _embedding(p, xs):
+    return Call(L.TabularEmbedding, (p["num_embeddings"], p["embedding_dim"]), {"columns": p["columns"]})
+
+
+zero_flops("Embedding")  # a gather, not arithmetic
+
+
+@module_rule(nn.Embedding)
+def _import_embedding(m: nn.Embedding, xs: list[fx.Node]) -> Mapped:
+    if m.max_norm is not None:
+        raise Unmappable("Embedding with max_norm (it rescales weights in the forward pass)")
+    return Mapped("Embedding", {"num_embeddings": m.num_embeddings, "embedding_dim": m.embedding_dim}, xs,
+                  prefix="embedding.")
+
+
+@module_rule(L.TabularEmbedding)
+def _import_tabular_embedding(m: L.TabularEmbedding, xs: list[fx.Node]) -> Mapped:
+    e = m.embedding
+    return Mapped("Embedding", {"num_embeddings": e.num_embeddings, "embedding_dim": e.embedding_dim,
+                                "columns": m.columns}, xs)

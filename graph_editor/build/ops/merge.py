@@ -1,0 +1,54 @@
+"""Layers that join several inputs: Add, Multiply, Concat."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+from torch import fx
+
+from .. import layers as L
+from ..analysis import zero_flops
+from ..import_rules import Mapped, Unmappable, const, function_rule, module_rule, plain, tensor
+from ..modules import Call, Example, builder, plain_builder
+
+
+# ------------------------------------------------------------------ Add, Multiply
+def _binary(type_: str):
+    def rule(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Mapped:
+        if alpha != 1:
+            raise Unmappable(f"{type_.lower()} with alpha={alpha!r}")
+        return Mapped(type_, {}, [tensor(input), tensor(other, "second operand")])
+    return rule
+
+
+for _type, _cls, _functions, _methods in [
+    ("Add", L.Add, (operator.add, operator.iadd, torch.add), ("add", "add_")),
+    ("Multiply", L.Multiply, (operator.mul, operator.imul, torch.mul), ("mul", "mul_")),
+]:
+    plain_builder(_type, _cls, Example((3, 4, 4)))
+    zero_flops(_type)  # element-wise
+    module_rule(_cls)(plain(_type))
+    function_rule(*_functions, methods=_methods)(_binary(_type))
+
+
+# ------------------------------------------------------------------ Concat
+@builder("Concat", example=Example((3, 4, 4), {"dim": 1}))
+def _concat(p, xs):
+    return Call(L.Concat, (p["dim"],))
+
+
+zero_flops("Concat")
+
+
+@module_rule(L.Concat)
+def _import_concat(m: L.Concat, xs: list[fx.Node]) -> Mapped:
+    return Mapped("Concat", {"dim": m.dim}, xs)
+
+
+@function_rule(torch.cat, torch.concat, torch.concatenate)
+def _f_cat(tensors: Any, dim: int = 0, *, out: Any = None) -> Mapped:
+    if not isinstance(tensors, list | tuple):
+        raise Unmappable("cat of a computed sequence")
+    return Mapped("Concat", {"dim": const(dim, "dim")}, [tensor(t) for t in tensors])

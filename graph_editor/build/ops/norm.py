@@ -1,0 +1,72 @@
+"""Normalisation layers: no FLOPs that ``FlopCounterMode`` counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import fx, nn
+
+from ..analysis import zero_flops
+from ..import_rules import Mapped, Unmappable, module_rule
+from ..modules import Call, Example, builder, or_input
+
+
+# ------------------------------------------------------------------ BatchNorm1d, BatchNorm2d
+def _bn(cls: type[nn.Module], p: dict[str, Any], xs: list[tuple[int, ...]]) -> Call:
+    return Call(cls, (or_input(p["num_features"], xs[0][1]),),
+                {"eps": p["eps"], "momentum": p["momentum"], "affine": p["affine"]})
+
+
+@builder("BatchNorm1d", example=Example((4, 5), {"momentum": 0.2}))
+def _bn1d(p, xs):
+    return _bn(nn.BatchNorm1d, p, xs)
+
+
+@builder("BatchNorm2d", example=Example((4, 3, 3), {"eps": 1e-3}))
+def _bn2d(p, xs):
+    return _bn(nn.BatchNorm2d, p, xs)
+
+
+zero_flops("BatchNorm1d", "BatchNorm2d")
+
+
+@module_rule(nn.BatchNorm1d, nn.BatchNorm2d)
+def _import_bn(m: nn.BatchNorm1d | nn.BatchNorm2d, xs: list[fx.Node]) -> Mapped:
+    if not m.track_running_stats or m.momentum is None:
+        raise Unmappable("BatchNorm without running statistics or with a cumulative average (momentum=None)")
+    return Mapped(type(m).__name__, {"num_features": m.num_features, "eps": m.eps, "momentum": m.momentum,
+                                     "affine": m.affine}, xs)
+
+
+# ------------------------------------------------------------------ LayerNorm
+@builder("LayerNorm", example=Example((5, 8), {"eps": 1e-6}))
+def _ln(p, xs):
+    return Call(nn.LayerNorm, (tuple(or_input(p["normalized_shape"], [xs[0][-1]])),),
+                {"eps": p["eps"], "elementwise_affine": p["elementwise_affine"]})
+
+
+zero_flops("LayerNorm")
+
+
+@module_rule(nn.LayerNorm)
+def _import_ln(m: nn.LayerNorm, xs: list[fx.Node]) -> Mapped:
+    if m.elementwise_affine and getattr(m, "bias", True) is None:
+        raise Unmappable("LayerNorm with bias=False")
+    return Mapped("LayerNorm", {"normalized_shape": list(m.normalized_shape), "eps": m.eps,
+                                "elementwise_affine": m.elementwise_affine}, xs)
+
+
+# ------------------------------------------------------------------ GroupNorm
+@builder("GroupNorm", example=Example((4, 3, 3), {"num_groups": 2}))
+def _gn(p, xs):
+    return Call(nn.GroupNorm, (p["num_groups"], or_input(p["num_channels"], xs[0][1])),
+                {"eps": p["eps"], "affine": p["affine"]})
+
+
+zero_flops("GroupNorm")
+
+
+@module_rule(nn.GroupNorm)
+def _import_gn(m: nn.GroupNorm, xs: list[fx.Node]) -> Mapped:
+    return Mapped("GroupNorm", {"num_groups": m.num_groups, "num_channels": m.num_channels, "eps": m.eps,
+                                "affine": m.affine}, xs)
