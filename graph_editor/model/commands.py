@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from .errors import CommandError, ParamError
 from .events import Signal
 from .graph import Edge, Graph, Group, InputSpec, Node
+from .hierarchy import nesting_problem, prune
 
 
 class Command(ABC):
@@ -80,7 +82,7 @@ class RemoveNodes(Command):
             g.remove_edge(e)
         for i in self.ids:
             g.remove_node(i)
-        left = {k: v for k, v in g.groups.items() if v.nodes}
+        left = prune(g.groups)
         if left.keys() != g.groups.keys():
             g.set_groups(left)
 
@@ -187,23 +189,24 @@ class MoveNodes(Command):
 
 
 class GroupNodes(Command):
-    """Collapse a selection into a named block."""
+    """Collapse a selection into a named block. Groups nest: the selection may hold whole
+    groups or lie inside one, but not hold part of a group and part of what is outside it."""
 
-    def __init__(self, graph: Graph, name: str, node_ids: Iterable[str], group_id: str | None = None) -> None:
+    def __init__(self, graph: Graph, name: str, node_ids: Iterable[str], group_id: str | None = None,
+                 kind: str = "") -> None:
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             raise CommandError("select nodes to group")
         for i in ids:
             graph.node(i)
-        owned = {n: g.name for g in graph.groups.values() for n in g.nodes}
-        clash = [i for i in ids if i in owned]
-        if clash:
-            raise CommandError(f"{clash[0]} is already in group '{owned[clash[0]]}'", node=clash[0])
         if not name.strip():
             raise CommandError("a group needs a name")
         self.graph = graph
         gid = group_id or _fresh(graph.groups, "group")
-        self.group = Group(gid, name.strip(), ids, True)
+        self.group = Group(gid, name.strip(), ids, True, kind)
+        problem = nesting_problem([*graph.groups.values(), self.group])
+        if problem:
+            raise CommandError(str(problem), node=problem.node)
         self.text = f"Group {len(ids)} nodes"
 
     def redo(self) -> None:
@@ -214,7 +217,7 @@ class GroupNodes(Command):
 
 
 def _copy(group: Group) -> Group:
-    return Group(group.id, group.name, list(group.nodes), group.collapsed)
+    return replace(group, nodes=list(group.nodes))
 
 
 class Ungroup(Command):
@@ -241,7 +244,7 @@ class SetGroupCollapsed(Command):
     def _set(self, collapsed: bool) -> None:
         g = self.graph.groups[self.group_id]
         groups = dict(self.graph.groups)
-        groups[self.group_id] = Group(g.id, g.name, list(g.nodes), collapsed)
+        groups[self.group_id] = replace(g, nodes=list(g.nodes), collapsed=collapsed)
         self.graph.set_groups(groups)
 
     def redo(self) -> None:

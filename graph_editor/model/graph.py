@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .catalog import LayerSpec, get_layer
@@ -62,12 +62,18 @@ class InputSpec:
 
 @dataclass
 class Group:
-    """A named block of nodes; ``collapsed`` groups are drawn as one box."""
+    """A named block of nodes; ``collapsed`` groups are drawn as one box.
+
+    ``nodes`` holds every node inside, those of groups nested in it too (see
+    :mod:`.hierarchy`); ``kind`` says what the block is, e.g. the module class it was
+    imported from ("BasicBlock").
+    """
 
     id: str
     name: str
     nodes: list[str]
     collapsed: bool = True
+    kind: str = ""
 
 
 class Graph:
@@ -249,7 +255,7 @@ class Graph:
             self.remove_edge(e)
         if any(node_id in g.nodes for g in self.groups.values()):
             # New Group objects: commands keep the old ones to restore them on undo.
-            self.groups = {k: Group(g.id, g.name, [n for n in g.nodes if n != node_id], g.collapsed)
+            self.groups = {k: replace(g, nodes=[n for n in g.nodes if n != node_id])
                            for k, g in self.groups.items()}
             self.events.groups_changed.emit()
         node = self.nodes.pop(node_id)

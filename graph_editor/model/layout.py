@@ -11,8 +11,8 @@ canvas, the fx importer and scripts share it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from .graph import Graph
 
@@ -20,10 +20,11 @@ if TYPE_CHECKING:
     import networkx as nx
 
 DEFAULT_SIZE = (150.0, 80.0)
-H_GAP = 90.0
+H_GAP = 120.0  # room for the shape label on the wire between two columns
 V_GAP = 40.0
 BAND_GAP = 140.0
 WRAP_MIN = 3000.0  # narrower networks stay in one band
+CHAIN_WRAP_MIN = 1500.0  # a plain chain (no branch to cut) is cut into bands sooner
 BAND_ASPECT = 550.0  # total width / bands**2: about 16:9 for bands ~300 high
 SWEEPS = 8
 
@@ -41,25 +42,36 @@ def layered_layout(graph: Graph, ids: Iterable[str] | None = None,
     keep = list(graph.nodes) if ids is None else [i for i in dict.fromkeys(ids) if i in graph.nodes]
     if not keep:
         return {}
-    sizes = sizes or {}
-    dag = _acyclic(graph, keep)
-    layers = _layers_with_virtuals(dag)
-    _reduce_crossings(dag, layers, graph)
-    pos = _coordinates(dag, layers, sizes, wrap)
+    inside = set(keep)
+    edges = [(e.src, e.dst) for e in graph.edges if e.src in inside and e.dst in inside]
+    pos = place(keep, edges, sizes or {}, wrap, lambda n: graph.nodes[n].position[1])
     x0 = min(graph.nodes[i].position[0] for i in keep)
     y0 = min(graph.nodes[i].position[1] for i in keep)
-    px = min(p[0] for i, p in pos.items() if i in graph.nodes)
-    py = min(p[1] for i, p in pos.items() if i in graph.nodes)
-    return {i: (round(pos[i][0] - px + x0, 1), round(pos[i][1] - py + y0, 1)) for i in keep}
+    return {i: (round(pos[i][0] + x0, 1), round(pos[i][1] + y0, 1)) for i in keep}
 
 
-def _acyclic(graph: Graph, keep: list[str]) -> nx.DiGraph:
+def place(ids: list, edges: Iterable[tuple], sizes: dict, wrap: float | None = None,
+          start_order: Callable[[Any], float] | None = None,
+          wrap_min: float = WRAP_MIN) -> dict[Any, tuple[float, float]]:
+    """The layered layout of any DAG: ``ids`` with ``edges`` between them (a cycle loses a
+    wire), each id a box of ``sizes[id]`` (default DEFAULT_SIZE); top-left corner at (0, 0).
+    ``start_order`` ranks ids within a column before crossings are reduced (default: as given);
+    with ``wrap`` None, a layout wider than ``wrap_min`` is cut into bands."""
+    dag = _acyclic(ids, edges)
+    layers = _layers_with_virtuals(dag)
+    _reduce_crossings(dag, layers, start_order)
+    pos = _coordinates(dag, layers, sizes, wrap, wrap_min)
+    real = [p for n, p in pos.items() if not dag.nodes[n].get("virtual")]
+    px, py = min(p[0] for p in real), min(p[1] for p in real)
+    return {i: (pos[i][0] - px, pos[i][1] - py) for i in ids}
+
+
+def _acyclic(ids: list, edges: Iterable[tuple]) -> nx.DiGraph:
     import networkx as nx  # imported here: it costs ~0.4 s, and the studio must open fast
 
-    inside = set(keep)
     dag = nx.DiGraph()
-    dag.add_nodes_from(keep)
-    dag.add_edges_from((e.src, e.dst) for e in graph.edges if e.src in inside and e.dst in inside)
+    dag.add_nodes_from(ids)
+    dag.add_edges_from((u, v) for u, v in edges if u != v)
     while True:  # a graph being drawn may have a cycle: drop one wire of each until none is left
         try:
             cycle = nx.find_cycle(dag)
@@ -92,12 +104,13 @@ def _layers_with_virtuals(dag: nx.DiGraph) -> list[list[str]]:
     return layers
 
 
-def _reduce_crossings(dag: nx.DiGraph, layers: list[list], graph: Graph) -> None:
-    def y_of(n) -> float:
-        return graph.nodes[n].position[1] if n in graph.nodes else 0.0
+def _reduce_crossings(dag: nx.DiGraph, layers: list[list], start_order: Callable[[Any], float] | None) -> None:
+    if start_order is not None:
+        def y_of(n) -> float:
+            return 0.0 if dag.nodes[n].get("virtual") else start_order(n)
 
-    for layer in layers:  # start from the order the user drew
-        layer.sort(key=y_of)
+        for layer in layers:  # start from the order the user drew
+            layer.sort(key=y_of)
     best = [list(layer) for layer in layers]
     best_crossings = _crossings(dag, layers)
     for sweep in range(SWEEPS):
@@ -132,8 +145,8 @@ def _crossings(dag: nx.DiGraph, layers: list[list]) -> int:
     return total
 
 
-def _coordinates(dag: nx.DiGraph, layers: list[list], sizes: dict[str, tuple[float, float]],
-                 wrap: float | None) -> dict[object, tuple[float, float]]:
+def _coordinates(dag: nx.DiGraph, layers: list[list], sizes: dict,
+                 wrap: float | None, wrap_min: float = WRAP_MIN) -> dict[object, tuple[float, float]]:
     def size(n) -> tuple[float, float]:
         return (0.0, 0.0) if dag.nodes[n].get("virtual") else sizes.get(n, DEFAULT_SIZE)
 
@@ -155,7 +168,7 @@ def _coordinates(dag: nx.DiGraph, layers: list[list], sizes: dict[str, tuple[flo
         x += widths[-1] + H_GAP
     if wrap is None:
         total = x - H_GAP
-        bands = 1 if total <= WRAP_MIN else math.ceil(math.sqrt(total / BAND_ASPECT))
+        bands = 1 if total <= wrap_min else max(2, round(math.sqrt(total / BAND_ASPECT)))
         wrap = total / bands + 1
     return _wrap(pos, layers, xs, widths, size, wrap)
 

@@ -18,8 +18,9 @@ from typing import Any
 from .catalog import INT_LIMIT, ParamSpec, get_layer, short_repr
 from .errors import GraphFileError, ParamError
 from .graph import DTYPES, ID_RE, Edge, Graph, Group, InputSpec, Node
+from .hierarchy import nesting_problem
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SUFFIX = ".graph.json"
 
 _TOP_FIELDS = {"schema_version", "name", "input", "num_classes", "nodes", "edges", "groups", "metadata"}
@@ -39,8 +40,8 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
         ],
         "edges": [{"src": e.src, "src_port": e.src_port, "dst": e.dst, "dst_port": e.dst_port}
                   for e in graph.edges],
-        "groups": [{"id": g.id, "name": g.name, "nodes": list(g.nodes), "collapsed": g.collapsed}
-                   for g in graph.groups.values()],
+        "groups": [{"id": g.id, "name": g.name, "nodes": list(g.nodes), "collapsed": g.collapsed,
+                    **({"kind": g.kind} if g.kind else {})} for g in graph.groups.values()],
         "metadata": graph.metadata,
     }
 
@@ -198,6 +199,13 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@migration(2)
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 lets groups nest (a group holding all of another's nodes is its parent) and
+    gives them a ``kind``; version-2 groups never overlap, so they read unchanged."""
+    return {**data, "schema_version": 3}
+
+
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool):
@@ -252,12 +260,11 @@ def graph_from_dict(data: Any) -> Graph:
         g = _decode_group(graph, raw, i)
         if g.id in groups:
             raise GraphFileError(f"the group id '{g.id}' is used twice", field=f"groups[{i}].id")
-        owner = next((o for o in groups.values() for n in g.nodes if n in o.nodes), None)
-        if owner is not None:
-            node = next(n for n in g.nodes if n in owner.nodes)
-            raise GraphFileError(f"is in two groups ('{owner.name}' and '{g.name}')", node=node,
-                                 field=f"groups[{i}].nodes")
         groups[g.id] = g
+    problem = nesting_problem(groups.values())
+    if problem:
+        where = list(groups).index(problem.group.id)
+        raise GraphFileError(problem.message, node=problem.node, field=f"groups[{where}].nodes")
     graph.groups = groups
     return graph
 
@@ -372,7 +379,7 @@ def _decode_group(graph: Graph, raw: Any, i: int) -> Group:
     where = f"groups[{i}]"
     if not isinstance(raw, dict):
         raise GraphFileError("must be an object", field=where)
-    _no_unknown(raw, {"id", "name", "nodes", "collapsed"}, None, f"{where}.")
+    _no_unknown(raw, {"id", "name", "nodes", "collapsed", "kind"}, None, f"{where}.")
     gid = _get(raw, "id", str, None, f"{where}.id")
     name = _get(raw, "name", str, None, f"{where}.name")
     nodes = _get(raw, "nodes", list, None, f"{where}.nodes")
@@ -382,7 +389,10 @@ def _decode_group(graph: Graph, raw: Any, i: int) -> Group:
     collapsed = raw.get("collapsed", True)
     if not isinstance(collapsed, bool):
         raise GraphFileError("must be true or false", field=f"{where}.collapsed")
-    return Group(gid, name, list(nodes), collapsed)
+    kind = raw.get("kind", "")
+    if not isinstance(kind, str):
+        raise GraphFileError("must be text", field=f"{where}.kind")
+    return Group(gid, name, list(nodes), collapsed, kind)
 
 
 def _get(obj: dict[str, Any], key: str, kind: type, node: str | None, field: str) -> Any:

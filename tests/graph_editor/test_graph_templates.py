@@ -11,12 +11,15 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from graph_editor.build import analyze, build_module, example_input
 from graph_editor.model import load_graph, validate
+from graph_editor.model.geometry import box_size, node_size
+from graph_editor.model.hierarchy import external_ports, parents
 
 # Published figures: torchvision's model cards, timm's vit_tiny_patch16_224, LeCun et al. 1998.
 PUBLISHED = {
     "lenet5": 61_706,
     "resnet18": 11_689_512,
     "resnet18_cifar": 11_173_962,
+    "resnet50": 25_557_032,
     "mobilenet_v2": 3_504_872,
     "vgg11": 132_863_336,
     "vit_tiny": 5_717_416,
@@ -25,7 +28,7 @@ ALL = sorted(p.name.removesuffix(".graph.json") for p in TEMPLATES.glob("*.graph
 EXPECTED_INPUTS = {
     "mlp": ((64,), 10), "lenet5": ((1, 32, 32), 10), "digits_cnn": ((1, 8, 8), 10),
     "resnet18": ((3, 224, 224), 1000), "mobilenet_v2": ((3, 224, 224), 1000), "vgg11": ((3, 224, 224), 1000),
-    "resnet18_cifar": ((3, 32, 32), 10), "vit_tiny": ((3, 224, 224), 1000),
+    "resnet18_cifar": ((3, 32, 32), 10), "vit_tiny": ((3, 224, 224), 1000), "resnet50": ((3, 224, 224), 1000),
 }
 
 
@@ -78,13 +81,71 @@ def test_small_templates_run_for_real_with_the_analysed_flops():
         assert counter.get_total_flops() == analyze(graph, batch=3).total_flops
 
 
-def test_positions_are_laid_out_left_to_right():
+def _unit_rects(graph, scope):
+    """(name, x0, y0, x1, y1) of what shows directly inside ``scope`` (None: the top) when every
+    group inside it is collapsed: blocks at their members' corner, loose nodes."""
+    up = parents(graph.groups)
+    inside = graph.groups[scope].nodes if scope else list(graph.nodes)
+    kids = [k for k in graph.groups if up[k] == scope]
+    rects = []
+    for k in kids:
+        ps = [graph.nodes[n].position for n in graph.groups[k].nodes]
+        w, h = box_size(external_ports(graph, graph.groups[k].nodes).count)
+        x, y = min(p[0] for p in ps), min(p[1] for p in ps)
+        rects.append((k, x, y, x + w, y + h))
+    held = {n for k in kids for n in graph.groups[k].nodes}
+    for n in inside:
+        if n not in held:
+            (x, y), (w, h) = graph.nodes[n].position, node_size(graph.nodes[n])
+            rects.append((n, x, y, x + w, y + h))
+    return rects
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_templates_are_laid_out_without_overlap_at_every_level(name):
+    graph = load_graph(TEMPLATES / f"{name}.graph.json")
+    for scope in (None, *graph.groups):
+        rects = _unit_rects(graph, scope)
+        for i, a in enumerate(rects):
+            for b in rects[i + 1:]:
+                assert a[3] <= b[1] or b[3] <= a[1] or a[4] <= b[2] or b[4] <= a[2], (name, scope, a, b)
+    top = _unit_rects(graph, None)
+    width = max(r[3] for r in top) - min(r[1] for r in top)
+    assert width < 3000, f"{name}: the top level is {width:.0f} px wide"
+    if len(graph) > 20:  # a big network opens as a few blocks, not a long line of layers
+        assert len(top) <= 14 and graph.groups, name
+
+
+def test_templates_span_two_dimensions_and_wires_run_forward_within_a_row():
     for name in ALL:
         graph = load_graph(TEMPLATES / f"{name}.graph.json")
-        positions = {n.position for n in graph}
-        assert len(positions) == len(graph), f"{name}: two nodes share a position"
-        for e in graph.edges:  # every wire runs rightwards
-            assert graph.nodes[e.dst].position[0] > graph.nodes[e.src].position[0], (name, str(e))
+        xs, ys = {n.position[0] for n in graph}, {n.position[1] for n in graph}
+        if len(graph) > 20:
+            assert len(xs) > 1 and len(ys) > 1, f"{name}: every node in one line"
+        up = parents(graph.groups)
+        for scope in (None, *graph.groups):
+            rects = {r[0]: r for r in _unit_rects(graph, scope)}
+            unit = {}
+            for k in rects:
+                for n in graph.groups[k].nodes if k in graph.groups and up[k] == scope else [k]:
+                    unit[n] = k
+            for e in graph.edges:  # a wire between two units side by side in a row runs rightwards
+                a, b = rects.get(unit.get(e.src)), rects.get(unit.get(e.dst))
+                if a and b and a is not b and a[2] == b[2]:
+                    assert a[3] <= b[1], (name, scope, str(e))
+
+
+def test_big_templates_ship_grouped_by_their_architecture():
+    resnet = load_graph(TEMPLATES / "resnet50.graph.json")
+    names = {g.name: g for g in resnet.groups.values()}
+    assert {"stem", "layer1", "layer2", "layer3", "layer4", "head", "layer1.0", "layer4.2"} <= set(names)
+    assert names["layer3"].kind == "Sequential" and names["layer3.5"].kind == "Bottleneck"
+    assert set(names["layer1.0"].nodes) < set(names["layer1"].nodes)
+    top = [k for k, p in parents(resnet.groups).items() if p is None]
+    assert [resnet.groups[k].name for k in top] == ["stem", "layer1", "layer2", "layer3", "layer4", "head"]
+    assert all(g.collapsed for g in resnet.groups.values())
+    vit = load_graph(TEMPLATES / "vit_tiny.graph.json")
+    assert {g.name for g in vit.groups.values()} == {"embedding", "blocks", "head"}
 
 
 def test_resnet_ids_mirror_torchvision_names():

@@ -94,7 +94,12 @@ def test_group_collapse_ungroup(editor):
     gid = editor.last_group
     assert editor.graph.groups[gid].nodes == ["conv1", "relu1", "pool1"]
     roundtrip(editor, before)
-    assert "already in group" in editor.group("again", ["conv1"])
+    assert "groups must nest" in editor.group("across", ["pool1", "flat1"])  # half in, half out
+    assert "same nodes" in editor.group("again", ["conv1", "relu1", "pool1"])
+    assert editor.group("inner", ["conv1", "relu1"]) is None  # a group inside the group
+    inner = editor.last_group
+    editor.undo_stack.undo()
+    assert inner not in editor.graph.groups
     mid = state(editor.graph)
     assert editor.set_collapsed(gid, False) is None
     assert editor.graph.groups[gid].collapsed is False
