@@ -101,8 +101,11 @@ class GraphCanvas(QGraphicsView):
         self.graph_scene.selectionChanged.connect(self._selection_from_scene)
         self.graph_scene.changed.connect(lambda _: self._minimap_timer.start())
         live.inferred.connect(self.graph_scene.apply_inference)
+        live.analyzed.connect(self._on_analyzed)
         if live.inference is not None:
             self.graph_scene.apply_inference(live.inference)
+        if live.analysis is not None:
+            self._on_analyzed(live.analysis, [])
 
     # ---------------------------------------------------------------- view
     @property
@@ -203,6 +206,10 @@ class GraphCanvas(QGraphicsView):
         """Delete the selected nodes, blocks and wires (one undo step)."""
         wires = [i.edge for i in self.graph_scene.selectedItems() if isinstance(i, WireItem)]
         return self.controller.delete(self.controller.selection, wires)
+
+    def _on_analyzed(self, analysis: object, problems: object) -> None:
+        nodes = getattr(analysis, "nodes", None)
+        self.graph_scene.apply_stats(None if nodes is None else {s.id: (s.params, s.flops) for s in nodes})
 
     def _on_graph_replaced(self, graph: Graph) -> None:
         self.graph_scene.set_graph(graph)

@@ -36,6 +36,7 @@ from ..model import (
     Ungroup,
     get_layer,
 )
+from ..model.block_layout import make_room, nested_layout
 from ..model.layout import layered_layout
 from . import clipboard
 from .mime import GRAPH_MIME
@@ -263,7 +264,23 @@ class EditorController(QObject):
         return self._push(lambda: Ungroup(self._graph, group_id))
 
     def set_collapsed(self, group_id: str, collapsed: bool) -> str | None:
-        return self._push(lambda: SetGroupCollapsed(self._graph, group_id, collapsed))
+        """Open a block in place (what follows it moves aside to make room) or close it
+        again (what moved aside comes back): one undo step."""
+        group = self._graph.groups.get(group_id)
+        if group is None:
+            return self._refuse(f"there is no group '{group_id}'")
+        if group.collapsed == collapsed or not group.nodes:
+            return self._push(lambda: SetGroupCollapsed(self._graph, group_id, collapsed))
+        sizes = self.size_hint() if self.size_hint is not None else None
+        positions = make_room(self._graph, group_id, expand=not collapsed, sizes=sizes)
+        moved = {k: v for k, v in positions.items() if tuple(self._graph.nodes[k].position) != v}
+
+        def steps(apply: Apply) -> None:
+            apply(SetGroupCollapsed(self._graph, group_id, collapsed))
+            if moved:
+                apply(MoveNodes(self._graph, moved))
+
+        return self._compound(f"{'Close' if collapsed else 'Open'} {group.name}", steps)
 
     def rename(self, node_id: str, label: str) -> str | None:
         return self._push(lambda: RenameLabel(self._graph, node_id, label))
@@ -277,7 +294,12 @@ class EditorController(QObject):
         node_ids = self.expand_ids(ids) if ids is not None else None
         if sizes is None and self.size_hint is not None:
             sizes = self.size_hint()
-        positions = layered_layout(self._graph, node_ids, sizes)
+        if node_ids is None and self._graph.groups and self._graph.nodes:  # the whole graph: block by block
+            x0 = min(n.position[0] for n in self._graph)
+            y0 = min(n.position[1] for n in self._graph)
+            positions = nested_layout(self._graph, sizes, origin=(x0, y0))
+        else:
+            positions = layered_layout(self._graph, node_ids, sizes)
         if not positions:
             return self._refuse("there are no nodes to lay out")
         return self.move_nodes(positions)

@@ -1,8 +1,11 @@
 """Groups on the canvas: a collapsed group is one block box; an expanded one a frame.
 
-A collapsed group's box carries the group's external ports: one input per member port
-wired from outside, one output per member that feeds the outside. Those ports stand for
-the member's own ports, so wiring to a box wires to the node inside it.
+A collapsed group's box carries the group's external ports: one input per outside tensor
+that enters it (every member port it feeds is wired through that one port), one output per
+member that feeds the outside. It shows what the group is (its kind, or how many layers),
+its parameters and FLOPs (the sums over its members) and its output shape. Groups nest
+(:mod:`graph_editor.model.hierarchy`): an open group's frame holds the blocks and frames of
+the groups inside it.
 """
 
 from __future__ import annotations
@@ -14,27 +17,15 @@ from PySide6.QtGui import QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from ..model import Graph, Group
-from .items import RADIUS, ROW_H, SIMPLE_LOD, TITLE_H, PortItem, lod_of
+from ..model.block_layout import FRAME_HEADER, FRAME_MARGIN
+from ..model.geometry import BOX_W, PORT_Y, ROW_H, SHAPE_H, TITLE_H, box_height, fmt_count
+from ..model.hierarchy import external_ports
+from .items import RADIUS, SIMPLE_LOD, PortItem, lod_of
 
 if TYPE_CHECKING:
     from .scene import GraphScene
 
-BOX_W = 170.0
-FRAME_MARGIN = 14.0
-FRAME_HEADER = 22.0
-
-
-def external_ports(graph: Graph, group: Group) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(inputs, outputs) of a group as member (node id, port) pairs, in wiring order."""
-    inside = set(group.nodes)
-    ins: dict[tuple[str, str], None] = {}
-    outs: dict[tuple[str, str], None] = {}
-    for e in graph.edges:
-        if e.dst in inside and e.src not in inside:
-            ins[(e.dst, e.dst_port)] = None
-        if e.src in inside and e.dst not in inside:
-            outs[(e.src, e.src_port)] = None
-    return list(ins), list(outs)
+__all__ = ["BOX_W", "FRAME_HEADER", "FRAME_MARGIN", "GroupBox", "GroupFrame"]
 
 
 class GroupBox(QGraphicsItem):
@@ -44,50 +35,91 @@ class GroupBox(QGraphicsItem):
         super().__init__()
         self.group_id = group.id
         self.name = group.name
+        self.kind = group.kind
+        self.members = list(group.nodes)
         self.count = len(group.nodes)
         self.shape_text = ""
         self.error = False
+        self.params: int | None = None
+        self.flops: int | None = None
+        self.problems: list[str] = []
         self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable
                       | QGraphicsItem.GraphicsItemFlag.ItemIsMovable
                       | QGraphicsItem.GraphicsItemFlag.ItemSendsGeometryChanges)
         self.setZValue(1)
-        ins, outs = external_ports(graph, group)
-        self.in_ports = {key: PortItem(self, key[0], key[1], True) for key in ins}
-        self.out_ports = {key: PortItem(self, key[0], key[1], False) for key in outs}
-        rows = max(len(ins), len(outs), 1)
-        self.height = TITLE_H + ROW_H * (rows + 1) + 8
-        for k, port in enumerate(self.in_ports.values()):
-            port.setPos(0, TITLE_H + ROW_H * (k + 0.5) + 2)
-        for k, port in enumerate(self.out_ports.values()):
-            port.setPos(BOX_W, TITLE_H + ROW_H * (k + 0.5) + 2)
+        ports = external_ports(graph, group.nodes)
+        # Keys are the member ports each box port stands for; an input shared by several
+        # members (a block's main path and its shortcut) is one port item under several keys.
+        self.in_ports: dict[tuple[str, str], PortItem] = {}
+        self.out_ports: dict[tuple[str, str], PortItem] = {}
+        self.sources = list(ports.inputs)  # outside (node, port) of each input, in order
+        for k, members in enumerate(ports.inputs.values()):
+            port = PortItem(self, members[0][0], members[0][1], True)
+            port.setPos(0, PORT_Y + k * ROW_H)
+            for key in members:
+                self.in_ports[key] = port
+        for k, key in enumerate(ports.outputs):
+            port = PortItem(self, key[0], key[1], False)
+            port.setPos(BOX_W, PORT_Y + k * ROW_H)
+            self.out_ports[key] = port
+        self.height = box_height(ports.count)
         members = [graph.nodes[n].position for n in group.nodes if n in graph.nodes]
         if members:
             self.setPos(min(p[0] for p in members), min(p[1] for p in members))
-        self.setToolTip(f"<b>{group.name}</b>: a block of {self.count} layers<br>"
-                        "double-click to expand it")
+        self._update_tooltip()
+
+    def ports(self) -> list[PortItem]:
+        """Every port item once (an input may stand for several member ports)."""
+        return list(dict.fromkeys((*self.in_ports.values(), *self.out_ports.values())))
 
     def set_state(self, shape_text: str, error: bool, problems: list[str] | None = None) -> None:
         """Show the block's output shape, and its members' problems in red and in the tooltip."""
         if (shape_text, error) != (self.shape_text, self.error):
             self.shape_text, self.error = shape_text, error
             self.update()
-        lines = [f"<b>{self.name}</b>: a block of {self.count} layers"]
-        lines += [f"<span style='color:#e05555'>{p}</span>" for p in problems or []]
-        self.setToolTip("<br>".join([*lines, "double-click to expand it"]))
+        self.problems = list(problems or [])
+        self._update_tooltip()
+
+    def set_stats(self, params: int | None, flops: int | None) -> None:
+        """Show the parameters and FLOPs of the whole block (sums over its members)."""
+        if (params, flops) != (self.params, self.flops):
+            self.params, self.flops = params, flops
+            self._update_tooltip()
+            self.update()
+
+    def subtitle(self) -> str:
+        return self.kind or f"{self.count} layers"
+
+    def stat_rows(self) -> list[tuple[str, str]]:
+        return [("params", "…" if self.params is None else fmt_count(self.params)),
+                ("FLOPs", "…" if self.flops is None else fmt_count(self.flops))]
+
+    def _update_tooltip(self) -> None:
+        head = f"<b>{self.name}</b>" + (f" ({self.kind})" if self.kind else "") + f": a block of {self.count} layers"
+        stats = [f"{k} {v}" for k, v in self.stat_rows() if v != "…"]
+        lines = [head, *([", ".join(stats)] if stats else []),
+                 *([f"output {self.shape_text}"] if self.shape_text else [])]
+        lines += [f"<span style='color:#e05555'>{p}</span>" for p in self.problems]
+        self.setToolTip("<br>".join([*lines, "double-click to open it"]))
 
     def boundingRect(self) -> QRectF:
         return QRectF(-10, -3, BOX_W + 20, self.height + 10)
 
+    def shape(self) -> QPainterPath:
+        path = QPainterPath()
+        path.addRoundedRect(QRectF(0, 0, BOX_W, self.height), RADIUS, RADIUS)
+        return path
+
     def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value: Any) -> Any:
         if change == QGraphicsItem.GraphicsItemChange.ItemPositionHasChanged:
-            for port in (*self.in_ports.values(), *self.out_ports.values()):
+            for port in self.ports():
                 for wire in port.wires:
                     wire.update_path()
         return super().itemChange(change, value)
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
         scene: GraphScene = self.scene()
-        theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics
+        theme = scene.theme
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         rect = QRectF(0, 0, BOX_W, self.height)
         border = theme.selected if self.isSelected() else theme.error if self.error else theme.group_border
@@ -97,47 +129,74 @@ class GroupBox(QGraphicsItem):
         painter.setBrush(theme.error_body if self.error else theme.node_body)
         painter.setPen(QPen(border, 2))
         painter.drawRoundedRect(rect, RADIUS, RADIUS)
-        for port in (*self.in_ports.values(), *self.out_ports.values()):
+        painter.fillRect(QRectF(1, 1, BOX_W - 2, TITLE_H - 1), theme.group_fill)
+        for port in self.ports():
             port.draw(painter, theme)
-        if lod_of(painter) < SIMPLE_LOD:
-            return
+        if lod_of(painter) >= SIMPLE_LOD:
+            self._paint_text(painter, scene)
+
+    def _paint_text(self, painter: QPainter, scene: GraphScene) -> None:
+        theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics
+        pad = 10.0
+        inner = BOX_W - 2 * pad
         painter.setFont(fonts.title)
         painter.setPen(theme.text)
-        pad = 10.0
-        painter.drawText(QRectF(pad, 0, BOX_W - 2 * pad, TITLE_H), Qt.AlignmentFlag.AlignVCenter,
-                         metrics.title.elidedText("▣ " + self.name, Qt.TextElideMode.ElideRight, BOX_W - 2 * pad))
+        painter.drawText(QRectF(pad, 0, inner, TITLE_H), Qt.AlignmentFlag.AlignVCenter,
+                         metrics.elide("title", "▣ " + self.name, Qt.TextElideMode.ElideRight, inner))
         painter.setPen(QPen(theme.group_border, 1))
         painter.drawLine(QPointF(4, TITLE_H), QPointF(BOX_W - 4, TITLE_H))
+        y = TITLE_H
         painter.setFont(fonts.small)
         painter.setPen(theme.text_dim)
-        bottom = QRectF(pad, self.height - ROW_H - 6, BOX_W - 2 * pad, ROW_H)
-        painter.drawText(bottom, Qt.AlignmentFlag.AlignVCenter, f"{self.count} layers")
-        if self.shape_text:
-            painter.setFont(fonts.mono)
-            painter.setPen(theme.error if self.error else theme.shape_text)
-            painter.drawText(bottom, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight,
-                             f"→ {self.shape_text}")
+        count = f"{self.count} layers"
+        row = QRectF(pad, y, inner, ROW_H)
+        if self.kind:
+            painter.drawText(row, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, count)
+        width = inner - (metrics.advance("small", count) + 8 if self.kind else 0)
+        painter.drawText(QRectF(pad, y, width, ROW_H), Qt.AlignmentFlag.AlignVCenter,
+                         metrics.elide("small", self.subtitle(), Qt.TextElideMode.ElideRight, width))
+        y += ROW_H
+        painter.setFont(fonts.body)
+        for name, value in self.stat_rows():
+            row = QRectF(pad, y, inner, ROW_H)
+            painter.setPen(theme.text_dim)
+            painter.drawText(row, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, name)
+            painter.setPen(theme.text)
+            painter.drawText(row, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, value)
+            y += ROW_H
+        y = self.height - SHAPE_H - 4
+        painter.setPen(QPen(theme.grid_major, 1))
+        painter.drawLine(QPointF(6, y + 2), QPointF(BOX_W - 6, y + 2))
+        painter.setFont(fonts.mono)
+        painter.setPen(theme.error if self.error else theme.shape_text)
+        text = f"→ {self.shape_text}" if self.shape_text else "→ ?"
+        painter.drawText(QRectF(pad, y + 3, inner, SHAPE_H), Qt.AlignmentFlag.AlignVCenter,
+                         metrics.elide("mono", text, Qt.TextElideMode.ElideRight, inner))
 
 
 class GroupFrame(QGraphicsItem):
-    """An expanded group: a labelled frame behind its member nodes."""
+    """An expanded group: a labelled frame behind its member nodes (and inner groups)."""
 
-    def __init__(self, group: Group) -> None:
+    def __init__(self, group: Group, depth: int = 0) -> None:
         super().__init__()
         self.group_id = group.id
         self.name = group.name
+        self.kind = group.kind
+        self.depth = depth
         self.rect = QRectF()
         self.parts: list[QRectF] = []
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
-        self.setZValue(-2)
-        self.setToolTip(f"<b>{group.name}</b><br>double-click the title to collapse it into a block")
+        self.setZValue(-3 + min(depth, 20) * 0.05)  # inner frames over outer ones, all behind wires
+        self.setToolTip(f"<b>{group.name}</b>" + (f" ({group.kind})" if group.kind else "")
+                        + "<br>double-click the title to close it into a block")
 
-    def fit(self, member_rects: list[QRectF]) -> None:
-        """Wrap the members' scene rectangles: one box per row of members, so a group that a
-        long layout cut across bands does not frame the nodes between its rows."""
+    def fit(self, member_rects: list[QRectF], whole: bool = False) -> None:
+        """Wrap the members' scene rectangles: in one box when ``whole`` (nothing else lies
+        among them), else one box per row of members, so a group that a long layout cut
+        across bands does not frame the nodes between its rows."""
         rows: list[QRectF] = []
         for r in sorted(member_rects, key=lambda r: r.top()):
-            if rows and r.top() <= rows[-1].bottom() + FRAME_HEADER + 2 * FRAME_MARGIN:
+            if rows and (whole or r.top() <= rows[-1].bottom() + FRAME_HEADER + 2 * FRAME_MARGIN):
                 rows[-1] = rows[-1].united(r)
             else:
                 rows.append(QRectF(r))
@@ -174,5 +233,6 @@ class GroupFrame(QGraphicsItem):
         if lod_of(painter) >= SIMPLE_LOD:
             painter.setFont(fonts.group)
             painter.setPen(theme.text_dim)
+            kind = f"  ·  {self.kind}" if self.kind else ""
             painter.drawText(self.header_rect().adjusted(10, 2, -10, 0), Qt.AlignmentFlag.AlignVCenter,
-                             f"▾ {self.name}")
+                             f"▾ {self.name}{kind}")

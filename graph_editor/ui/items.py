@@ -16,49 +16,15 @@ from PySide6.QtGui import QBrush, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from ..model import Node
+from ..model.geometry import NODE_W, PORT_Y, ROW_H, SHAPE_H, TITLE_H, node_height, param_rows
 
 if TYPE_CHECKING:
     from .scene import GraphScene
     from .style import Theme
     from .wires import WireItem
 
-NODE_W = 150.0
-TITLE_H = 22.0
-ROW_H = 15.0
-SHAPE_H = 18.0
-PORT_Y = TITLE_H + ROW_H / 2 + 1  # ports sit on the name row: chains of nodes draw straight wires
-RADIUS = 5.0
 SIMPLE_LOD = 0.38  # below this zoom, nodes are drawn as coloured blocks without text
-ABBREV = {"out_channels": "out", "out_features": "out", "kernel_size": "kernel", "output_size": "size",
-          "num_heads": "heads", "nhead": "heads", "embed_dim": "dim", "patch_size": "patch",
-          "num_features": "features", "negative_slope": "slope", "start_dim": "from", "end_dim": "to"}
-
-
-def fmt_value(value: Any) -> str:
-    """A parameter value as it reads on a node: [3, 3] -> '3', [3, 1] -> '3x1'."""
-    if isinstance(value, list | tuple):
-        return str(value[0]) if value and len(set(value)) == 1 else "x".join(str(v) for v in value) or "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return "auto" if value is None else str(value)
-
-
-def param_rows(node: Node) -> list[tuple[str, str]]:
-    """The key parameters worth showing: the first always, the others when not default."""
-    spec = node.spec
-    if spec is None:
-        return []
-    rows = []
-    for i, name in enumerate(spec.key_params):
-        if not spec.has_param(name):
-            continue
-        value = node.params.get(name, spec.param(name).default)
-        if i > 0 and value == spec.param(name).default:
-            continue
-        rows.append((ABBREV.get(name, name.replace("_", " ")), fmt_value(value)))
-    return rows[:4]
+RADIUS = 5.0
 
 
 def lod_of(painter: QPainter) -> float:
@@ -164,7 +130,7 @@ class NodeItem(QGraphicsItem):
         self.category = spec.category if spec else ""
         self.subtitle = node.title
         self.rows = param_rows(node)
-        height = TITLE_H + ROW_H * (1 + len(self.rows)) + SHAPE_H + 4
+        height = node_height(len(self.rows))
         if height != self.height:
             self.prepareGeometryChange()
             self.height = height

@@ -12,6 +12,7 @@ from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
 
 from ..model import Edge, Graph, Inference, fmt_shape
+from ..model.hierarchy import parents, visible
 from .groups import GroupBox, GroupFrame
 from .items import NodeItem, PortItem
 from .style import DARK, Fonts, Theme
@@ -59,7 +60,9 @@ class GraphScene(QGraphicsScene):
         self.wires: dict[Edge, WireItem] = {}
         self.boxes: dict[str, GroupBox] = {}
         self.frames: dict[str, GroupFrame] = {}
+        self.owner: dict[str, str] = {}  # hidden node -> the block it is drawn in
         self.inference: Inference | None = None
+        self.stats: dict[str, tuple[int, int]] | None = None  # node -> (params, FLOPs), from the analysis
         self.dragging = False  # while the view drags items, model moves do not fight it
         self._caching = True
         self._graph: Graph | None = None
@@ -80,7 +83,9 @@ class GraphScene(QGraphicsScene):
         self.wires.clear()
         self.boxes.clear()
         self.frames.clear()
+        self.owner = {}
         self.inference = None
+        self.stats = None
         self._graph = graph
         for node_id in graph.nodes:
             self._on_node_added(node_id)
@@ -155,7 +160,7 @@ class GraphScene(QGraphicsScene):
             self._on_groups_changed()
 
     def _touches_box(self, edge: Edge) -> bool:
-        return bool(self.boxes) and self.collapsed_owner(edge.src) != self.collapsed_owner(edge.dst)
+        return bool(self.boxes) and self.owner.get(edge.src) != self.owner.get(edge.dst)
 
     def _on_params_changed(self, node_id: str, name: str) -> None:
         item = self.nodes.get(node_id)
@@ -166,29 +171,33 @@ class GraphScene(QGraphicsScene):
         item = self.nodes.get(node_id)
         if item is not None and not self.dragging:
             item.setPos(*self.graph.nodes[node_id].position)
-            for gid, box in self.boxes.items():
-                if node_id in self.graph.groups[gid].nodes:
-                    members = [self.graph.nodes[n].position for n in self.graph.groups[gid].nodes]
-                    box.setPos(min(p[0] for p in members), min(p[1] for p in members))
+            gid = self.owner.get(node_id)
+            if gid is not None:
+                members = [self.graph.nodes[n].position for n in self.graph.groups[gid].nodes]
+                self.boxes[gid].setPos(min(p[0] for p in members), min(p[1] for p in members))
+            self._fit_frames()
 
     def _on_groups_changed(self) -> None:
         for item in (*self.boxes.values(), *self.frames.values()):
             self.removeItem(item)
         self.boxes.clear()
         self.frames.clear()
-        hidden: set[str] = set()
-        for group in self.graph.groups.values():
-            if group.collapsed:
-                box = GroupBox(self.graph, group)
-                self.boxes[group.id] = box
-                self.addItem(box)
-                hidden.update(group.nodes)
-            else:
-                frame = GroupFrame(group)
-                self.frames[group.id] = frame
-                self.addItem(frame)
+        shown = visible(self.graph.groups)
+        self.owner = shown.owner
+        up = parents(self.graph.groups)
+        for gid in shown.boxes:
+            box = GroupBox(self.graph, self.graph.groups[gid])
+            self.boxes[gid] = box
+            self.addItem(box)
+        for gid in shown.frames:
+            depth, at = 0, up[gid]
+            while at is not None:
+                depth, at = depth + 1, up[at]
+            frame = GroupFrame(self.graph.groups[gid], depth)
+            self.frames[gid] = frame
+            self.addItem(frame)
         for node_id, item in self.nodes.items():
-            item.setVisible(node_id not in hidden)
+            item.setVisible(node_id not in self.owner)
         for edge, wire in self.wires.items():
             src, dst = self.port_for(edge.src, edge.src_port, False), self.port_for(edge.dst, edge.dst_port, True)
             if src is not None and dst is not None:
@@ -197,11 +206,12 @@ class GraphScene(QGraphicsScene):
         self._fit_frames()
         if self.inference is not None:
             self._paint_boxes(self.inference)
+        self._paint_box_stats()
 
     # ---------------------------------------------------------------- lookups
     def collapsed_owner(self, node_id: str) -> str | None:
-        """The collapsed group ``node_id`` is hidden in, if any."""
-        return next((gid for gid in self.boxes if node_id in self.graph.groups[gid].nodes), None)
+        """The block (collapsed group) ``node_id`` is hidden in, if any."""
+        return self.owner.get(node_id)
 
     def port_for(self, node_id: str, port: str, is_input: bool) -> PortItem | None:
         """The visible port item that stands for a node's port (a group box's when collapsed)."""
@@ -218,7 +228,7 @@ class GraphScene(QGraphicsScene):
         return (item.in_ports if is_input else item.out_ports).get(port)
 
     def wire_shown(self, edge: Edge) -> bool:
-        a, b = self.collapsed_owner(edge.src), self.collapsed_owner(edge.dst)
+        a, b = self.owner.get(edge.src), self.owner.get(edge.dst)
         return a is None or a != b
 
     def node_sizes(self) -> dict[str, tuple[float, float]]:
@@ -239,9 +249,28 @@ class GraphScene(QGraphicsScene):
             self._fit_frames()
 
     def _fit_frames(self) -> None:
-        for gid, frame in self.frames.items():
-            members = [self.nodes[n].sceneBoundingRect() for n in self.graph.groups[gid].nodes if n in self.nodes]
-            frame.fit(members)
+        """Each frame around its visible contents: nodes, blocks and (fitted first) inner frames."""
+        groups = self.graph.groups
+        for gid in sorted(self.frames, key=lambda g: -self.frames[g].depth):
+            members = set(groups[gid].nodes)
+            rects = [self.nodes[n].sceneBoundingRect() for n in groups[gid].nodes
+                     if n in self.nodes and n not in self.owner]
+            rects += [b.sceneBoundingRect() for k, b in self.boxes.items() if set(groups[k].nodes) <= members]
+            rects += [f.rect for k, f in self.frames.items()
+                      if k != gid and set(groups[k].nodes) < members and not f.rect.isEmpty()]
+            self.frames[gid].fit(rects, whole=not self._others_within(rects, members))
+
+    def _others_within(self, rects: list[QRectF], members: set[str]) -> bool:
+        """Whether a node or block outside ``members`` lies within the rectangle around ``rects``."""
+        around = QRectF()
+        for r in rects:
+            around = around.united(r)
+        groups = self.graph.groups
+        for n, item in self.nodes.items():
+            if n not in members and n not in self.owner and item.sceneBoundingRect().intersects(around):
+                return True
+        return any(not set(groups[k].nodes) <= members and b.sceneBoundingRect().intersects(around)
+                   for k, b in self.boxes.items())
 
     # ---------------------------------------------------------------- live state
     def apply_inference(self, inference: Inference) -> int:
@@ -267,7 +296,21 @@ class GraphScene(QGraphicsScene):
         for gid, box in self.boxes.items():
             members = self.graph.groups[gid].nodes
             outs = list(box.out_ports)
-            shape = inference.shapes.get(outs[-1][0]) if outs else None
+            shapes = list(dict.fromkeys(fmt_shape(s) for n, _ in outs if (s := inference.shapes.get(n))))
             problems = [p for n in members for p in by_node.get(n, [])]
-            box.set_state(fmt_shape(shape) if shape else "", any(p.severity == "error" for p in problems),
+            box.set_state(", ".join(shapes), any(p.severity == "error" for p in problems),
                           [str(p) for p in problems])
+
+    def apply_stats(self, stats: dict[str, tuple[int, int]] | None) -> None:
+        """Parameters and FLOPs per node (from the torch analysis; None when it failed): the
+        blocks show their members' sums."""
+        self.stats = stats
+        self._paint_box_stats()
+
+    def _paint_box_stats(self) -> None:
+        for gid, box in self.boxes.items():
+            if self.stats is None:
+                box.set_stats(None, None)
+                continue
+            members = [self.stats.get(n, (0, 0)) for n in self.graph.groups[gid].nodes]
+            box.set_stats(sum(p for p, _ in members), sum(f for _, f in members))

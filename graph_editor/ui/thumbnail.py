@@ -8,6 +8,7 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QPainter, QPixmap
 
 from ..model import Graph, validate
+from ..model.block_layout import nested_layout
 from ..model.layout import layered_layout
 from .scene import GraphScene
 from .style import DARK, Theme
@@ -19,9 +20,14 @@ def render_thumbnail(graph: Graph, size: QSize, theme: Theme = DARK, relayout: b
     """A picture of ``graph`` fitted into ``size`` (shapes and problems as the canvas shows them).
 
     A network drawn as one long row would be a thin line at thumbnail size, so by default
-    the picture uses the auto-layout (on a copy: ``graph`` is not changed).
+    the picture uses the auto-layout (on a copy: ``graph`` is not changed); a graph with
+    groups is drawn block by block, as its nested layout places them.
     """
-    if relayout and len(graph):
+    if relayout and len(graph) and graph.groups:
+        graph = graph.copy()
+        for node_id, pos in nested_layout(graph).items():
+            graph.nodes[node_id].position = pos
+    elif relayout and len(graph):
         graph = graph.copy()
         row = layered_layout(graph, wrap=math.inf)
         width = max(x for x, _ in row.values()) - min(x for x, _ in row.values()) + 150

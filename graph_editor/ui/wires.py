@@ -1,8 +1,9 @@
 """Wires: cubic curves from an output port to an input port, labelled with their shape.
 
 A wire caches its path and label geometry and recomputes them only when an end moves.
-Its label (the tensor shape the wire carries) sits at the middle of the curve, and is
-left out where the wire is too short to hold it (the node's output line says the same).
+Its label (the tensor shape the wire carries) sits at the middle of the curve. Zoomed out,
+the label grows (up to LABEL_GROW times) so it stays readable on screen; it shows whenever
+the wire is long enough on screen to hold it, and otherwise while the wire is hovered.
 A wire that jumps over nodes in the same row arcs above them, so skip connections show.
 """
 
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
     from .scene import GraphScene
 
 LABEL_PAD = 5.0
+LABEL_GROW = 2.0  # the most a label grows when zoomed out
+LABEL_READABLE = 0.9  # zoom below which labels grow to stay this size on screen
+LABEL_MIN_LOD = 0.28  # below this zoom no label is drawn, not even on hover
 ARC_MIN_SPAN = NODE_W * 1.6
 
 
@@ -74,6 +78,7 @@ class WireItem(QGraphicsItem):
         self.error = False
         self.hovered = False
         self._path = QPainterPath()
+        self._length = 0.0
         self._label_rect = QRectF()
         self._bounds = QRectF()
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
@@ -115,19 +120,30 @@ class WireItem(QGraphicsItem):
         self._layout_label()
 
     def _layout_label(self) -> None:
+        """The label's box at scale 1, centred on the curve, and the wire's length."""
         scene: GraphScene | None = self.scene()
         rect = QRectF()
         if self.label and scene is not None and not self._path.isEmpty():
             width = scene.metrics.mono.horizontalAdvance(self.label) + 2 * LABEL_PAD
             height = scene.metrics.mono.height() + 3
-            start, end = self._path.elementAt(0), self._path.elementAt(self._path.elementCount() - 1)
-            if abs(end.x - start.x) >= width + 22 or abs(end.y - start.y) >= height * 3:
-                mid = self._path.pointAtPercent(0.5)
-                rect = QRectF(mid.x() - width / 2, mid.y() - height / 2, width, height)
+            mid = self._path.pointAtPercent(0.5)
+            rect = QRectF(mid.x() - width / 2, mid.y() - height / 2, width, height)
+        self._length = self._path.length()
         if rect != self._label_rect:
             self.prepareGeometryChange()
             self._label_rect = rect
-        self._bounds = self._path.boundingRect().united(self._label_rect).adjusted(-4, -4, 4, 4)
+        grown = _scaled(rect, LABEL_GROW) if not rect.isEmpty() else rect
+        self._bounds = self._path.boundingRect().united(grown).adjusted(-4, -4, 4, 4)
+
+    def label_rect(self, lod: float) -> QRectF:
+        """Where the label goes at zoom ``lod``; empty when it is not shown (too short on
+        screen to hold it and not hovered, or zoomed too far out)."""
+        if self._label_rect.isEmpty() or lod < LABEL_MIN_LOD:
+            return QRectF()
+        grow = max(1.0, min(LABEL_GROW, LABEL_READABLE / lod))
+        rect = _scaled(self._label_rect, grow)
+        fits = self._length >= rect.width() + 12 / lod  # a few pixels of wire show either side
+        return rect if fits or self.hovered else QRectF()
 
     def hoverEnterEvent(self, event: QGraphicsSceneHoverEvent) -> None:
         self.hovered = True
@@ -156,14 +172,28 @@ class WireItem(QGraphicsItem):
         painter.setPen(QPen(colour, 2.6 if self.isSelected() or self.hovered else 1.7))
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.drawPath(self._path)
-        if self._label_rect.isEmpty() or lod < 0.5:
+        rect = self.label_rect(lod)
+        if rect.isEmpty():
             return
+        grow = rect.width() / self._label_rect.width()
+        painter.save()
+        painter.translate(rect.topLeft())
+        painter.scale(grow, grow)
+        local = QRectF(0, 0, self._label_rect.width(), self._label_rect.height())
         painter.setPen(QPen(colour, 1))
         painter.setBrush(theme.wire_label_bg)
-        painter.drawRoundedRect(self._label_rect, 4, 4)
+        painter.drawRoundedRect(local, 4, 4)
         painter.setFont(self.scene().fonts.mono)
         painter.setPen(theme.error if self.error else theme.shape_text)
-        painter.drawText(self._label_rect, Qt.AlignmentFlag.AlignCenter, self.label)
+        painter.drawText(local, Qt.AlignmentFlag.AlignCenter, self.label)
+        painter.restore()
+
+
+def _scaled(rect: QRectF, k: float) -> QRectF:
+    """``rect`` grown ``k`` times about its centre."""
+    c = rect.center()
+    w, h = rect.width() * k, rect.height() * k
+    return QRectF(c.x() - w / 2, c.y() - h / 2, w, h)
 
 
 class DragWire(QGraphicsPathItem):

@@ -1,0 +1,143 @@
+"""Big graphs on the canvas: nested blocks with their sums, opened in place by a real double-click,
+wire shapes readable at Fit View."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt
+from PySide6.QtGui import QMouseEvent, QUndoStack
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication
+
+from graph_editor.model import fmt_shape, load_graph
+from graph_editor.ui.canvas import GraphCanvas
+from graph_editor.ui.controller import EditorController
+from graph_editor.ui.live import LiveAnalysis
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "assets" / "templates"
+
+
+def open_canvas(qtbot, name: str) -> tuple[GraphCanvas, EditorController, LiveAnalysis]:
+    controller = EditorController(load_graph(TEMPLATES / f"{name}.graph.json"), QUndoStack())
+    live = LiveAnalysis(controller)
+    canvas = GraphCanvas(controller, live)
+    qtbot.addWidget(canvas)
+    canvas.resize(1440, 900)
+    canvas.show()
+    qtbot.waitExposed(canvas)
+    live.refresh()
+    live.analyze_now()
+    canvas.fit_view()
+    return canvas, controller, live
+
+
+def gid(controller: EditorController, name: str) -> str:
+    return next(k for k, g in controller.graph.groups.items() if g.name == name)
+
+
+def at(canvas: GraphCanvas, p: QPointF) -> QPoint:
+    return canvas.mapFromScene(p)
+
+
+def shown_rects(canvas: GraphCanvas) -> list[tuple[str, QRectF]]:
+    scene = canvas.graph_scene
+    items = [(k, i) for k, i in scene.nodes.items() if i.isVisible()] + list(scene.boxes.items())
+    return [(k, i.mapRectToScene(i.shape().boundingRect())) for k, i in items]
+
+
+def overlapping(canvas: GraphCanvas) -> list[tuple[str, str]]:
+    rects = shown_rects(canvas)
+    return [(a, b) for i, (a, ra) in enumerate(rects) for b, rb in rects[i + 1:] if ra.intersects(rb)]
+
+
+def test_a_block_shows_ports_shapes_params_and_flops_summed_over_its_members(qtbot):
+    canvas, controller, live = open_canvas(qtbot, "resnet50")
+    scene, graph = canvas.graph_scene, controller.graph
+    stats = live.analysis.by_id()
+    assert {graph.groups[k].name for k in scene.boxes} == {"stem", "layer1", "layer2", "layer3", "layer4", "head"}
+    for k, box in scene.boxes.items():
+        members = graph.groups[k].nodes
+        assert box.params == sum(stats[n].params for n in members) > 0
+        assert box.flops == sum(stats[n].flops for n in members) > 0
+        assert len(box.sources) == 1 and len(box.out_ports) == 1  # one tensor in, one out
+        (last, _), = box.out_ports
+        assert box.shape_text == fmt_shape(live.inference.shapes[last])
+    layer1 = scene.boxes[gid(controller, "layer1")]
+    assert layer1.shape_text == "256x56x56" and layer1.kind == "Sequential"
+    # the stage's one input port stands for both ports the first block reads (main path and shortcut)
+    assert {("layer1_0_conv1", "in"), ("layer1_0_downsample_0", "in")} <= set(layer1.in_ports)
+    assert len(set(layer1.in_ports.values())) == 1
+    loose = sum(stats[n].params for n in graph.nodes if n not in scene.owner and n in stats)
+    assert sum(b.params for b in scene.boxes.values()) + loose == live.analysis.total_params == 25_557_032
+
+
+def test_a_real_double_click_opens_a_block_in_place_and_undo_closes_it(qtbot):
+    canvas, controller, _ = open_canvas(qtbot, "resnet18")
+    scene, graph = canvas.graph_scene, controller.graph
+    before = {n: node.position for n, node in graph.nodes.items()}
+    layer2 = gid(controller, "layer2")
+    box = scene.boxes[layer2]
+    QTest.mouseDClick(canvas.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                      at(canvas, box.sceneBoundingRect().center()))
+    assert graph.groups[layer2].collapsed is False and layer2 in scene.frames and layer2 not in scene.boxes
+    inner = {graph.groups[k].name for k in scene.boxes}
+    assert {"layer2.0", "layer2.1", "layer1", "layer3"} <= inner  # its blocks show, the others stay closed
+    assert not overlapping(canvas)
+    frame = scene.frames[layer2]
+    for k in ("layer2.0", "layer2.1"):
+        assert frame.rect.contains(scene.boxes[gid(controller, k)].sceneBoundingRect())
+    assert controller.undo_stack.undoText() == "Open layer2"
+    controller.undo_stack.undo()
+    assert graph.groups[layer2].collapsed and {n: node.position for n, node in graph.nodes.items()} == before
+    controller.undo_stack.redo()
+    # open the block inside it too, then close the stage by a double-click on its frame's title
+    QTest.mouseDClick(canvas.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                      at(canvas, scene.boxes[gid(controller, "layer2.0")].sceneBoundingRect().center()))
+    assert not graph.groups[gid(controller, "layer2.0")].collapsed and scene.nodes["layer2_0_conv1"].isVisible()
+    assert not overlapping(canvas)
+    canvas.fit_view()
+    title = scene.frames[layer2].header_rect()
+    QTest.mouseDClick(canvas.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                      at(canvas, QPointF(title.left() + 30, title.center().y())))
+    assert graph.groups[layer2].collapsed and layer2 in scene.boxes
+    assert not scene.nodes["layer2_0_conv1"].isVisible()
+    assert not overlapping(canvas)
+
+
+def test_every_wire_between_blocks_shows_its_shape_at_fit_view(qtbot):
+    canvas, controller, _ = open_canvas(qtbot, "resnet50")
+    shown = [w for w in canvas.graph_scene.wires.values() if w.isVisible()]
+    assert len(shown) >= 8
+    for wire in shown:
+        assert wire.label and not wire.label_rect(canvas.zoom).isEmpty(), str(wire.edge)
+    assert canvas.zoom > 0.8  # a screen of readable blocks, not a thin line
+
+
+def test_a_short_wire_shows_its_shape_on_hover(qtbot):
+    canvas, controller, _ = open_canvas(qtbot, "lenet5")
+    scene = canvas.graph_scene
+    canvas.zoom_at(0.35 / canvas.zoom, QPointF(canvas.viewport().rect().center()))
+    canvas.centerOn(scene.nodes["conv1"].sceneBoundingRect().center())
+    wire = next(w for e, w in scene.wires.items() if e.src == "conv1")
+    assert wire.label == "6x28x28" and wire.label_rect(canvas.zoom).isEmpty()  # 120 px of wire, 42 on screen
+    a, b = wire.src.scenePos(), wire.dst.scenePos()
+    target = at(canvas, (a + b) / 2)
+    # The pointer comes down onto the wire. (A move event straight to the viewport: QTest's
+    # window-level moves lose track of which window is under the pointer once an earlier
+    # test's window is gone, offscreen.)
+    for step in (QPoint(0, 40), QPoint(0, 20), QPoint(0, 0)):
+        point = QPointF(target + step)
+        QApplication.sendEvent(canvas.viewport(), QMouseEvent(
+            QEvent.Type.MouseMove, point, canvas.viewport().mapToGlobal(point), Qt.MouseButton.NoButton,
+            Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier))
+    qtbot.waitUntil(lambda: wire.hovered)
+    assert not wire.label_rect(canvas.zoom).isEmpty()
+
+
+@pytest.mark.parametrize("name", ["resnet18", "vit_tiny", "mobilenet_v2", "vgg11"])
+def test_templates_open_at_fit_view_without_overlap(qtbot, name):
+    canvas, _, _ = open_canvas(qtbot, name)
+    assert not overlapping(canvas)
+    assert canvas.zoom >= 0.6
