@@ -292,3 +292,59 @@ def read_report(path: str | Path) -> InspectReport:
         return InspectReport.from_dict(json.loads(Path(path).read_text()))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not an inspection report ({type(exc).__name__}: {exc})") from None
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A gradient out of range: the node, 'vanishing' or 'exploding', the figure, its value, the first
+    step it was seen at and the latest."""
+
+    node: str
+    kind: str
+    figure: str
+    value: float
+    first_step: int
+    step: int
+
+
+class InspectHistory:
+    """The inspection reports of one run, in step order: a node's history of a figure (sparklines),
+    the latest report (overlay, gradient-flow plot) and the flags with the step they began at."""
+
+    def __init__(self, reports: list[InspectReport] | None = None) -> None:
+        self.reports: list[InspectReport] = []
+        self._first: dict[tuple[str, str], int] = {}
+        for r in reports or []:
+            self.add(r)
+
+    def add(self, report: InspectReport) -> None:
+        self.reports.append(report)
+        self.reports.sort(key=lambda r: r.step)
+        active = {(node, kind) for node, kind, _, _ in report.flags()}
+        for key in active:
+            self._first.setdefault(key, report.step)
+        if report is self.reports[-1]:  # a flag that cleared starts again when it comes back
+            for key in [k for k in self._first if k not in active]:
+                del self._first[key]
+
+    @property
+    def latest(self) -> InspectReport | None:
+        return self.reports[-1] if self.reports else None
+
+    def series(self, node: str, figure: str) -> tuple[list[int], list[float]]:
+        steps, values = [], []
+        for r in self.reports:
+            n = r.by_node().get(node)
+            value = getattr(n, figure, None) if n is not None else None
+            if value is not None:
+                steps.append(r.step)
+                values.append(value)
+        return steps, values
+
+    def flags(self) -> list[Flag]:
+        """The latest report's flags, each with the step its run of flagged reports began."""
+        latest = self.latest
+        if latest is None:
+            return []
+        return [Flag(node, kind, figure, value, self._first.get((node, kind), latest.step), latest.step)
+                for node, kind, figure, value in latest.flags()]

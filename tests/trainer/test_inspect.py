@@ -146,3 +146,20 @@ def test_non_finite_figures_survive_json(tmp_path):
     back = read_report(write_report(report, tmp_path))
     assert back.loss is None and back.nodes[0].grad_out == 1e308 and back.nodes[0].grad_w is None
     assert ("fc", "exploding", "grad_out", float("inf")) in report.flags()
+
+
+def test_history_keeps_series_and_the_step_a_flag_began():
+    from trainer.inspect import InspectHistory
+
+    def report(step: int, grad: float) -> InspectReport:
+        return InspectReport(step, 1.0, "cpu", [NodeFigures("fc", grad_out=grad, grad_w=1.0)])
+
+    history = InspectHistory([report(10, 1.0), report(20, 1e-9)])
+    history.add(report(30, 1e-8))
+    assert history.series("fc", "grad_out") == ([10, 20, 30], [1.0, 1e-9, 1e-8])
+    [flag] = history.flags()
+    assert (flag.node, flag.kind, flag.figure, flag.first_step, flag.step) == ("fc", "vanishing", "grad_out", 20, 30)
+    history.add(report(40, 1.0))
+    assert history.flags() == []
+    history.add(report(50, 1e-9))
+    assert history.flags()[0].first_step == 50
