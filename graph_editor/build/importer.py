@@ -10,7 +10,6 @@ module :func:`~graph_editor.build.fx.build_module` builds, so the weights load s
 
 from __future__ import annotations
 
-import math
 import operator
 import os
 import re
@@ -21,8 +20,9 @@ import torch
 from torch import fx, nn
 from torch.func import functional_call
 
-from ..model import Graph, GraphError, InputSpec, validate
-from ..model.layout import layered_layout
+from ..model import Graph, GraphError, Group, InputSpec, validate
+from ..model.block_layout import nested_layout
+from ..model.hierarchy import groups_from_paths
 from . import layers as L
 from .import_rules import (
     CALL_RULES,
@@ -96,14 +96,40 @@ def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], n
     values = _propagate(gm, shape, dtype)
     graph = Graph(InputSpec(shape, dtype), num_classes or 1,
                   {"name": name or type(module).__name__, "description": f"Imported from {type(module).__name__}."})
-    state = _Converter(gm, values, graph).run()
+    converter = _Converter(gm, values, graph)
+    state = converter.run()
     if num_classes is None:
         out = values[next(n for n in gm.graph.nodes if n.op == "output").args[0]]
         graph.num_classes = int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() == 2 else 1
     _check(graph, gm, values)
-    for node_id, pos in layered_layout(graph, wrap=math.inf).items():  # one band, like the templates
+    graph.groups = _module_groups(module, converter.ids)
+    for node_id, pos in nested_layout(graph).items():  # block by block, like the templates
         graph.nodes[node_id].position = pos
     return ImportResult(graph, state)
+
+
+def _module_groups(module: nn.Module, ids: dict[fx.Node, str]) -> dict[str, Group]:
+    """Groups by the module hierarchy: ``layer1.0.conv1`` goes in ``layer1`` > ``layer1.0`` (a
+    BasicBlock); an op in a block's forward (its residual add) goes in that block."""
+    paths: dict[str, str] = {}
+    for n, node_id in ids.items():
+        if n.op == "call_module":
+            paths[node_id] = str(n.target).rpartition(".")[0]
+        elif n.op in ("call_function", "call_method"):
+            stack = n.meta.get("nn_module_stack") or {}
+            paths[node_id] = next(reversed(stack.values()))[0] if stack else ""
+        else:
+            paths[node_id] = ""
+    kinds = {}
+    for path in {p for p in paths.values() if p}:
+        parts = path.split(".")
+        for depth in range(1, len(parts) + 1):
+            sub = ".".join(parts[:depth])
+            try:
+                kinds[sub] = type(module.get_submodule(sub)).__name__
+            except AttributeError:
+                continue
+    return groups_from_paths(paths, kinds)
 
 
 def guess_input_shape(module: nn.Module) -> tuple[int, ...] | None:

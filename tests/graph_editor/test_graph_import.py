@@ -149,16 +149,26 @@ def test_embedding_input_becomes_integer_codes():
     torch.testing.assert_close(built(codes), module(codes))
 
 
-def test_layout_runs_left_to_right():
+def test_imported_modules_are_grouped_by_their_hierarchy_and_laid_out_block_by_block():
     graph = import_module(ResNetish(), (3, 16, 16)).graph
-    assert len({n.position for n in graph}) == len(graph)
-    for e in graph.edges:
-        assert graph.nodes[e.dst].position[0] > graph.nodes[e.src].position[0]
     assert validate(graph).ok
-    # A block's main path stays on one row; its downsample shortcut runs on another.
+    groups = {g.name: g for g in graph.groups.values()}
+    assert list(groups) == ["stem", "layer1", "layer1.0", "layer1.1", "layer1.1.downsample"]
+    assert (groups["stem"].kind, groups["layer1"].kind, groups["layer1.0"].kind) == ("Sequential", "Sequential",
+                                                                                    "Block")
+    assert set(groups["layer1.0"].nodes) < set(groups["layer1"].nodes)
+    assert "layer1_0_add" in groups["layer1.0"].nodes  # the residual add of the block's forward
+    assert all(g.collapsed for g in groups.values())
+    # Top level: input, stem, layer1, then the head's loose ops, left to right in one row.
+    top = {"stem": groups["stem"].nodes, "layer1": groups["layer1"].nodes}
+    corner = {k: min(graph.nodes[n].position for n in v) for k, v in top.items()}
+    assert graph.nodes["input"].position[0] < corner["stem"][0] < corner["layer1"][0] < graph.nodes["fc"].position[0]
+    # Inside a block its main path stays on one row; its downsample shortcut runs on another.
     row = {n.id: n.position[1] for n in graph}
     assert row["layer1_1_conv1"] == row["layer1_1_conv2"] == row["layer1_1_bn2"]
     assert row["layer1_1_downsample_0"] != row["layer1_1_conv1"]
+    assert len({n.position for n in graph if n.id not in groups["layer1"].nodes}) == len(graph) - len(
+        groups["layer1"].nodes)
 
 
 class Unsupported(nn.Module):
