@@ -348,3 +348,17 @@ class InspectHistory:
             return []
         return [Flag(node, kind, figure, value, self._first.get((node, kind), latest.step), latest.step)
                 for node, kind, figure, value in latest.flags()]
+
+
+def reports_from_metrics(rows: list[tuple[int, str, float | None]]) -> list[InspectReport]:
+    """A run's inspections back from its stored ``inspect/<figure>/<node>`` metric rows (other rows are
+    skipped), in step order; nodes in the order they were stored (network order)."""
+    by_step: dict[int, dict[str, NodeFigures]] = {}
+    for step, name, value in rows:
+        prefix, _, rest = name.partition("/")
+        figure, _, node = rest.partition("/")
+        if prefix != "inspect" or figure not in FIGURES or not node:
+            continue
+        nodes = by_step.setdefault(step, {})
+        setattr(nodes.setdefault(node, NodeFigures(node)), figure, value)
+    return [InspectReport(step, None, "", list(nodes.values())) for step, nodes in sorted(by_step.items())]

@@ -163,3 +163,20 @@ def test_history_keeps_series_and_the_step_a_flag_began():
     assert history.flags() == []
     history.add(report(50, 1e-9))
     assert history.flags()[0].first_step == 50
+
+
+def test_reports_come_back_from_store_rows(tmp_path):
+    from trainer.inspect import reports_from_metrics
+    from trainer.store import RunStore
+
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    run = store.create_run(name="r", spec={}, graph={}, graph_hash="h", device="cpu", params=1)
+    a = InspectReport(5, 2.0, "cpu", [NodeFigures("conv", grad_out=0.5, grad_w=0.25, weight=3.0, update_ratio=1e-3,
+                                                  act_mean=0.1, act_std=1.0, zero_fraction=0.0, backward_s=1e-4),
+                                      NodeFigures("relu", grad_out=0.4, act_mean=0.5, act_std=0.7, zero_fraction=0.5)])
+    b = InspectReport(9, 1.0, "cpu", [NodeFigures("conv", grad_out=0.3, grad_w=0.2)])
+    store.add_metrics(run, [(1, "train/loss", 2.3), *a.metric_rows(), *b.metric_rows()])
+    back = reports_from_metrics(store.metrics(run))
+    assert [r.step for r in back] == [5, 9]
+    assert back[0].nodes == a.nodes and back[1].nodes == b.nodes
+    store.close()
