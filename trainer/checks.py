@@ -20,7 +20,7 @@ from graph_editor.model import Graph, GraphError, InputSpec, fmt_shape, graph_fr
 from graph_editor.model import load_graph as _load_graph_file
 from graph_editor.model import validate as validate_graph
 
-from .data import DataError, RawData, Splits, load_raw, prepare
+from .data import DataError, RawData, Splits, fit_to_input, load_raw, prepare
 from .spec import RunSpec, SpecError
 
 CHANNELS_LAST_LAYERS = {"Conv2d", "ConvTranspose2d"}   # the layers that decide a graph is a convnet
@@ -153,6 +153,7 @@ def setup(spec: RunSpec) -> Setup:
     check_precision(spec, device, problems)
     graph, raw = load_graph(spec, problems), load_data(spec, problems)
     if graph is not None and raw is not None:
+        raw = fit_to_input(raw, graph.input_spec.shape)   # images flattened for a flat (MLP) input
         check_fit(spec, graph, raw, problems)
     if problems or graph is None or raw is None:
         raise SpecError(problems)

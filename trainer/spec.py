@@ -17,14 +17,23 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from .data.formats import format_names
+
 SCHEMA_VERSION = 1
 
 OPTIMIZERS = ("sgd", "adamw", "adam", "rmsprop")
 SCHEDULES = ("onecycle", "cosine", "step", "constant")
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
-FORMATS = ("auto", "digits", "npz", "csv", "image_folder", "idx", "cifar", "hf")
 STOP_METRICS = ("val_accuracy", "val_loss")
+
+
+def __getattr__(name: str) -> Any:
+    """``FORMATS``: "auto" and every ``@dataset_format`` of :mod:`trainer.data.readers`, asked of the
+    registry when first used (the readers import NumPy; reading a spec need not)."""
+    if name == "FORMATS":
+        return format_names()
+    raise AttributeError(f"module 'trainer.spec' has no attribute '{name}'")
 
 
 class SpecError(ValueError):
@@ -288,7 +297,7 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
     _choice(problems, "schedule.name", s.name, SCHEDULES, "schedule")
     _choice(problems, "precision.dtype", spec.precision.dtype, PRECISIONS, "precision")
     _choice(problems, "precision.compile", spec.precision.compile, COMPILE_MODES, "compile mode")
-    _choice(problems, "data.format", d.format, FORMATS, "dataset format")
+    _choice(problems, "data.format", d.format, format_names(), "dataset format")
     _choice(problems, "early_stopping.metric", spec.early_stopping.metric, STOP_METRICS, "metric")
     _choice(problems, "checkpoints.metric", spec.checkpoints.metric, STOP_METRICS, "metric")
     positive = {"optim.lr": o.lr, "train.epochs": t.epochs, "train.batch_size": t.batch_size}

@@ -53,7 +53,7 @@ def test_csv_numeric_and_categorical_columns(tmp_path):
 
 def test_csv_target_column_and_errors(tmp_path):
     (tmp_path / "t.csv").write_text("label,a,b\n1,0.5,2\n0,1.5,\n")
-    with pytest.raises(DataError, match="column 'b' is numeric but row 3 is empty"):
+    with pytest.raises(DataError, match="column 'b' is numeric but line 3 is empty"):
         load_raw(str(tmp_path / "t.csv"), "csv", target="label")
     with pytest.raises(DataError, match="no target column 'nope'"):
         load_raw(str(tmp_path / "t.csv"), "csv", target="nope")
@@ -257,3 +257,133 @@ def test_stream_loader_matches_device_loader():
                      workers=1)
     for (xa, ya, _), (xb, yb, _) in zip(a.batches(a.order()), b.batches(b.order()), strict=True):
         assert torch.equal(ya, yb) and torch.allclose(xa, xb, atol=1e-6)
+
+
+# ------------------------------------------------------------------ the format registry
+def test_formats_are_a_registry_the_spec_derives_from():
+    from trainer import spec as ts
+    from trainer.data import dataset_format, format_names
+    from trainer.data.formats import formats
+
+    assert ts.FORMATS == format_names() == ("auto", "digits", "npz", "csv", "image_folder", "idx", "cifar", "hf")
+    assert all(f.doc for f in formats().values())
+    with pytest.raises(ValueError, match="'csv' is already registered"):
+        dataset_format("csv")(lambda path, options: None)
+    assert ts.spec_from_dict({"data": {"format": "npz"}}).data.format == "npz"
+    with pytest.raises(ts.SpecError, match="unknown dataset format 'parquet'"):
+        ts.spec_from_dict({"data": {"format": "parquet"}})
+
+
+# ------------------------------------------------------------------ unreadable files (D4)
+def test_a_latin1_csv_is_refused_naming_the_line(tmp_path):
+    (tmp_path / "t.csv").write_bytes("a,b,kind\n1,2,cat\n3,4,caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"is not UTF-8 text \(byte 0xe9 on line 3\); save it as UTF-8"):
+        load_raw(str(tmp_path / "t.csv"), "auto")
+
+
+def test_a_utf8_csv_with_a_byte_order_mark_reads(tmp_path):
+    (tmp_path / "t.csv").write_bytes("\ufeffa,kind\n1,caf\u00e9\n2,tea\n".encode())
+    raw = load_raw(str(tmp_path / "t.csv"), "auto")
+    assert raw.classes == ["caf\u00e9", "tea"] and raw.features == ["a"]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_a_corrupt_csv_gz_is_refused(tmp_path, damage):
+    data = gzip.compress(b"a,b,kind\n" + b"1,2,x\n3,4,y\n" * 200)
+    (tmp_path / "t.csv.gz").write_bytes(data[:len(data) // 2] if damage == "truncated" else b"\x1f\x8bnot gzip")
+    with pytest.raises(DataError, match="damaged or truncated gzip file"):
+        load_raw(str(tmp_path / "t.csv.gz"), "auto")
+
+
+def test_an_npz_that_is_not_an_archive_is_refused(tmp_path):
+    (tmp_path / "a.npz").write_bytes(b"PK\x03\x04 not really a zip")
+    (tmp_path / "empty.npz").write_bytes(b"")
+    np.save(tmp_path / "single.npy", np.zeros(3))
+    (tmp_path / "single.npy").rename(tmp_path / "single.npz")
+    for name in "a.npz", "empty.npz", "single.npz":
+        with pytest.raises(DataError, match="not a readable .npz file|holds a single array"):
+            load_raw(str(tmp_path / name), "npz")
+    with pytest.raises(DataError, match="not a readable .npz file"):
+        load_raw("/dev/null", "npz")
+
+
+def test_a_decompression_bomb_png_is_refused(tmp_path):
+    for name in "a", "b":
+        (tmp_path / name).mkdir()
+        Image.new("L", (8, 8)).save(tmp_path / name / "0.png")
+    # 20000 x 20000 grey pixels compress to a few hundred KB: over Pillow's limit, refused unread.
+    Image.new("1", (20000, 20000)).save(tmp_path / "b" / "bomb.png")
+    with pytest.raises(DataError, match="bomb.png: refused, an image this large is likely a decompression bomb"):
+        load_raw(str(tmp_path), "auto")
+
+
+# ------------------------------------------------------------------ labels against classes (D5)
+def _npz(tmp_path, **arrays) -> str:
+    np.savez(tmp_path / "d.npz", **arrays)
+    return str(tmp_path / "d.npz")
+
+
+X10 = np.zeros((10, 3), dtype=np.float32)
+Y10 = np.arange(10) % 2
+
+
+@pytest.mark.parametrize("arrays,words", [
+    ({"x": X10, "y": np.arange(11) % 2}, "10 samples but 11 labels"),
+    ({"x": np.zeros((12, 3)), "y": Y10}, "12 samples but 10 labels"),
+    ({"x": X10, "y": Y10 * 6, "classes": np.array(["a", "b", "c", "d", "e"])},
+     "label 6 at row 1 is not a class: there are 5 class names (a, b, c, d, e), so labels run 0 to 4"),
+    ({"x": X10, "y": Y10, "x_test": np.zeros((2, 3)), "y_test": np.array([0, 7])},
+     "test label 7 at row 1 is not a class: there are 2 class names"),
+    ({"x": X10, "y": Y10, "x_test": np.zeros((3, 3)), "y_test": np.array([0, 1])}, "3 test samples but 2 test labels"),
+    ({"x": X10, "y": Y10, "x_test": np.zeros((2, 4)), "y_test": np.array([0, 1])},
+     "test samples are 4, training samples 3"),
+    ({"x": X10, "y": Y10, "x_test": np.zeros((2, 3))}, "has x_test but not y_test"),
+])
+def test_labels_are_checked_against_samples_and_classes_before_anything_starts(tmp_path, arrays, words):
+    with pytest.raises(DataError) as info:
+        load_raw(_npz(tmp_path, **arrays), "npz")
+    assert words in str(info.value)
+
+
+# ------------------------------------------------------------------ NaN and infinity (D9)
+@pytest.mark.parametrize("value,why", [("nan", "is not a number"), ("inf", "is not a number"),
+                                       ("-Infinity", "is not a number"), ("1e300", "is beyond float32's range")])
+def test_non_finite_csv_values_are_refused_naming_column_and_line(tmp_path, value, why):
+    (tmp_path / "t.csv").write_text(f"a,b,kind\n1,2,x\n3,4,y\n5,{value},x\n")
+    with pytest.raises(DataError) as info:
+        load_raw(str(tmp_path / "t.csv"), "auto")
+    assert f"column 'b', line 4: '{value}' {why}" in str(info.value)
+
+
+def test_non_finite_npz_samples_are_refused_naming_row_and_position(tmp_path):
+    x = np.zeros((10, 1, 4, 4))
+    x[7, 0, 2, 3] = 1e300                       # float64 that float32 cannot hold: becomes inf
+    with pytest.raises(DataError, match=r"inf in sample 7 at 0x2x3 \(channel x row x column\)"):
+        load_raw(_npz(tmp_path, x=x, y=Y10), "npz")
+    table = np.zeros((10, 3))
+    table[4, 2] = np.nan
+    with pytest.raises(DataError, match="nan in feature 2 of row 4"):
+        load_raw(_npz(tmp_path, x=table, y=Y10), "npz")
+
+
+# ------------------------------------------------------------------ degenerate data (D11)
+def test_a_single_class_is_refused(tmp_path):
+    with pytest.raises(DataError, match="only one class"):
+        load_raw(_npz(tmp_path, x=X10, y=np.zeros(10, dtype=np.int64)), "npz")
+    with pytest.raises(DataError, match="every training sample is of the class 'b'"):
+        load_raw(_npz(tmp_path, x=X10, y=np.ones(10, dtype=np.int64), classes=np.array(["a", "b"])), "npz")
+    (tmp_path / "t.csv").write_text("a,kind\n1,x\n2,x\n")
+    with pytest.raises(DataError, match="only one class \\('x'\\)"):
+        load_raw(str(tmp_path / "t.csv"), "auto")
+
+
+def test_empty_target_cells_are_refused_not_a_class_named_empty(tmp_path):
+    (tmp_path / "t.csv").write_text("a,kind\n1,x\n2,\n3,y\n4,\n")
+    with pytest.raises(DataError, match="line 3 has no value in the target column 'kind' \\(2 row"):
+        load_raw(str(tmp_path / "t.csv"), "auto")
+
+
+def test_duplicate_column_names_are_refused(tmp_path):
+    (tmp_path / "t.csv").write_text("a,b,a,kind\n1,2,3,x\n4,5,6,y\n")
+    with pytest.raises(DataError, match="columns 1 and 3 are both named 'a'"):
+        load_raw(str(tmp_path / "t.csv"), "auto")

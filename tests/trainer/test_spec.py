@@ -85,8 +85,9 @@ def test_class_count_disagrees_with_the_data(tmp_path):
 
 def test_input_shape_the_graph_does_not_accept(tmp_path):
     mlp = tiny_mlp(features=20, classes=10)
+    mlp.set_param("fc1", "in_features", 20)     # fixed: the 64 flattened pixels cannot go in
     found = setup_problems(tmp_path, mlp)
-    assert len(found) == 1 and found[0].startswith("data.dataset: samples of shape 1x8x8 do not fit")
+    assert len(found) == 1 and found[0].startswith("data.dataset: samples of shape 64 do not fit")
 
 
 def test_graph_takes_the_data_shape_when_it_fits(tmp_path):
@@ -215,3 +216,25 @@ def test_a_huge_or_deep_wrong_value_is_shown_short():
         deep = [deep]
     found = problems_of({"device": deep, "name": ["x" * 10000]})
     assert all(len(p) < 120 for p in found) and [p.split(":")[0] for p in found] == ["name", "device"]
+
+
+MLP = DIGITS_CNN.parent / "mlp.graph.json"
+
+
+def test_the_mlp_template_takes_the_digits_flattened(tmp_path):
+    """The mlp template says "64 features, the 8x8 digits flattened": images meet a flat input as rows."""
+    st = setup(load_spec(write_spec(tmp_path, MLP)))
+    assert st.splits.sample_shape == (64,) and st.graph.input_spec.shape == (64,)
+    assert not st.splits.is_image and not st.channels_last
+    assert st.splits.mean.shape == (64,)          # normalised per pixel, as features are
+    assert setup_problems(tmp_path, MLP, data={"augment": {"flip": True}}) == [
+        "data.augment: flip and translate need images (C x H x W); samples here are 64"]
+
+
+def test_the_mlp_template_trains_on_the_digits_in_the_real_worker(tmp_path, db):
+    code, events, err = run_worker(write_spec(tmp_path, MLP, train={"epochs": 2, "batch_size": 64}), db)
+    assert code == 0, err
+    started = next(e for e in events if e["event"] == "run_started")
+    finished = events[-1]
+    assert started["train_size"] + started["val_size"] + started["test_size"] == 1797
+    assert finished["event"] == "finished" and finished["test_accuracy"] > 0.8

@@ -1,51 +1,44 @@
 """Datasets for training: read (any format), split by the seed, normalise with train-split statistics.
 
-``load_data(spec)`` gives :class:`Splits` of float32 tensors on the host; :mod:`trainer.data.loaders`
-puts them on the device when they fit the budget (batches are index gathers) or streams them
-through a ``DataLoader`` otherwise.
+``load_raw`` reads a dataset through the format registry (:mod:`.formats`, one reader per format in
+:mod:`.readers`) and checks it (:mod:`.sanity`); ``prepare`` gives :class:`Splits` of float32 tensors
+on the host (:mod:`.splits`); :mod:`trainer.data.loaders` puts them on the device when they fit the
+budget (batches are index gathers) or streams them through a ``DataLoader`` otherwise. Reading and
+the registry import no torch (the run spec derives its format names from the registry); the
+splits, which do, are imported when first asked for.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import torch
+from .formats import (
+    DIGITS,
+    DataError,
+    RawData,
+    dataset_format,
+    detect_format,
+    fit_to_input,
+    format_names,
+    read_dataset,
+)
 
-from .formats import DIGITS, DataError, RawData, detect_format, read_dataset
+if TYPE_CHECKING:
+    from .splits import Split, Splits, normalise, prepare, split_indices, split_rows
 
-__all__ = ["DIGITS", "DataError", "RawData", "Split", "Splits", "detect_format", "load_raw", "prepare",
-           "split_indices", "split_rows"]
+__all__ = ["DIGITS", "DataError", "RawData", "Split", "Splits", "dataset_format", "detect_format", "fit_to_input",
+           "format_names", "load_raw", "normalise", "prepare", "split_indices", "split_rows"]
 
-
-@dataclass
-class Split:
-    """One split: samples (normalised float32, or raw uint8 when streamed) and int64 labels."""
-
-    x: torch.Tensor
-    y: torch.Tensor
-
-    def __len__(self) -> int:
-        return int(self.y.shape[0])
+_SPLITS = {"Split", "Splits", "normalise", "prepare", "split_indices", "split_rows"}
 
 
-@dataclass
-class Splits:
-    train: Split
-    val: Split
-    test: Split
-    classes: list[str]
-    mean: torch.Tensor  # per channel (images) or per feature (tabular), from the train split
-    std: torch.Tensor
+def __getattr__(name: str) -> Any:
+    if name in _SPLITS:
+        from . import splits
 
-    @property
-    def sample_shape(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in self.train.x.shape[1:])
-
-    @property
-    def is_image(self) -> bool:
-        return self.train.x.dim() == 4
+        return getattr(splits, name)
+    raise AttributeError(f"module 'trainer.data' has no attribute '{name}'")
 
 
 def load_raw(dataset: str, fmt: str, base: Path | None = None, *, target: str = "",
@@ -59,62 +52,3 @@ def load_raw(dataset: str, fmt: str, base: Path | None = None, *, target: str = 
     if not path.exists():
         raise DataError(f"{path}: no such file or folder")
     return read_dataset(fmt, path, target=target, image_size=image_size)
-
-
-def split_indices(n: int, val_fraction: float, test_fraction: float, seed: int,
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Deterministic train/val/test indices: the same seed always gives the same split."""
-    perm = np.random.default_rng(seed).permutation(n)
-    n_test, n_val = round(n * test_fraction), round(n * val_fraction)
-    return perm[n_test + n_val:], perm[n_test:n_test + n_val], perm[:n_test]
-
-
-def split_rows(raw: RawData, val_fraction: float, test_fraction: float, seed: int,
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows of ``raw.x`` in the train, val and test splits; a split the source defines itself takes no
-    rows (its fraction is 0)."""
-    return split_indices(len(raw.y), 0.0 if raw.x_val is not None else val_fraction,
-                         0.0 if raw.x_test is not None else test_fraction, seed)
-
-
-def prepare(raw: RawData, *, val_fraction: float, test_fraction: float, seed: int,
-            normalize: bool = True, keep_raw: bool = False) -> Splits:
-    """Split, then normalise every split with statistics of the train split only.
-
-    A source with its own test or validation split keeps it; the other splits come out of the rest by
-    the fractions (:func:`split_rows`). ``keep_raw`` leaves the samples unnormalised (uint8 stays uint8)
-    for streaming, where the loader normalises each batch on the device.
-    """
-    tr, va, te = split_rows(raw, val_fraction, test_fraction, seed)
-    parts = [(raw.x[tr], raw.y[tr]),
-             (raw.x_val, raw.y_val) if raw.x_val is not None else (raw.x[va], raw.y[va]),
-             (raw.x_test, raw.y_test) if raw.x_test is not None else (raw.x[te], raw.y[te])]
-    if len(parts[0][1]) == 0:
-        raise DataError("the train split is empty: the dataset is too small for these fractions")
-    mean, std = _stats(parts[0][0], normalize)
-    splits = []
-    for x, y in parts:
-        xt = torch.from_numpy(np.ascontiguousarray(x))
-        if not keep_raw:
-            xt = normalise(xt, mean, std)
-        splits.append(Split(xt, torch.from_numpy(np.ascontiguousarray(y))))
-    return Splits(*splits, classes=list(raw.classes), mean=mean, std=std)
-
-
-def _stats(x: np.ndarray, normalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and std over every axis but the channel/feature axis (axis 1)."""
-    channels = x.shape[1]
-    if not normalize:
-        return torch.zeros(channels), torch.ones(channels)
-    axes = tuple(i for i in range(x.ndim) if i != 1)
-    xf = x.astype(np.float64)
-    mean, std = xf.mean(axis=axes), xf.std(axis=axes)
-    std = np.where(std < 1e-6, 1.0, std)
-    return torch.tensor(mean, dtype=torch.float32), torch.tensor(std, dtype=torch.float32)
-
-
-def normalise(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-    """(x - mean) / std with the statistics broadcast over the channel/feature axis."""
-    shape = (1, -1) + (1,) * (x.dim() - 2)
-    mean, std = mean.to(x.device).view(shape), std.to(x.device).view(shape)
-    return (x.float() - mean) / std
