@@ -1,7 +1,9 @@
 """Copied nodes as JSON: what goes on the clipboard and how it is read back.
 
-The text is a small, versioned document (nodes with type, params, position and label, and
-the wires between them), so nodes can be pasted into another window or another studio.
+The text is a small, versioned document (nodes with type, params, position and label, the
+wires between them, and the groups that lie wholly among them, nested as they were), so
+nodes can be pasted into another window or another studio, and a saved block keeps its
+inner blocks.
 Reading it checks its structure and names what is wrong; parameter values are checked by
 the model's commands when pasted.
 """
@@ -30,7 +32,30 @@ def subgraph_json(graph: Graph, ids: list[str]) -> str:
                    "label": n.label} for n in (graph.nodes[i] for i in keep)],
         "edges": [{"src": e.src, "src_port": e.src_port, "dst": e.dst, "dst_port": e.dst_port}
                   for e in graph.edges if e.src in inside and e.dst in inside],
+        "groups": [{"name": g.name, "kind": g.kind, "collapsed": g.collapsed, "nodes": list(g.nodes)}
+                   for g in graph.groups.values() if g.nodes and set(g.nodes) <= inside],
     }, indent=1)
+
+
+CopiedGroup = tuple[str, str, bool, list[str]]  # name, kind, collapsed, old node ids
+
+
+def parse_groups(text: str) -> list[CopiedGroup]:
+    """The groups of :func:`subgraph_json` text (already read by :func:`parse_subgraph`),
+    outer groups first; ValueError says what is wrong."""
+    data = json.loads(text)
+    ids = {n["id"] for n in data["nodes"]}
+    raw = data.get("groups", [])
+    if not isinstance(raw, list):
+        raise ValueError("copied 'groups' must be a list")
+    out: list[CopiedGroup] = []
+    for i, g in enumerate(raw):
+        ok = isinstance(g, dict) and isinstance(g.get("name"), str) and isinstance(g.get("kind", ""), str) and \
+            isinstance(g.get("collapsed", True), bool) and isinstance(g.get("nodes"), list)
+        if not ok or not g["nodes"] or not set(g["nodes"]) <= ids:
+            raise ValueError(f"copied group {i} needs a name and nodes among the copied ones")
+        out.append((g["name"], g.get("kind", ""), g.get("collapsed", True), list(g["nodes"])))
+    return sorted(out, key=lambda g: -len(g[3]))
 
 
 def parse_subgraph(text: str) -> tuple[list[dict[str, Any]], list[Edge]]:

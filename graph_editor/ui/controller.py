@@ -340,6 +340,10 @@ class EditorController(QObject):
             nodes, edges = clipboard.parse_subgraph(text)
         except ValueError as exc:
             return self._refuse(str(exc))
+        try:
+            groups = clipboard.parse_groups(text)
+        except ValueError as exc:
+            return self._refuse(str(exc))
         placed = clipboard.place(nodes, at, PASTE_OFFSET)
         new_ids: dict[str, str] = {}
 
@@ -349,6 +353,10 @@ class EditorController(QObject):
                 new_ids[old_id] = apply(AddNode(self._graph, type_, new_id, params, pos, label)).node_id
             for e in edges:
                 apply(Connect(self._graph, Edge(new_ids[e.src], new_ids[e.dst], e.src_port, e.dst_port)))
+            for name, kind, collapsed, members in groups:  # outer ones first; each checks its nesting
+                group = apply(GroupNodes(self._graph, name, [new_ids[n] for n in members], kind=kind)).group
+                if not collapsed:
+                    apply(SetGroupCollapsed(self._graph, group.id, False))
 
         reason = self._compound(f"Paste {len(placed)} nodes", steps)
         if reason is not None:

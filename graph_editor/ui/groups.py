@@ -150,9 +150,11 @@ class GroupBox(QGraphicsItem):
         painter.setPen(theme.text_dim)
         count = f"{self.count} layers"
         row = QRectF(pad, y, inner, ROW_H)
-        if self.kind:
+        # The layer count beside the kind when both fit (else the kind alone: the tooltip has the count).
+        both = bool(self.kind) and metrics.advance("small", self.kind) + metrics.advance("small", count) + 8 <= inner
+        if both:
             painter.drawText(row, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, count)
-        width = inner - (metrics.advance("small", count) + 8 if self.kind else 0)
+        width = inner - (metrics.advance("small", count) + 8 if both else 0)
         painter.drawText(QRectF(pad, y, width, ROW_H), Qt.AlignmentFlag.AlignVCenter,
                          metrics.elide("small", self.subtitle(), Qt.TextElideMode.ElideRight, width))
         y += ROW_H

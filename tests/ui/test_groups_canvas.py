@@ -141,3 +141,19 @@ def test_templates_open_at_fit_view_without_overlap(qtbot, name):
     canvas, _, _ = open_canvas(qtbot, name)
     assert not overlapping(canvas)
     assert canvas.zoom >= 0.6
+
+
+def test_a_copied_stage_pastes_with_its_blocks_nested_and_undoes_in_one_step(qtbot):
+    controller = EditorController(load_graph(TEMPLATES / "resnet18.graph.json"), QUndoStack())
+    graph = controller.graph
+    text = controller.copy([gid(controller, "layer2")], to_clipboard=False)
+    before = (len(graph), len(graph.groups))
+    new = controller.paste(text, at=(0.0, 2000.0))
+    assert isinstance(new, list) and len(new) == len(graph.groups[gid(controller, "layer2")].nodes)
+    pasted = [g for g in graph.groups.values() if set(g.nodes) <= set(new)]
+    assert sorted((g.name, g.kind, len(g.nodes)) for g in pasted) == [
+        ("layer2", "Sequential", 16), ("layer2.0", "BasicBlock", 9), ("layer2.1", "BasicBlock", 7)]
+    controller.undo_stack.undo()
+    assert (len(graph), len(graph.groups)) == before
+    assert "copied group 0" in controller.paste('{"kind": "torch-studio-nodes", "version": 1, "nodes": '
+                                        '[{"id": "a", "type": "ReLU"}], "groups": [{"name": "g", "nodes": ["b"]}]}')
