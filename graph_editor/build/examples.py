@@ -40,30 +40,35 @@ def example_graph(type_: str, num_classes: int = 3) -> Graph:
 
 
 def catalog_graph(num_classes: int = 3, features: int = 8) -> Graph:
-    """One classifier with a branch per layer type whose example takes float input: each branch maps
-    the ``features`` inputs to the example's shape (Linear, Reshape), applies the layer and its own
-    head; the heads are summed. Types whose example reads category codes get :func:`example_graph`."""
+    """One classifier that uses every layer type whose example takes float input: the ``features``
+    inputs are mapped to each example shape once (Linear, Reshape), each type is applied to its
+    shape and flattened, and one Linear head reads them all concatenated. Types whose example reads
+    category codes get :func:`example_graph` instead (see :func:`code_types`)."""
     g = Graph(InputSpec((features,)), num_classes, {"name": "catalog"})
     g.add_node("Input", "input")
-    heads: list[str] = []
+    sources: dict[tuple[int, ...], str] = {}
+    flats: list[str] = []
     for type_, example in examples().items():
-        if example.codes_below is not None or example.dtype != "float32":
+        if type_ in code_types():
             continue
+        src = sources.get(example.shape)
+        if src is None:
+            src = f"in{len(sources)}"
+            g.add_node("Linear", src, {"out_features": math.prod(example.shape)})
+            g.connect("input", src)
+            if len(example.shape) > 1:
+                g.add_node("Reshape", f"{src}_shape", {"shape": list(example.shape)})
+                g.connect(src, f"{src}_shape")
+                src = f"{src}_shape"
+            sources[example.shape] = src
         base = type_.lower()
-        g.add_node("Linear", f"{base}_in", {"out_features": math.prod(example.shape)})
-        g.connect("input", f"{base}_in")
-        src = f"{base}_in"
-        if len(example.shape) > 1:
-            g.add_node("Reshape", f"{base}_shape", {"shape": list(example.shape)})
-            g.connect(src, f"{base}_shape")
-            src = f"{base}_shape"
         _add_layer(g, type_, base, src, example)
-        g.chain(("Flatten", f"{base}_flat"), ("Linear", f"{base}_head", {"out_features": num_classes}), start=base)
-        heads.append(f"{base}_head")
-    g.add_node("Add", "sum")
-    for head in heads:
-        g.connect(head, "sum")
-    g.chain(("Output", "output"), start="sum")
+        g.chain(("Flatten", f"{base}_flat"), start=base)
+        flats.append(f"{base}_flat")
+    g.add_node("Concat", "features", {"dim": 1})
+    for flat in flats:
+        g.connect(flat, "features")
+    g.chain(("Linear", "head", {"out_features": num_classes}), ("Output", "output"), start="features")
     return g
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
+from graph_editor.build.examples import catalog_graph, code_types, example_graph
 from graph_editor.model import Graph, InputSpec, load_graph
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +75,16 @@ def tabular_zoo() -> Graph:
     return g
 
 
-ZOOS = {"conv_zoo": conv_zoo, "sequence_zoo": sequence_zoo, "tabular_zoo": tabular_zoo}
+def catalog_zoos() -> dict[str, Callable[[], Graph]]:
+    """Generated from the layer registry (each type's example): a layer type added to the catalog is
+    exported and proven in every format without an edit here."""
+    zoos: dict[str, Callable[[], Graph]] = {"catalog": catalog_graph}
+    for type_ in code_types():
+        zoos[f"catalog_{type_.lower()}"] = partial(example_graph, type_)
+    return zoos
+
+
+ZOOS = {"conv_zoo": conv_zoo, "sequence_zoo": sequence_zoo, "tabular_zoo": tabular_zoo, **catalog_zoos()}
 
 
 def tiny_ln_graph() -> Graph:

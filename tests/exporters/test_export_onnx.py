@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from export_graphs import TEMPLATE_NAMES, template, tiny_ln_graph
+from export_graphs import TEMPLATE_NAMES, catalog_zoos, template, tiny_ln_graph
 
 from exporters import ExportError, ExportOptions, export, from_graph
 from exporters.formats.onnx_format import verify_onnx
@@ -36,6 +36,15 @@ def test_template_exports_and_matches_onnxruntime(exported, name):
     assert m["opset"] == 20
     text = Path(report.report_files[1]).read_text()
     assert "PASSED" in text and "max abs diff" in text
+
+
+@pytest.mark.parametrize("name", sorted(catalog_zoos()))
+def test_every_catalog_layer_exports_and_matches_onnxruntime(tmp_path, name):
+    """The graphs generated from the layer registry: every layer type, a new one included, in ONNX."""
+    source = from_graph(catalog_zoos()[name](), verify_batch=3)
+    report = export(source, "onnx", tmp_path / f"{name}.onnx", ExportOptions(timing_runs=1))
+    assert report.ok, report.to_text()
+    assert report.metrics["max_abs_diff"] < 1e-3 and report.metrics["top1_agreement"] == 1.0
 
 
 def test_report_json_is_beside_the_file(exported):
