@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from trainer import events as ev
 from trainer.spec import COMPILE_MODES, PRECISIONS
 
 
@@ -67,12 +68,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         spec_path.write_text(json.dumps(build_spec(args), indent=1), encoding="utf-8")
         worker = WorkerClient.run(spec_path, db=args.db)
         bar = Progress(sys.stderr)
-        last: dict[str, Any] = {}
+        last: ev.Event | None = None
         try:
             for event in worker.events():
                 last = event
                 if args.json_events:
-                    print(json.dumps(event), flush=True)
+                    print(event.to_json(), flush=True)
                 else:
                     bar.update(event)
         except KeyboardInterrupt:
@@ -86,18 +87,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     return code
 
 
-def print_outcome(last: dict[str, Any], stderr: str) -> None:
-    if last.get("event") == "finished":
-        acc, loss = last.get("test_accuracy"), last.get("test_loss")
-        print(f"run {last['run_id']} {last['status']} after {last['epoch']} epoch(s), {last['step']} steps, "
-              f"{last['seconds']:.1f} s of training")
-        if acc is not None:
-            print(f"test accuracy {acc * 100:.2f}%  test loss {loss:.4f}")
-        if last.get("best"):
-            b = last["best"]
-            print(f"best {b['metric']} {b['value']:.4f} at epoch {b['epoch']}")
-    elif last.get("event") == "failed":
-        print(f"error: {last['message']}", file=sys.stderr)
+def print_outcome(last: ev.Event | None, stderr: str) -> None:
+    """The run's result from its last event: a finished run's figures, a failure's message, or the
+    worker's last stderr when it ended without saying why."""
+    if isinstance(last, ev.Finished):
+        print(f"run {last.run_id} {last.status} after {last.epoch} epoch(s), {last.step} steps, "
+              f"{last.seconds or 0:.1f} s of training")
+        if last.test_accuracy is not None:
+            loss = "" if last.test_loss is None else f"  test loss {last.test_loss:.4f}"
+            print(f"test accuracy {last.test_accuracy * 100:.2f}%{loss}")
+        if last.best is not None and last.best.value is not None:
+            print(f"best {last.best.metric} {last.best.value:.4f} at epoch {last.best.epoch}")
+    elif isinstance(last, ev.Failed):
+        print(f"error: {last.message}", file=sys.stderr)
     else:
         print("error: the worker ended without a result\n" + stderr[-2000:], file=sys.stderr)
 
@@ -109,26 +111,25 @@ class Progress:
         self.stream, self.tty = stream, stream.isatty()
         self.epochs, self.steps = 0, 1
 
-    def update(self, e: dict[str, Any]) -> None:
-        kind = e["event"]
-        if kind == "run_started":
-            self.epochs, self.steps = e["epochs"], max(e["steps_per_epoch"], 1)
-            self.line(f"run {e['run_id']} on {e['device']}: {e['params']:,} parameters, {e['train_size']} train / "
-                      f"{e['val_size']} val / {e['test_size']} test samples", end="\n")
-        elif kind == "metrics" and self.tty:
-            done = (e["step"] - (e["epoch"] - 1) * self.steps) / self.steps
+    def update(self, e: ev.Event) -> None:
+        if isinstance(e, ev.RunStarted):
+            self.epochs, self.steps = e.epochs, max(e.steps_per_epoch, 1)
+            self.line(f"run {e.run_id} on {e.device}: {e.params:,} parameters, {e.train_size} train / "
+                      f"{e.val_size} val / {e.test_size} test samples", end="\n")
+        elif isinstance(e, ev.Metrics) and self.tty:
+            done = (e.step - (e.epoch - 1) * self.steps) / self.steps
             fill = int(24 * min(done, 1.0))
-            self.line(f"epoch {e['epoch']}/{self.epochs} [{'#' * fill}{'.' * (24 - fill)}] loss {e['loss']:.4f} "
-                      f"acc {e['accuracy'] * 100:5.1f}% lr {e['lr']:.2e} {e['samples_per_s']:,.0f} samples/s")
-        elif kind == "epoch_end":
-            val = "" if e["val_accuracy"] is None else (f", val loss {e['val_loss']:.4f} acc "
-                                                         f"{e['val_accuracy'] * 100:.2f}%")
-            self.line(f"epoch {e['epoch']}/{self.epochs}: train loss {e['train_loss']:.4f} acc "
-                      f"{e['train_accuracy'] * 100:.2f}%{val} ({e['seconds']:.1f} s)", end="\n")
-        elif kind == "compile_done":
-            self.line(f"compiled ({e['mode']}) in {e['seconds']:.1f} s", end="\n")
-        elif kind == "state":
-            self.line(f"{e['state']} ({e['reason']})", end="\n")
+            self.line(f"epoch {e.epoch}/{self.epochs} [{'#' * fill}{'.' * (24 - fill)}] loss {_num(e.loss, '.4f')} "
+                      f"acc {_pct(e.accuracy, '5.1f')} lr {_num(e.lr, '.2e')} {_num(e.samples_per_s, ',.0f')} samples/s")
+        elif isinstance(e, ev.EpochEnd):
+            val = "" if e.val_accuracy is None else (f", val loss {_num(e.val_loss, '.4f')} acc "
+                                                     f"{_pct(e.val_accuracy, '.2f')}")
+            self.line(f"epoch {e.epoch}/{self.epochs}: train loss {_num(e.train_loss, '.4f')} acc "
+                      f"{_pct(e.train_accuracy, '.2f')}{val} ({_num(e.seconds, '.1f')} s)", end="\n")
+        elif isinstance(e, ev.CompileDone):
+            self.line(f"compiled ({e.mode}) in {_num(e.seconds, '.1f')} s", end="\n")
+        elif isinstance(e, ev.State):
+            self.line(f"{e.state} ({e.reason})", end="\n")
 
     def line(self, text: str, end: str = "") -> None:
         if self.tty:
@@ -141,6 +142,15 @@ class Progress:
         if self.tty:
             self.stream.write("\r\x1b[2K")
             self.stream.flush()
+
+
+def _num(v: float | None, fmt: str) -> str:
+    """A figure, or '-' where the worker sent none (a NaN loss travels as null)."""
+    return "-" if v is None else format(v, fmt)
+
+
+def _pct(v: float | None, fmt: str) -> str:
+    return "-" if v is None else format(v * 100, fmt) + "%"
 
 
 # ------------------------------------------------------------------ runs / show

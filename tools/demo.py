@@ -132,6 +132,7 @@ def edit_and_undo(tour: Tour) -> None:
 
 def train_digits(tour: Tour) -> None:
     """Training: digits_cnn on the embedded digits in the worker process, every run kept in a store."""
+    from trainer import events as ev
     from trainer.client import WorkerClient
 
     spec = tour.out / "digits_cnn.spec.json"
@@ -139,21 +140,21 @@ def train_digits(tour: Tour) -> None:
                                 "model": {"graph": str(TEMPLATES / "digits_cnn.graph.json")},
                                 "data": {"dataset": "digits"}, "train": {"epochs": 10, "batch_size": 64}}))
     db = f"sqlite:///{tour.out / 'runs.sqlite'}"
-    last = {"event": "failed", "message": "the worker ended without a result"}
+    last: ev.Event = ev.Failed(message="the worker ended without a result")
     with WorkerClient.run(spec, db=db) as worker:
         for e in worker.events(timeout=600):
-            if e["event"] == "epoch_end":
-                print(f"  epoch {e['epoch']:2d}: train loss {e['train_loss']:.4f}, val accuracy "
-                      f"{e['val_accuracy'] * 100:.2f}% ({e['seconds']:.1f} s)")
-            elif e["event"] in ("finished", "failed"):
+            if isinstance(e, ev.EpochEnd):
+                val = "-" if e.val_accuracy is None else f"{e.val_accuracy * 100:.2f}%"
+                print(f"  epoch {e.epoch:2d}: train loss {e.train_loss:.4f}, val accuracy {val} ({e.seconds:.1f} s)")
+            elif isinstance(e, ev.ENDS):
                 last = e
         worker.wait()
-    if last["event"] == "failed":
-        print(f"  failed: {last['message']}")
+    if not isinstance(last, ev.Finished):
+        print(f"  failed: {last.message if isinstance(last, ev.Failed) else last}")
         return
-    print(f"  run {last['run_id']} {last['status']}: test accuracy {last['test_accuracy'] * 100:.2f}% after "
-          f"{last['seconds']:.1f} s of training; store {db}")
-    tour.results["run_db"], tour.results["run_id"] = db, last["run_id"]
+    acc = "-" if last.test_accuracy is None else f"{last.test_accuracy * 100:.2f}%"
+    print(f"  run {last.run_id} {last.status}: test accuracy {acc} after {last.seconds:.1f} s of training; store {db}")
+    tour.results["run_db"], tour.results["run_id"] = db, last.run_id
 
 
 def export_run(tour: Tour) -> None:

@@ -1,6 +1,8 @@
 """Commands from outside the loop: stdin JSON lines (a daemon thread) and SIGTERM, merged in one queue.
 
 The loop calls :meth:`Controls.poll` after every step: an empty-queue check, no lock held, no sync.
+The reader thread survives any line (see :func:`trainer.events.parse_command`): a refused line is
+reported on stderr and the next one is read.
 """
 
 from __future__ import annotations
@@ -9,38 +11,47 @@ import queue
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from .events import PAUSE, RESUME, SET_LR, STOP, parse_command
+from .events import (
+    MAX_COMMAND_CHARS,
+    PAUSE,
+    RESUME,
+    STOP,
+    Command,
+    CommandError,
+    Pause,
+    Resume,
+    SetLr,
+    Stop,
+    parse_command,
+)
 
 
 class Controls:
     """Pause/resume/stop/set_lr state for the loop. ``on_state`` reports paused/running/stopping."""
 
     def __init__(self, on_state: Callable[[str, str], None]) -> None:
-        self.commands: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.commands: queue.Queue[Command] = queue.Queue()
         self.on_state = on_state
         self.stop_requested = False
         self.stop_reason = ""
         self.lr_override: float | None = None
         self.sigterm = False
 
-    def listen(self, stream: IO[str] | None = None) -> threading.Thread:
+    def listen(self, stream: IO[Any] | None = None) -> threading.Thread:
         """Read commands from ``stream`` (stdin) on a daemon thread; EOF just ends the thread."""
         source = stream if stream is not None else sys.stdin
 
         def reader() -> None:
-            try:
-                for line in source:
-                    if not line.strip():
-                        continue
-                    try:
-                        self.commands.put(parse_command(line))
-                    except ValueError as exc:
-                        print(f"trainer: ignoring command: {exc}", file=sys.stderr, flush=True)
-            except (OSError, ValueError):
-                return
+            for line in command_lines(source):
+                try:
+                    self.commands.put(parse_command(line))
+                except CommandError as exc:
+                    print(f"trainer: ignoring command: {exc}", file=sys.stderr, flush=True)
+                except Exception as exc:  # noqa: BLE001 - no line may end the command channel
+                    print(f"trainer: ignoring command ({type(exc).__name__})", file=sys.stderr, flush=True)
 
         thread = threading.Thread(target=reader, name="trainer-commands", daemon=True)
         thread.start()
@@ -58,35 +69,61 @@ class Controls:
     def poll(self, _step: int = 0) -> bool:
         """Apply pending commands; blocks while paused. True when the run must stop now."""
         if self.sigterm and not self.stop_requested:
-            self._apply({"command": STOP, "reason": "SIGTERM"})
+            self._stop("SIGTERM")
         while not self.commands.empty():
             self._apply(self.commands.get_nowait())
         return self.stop_requested
 
-    def _apply(self, cmd: dict[str, Any]) -> None:
-        name = cmd["command"]
-        if name == STOP:
-            self.stop_requested, self.stop_reason = True, cmd.get("reason", STOP)
-            self.on_state("stopping", self.stop_reason)
-        elif name == SET_LR:
-            self.lr_override = float(cmd["lr"])
-        elif name == PAUSE:
+    def _stop(self, reason: str) -> None:
+        self.stop_requested, self.stop_reason = True, reason
+        self.on_state("stopping", reason)
+
+    def _apply(self, cmd: Command) -> None:
+        if isinstance(cmd, Stop):
+            self._stop(STOP)
+        elif isinstance(cmd, SetLr):
+            self.lr_override = cmd.lr
+        elif isinstance(cmd, Pause):
             self._paused()
 
     def _paused(self) -> None:
         self.on_state("paused", PAUSE)
         while True:
             if self.sigterm:
-                self._apply({"command": STOP, "reason": "SIGTERM"})
+                self._stop("SIGTERM")
                 return
             try:
                 cmd = self.commands.get(timeout=0.2)
             except queue.Empty:
                 continue
-            if cmd["command"] == RESUME:
+            if isinstance(cmd, Resume):
                 self.on_state("running", RESUME)
                 return
-            if cmd["command"] != PAUSE:
+            if not isinstance(cmd, Pause):
                 self._apply(cmd)
             if self.stop_requested:
                 return
+
+
+def command_lines(source: IO[Any]) -> Iterator[bytes | str]:
+    """The lines of ``source``, as bytes when it has a binary buffer (so a line that is not UTF-8 is
+    one refused line, not the end of the text stream), each cut at MAX_COMMAND_CHARS + 1 (a line
+    without an end is read in pieces, never whole into memory). Ends at EOF or a read error."""
+    stream = getattr(source, "buffer", source)
+    while True:
+        try:
+            line = stream.readline(MAX_COMMAND_CHARS + 1)
+        except (OSError, ValueError):
+            return
+        if not line:
+            return
+        if len(line) > MAX_COMMAND_CHARS:
+            while line and not line.endswith(b"\n" if isinstance(line, bytes) else "\n"):
+                try:
+                    line = stream.readline(MAX_COMMAND_CHARS + 1)     # skip the rest of the long line
+                except (OSError, ValueError):
+                    return
+            yield b"x" * (MAX_COMMAND_CHARS + 1)   # reported once, as too long
+            continue
+        if line.strip():
+            yield line

@@ -17,6 +17,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .optim import set_lr
+from .per_class import per_class
 
 StepFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
@@ -208,20 +210,10 @@ class Evaluation:
     accuracy: float
     confusion: np.ndarray  # rows = true class, columns = predicted class
 
-    def per_class(self) -> dict[str, list[float]]:
-        """Precision, recall and F1 of every class (0 where undefined), and its support."""
-        c = self.confusion.astype(np.float64)
-        tp, predicted, actual = np.diag(c), c.sum(axis=0), c.sum(axis=1)
-        precision = np.divide(tp, predicted, out=np.zeros_like(tp), where=predicted > 0)
-        recall = np.divide(tp, actual, out=np.zeros_like(tp), where=actual > 0)
-        denom = precision + recall
-        f1 = np.divide(2 * precision * recall, denom, out=np.zeros_like(tp), where=denom > 0)
-        return {"precision": _r(precision), "recall": _r(recall), "f1": _r(f1),
-                "support": [int(v) for v in actual]}
-
-
-def _r(a: np.ndarray) -> list[float]:
-    return [round(float(v), 6) for v in a]
+    def per_class(self) -> dict[str, list[Any]]:
+        """Precision, recall and F1 of every class (0 where undefined), and its support, as the
+        events and the store carry them (:func:`trainer.per_class.per_class`)."""
+        return per_class(self.confusion).to_dict()
 
 
 @torch.no_grad()

@@ -1,6 +1,7 @@
 """Confusion-matrix heatmap, per-class precision/recall/F1, and the samples behind a cell.
 
-:func:`per_class_metrics` is a plain function over the matrix (tested without Qt).
+:func:`per_class_metrics` gives the table's rows from the per-class figures the worker sent (or, for a
+matrix the studio made itself, :func:`trainer.per_class.per_class` of it; tested without Qt).
 :class:`ConfusionMatrixView` paints the matrix with its counts and class labels and emits
 ``cell_clicked(true, predicted)``; :class:`SampleGallery` shows the validation samples that fell
 in that cell with their true and predicted labels. Both take the studio's light or dark colours
@@ -29,6 +30,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from trainer.events import PerClass
+from trainer.per_class import per_class
+
 from .plot_theme import LIGHT, PlotTheme, plot_theme
 
 
@@ -43,20 +47,13 @@ class ClassMetrics:
     support: int
 
 
-def per_class_metrics(matrix: np.ndarray, names: Sequence[str]) -> list[ClassMetrics]:
-    """Rows of ``matrix`` are true classes, columns predicted. A class never predicted has
-    precision 0 (not NaN), one with no samples recall 0, so the table always has numbers."""
-    m = np.asarray(matrix, dtype=np.float64)
-    if m.ndim != 2 or m.shape[0] != m.shape[1]:
-        raise ValueError(f"a confusion matrix must be square, got shape {m.shape}")
-    tp = np.diag(m)
-    predicted, support = m.sum(axis=0), m.sum(axis=1)
-    precision = np.divide(tp, predicted, out=np.zeros_like(tp), where=predicted > 0)
-    recall = np.divide(tp, support, out=np.zeros_like(tp), where=support > 0)
-    denom = precision + recall
-    f1 = np.divide(2 * precision * recall, denom, out=np.zeros_like(tp), where=denom > 0)
-    return [ClassMetrics(str(names[i]) if i < len(names) else str(i), float(precision[i]),
-                         float(recall[i]), float(f1[i]), int(support[i])) for i in range(m.shape[0])]
+def per_class_metrics(matrix: np.ndarray, names: Sequence[str], figures: PerClass | None = None,
+                      ) -> list[ClassMetrics]:
+    """One row per class: ``figures`` as the worker sent them, else computed from ``matrix`` (rows
+    true classes, columns predicted) by :func:`trainer.per_class.per_class`."""
+    pc = figures if figures is not None else per_class(matrix)
+    return [ClassMetrics(str(names[i]) if i < len(names) else str(i), float(pc.precision[i]),
+                         float(pc.recall[i]), float(pc.f1[i]), int(pc.support[i])) for i in range(len(pc))]
 
 
 def cell_indices(true: np.ndarray, predicted: np.ndarray, t: int, p: int) -> np.ndarray:
@@ -338,13 +335,15 @@ class ConfusionPanel(QWidget):
         self.caption.setText("Confusion matrix")
         self.gallery.show_message("Click a cell of the matrix to see its samples.")
 
-    def set_matrix(self, matrix: np.ndarray, names: Sequence[str], caption: str = "") -> None:
+    def set_matrix(self, matrix: np.ndarray, names: Sequence[str], caption: str = "",
+                   per_class: PerClass | None = None) -> None:
+        """Show ``matrix`` with its per-class table: ``per_class`` as the worker sent it, when it did."""
         names = [str(n) for n in names] or [str(i) for i in range(len(matrix))]
         self._names = names
         self.matrix_view.set_matrix(matrix, names)
         self._stale = self._pred is not None
         self.caption.setText(f"Confusion matrix (validation{', ' + caption if caption else ''})")
-        rows = per_class_metrics(matrix, names)
+        rows = per_class_metrics(matrix, names, per_class)
         self.metrics.setRowCount(len(rows))
         for i, r in enumerate(rows):
             for j, text in enumerate((r.name, f"{r.precision:.3f}", f"{r.recall:.3f}", f"{r.f1:.3f}",

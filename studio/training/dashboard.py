@@ -29,6 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from trainer import events as ev
+
 from .confusion import ConfusionPanel
 from .plot_theme import LIGHT, PlotTheme, plot_theme
 from .plots import CurvePlot
@@ -202,13 +204,13 @@ class TrainingDashboard(QWidget):
         """Buffer one point; drawn at the next refresh tick."""
         self._pending[(plot, curve)].append((x, y))
 
-    def add_metrics(self, step: int, values: dict[str, float]) -> None:
-        """Training-step metrics: any of loss, accuracy, lr, samples_per_s (worker names)."""
+    def add_metrics(self, m: ev.Metrics) -> None:
+        """A ``metrics`` event: its loss, accuracy, lr and samples_per_s at its step."""
         for name, (plot, curve) in STEP_CURVES.items():
-            v = values.get(name)
+            v = getattr(m, name)
             if v is not None:
-                self.add_point(plot, curve, step, v)
-        self.clock.update(step)
+                self.add_point(plot, curve, m.step, v)
+        self.clock.update(m.step)
 
     def add_memory(self, step: int, values: dict[str, float]) -> None:
         """Memory sample in bytes: CUDA allocated/reserved/peak, or the process RSS."""
@@ -216,24 +218,25 @@ class TrainingDashboard(QWidget):
             if isinstance(v, (int, float)) and v is not None:
                 self.add_point("memory", name, step, v / 2**20)
 
-    def end_epoch(self, epoch: int, step: int, row: dict[str, float | None],
-                  matrix: Sequence[Sequence[int]] | None = None, names: Sequence[str] = ()) -> None:
-        """Validation results of one epoch: plot points, a table row, the confusion matrix."""
+    def end_epoch(self, e: ev.EpochEnd, names: Sequence[str] = ()) -> None:
+        """An ``epoch_end`` event: plot points, a table row, the confusion matrix with the per-class
+        figures the worker computed (``names``: the class names when the event has none)."""
         for name, (plot, curve) in _EPOCH_CURVES.items():
-            v = row.get(name)
+            v = getattr(e, name)
             if v is not None:
-                self.add_point(plot, curve, step, v)
-        cells = [str(epoch)] + [_cell(row.get(k), ".4f") for k in ("train_loss", "train_accuracy", "val_loss",
-                                                                   "val_accuracy")]   # aligned decimals
-        cells.append(_cell(row.get("lr"), ".2e"))
-        cells.append(_cell(row.get("seconds"), ".1f"))
+                self.add_point(plot, curve, e.step, v)
+        cells = [str(e.epoch)] + [_cell(v, ".4f") for v in (e.train_loss, e.train_accuracy, e.val_loss,
+                                                              e.val_accuracy)]   # aligned decimals
+        cells.append(_cell(e.lr, ".2e"))
+        cells.append(_cell(e.seconds, ".1f"))
         items = [QStandardItem(c) for c in cells]
         for it in items:
             it.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.epochs.appendRow(items)
         self.epoch_table.scrollToBottom()
-        if matrix is not None:
-            self.confusion.set_matrix(np.asarray(matrix), names, f"epoch {epoch}")
+        if e.confusion is not None:
+            self.confusion.set_matrix(np.asarray(e.confusion), e.classes or names, f"epoch {e.epoch}",
+                                      per_class=e.per_class)
 
     def compile_started(self) -> None:
         self._compile_t0 = time.monotonic()

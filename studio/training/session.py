@@ -16,6 +16,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from trainer import events as ev
+
 from .bridge import WorkerBridge
 from .dashboard import TrainingDashboard
 from .tasks import BackgroundTask, predict_checkpoint
@@ -34,19 +36,19 @@ class TrainingSession(QObject):
         self.db_url = db_url
         self.work_dir = Path(work_dir)
         self.bridge = WorkerBridge(self)
-        self.info: dict[str, Any] = {}
+        self.info = ev.RunStarted()
         self.spec: dict[str, Any] = {}
         self.status = "idle"
         self._step = 0
         self._memory_title = ""
-        self._checkpoint: dict[str, Any] | None = None
+        self._checkpoint: ev.Checkpoint | None = None
         self._predict_task: BackgroundTask | None = None
         self._connect()
 
     def _connect(self) -> None:
         b, d = self.bridge, self.dashboard
         b.run_started.connect(self._on_started)
-        b.compile_done.connect(lambda e: d.compile_done(e.get("seconds")))
+        b.compile_done.connect(lambda e: d.compile_done(e.seconds))
         b.metrics.connect(self._on_metrics)
         b.memory.connect(self._on_memory)
         b.epoch_end.connect(self._on_epoch)
@@ -93,57 +95,53 @@ class TrainingSession(QObject):
         self.status = "detached"
 
     # ------------------------------------------------------------------ events
-    def _on_started(self, e: dict[str, Any]) -> None:
+    def _on_started(self, e: ev.RunStarted) -> None:
         self.info = e
         self.status = "running"
-        total = int(e.get("epochs", 0)) * int(e.get("steps_per_epoch", 0))
-        title = f"{e.get('name') or 'run'}  \u00b7  run {e.get('run_id')}  \u00b7  {e.get('device')}"
-        self.dashboard.begin_run(title, total, self.spec.get("optim", {}).get("lr"))
-        self.dashboard.clock.update(int(e.get("start_step", 0)))
+        title = f"{e.name or 'run'}  \u00b7  run {e.run_id}  \u00b7  {e.device}"
+        self.dashboard.begin_run(title, e.epochs * e.steps_per_epoch, self.spec.get("optim", {}).get("lr"))
+        self.dashboard.clock.update(e.start_step)
         self.dashboard.set_state("running")
-        if e.get("compile") not in (None, "off"):
+        if e.compile not in (None, "off"):
             self.dashboard.compile_started()
-        if e.get("run_id") is not None:
-            self.run_started.emit(int(e["run_id"]))
+        if e.run_id is not None:
+            self.run_started.emit(e.run_id)
 
-    def _on_metrics(self, e: dict[str, Any]) -> None:
-        self._step = int(e.get("step", self._step))
-        self.dashboard.add_metrics(self._step, e)
+    def _on_metrics(self, e: ev.Metrics) -> None:
+        self._step = e.step
+        self.dashboard.add_metrics(e)
 
-    def _on_memory(self, e: dict[str, Any]) -> None:
-        cuda = "allocated" in e
-        keys = ("allocated", "reserved", "peak") if cuda else ("rss", "peak_rss")
-        title = f"Memory ({e.get('device', 'cuda')})" if cuda else "Memory (worker process RSS)"
+    def _on_memory(self, e: ev.Memory) -> None:
+        title = f"Memory ({e.device or 'cuda'})" if e.cuda else "Memory (worker process RSS)"
         if title != self._memory_title:
             self._memory_title = title
             self.dashboard.plots["memory"].getPlotItem().setTitle(title)
-        self._step = int(e.get("step", self._step))
-        self.dashboard.add_memory(self._step, {k: e[k] for k in keys if e.get(k) is not None})
+        if e.step is not None:
+            self._step = e.step
+        self.dashboard.add_memory(self._step, e.figures())
 
-    def _on_epoch(self, e: dict[str, Any]) -> None:
-        self.dashboard.end_epoch(int(e["epoch"]), int(e.get("step", self._step)), e, e.get("confusion"),
-                                 self.info.get("classes", ()))
+    def _on_epoch(self, e: ev.EpochEnd) -> None:
+        self.dashboard.end_epoch(e, e.classes or self.info.classes)
 
-    def _on_checkpoint(self, e: dict[str, Any]) -> None:
+    def _on_checkpoint(self, e: ev.Checkpoint) -> None:
         self._checkpoint = e
 
-    def _on_state(self, e: dict[str, Any]) -> None:
-        state = e.get("state")
-        if state in ("paused", "running"):
-            self.dashboard.set_paused(state == "paused")
+    def _on_state(self, e: ev.State) -> None:
+        if e.state in ("paused", "running"):
+            self.dashboard.set_paused(e.state == "paused")
         else:
-            self.dashboard.set_state(str(state))
+            self.dashboard.set_state(e.state)
 
-    def _on_finished(self, e: dict[str, Any]) -> None:
-        self.status = str(e.get("status", "completed"))
-        acc = e.get("test_accuracy")
+    def _on_finished(self, e: ev.Finished) -> None:
+        self.status = e.status
+        acc = e.test_accuracy
         msg = f"{self.status.replace('_', ' ')}" + (f", test accuracy {acc:.4f}" if acc is not None else "")
         self.dashboard.set_state(msg, running=False)
         self.ended.emit(self.status, msg)
 
-    def _on_failed(self, e: dict[str, Any]) -> None:
+    def _on_failed(self, e: ev.Failed) -> None:
         self.status = "failed"
-        msg = f"failed ({e.get('kind', 'error')}): {e.get('message', '')}"
+        msg = f"failed ({e.kind}): {e.message}"
         self.dashboard.set_state(msg.splitlines()[0], running=False)
         self.ended.emit("failed", msg)
 
@@ -161,15 +159,14 @@ class TrainingSession(QObject):
             return
         if self._predict_task is not None and self._predict_task.is_running():
             return
-        spec, path = dict(self.spec), ckpt["path"]
+        spec, path = dict(self.spec), ckpt.path
         self._predict_task = BackgroundTask(lambda: predict_checkpoint(spec, path), self)
         self._predict_task.done.connect(lambda r: self._show_predictions(r, ckpt, t, p))
         self._predict_task.error.connect(self.dashboard.confusion.gallery.show_message)
         self._predict_task.start()
 
-    def _show_predictions(self, result: Any, ckpt: dict[str, Any], t: int, p: int) -> None:
-        self.dashboard.confusion.show_predictions(result, f"{ckpt.get('kind')} checkpoint, epoch {ckpt.get('epoch')}",
-                                                  t, p)
+    def _show_predictions(self, result: Any, ckpt: ev.Checkpoint, t: int, p: int) -> None:
+        self.dashboard.confusion.show_predictions(result, f"{ckpt.kind} checkpoint, epoch {ckpt.epoch}", t, p)
 
     def wait_predictions(self, ms: int = 60_000) -> bool:
         return self._predict_task.wait(ms) if self._predict_task else True

@@ -1,11 +1,13 @@
-"""WorkerBridge against small real child processes speaking the event protocol."""
+"""WorkerBridge against small real child processes speaking the event protocol, and the real worker."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
 
+from graph_editor.model import Graph, InputSpec, save_graph
 from studio.training.bridge import WorkerBridge
 from trainer import events as ev
 
@@ -48,10 +50,11 @@ def test_events_commands_and_a_clean_end(qtbot, tmp_path):
     finished = ev.encode(ev.FINISHED, 7, status="completed")
     bridge, seen = _run(qtbot, tmp_path, f"w({finished!r})  # last line without a newline")
     assert seen["metrics"] == 2000 and seen["exit"] == 0
-    assert seen["state"]["reason"] == '{"command": "pause"}'
-    assert seen["finished"]["status"] == "completed" and seen["crashed"] is None
+    assert isinstance(seen["state"], ev.State) and seen["state"].reason == '{"command": "pause"}'
+    assert isinstance(seen["finished"], ev.Finished) and seen["finished"].status == "completed"
+    assert seen["crashed"] is None
     assert bridge.bad_lines == 2
-    assert not bridge.send("stop")  # the process is gone: refused, not raised
+    assert not bridge.send(ev.Stop())  # the process is gone: refused, not raised
 
 
 def test_exit_without_an_end_event_is_a_crash_with_the_stderr_tail(qtbot, tmp_path):
@@ -59,3 +62,50 @@ def test_exit_without_an_end_event_is_a_crash_with_the_stderr_tail(qtbot, tmp_pa
     assert seen["exit"] == 3 and seen["metrics"] == 2000
     assert seen["crashed"].startswith("the worker process exited with status 3")
     assert "CUDA error: boom" in seen["crashed"]
+
+
+def test_an_unknown_event_from_a_newer_worker_is_passed_on(qtbot, tmp_path):
+    bridge = WorkerBridge()
+    seen: list = []
+    bridge.event.connect(seen.append)
+    script = ("import sys; sys.stdout.write('{\"event\": \"inspect\", \"run_id\": 3, \"step\": 4}\\n'"
+              " + '{\"event\": \"finished\", \"run_id\": 3, \"status\": \"stopped\"}\\n')")
+    with qtbot.waitSignal(bridge.exited, timeout=30_000):
+        bridge.start("-", "", tmp_path / "w.log", command=[sys.executable, "-c", script])
+    assert [e.event for e in seen] == ["inspect", "finished"]
+    assert isinstance(seen[0], ev.UnknownEvent) and seen[0].extra == {"step": 4}
+    assert bridge.run_id == 3 and bridge.ended
+
+
+def test_the_real_worker_through_the_qt_adapter(qtbot, tmp_path):
+    """Start, pause, set the learning rate, resume and stop the real worker, all through typed signals."""
+    graph = Graph(InputSpec((1, 8, 8)), 10, {"name": "tiny"})
+    graph.chain(("Input", "input"), ("Flatten", "flat"), ("Linear", "fc", {"out_features": 10}), ("Output", "output"))
+    save_graph(graph, tmp_path / "net.graph.json")
+    spec = {"schema_version": 1, "name": "bridge", "model": {"graph": str(tmp_path / "net.graph.json")},
+            "train": {"epochs": 500, "batch_size": 64, "metrics_interval_s": 0.1}, "device": "cpu",
+            "schedule": {"name": "constant"}}
+    (tmp_path / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+    bridge = WorkerBridge()
+    states: list[ev.State] = []
+    bridge.state_changed.connect(states.append)
+    with qtbot.waitSignal(bridge.run_started, timeout=60_000) as started:
+        bridge.start(tmp_path / "spec.json", f"sqlite:///{tmp_path / 'runs.sqlite'}", tmp_path / "w.log",
+                     cwd=tmp_path)
+    info = started.args[0]
+    assert isinstance(info, ev.RunStarted) and info.device == "cpu" and info.params == 650
+    assert bridge.run_id == info.run_id is not None
+    with qtbot.waitSignal(bridge.metrics, timeout=30_000) as first:
+        pass
+    assert isinstance(first.args[0], ev.Metrics) and first.args[0].step >= 1
+    assert bridge.pause()
+    qtbot.waitUntil(lambda: [s.state for s in states] == ["paused"], timeout=30_000)
+    assert bridge.set_lr(0.0005) and bridge.resume()
+    assert not bridge.set_lr(float("nan"))          # refused before it is sent
+    with qtbot.waitSignal(bridge.metrics, timeout=30_000,
+                          check_params_cb=lambda m: m.lr == pytest.approx(0.0005)):
+        pass
+    with qtbot.waitSignal(bridge.exited, timeout=60_000) as exited:
+        assert bridge.stop()
+    assert exited.args == [0] and bridge.ended
+    assert [s.state for s in states] == ["paused", "running", "stopping"]

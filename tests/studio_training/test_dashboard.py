@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from studio.training.dashboard import ProgressClock, TrainingDashboard, format_duration
+from trainer import events as ev
 
 pytestmark = pytest.mark.qt
 
@@ -21,7 +22,8 @@ def dash(qtbot):
 
 def test_points_wait_for_the_tick_and_one_plot_is_drawn_per_tick(dash):
     for step in range(1, 51):
-        dash.add_metrics(step, {"loss": 1 / step, "accuracy": step / 50, "lr": 0.01, "samples_per_s": 900.0})
+        dash.add_metrics(ev.Metrics(step=step, epoch=1, loss=1 / step, accuracy=step / 50, lr=0.01,
+                                    samples_per_s=900.0))
     assert all(p.point_count() == 0 for p in dash.plots.values())
     dash.flush()
     drawn = [k for k, p in dash.plots.items() if p.point_count() and p._items[p.curve_names()[0]].getData()[0] is not None]
@@ -35,13 +37,17 @@ def test_points_wait_for_the_tick_and_one_plot_is_drawn_per_tick(dash):
 
 def test_epoch_end_adds_a_row_val_points_and_the_matrix(dash):
     m = np.eye(3, dtype=int) * 5
-    dash.end_epoch(1, 10, {"train_loss": 0.5, "train_accuracy": 0.8, "val_loss": 0.4, "val_accuracy": 0.9,
-                           "lr": 0.003, "seconds": 1.25}, m, ["a", "b", "c"])
+    sent = ev.PerClass([0.25, 0.5, 0.75], [1.0, 1.0, 1.0], [0.4, 0.667, 0.857], [5, 5, 5])   # not m's own
+    dash.end_epoch(ev.EpochEnd(epoch=1, step=10, train_loss=0.5, train_accuracy=0.8, val_loss=0.4, val_accuracy=0.9,
+                               lr=0.003, seconds=1.25, confusion=m.tolist(), per_class=sent), ["a", "b", "c"])
     dash.flush(everything=True)
     row = [dash.epochs.item(0, c).text() for c in range(dash.epochs.columnCount())]
     assert row == ["1", "0.5000", "0.8000", "0.4000", "0.9000", "3.00e-03", "1.2"]   # decimals aligned
-    dash.end_epoch(2, 20, {"train_loss": 3e-5, "train_accuracy": 1.0, "val_loss": 0.0, "val_accuracy": None,
-                           "lr": 0.001, "seconds": 1.0})
+    # the dashboard shows the per-class figures the worker sent, not its own
+    assert [dash.confusion.metrics.item(i, 1).text() for i in range(3)] == ["0.250", "0.500", "0.750"]
+    assert dash.confusion.metrics.item(2, 0).text() == "c"
+    dash.end_epoch(ev.EpochEnd(epoch=2, step=20, train_loss=3e-5, train_accuracy=1.0, val_loss=0.0, val_accuracy=None,
+                               lr=0.001, seconds=1.0))
     row = [dash.epochs.item(1, c).text() for c in range(dash.epochs.columnCount())]
     assert row[1:5] == ["3.0e-05", "1.0000", "0.0000", ""]     # a tiny loss is not shown as 0
     assert dash.plots["accuracy"].buffer("val").y.tolist() == [0.9]

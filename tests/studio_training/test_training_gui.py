@@ -73,19 +73,19 @@ def test_train_from_the_studio_window_pause_lr_stop_and_find_in_runs_dock(qtbot,
     dialog.form.set_values({"train.epochs": 60, "name": "from the dialog"})
     with qtbot.waitSignal(controller.session.bridge.run_started, timeout=WAIT) as started:
         qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
-    run_id = started.args[0]["run_id"]
+    run_id = started.args[0].run_id
     assert controller.dashboard_dock.isVisible()
     loss = controller.dashboard.plots["loss"]
     qtbot.waitUntil(lambda: "train" in loss.curve_names() and len(loss.buffer("train")) >= 3, timeout=WAIT)
     dash, bridge = controller.dashboard, controller.session.bridge
     assert dash.progress.value() > 0
-    with qtbot.waitSignal(bridge.state_changed, timeout=WAIT, check_params_cb=lambda e: e["state"] == "paused"):
+    with qtbot.waitSignal(bridge.state_changed, timeout=WAIT, check_params_cb=lambda e: e.state == "paused"):
         qtbot.mouseClick(dash.pause_button, Qt.MouseButton.LeftButton)
     assert dash.pause_button.text() == "Resume" and dash.state.text() == "paused"
-    with qtbot.waitSignal(bridge.state_changed, timeout=WAIT, check_params_cb=lambda e: e["state"] == "running"):
+    with qtbot.waitSignal(bridge.state_changed, timeout=WAIT, check_params_cb=lambda e: e.state == "running"):
         qtbot.mouseClick(dash.pause_button, Qt.MouseButton.LeftButton)
     dash.lr_box.setValue(0.0005)
-    with qtbot.waitSignal(bridge.metrics, timeout=WAIT, check_params_cb=lambda e: e["lr"] == pytest.approx(5e-4)):
+    with qtbot.waitSignal(bridge.metrics, timeout=WAIT, check_params_cb=lambda e: e.lr == pytest.approx(5e-4)):
         qtbot.mouseClick(dash.lr_button, Qt.MouseButton.LeftButton)
     dialogs = len(window.findChildren(dialog_type))
     window.training.train_action.trigger()     # Train again while a run is going: no dialog, no question
@@ -135,7 +135,7 @@ def test_confusion_cell_click_shows_the_samples_of_that_cell(qtbot, controller):
         pass
     panel = controller.dashboard.confusion
     epoch_matrix = panel.matrix_view.matrix().copy()
-    assert epoch_matrix.sum() == controller.session.info["val_size"]
+    assert epoch_matrix.sum() == controller.session.info.val_size
     assert controller.dashboard.epochs.rowCount() == 2
     t = int(np.argmax(np.diag(epoch_matrix)))
     x, y = panel.matrix_view.cell_center(t, t)

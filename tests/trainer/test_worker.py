@@ -80,7 +80,7 @@ def test_commands_pause_set_lr_resume_stop(tmp_path, db):
         assert seen[-1]["state"] == "paused"
         assert w.set_lr(0.0123)
         time.sleep(0.6)
-        assert w.queue.empty()            # paused: nothing trains, nothing is emitted
+        assert w.poll() == []             # paused: nothing trains, nothing is emitted
         assert w.resume_training()
         assert next(stream)["state"] == "running"
         after = until(stream, "metrics", 2)   # the first one still holds the step made before the pause
