@@ -48,12 +48,13 @@ def context_actions(canvas: GraphCanvas, view_pos: QPointF,
 
     if isinstance(item, GroupBox):
         gid = item.group_id
-        return [("Expand block", lambda: c.set_collapsed(gid, False)), ("Ungroup", lambda: c.ungroup(gid)),
-                ("Copy", lambda: c.copy(sel)), ("Duplicate", lambda: c.duplicate(sel)),
+        more: list[Action] = [("Group into a block…", group)] if len(sel) > 1 else []
+        return [("Open block", lambda: c.set_collapsed(gid, False)), ("Ungroup", lambda: c.ungroup(gid)),
+                ("Copy", lambda: c.copy(sel)), ("Duplicate", lambda: c.duplicate(sel)), *more,
                 ("Delete", canvas.delete_selection)]
     if isinstance(item, GroupFrame):
         gid = item.group_id
-        return [("Collapse into a block", lambda: c.set_collapsed(gid, True)), ("Ungroup", lambda: c.ungroup(gid))]
+        return [("Close into a block", lambda: c.set_collapsed(gid, True)), ("Ungroup", lambda: c.ungroup(gid))]
     if isinstance(item, NodeItem):
         actions: list[Action] = [("Copy", lambda: c.copy(sel)), ("Cut", lambda: c.cut(sel)),
                                  ("Duplicate", lambda: c.duplicate(sel))]

@@ -295,7 +295,7 @@ def test_context_menu_offers_what_fits_the_item(editor, canvas):
     assert editor.graph.groups[gid].nodes == ["conv1", "relu1"]
     box_at = QPointF(at(canvas, canvas.graph_scene.boxes[gid].scenePos() + QPointF(80, 30)))
     box_actions = dict(context_actions(canvas, box_at))
-    box_actions["Expand block"]()
+    box_actions["Open block"]()
     assert editor.graph.groups[gid].collapsed is False
     empty = dict(context_actions(canvas, QPointF(at(canvas, QPointF(600, 500)))))
     assert {"Add layer…", "Paste", "Auto-layout", "Fit view"} <= set(empty)
