@@ -20,7 +20,7 @@ import torch
 from graph_editor.build.fx import build_module
 from graph_editor.model.serialize import graph_from_dict, load_graph
 from trainer.checkpoint import load_checkpoint_weights
-from trainer.data import load_raw, prepare, split_rows
+from trainer.data import fit_to_input, load_raw, prepare, split_rows
 from trainer.spec import spec_from_dict
 
 BATCH = 512
@@ -50,8 +50,6 @@ def predict_validation(spec_dict: dict[str, Any], checkpoint: str | Path, base_d
     base = Path(base_dir) if base_dir else None
     d = spec.data
     raw = load_raw(d.dataset, d.format, base, target=d.target, image_size=d.image_size or None)
-    splits = prepare(raw, val_fraction=d.val_fraction, test_fraction=d.test_fraction, seed=spec.train.seed,
-                     normalize=d.augment.normalize)
     if raw.x_val is not None:                      # the dataset's own validation split
         shown, va = raw.x_val, np.arange(len(raw.y_val))
     else:
@@ -60,6 +58,9 @@ def predict_validation(spec_dict: dict[str, Any], checkpoint: str | Path, base_d
     g = spec.model.graph
     graph = graph_from_dict(g) if isinstance(g, dict) else load_graph(spec.resolve(g) if base is None
                                                                      else base / g)
+    raw = fit_to_input(raw, graph.input_spec.shape)  # as the worker fed it (images flattened for an MLP)
+    splits = prepare(raw, val_fraction=d.val_fraction, test_fraction=d.test_fraction, seed=spec.train.seed,
+                     normalize=d.augment.normalize)
     module = build_module(graph, device="cpu")
     module.load_state_dict(load_checkpoint_weights(checkpoint))
     module.eval()

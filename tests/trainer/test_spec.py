@@ -232,9 +232,17 @@ def test_the_mlp_template_takes_the_digits_flattened(tmp_path):
 
 
 def test_the_mlp_template_trains_on_the_digits_in_the_real_worker(tmp_path, db):
-    code, events, err = run_worker(write_spec(tmp_path, MLP, train={"epochs": 2, "batch_size": 64}), db)
+    from studio.training.predict import predict_validation
+
+    spec = write_spec(tmp_path, MLP, train={"epochs": 2, "batch_size": 64})
+    code, events, err = run_worker(spec, db)
     assert code == 0, err
     started = next(e for e in events if e["event"] == "run_started")
     finished = events[-1]
     assert started["train_size"] + started["val_size"] + started["test_size"] == 1797
     assert finished["event"] == "finished" and finished["test_accuracy"] > 0.8
+    # The studio's re-evaluation of a confusion cell feeds the samples as the worker did.
+    last_epoch = [e for e in events if e["event"] == "epoch_end"][-1]
+    last = [e for e in events if e["event"] == "checkpoint" and e["kind"] == "last"][-1]
+    found = predict_validation(json.loads(spec.read_text()), last["path"], base_dir=tmp_path)
+    assert found.images.shape[1:] == (1, 8, 8) and found.matrix().tolist() == last_epoch["confusion"]
