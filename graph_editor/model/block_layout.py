@@ -116,9 +116,9 @@ def make_room(graph: Graph, gid: str, expand: bool, sizes: dict[str, Size] | Non
     """New positions that open (``expand``) or close group ``gid`` in place.
 
     Opening moves the group's members inside the frame it gets; what shares the block's row
-    and starts right of it moves right, and what lies wholly below the block's top row moves
-    down (and right too, where it starts right of the block), by how much the frame is larger
-    than the block. Closing reverses it, so opening then closing puts every node back.
+    and starts right of it moves right, and what lies wholly below the block moves down, by
+    how much the frame is larger than the block. Closing reverses it, so opening then
+    closing puts every node back.
     """
     sizes = sizes or {}
     group = graph.groups[gid]
@@ -142,7 +142,7 @@ def make_room(graph: Graph, gid: str, expand: bool, sizes: dict[str, Size] | Non
         right_of, below = left > x0 + 1e-6, top >= y0 + bh - 1e-6
         if bottom <= y0 + 1e-6 or not (right_of or below):
             continue  # above the block, or left of it in its row
-        shift = (sign * dx if right_of else 0.0, sign * dy if below else 0.0)
+        shift = (0.0, sign * dy) if below else (sign * dx, 0.0)
         for n in nodes:
             x, y = graph.nodes[n].position
             out[n] = (round(x + shift[0], 1), round(y + shift[1], 1))
