@@ -76,6 +76,19 @@ def test_layering():
     assert offenders("trainer", ("graph_editor.ui",)) == []
 
 
+def test_studio_reads_the_run_store_through_its_methods():
+    """No SQL in the app shell: run-history queries are :class:`trainer.store.RunStore` methods."""
+    assert offenders("studio", ("sqlalchemy",)) == []
+
+
+def test_the_worker_protocol_and_its_client_stay_light():
+    """The CLI and the studio load the protocol, the client and the liveness check without torch,
+    Qt or a database driver."""
+    for rel in ("trainer/events.py", "trainer/client.py", "trainer/liveness.py", "trainer/per_class.py"):
+        heavy = {n for n in imported_modules(ROOT / rel) if n.split(".")[0] in ("torch", "sqlalchemy", *QT)}
+        assert heavy == set(), rel
+
+
 def test_the_check_resolves_relative_imports():
     # graph_editor/build/fx.py imports ``from ..model import ...``
     assert "graph_editor.model" in imported_modules(ROOT / "graph_editor" / "build" / "fx.py")

@@ -34,12 +34,15 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
+    func,
     inspect,
     select,
     text,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from .liveness import process_alive, process_started
 
 SCHEMA_VERSION = 2
 ENV_VAR = "TORCH_STUDIO_DB"
@@ -271,6 +274,11 @@ class RunStore:
                 q = q.where(Metric.name == name)
             return [tuple(r) for r in s.execute(q.order_by(Metric.id))]  # type: ignore[misc]
 
+    def metric_max(self, run_id: int, name: str) -> float | None:
+        """The highest value metric ``name`` reached in run ``run_id`` (None without one): one indexed query."""
+        with Session(self.engine) as s:
+            return s.scalar(select(func.max(Metric.value)).where(Metric.run_id == run_id, Metric.name == name))
+
     def epoch_reports(self, run_id: int) -> list[dict[str, Any]]:
         with Session(self.engine) as s:
             q = select(EpochReport).where(EpochReport.run_id == run_id).order_by(EpochReport.id)
@@ -310,48 +318,6 @@ def _upgrade(s: Session, info: SchemaInfo) -> None:
     if "pid_started" not in columns:       # version 1 -> 2
         s.execute(text("ALTER TABLE runs ADD COLUMN pid_started INTEGER NOT NULL DEFAULT 0"))
     info.version = SCHEMA_VERSION
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` after the command name (Linux), or None where there is no /proc."""
-    if not Path("/proc/self/stat").exists():
-        return None
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return []
-
-
-def process_started(pid: int) -> int:
-    """When process ``pid`` started, in clock ticks since boot (Linux), 0 where the system does not say.
-    With the pid it names one process: a pid is reused, a (pid, start) pair is not."""
-    return _start_ticks(_proc_stat(pid))
-
-
-def _start_ticks(fields: list[str] | None) -> int:
-    try:
-        return int(fields[19]) if fields else 0      # field 22 of stat; the first two are before ")"
-    except (IndexError, ValueError):
-        return 0
-
-
-def process_alive(pid: int, started: int = 0) -> bool:
-    """True while ``pid`` is a live (not zombie) process, and, when ``started`` is known, the same
-    process that started then (not another one the pid was given to since)."""
-    if pid <= 0:
-        return False
-    fields = _proc_stat(pid)
-    if fields is not None:
-        if not fields or fields[0] in ("Z", "X"):
-            return False
-        return not started or _start_ticks(fields) == started
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def run_to_dict(run: Run) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Run history for the runs dock, read from the trainer's run store (no Qt here).
+"""Run history for the runs dock, read through the run store's methods (no Qt and no SQL here).
 
 :func:`run_rows` turns stored runs into the plain rows the dock shows; :func:`load_curves` reads
 the metric series to overlay; :func:`delete_run` removes a run (through the store) and its files.
@@ -14,10 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
-from trainer.store import Metric, Run, RunStore
+from trainer.store import Run, RunStore
 
 # What can be overlaid: store metric name -> label.
 CURVES = {"val/accuracy": "val accuracy", "val/loss": "val loss", "train/loss": "train loss",
@@ -64,9 +62,7 @@ def _seconds(run: Run, now: datetime) -> float | None:
 
 def best_val_accuracy(store: RunStore, run_id: int) -> float | None:
     """The highest validation accuracy a run reached (whatever metric picked its best checkpoint)."""
-    with Session(store.engine) as s:
-        return s.scalar(select(func.max(Metric.value)).where(Metric.run_id == run_id,
-                                                             Metric.name == "val/accuracy"))
+    return store.metric_max(run_id, "val/accuracy")
 
 
 def run_rows(store: RunStore, best_cache: dict[int, float | None] | None = None) -> list[RunRow]:

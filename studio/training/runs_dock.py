@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from trainer.events import PerClass, ProtocolError
 from trainer.store import RunStore, StoreError
 
 from ..prompts import Prompts, ask_delete_runs
@@ -341,8 +342,12 @@ class RunsPanel(QWidget):
             self.confusion.gallery.show_message(f"Run {run_id} stored no validation results.")
             return
         last = reports[-1]      # a newer matrix: samples shown so far go stale, the next click reloads
+        try:                    # the per-class figures the worker stored with it
+            figures = PerClass.from_dict(last["per_class"]) if last.get("per_class") else None
+        except ProtocolError:
+            figures = None
         self.confusion.set_matrix(np.asarray(last["confusion"]), last.get("classes", []),
-                                  f"run {run_id}, epoch {last['epoch']}")
+                                  f"run {run_id}, epoch {last['epoch']}", per_class=figures)
 
     def _load_samples(self, t: int, p: int) -> None:
         run_id = self._confusion_run
