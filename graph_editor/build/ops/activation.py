@@ -30,6 +30,7 @@ for _type, _cls, _functions, _methods in [
     ("ReLU6", nn.ReLU6, (F.relu6,), ()),
     ("SiLU", nn.SiLU, (F.silu,), ()),
     ("Hardswish", nn.Hardswish, (F.hardswish,), ()),
+    ("Hardsigmoid", nn.Hardsigmoid, (F.hardsigmoid,), ()),
     ("Sigmoid", nn.Sigmoid, (torch.sigmoid, F.sigmoid), ("sigmoid",)),
     ("Tanh", nn.Tanh, (torch.tanh, F.tanh), ("tanh",)),
 ]:

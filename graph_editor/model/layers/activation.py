@@ -17,6 +17,7 @@ for _type, _doc in [
     ("ReLU6", "ReLU clipped at 6 (MobileNet)."),
     ("SiLU", "x * sigmoid(x), also called swish."),
     ("Hardswish", "Piecewise-linear swish (MobileNetV3)."),
+    ("Hardsigmoid", "Piecewise-linear sigmoid, relu6(x + 3) / 6 (MobileNetV3's squeeze-excite gates)."),
     ("Sigmoid", "Logistic function 1 / (1 + exp(-x))."),
     ("Tanh", "Hyperbolic tangent."),
 ]:
