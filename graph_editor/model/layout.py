@@ -169,7 +169,7 @@ def _coordinates(dag: nx.DiGraph, layers: list[list], sizes: dict,
     if wrap is None:
         total = x - H_GAP
         bands = 1 if total <= wrap_min else max(2, round(math.sqrt(total / BAND_ASPECT)))
-        wrap = total / bands + 1
+        wrap = total / bands + max(widths, default=0.0)  # a column may overhang: bands come out even
     return _wrap(pos, layers, xs, widths, size, wrap)
 
 
