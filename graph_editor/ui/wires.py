@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .scene import GraphScene
 
 LABEL_PAD = 5.0
-LABEL_GROW = 2.0  # the most a label grows when zoomed out
+LABEL_GROW = 1.7  # the most a label grows when zoomed out
 LABEL_READABLE = 0.9  # zoom below which labels grow to stay this size on screen
 LABEL_MIN_LOD = 0.28  # below this zoom no label is drawn, not even on hover
 ARC_MIN_SPAN = NODE_W * 1.6

@@ -157,3 +157,17 @@ def test_a_copied_stage_pastes_with_its_blocks_nested_and_undoes_in_one_step(qtb
     assert (len(graph), len(graph.groups)) == before
     assert "copied group 0" in controller.paste('{"kind": "torch-studio-nodes", "version": 1, "nodes": '
                                         '[{"id": "a", "type": "ReLU"}], "groups": [{"name": "g", "nodes": ["b"]}]}')
+
+
+def test_auto_layout_of_a_grouped_graph_places_open_blocks_without_overlap(qtbot):
+    canvas, controller, _ = open_canvas(qtbot, "resnet18")
+    graph = controller.graph
+    for name in ("layer3", "layer3.1"):
+        assert controller.set_collapsed(gid(controller, name), False) is None
+    controller.move_nodes({"layer3_1_conv2": (-3000.0, 4000.0), "fc": (50.0, 60.0)})  # a mess
+    assert overlapping(canvas) or graph.nodes["layer3_1_conv2"].position == (-3000.0, 4000.0)
+    assert controller.auto_layout() is None
+    assert not overlapping(canvas)
+    frame = canvas.graph_scene.frames[gid(controller, "layer3.1")]
+    assert frame.rect.contains(canvas.graph_scene.nodes["layer3_1_conv2"].sceneBoundingRect())
+    assert canvas.graph_scene.frames[gid(controller, "layer3")].rect.contains(frame.rect)
