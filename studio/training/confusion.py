@@ -359,9 +359,9 @@ class ConfusionPanel(QWidget):
         self._pred_source, self._stale = source, False
 
     def show_predictions(self, result: Any, source: str, t: int, p: int) -> None:
-        """A checkpoint's re-evaluation (:class:`~studio.training.predict.Predictions`): its matrix,
-        its samples, and cell (t, p) of it."""
-        self.set_matrix(result.matrix(), result.classes, source)
+        """A checkpoint's re-evaluation (:class:`~trainer.predict.Predictions`): its matrix and
+        per-class figures, its samples, and cell (t, p) of it."""
+        self.set_matrix(result.matrix(), result.classes, source, per_class=result.per_class())
         self.set_predictions(result.images, result.true, result.pred, source)
         self.show_cell(t, p)
 

@@ -57,8 +57,8 @@ class BackgroundTask(QObject):
 
 
 def predict_checkpoint(spec: dict[str, Any], checkpoint: str) -> Any:
-    """:func:`studio.training.predict.predict_validation`, for a BackgroundTask: torch is imported
+    """:func:`trainer.predict.predict_validation`, for a BackgroundTask: torch is imported
     here, on the background thread, the first time samples are asked for."""
-    from .predict import predict_validation
+    from trainer.predict import predict_validation
 
     return predict_validation(spec, checkpoint)

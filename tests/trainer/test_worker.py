@@ -230,7 +230,7 @@ def test_csv_data_over_the_device_budget_streams_through_a_dataloader(tmp_path, 
 def test_image_folder_with_its_own_splits_trains_and_its_validation_is_predicted_again(tmp_path, db):
     from PIL import Image
 
-    from studio.training.predict import predict_validation
+    from trainer.predict import predict_validation
 
     from .conftest import tiny_cnn
 

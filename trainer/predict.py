@@ -1,11 +1,12 @@
 """Which validation samples fall in each confusion-matrix cell: re-evaluate a checkpoint on the CPU.
 
 The worker's ``epoch_end`` event carries the matrix, not per-sample predictions (that would be
-thousands of numbers per epoch on the event stream). When the user clicks a cell, the studio
-rebuilds the run's validation split exactly as the worker did (same reader, fractions and seed),
-loads the checkpoint's weights into the graph's module on the CPU and predicts. For the small
-datasets a studio trains interactively (the digits: 180 validation samples) this takes well under a
-second; it runs on a background thread and never initialises CUDA.
+thousands of numbers per epoch on the event stream). When the user clicks a cell, the studio calls
+:func:`predict_validation` on a background thread: it rebuilds the run's validation split exactly
+as the worker did (same reader, fractions and seed), loads the checkpoint's weights into the
+graph's module on the CPU and predicts. For the small datasets a studio trains interactively (the
+digits: 180 validation samples) this takes well under a second, and it never initialises CUDA.
+Qt-free, so it is tested and usable without the studio.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ import torch
 
 from graph_editor.build.fx import build_module
 from graph_editor.model.serialize import graph_from_dict, load_graph
-from trainer.checkpoint import load_checkpoint_weights
-from trainer.data import fit_to_input, load_raw, prepare, split_rows
-from trainer.spec import spec_from_dict
+
+from .checkpoint import load_checkpoint_weights
+from .data import fit_to_input, load_raw, prepare, split_rows
+from .events import PerClass
+from .per_class import per_class
+from .spec import spec_from_dict
 
 BATCH = 512
 
@@ -37,10 +41,15 @@ class Predictions:
     classes: list[str]
 
     def matrix(self) -> np.ndarray:
+        """Rows true class, columns predicted, as the worker's ``confusion``."""
         n = len(self.classes)
         m = np.zeros((n, n), dtype=np.int64)
         np.add.at(m, (self.true, self.pred), 1)
         return m
+
+    def per_class(self) -> PerClass:
+        """Precision, recall, F1 and support of every class, computed as the worker computes them."""
+        return per_class(self.matrix())
 
 
 def predict_validation(spec_dict: dict[str, Any], checkpoint: str | Path, base_dir: str | Path | None = None,
