@@ -34,10 +34,14 @@ class ProblemsDock(QWidget):
         layout.addWidget(self.list)
         self.list.itemClicked.connect(self._on_clicked)
         self.list.itemActivated.connect(self._on_clicked)
+        self._sources: dict[str, list[Problem]] = {}
         self.set_problems([])
 
-    def set_problems(self, problems: Sequence[Problem]) -> None:
-        """Show ``problems`` (from validation or analysis)."""
+    def set_problems(self, problems: Sequence[Problem], source: str = "graph") -> None:
+        """Show ``problems`` from ``source`` (the graph's validation and analysis, or another view such
+        as a run's inspection), keeping what the other sources reported."""
+        self._sources[source] = list(problems)
+        problems = [p for entries in self._sources.values() for p in entries]
         ordered = sorted(problems, key=lambda p: (p.severity != "error", p.node or ""))
         self.list.clear()
         for p in ordered:

@@ -1,0 +1,90 @@
+"""The Inspect workspace in a real main window, driven by real clicks and keys (offscreen)."""
+
+from __future__ import annotations
+
+import torch
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtTest import QTest
+
+from graph_editor.build import build_module
+from studio.inspect import install
+from studio.inspect.backward import TOGGLE
+from trainer.inspect import inspected_step
+
+from .conftest import open_template
+
+
+def _workspace(window):
+    return getattr(window, "inspect", None) or install(window)
+
+
+def _click_item(view, item, at=None) -> None:
+    """A real left click on ``item`` (at its local point ``at``, else its centre) in ``view``."""
+    local = at if at is not None else item.boundingRect().center()
+    view.ensureVisible(item, 10, 10)
+    pos = view.mapFromScene(item.mapToScene(local))
+    QTest.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, pos)
+
+
+def test_capture_blocks_overlay_and_selection_both_ways(window, qtbot):
+    open_template(window, "digits_cnn")
+    ws = _workspace(window)
+    window.workspaces.items["Inspect"].action.trigger()
+    assert window.workspaces.current == "Inspect" and ws.backward_panel.isVisible()
+    ws.batch.selectAll()
+    QTest.keyClicks(ws.batch, "16")
+    with qtbot.waitSignal(ws.captured, timeout=60_000) as blocker:
+        QTest.mouseClick(ws.capture_button, Qt.MouseButton.LeftButton)
+    capture = blocker.args[0]
+    assert capture.batch == 16 and len(capture.nodes) == 31
+    blocks = ws.view.backward.blocks
+    assert set(blocks) == set(capture.owners)
+    # saved bytes on the design canvas: a halo per node that saves something, and the legend
+    assert ws.metric.currentData() == "saved_bytes"
+    assert {"relu1", "bn2", "pool"} <= set(ws.overlay.halos) and ws.overlay.legend.isVisible()
+    assert "Saved for backward" in ws.overlay.legend.title
+    # a click on a backward block selects the forward node on the design canvas
+    _click_item(ws.view, blocks["bn2"])
+    assert window.controller.selection == ["bn2"]
+    # a click on the design canvas's node selects its backward block
+    canvas = window.canvas
+    item = canvas.graph_scene.nodes["conv3"]
+    canvas.centerOn(item)
+    QTest.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                     canvas.mapFromScene(item.mapToScene(item.boundingRect().center() + QPoint(0, 8))))
+    assert window.controller.selection == ["conv3"]
+    assert blocks["conv3"].isSelected() and not blocks["bn2"].isSelected()
+    # the toggle expands a block to list its autograd nodes
+    before = blocks["fc"].height
+    _click_item(ws.view, blocks["fc"], TOGGLE.center())
+    assert blocks["fc"].expanded and blocks["fc"].height > before
+    assert "NativeBatchNormBackward0" in blocks["bn1"].toolTip() and "shape" in blocks["bn1"].toolTip()
+
+
+def test_live_reports_fill_the_plot_overlay_and_flag_exploding(window, qtbot):
+    open_template(window, "digits_cnn")
+    ws = _workspace(window)
+    window.workspaces.items["Inspect"].action.trigger()
+    torch.manual_seed(0)
+    model = build_module(window.controller.graph, device="cpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(8, 1, 8, 8), torch.randint(0, 10, (8,))
+    cpu = torch.device("cpu")
+    _, _, healthy = inspected_step(model, opt, x, y, step=10, device=cpu, precision="fp32")
+    ws.add_report(healthy)
+    assert ws.flow.bar_count() == 7 and ws.metric.currentData() == "grad_w"   # 3 conv, 3 BN, 1 linear
+    assert window.problems.count() == 0
+    with torch.no_grad():
+        model.fc.weight.mul_(1e6)                     # a deliberately broken init scale
+    _, _, broken = inspected_step(model, opt, x, y, step=20, device=cpu, precision="fp32")
+    ws.add_report(broken)
+    texts = [window.problems.list.item(i).text() for i in range(window.problems.count())]
+    assert any(t.startswith("conv1") and "exploding since step 20" in t for t in texts), texts
+    # the metric box (keys) switches the overlay to the dead fraction
+    ws.metric.setFocus()
+    index = ws.metric.findData("zero_fraction")
+    while ws.metric.currentIndex() != index:
+        QTest.keyClick(ws.metric, Qt.Key.Key_Down if ws.metric.currentIndex() < index else Qt.Key.Key_Up)
+    assert "Dead fraction" in ws.overlay.legend.title and "relu1" in ws.overlay.halos
+    steps, _ = ws.history.series("conv1", "zero_fraction")
+    assert steps == [10, 20]
