@@ -46,6 +46,13 @@ reader that saw an event can find it in the store.
     "oom" during training ``memory`` (the CUDA figures at the failure). Spec/data/graph failures, and
     "oom" while the model's weights are placed on the device, come before ``run_started``, have
     ``run_id`` None and a ``problems`` list (one ``"field.path: message"`` each).
+``inspect`` (:class:`Inspect`)
+    ``step`` (the inspected step), ``path`` (the report, a JSON file in the run directory: per graph
+    node ||dL/dy||, ||dL/dW||, weight norm, update ratio, activation mean/std, zero fraction, CPU
+    backward time; :func:`trainer.inspect.read_report`), ``nodes`` (how many), ``loss``, ``flags``
+    (``[node, "vanishing" | "exploding", figure, value]`` for each gradient norm out of range). On the
+    ``inspect`` command, and every ``train.inspect_every_s`` seconds when the spec sets it. The figures
+    are also stored as metrics ``inspect/<figure>/<node>``.
 
 A reader keeps what it does not know: an event name it does not know becomes an
 :class:`UnknownEvent` (its fields in ``extra``), a field it does not know goes to the event's
@@ -54,7 +61,9 @@ A reader keeps what it does not know: an event name it does not know becomes an
 Commands (stdin, one JSON object per line): ``{"command": "pause"}`` (:class:`Pause`),
 ``{"command": "resume"}`` (:class:`Resume`), ``{"command": "stop"}`` (:class:`Stop`: checkpoint,
 then end with ``finished`` status "stopped"), ``{"command": "set_lr", "lr": 0.001}`` (:class:`SetLr`:
-from the next step on the learning rate is this constant; the schedule no longer applies).
+from the next step on the learning rate is this constant; the schedule no longer applies),
+``{"command": "inspect"}`` (:class:`InspectNow`: the next step runs with hooks, then an ``inspect``
+event).
 :func:`parse_command` turns any line into a command or a :class:`CommandError` naming what is wrong
 (never another exception: a 400-digit number or a 100000-deep nesting is a refused line like any
 other); the worker reports refused lines on stderr and keeps reading. SIGTERM and SIGINT act as stop.
@@ -82,6 +91,7 @@ the studio listens to it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import sys
@@ -99,6 +109,7 @@ CHECKPOINT = "checkpoint"
 STATE = "state"
 FINISHED = "finished"
 FAILED = "failed"
+INSPECT = "inspect"
 
 PAUSE, RESUME, STOP, SET_LR = "pause", "resume", "stop", "set_lr"
 
@@ -396,6 +407,18 @@ class Failed(Event):
     memory: dict[str, Any] | None = optional()
 
 
+@event_type(INSPECT)
+@dataclass(kw_only=True)
+class Inspect(Event):
+    """An inspected training step; its per-node figures are in the JSON file at ``path``."""
+
+    step: int = 0
+    path: str = ""
+    nodes: int = 0
+    loss: float | None = None
+    flags: list[list[Any]] = field(default_factory=list)
+
+
 @dataclass(kw_only=True)
 class UnknownEvent(Event):
     """An event this version does not know (from a newer worker): its name, its fields in ``extra``."""
@@ -420,8 +443,10 @@ class UnknownEvent(Event):
 ENDS = (Finished, Failed)   # the events that end a run
 
 
-def _field_names(cls: type[Event]) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in _BASE_FIELDS)
+@functools.cache
+def _field_names(cls: type[Event]) -> frozenset[str]:
+    """The fields a class declares beyond the header (cached: the GUI thread parses every event)."""
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.name not in _BASE_FIELDS)
 
 
 def decode(obj: Any) -> Event:
@@ -536,6 +561,12 @@ class SetLr(Command):
 
     def __post_init__(self) -> None:
         self.lr = _positive_finite(self.lr)
+
+
+@command_type(INSPECT)
+@dataclass(kw_only=True)
+class InspectNow(Command):
+    """Run the next training step with hooks and report it in an ``inspect`` event."""
 
 
 def _positive_finite(lr: Any) -> float:

@@ -91,6 +91,7 @@ def test_malformed_commands_never_end_the_command_channel(tmp_path):
         assert w.stop()
         rest = list(stream)
         assert isinstance(rest[-1], ev.Finished) and rest[-1].status == "stopped"
+        assert [e for e in rest if e.extra or isinstance(e, ev.UnknownEvent)] == []
         assert w.wait(60) == 0
     refused = [ln for ln in w.stderr.splitlines() if ln.startswith("trainer: ignoring command")]
     assert len(refused) == len(BAD_LINES), w.stderr
@@ -105,3 +106,15 @@ def test_client_reports_a_crash_with_the_stderr_tail(tmp_path):
     assert [type(e) for e in events] == [ev.State] and not w.ended
     assert w.exit_code == 3
     assert w.crash_reason(3) == "the worker process exited with status 3 without reporting an end\nboom"
+
+
+def test_a_refused_spec_is_one_typed_failed_event_before_run_started(tmp_path):
+    spec = small_spec(tmp_path, epochs=0)
+    with WorkerClient.run(spec, db=f"sqlite:///{tmp_path / 'runs.sqlite'}") as w:
+        events = list(w.events(timeout=60))
+        assert w.wait(60) == ev.EXIT_REFUSED
+    assert len(events) == 1 and isinstance(events[0], ev.Failed) and w.ended
+    failed = events[0]
+    assert failed.kind == "spec" and failed.run_id is None and failed.extra == {}
+    assert failed.problems and failed.problems[0].startswith("train.epochs")
+    assert w.run_id is None and w.exit_code == ev.EXIT_REFUSED

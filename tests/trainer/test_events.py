@@ -139,3 +139,28 @@ def test_command_wire_format_is_unchanged():
 def test_any_bad_command_line_is_one_command_error(line, says):
     with pytest.raises(ev.CommandError, match=says):
         ev.parse_command(line)
+
+
+# ---------------------------------------------------------------- writing
+def test_emitter_writes_a_built_event_or_a_name_with_fields_the_same_way():
+    import io
+
+    out = io.StringIO()
+    emitter = ev.Emitter(out)
+    emitter.run_id = 9
+    emitter.emit(ev.Metrics(step=3, epoch=1, loss=0.5, accuracy=0.25, lr=0.1, samples_per_s=10.0))
+    emitter.emit(ev.METRICS, step=3, epoch=1, loss=0.5, accuracy=0.25, lr=0.1, samples_per_s=10.0)
+    first, second = (json.loads(line) for line in out.getvalue().splitlines())
+    assert first.pop("time") > 0 and second.pop("time") > 0
+    assert first == second == {"event": "metrics", "run_id": 9, "step": 3, "epoch": 1, "loss": 0.5,
+                               "accuracy": 0.25, "lr": 0.1, "samples_per_s": 10.0}
+
+
+def test_a_closed_stream_silences_the_emitter():
+    import io
+
+    out = io.StringIO()
+    out.close()
+    emitter = ev.Emitter(out)
+    emitter.emit(ev.STATE, state="paused", reason="pause")     # no exception: training goes on
+    assert emitter.closed
