@@ -56,10 +56,12 @@ def make_train_step(model: nn.Module, opt: torch.optim.Optimizer, *, device: tor
         opt_step = torch.compile(opt.step, fullgraph=False)
 
     def train_step(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # The last step's gradients go before the forward, not after it: kept through the forward
+        # they add a model's worth of bytes to the step's peak (resnet18_cifar: 4-6% of it).
+        opt.zero_grad(set_to_none=True)
         with autocast(device, precision):
             logits = model(x)
             loss = F.cross_entropy(logits, y, label_smoothing=label_smoothing)
-        opt.zero_grad(set_to_none=True)
         if scaler is not None:
             scaler.scale(loss).backward()
             scaler.step(opt)
