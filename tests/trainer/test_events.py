@@ -29,11 +29,13 @@ SAMPLES: dict[str, dict] = {
                       best={"metric": "val_accuracy", "value": 0.75, "epoch": 1}, seconds=3.25),
     ev.FAILED: dict(kind="spec", message="train.epochs: must be positive", problems=["train.epochs: must be positive"],
                     traceback="", step=None),
+    ev.INSPECT: dict(step=40, path="/runs/run-1/inspect/step-00000040.json", nodes=15, loss=0.7,
+                     flags=[["fc", "exploding", "grad_w", 2500.0]]),
 }
 
 CLASSES = {ev.RUN_STARTED: ev.RunStarted, ev.COMPILE_DONE: ev.CompileDone, ev.METRICS: ev.Metrics,
            ev.EPOCH_END: ev.EpochEnd, ev.MEMORY: ev.Memory, ev.CHECKPOINT: ev.Checkpoint, ev.STATE: ev.State,
-           ev.FINISHED: ev.Finished, ev.FAILED: ev.Failed}
+           ev.FINISHED: ev.Finished, ev.FAILED: ev.Failed, ev.INSPECT: ev.Inspect}
 
 
 def test_every_event_type_has_a_sample_and_a_class():
@@ -81,9 +83,9 @@ def test_non_finite_floats_are_null_on_the_wire():
 
 
 def test_unknown_event_and_unknown_fields_are_kept():
-    newer = {"event": "inspect", "run_id": 2, "time": 1.5, "step": 9, "path": "/runs/inspect-9.json"}
+    newer = {"event": "from_a_newer_worker", "run_id": 2, "time": 1.5, "step": 9, "path": "/runs/trace-9.json"}
     event = ev.Event.from_json(json.dumps(newer))
-    assert isinstance(event, ev.UnknownEvent) and event.event == "inspect" and event.extra["step"] == 9
+    assert isinstance(event, ev.UnknownEvent) and event.event == "from_a_newer_worker" and event.extra["step"] == 9
     assert json.loads(event.to_json()) == newer
     added = {"event": "metrics", "run_id": 2, "time": 1.5, "step": 3, "grad_norm": 0.25}
     m = ev.Event.from_json(json.dumps(added))
@@ -107,7 +109,8 @@ def test_registering_an_event_name_twice_is_refused():
 
 
 # ---------------------------------------------------------------- commands
-@pytest.mark.parametrize("command", [ev.Pause(), ev.Resume(), ev.Stop(), ev.SetLr(lr=0.001)])
+@pytest.mark.parametrize("command", [ev.Pause(), ev.Resume(), ev.Stop(), ev.SetLr(lr=0.001),
+                                     ev.InspectNow()])
 def test_command_round_trips(command):
     line = command.to_json()
     assert json.loads(line)["command"] == command.COMMAND
@@ -118,7 +121,8 @@ def test_command_round_trips(command):
 def test_command_wire_format_is_unchanged():
     assert json.loads(ev.encode_command(ev.SET_LR, lr=0.5)) == {"command": "set_lr", "lr": 0.5}
     assert json.loads(ev.encode_command(ev.PAUSE)) == {"command": "pause"}
-    assert set(ev.COMMAND_TYPES) == {"pause", "resume", "stop", "set_lr"}
+    assert set(ev.COMMAND_TYPES) == {"pause", "resume", "stop", "set_lr", "inspect"}
+    assert json.loads(ev.encode_command(ev.INSPECT)) == {"command": "inspect"}
     assert ev.parse_command('{"command": "stop", "why": "newer field"}') == ev.Stop()   # extra fields ignored
 
 
