@@ -62,13 +62,15 @@ def build(app: QApplication, settings: StudioSettings, prompts: Prompts, recover
     for name in ("studio", "graph_editor"):
         logging.getLogger(name).addHandler(window.log.handler())
     settings.restore_window(window)
+    window.workspaces.restore()
     return window
 
 
 def start(window: MainWindow, paths: list[str], warming: threading.Thread | None = None) -> None:
-    """After the window shows: bring back the training docks if they were open (loaded after the
-    ``warming`` import), recover a crashed session's work, then open the files asked for."""
-    window.training.reopen_docks(after=warming)
+    """After the window shows: go back to the Train or Runs workspace if the studio closed in it
+    (loaded after the ``warming`` import), recover a crashed session's work, then open the files
+    asked for."""
+    window.training.reopen_docks(window.s.settings.workspace(), after=warming)
     restored = window.files.offer_recovery(window.s.recovery)
     if paths and not restored:
         window.files.open(paths[0])

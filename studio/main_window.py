@@ -1,6 +1,8 @@
 """The main window: the canvas in the centre, the docks around it, menus and toolbar from the
-action table, the status bar. It only lays things out and routes commands: files live in
-:mod:`.files`, edits in the controller, checking in the live analysis, questions in the prompts.
+action table, the status bar, and the workspaces (Design, Train, Runs, ...) that show one flow's
+docks at a time (:mod:`.workspaces`; a feature adds its own with ``window.workspaces.add``).
+It only lays things out and routes commands: files live in :mod:`.files`, edits in the
+controller, checking in the live analysis, questions in the prompts.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .settings import THEMES, StudioSettings
 from .status import GraphStatus
 from .themes import Theme, ThemeManager
 from .training_hook import TrainingHook
+from .workspaces import Workspaces
 
 APP_NAME = "Torch Studio"
 READABLE_ZOOM = 1.0  # below this, node titles and shapes are too small to read
@@ -80,7 +83,11 @@ class MainWindow(QMainWindow):
         self.toolbar = QToolBar("Toolbar", objectName="mainToolbar", movable=False)
         self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
         build_toolbar(self.toolbar, self.action)
+        self.workspaces = Workspaces(self, self.canvas, self.menus["&View"], services.settings)
+        self.addToolBar(self.workspaces.bar)
         self.addToolBar(self.toolbar)
+        self.workspaces.add("Design", docks=list(self.docks.values()), canvas=True,
+                            tip="Draw and check the network: canvas, layers, inspector, summary")
         self._build_view_menu()
         self.status = GraphStatus(self.statusBar())
         self.autosaver = Autosaver(self.document, services.recovery, services.autosave_ms, self)
@@ -95,6 +102,7 @@ class MainWindow(QMainWindow):
         self._on_selection(self.controller.selection)
         screen = self.screen().availableGeometry()
         self.resize(min(1600, int(screen.width() * 0.9)), min(1000, int(screen.height() * 0.9)))
+        self.workspaces.show("Design")
 
     # ------------------------------------------------------------------ layout
     def _build_docks(self) -> None:
@@ -125,8 +133,6 @@ class MainWindow(QMainWindow):
 
     def _build_view_menu(self) -> None:
         menu = self.menus["&View"]
-        for dock in self.docks.values():
-            menu.addAction(dock.toggleViewAction())
         menu.addAction(self.toolbar.toggleViewAction())
         menu.addSeparator()
         group = QActionGroup(self, exclusive=True)
@@ -351,6 +357,7 @@ class MainWindow(QMainWindow):
         if not self.files.maybe_save() or not all(guard() for guard in self._close_guards):
             event.ignore()
             return
+        self.workspaces.save()
         self.s.settings.save_window(self)
         self.s.settings.sync()
         self.s.recovery.release()

@@ -163,9 +163,12 @@ class Autosaver(QObject):
         self.timer.timeout.connect(self.tick)
         self.after_edit = QTimer(self, singleShot=True, interval=after_edit_ms)
         self.after_edit.timeout.connect(self.tick)
-        document.undo_stack.indexChanged.connect(lambda _i: self.after_edit.start())
+        document.undo_stack.indexChanged.connect(self._edited)  # a method: disconnected when this goes
         document.saved.connect(lambda _path: store.discard())
         self.timer.start()
+
+    def _edited(self, _index: int) -> None:
+        self.after_edit.start()
 
     def tick(self) -> Path | None:
         """Autosave now if there are unsaved changes; otherwise drop a stale recovery file."""

@@ -73,25 +73,32 @@ class StudioSettings:
             raise ValueError(f"unknown theme {name!r} (expected one of {', '.join(THEMES)})")
         self.q.setValue("view/theme", name)
 
-    def training_docks_open(self) -> bool:
-        """Whether the Training or Runs dock was showing when the studio last closed."""
-        return str(self.q.value("training/docks_open", "false")).lower() == "true"
-
-    def set_training_docks_open(self, shown: bool) -> None:
-        self.q.setValue("training/docks_open", "true" if shown else "false")
-
     # ------------------------------------------------------------------- window
     def save_window(self, window: QMainWindow) -> None:
         self.q.setValue("window/geometry", window.saveGeometry())
-        self.q.setValue("window/state", window.saveState(SETTINGS_VERSION))
 
     def restore_window(self, window: QMainWindow) -> bool:
-        """Restore geometry and dock layout; False when nothing was saved."""
-        geometry, state = self.q.value("window/geometry"), self.q.value("window/state")
-        if not isinstance(geometry, QByteArray) or not isinstance(state, QByteArray):
+        """Restore the window's size and place (the docks are laid out per workspace); False when
+        nothing was saved."""
+        geometry = self.q.value("window/geometry")
+        if not isinstance(geometry, QByteArray):
             return False
-        window.restoreGeometry(geometry)
-        return window.restoreState(state, SETTINGS_VERSION)
+        return window.restoreGeometry(geometry)
+
+    def workspace_state(self, name: str) -> QByteArray | None:
+        """The dock layout workspace ``name`` was left in."""
+        state = self.q.value(f"workspaces/{name}")
+        return state if isinstance(state, QByteArray) and not state.isEmpty() else None
+
+    def set_workspace_state(self, name: str, state: QByteArray) -> None:
+        self.q.setValue(f"workspaces/{name}", state)
+
+    def workspace(self) -> str:
+        """The workspace showing when the studio last closed."""
+        return str(self.q.value("workspaces/current", "Design") or "Design")
+
+    def set_workspace(self, name: str) -> None:
+        self.q.setValue("workspaces/current", name)
 
     def sync(self) -> None:
         self.q.sync()

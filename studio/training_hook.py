@@ -1,9 +1,10 @@
-"""Training in the main window: the Run menu from the start, the training parts on first use.
+"""Training in the main window: the Run menu, the toolbar's Train button and the Train and Runs
+workspaces from the start, the training parts on first use.
 
 The training side (``studio.training``: run store, dashboard, runs dock) costs seconds of
-imports (SQLAlchemy, pyqtgraph), so the window shows without it: the Run menu is there at once
-and the first Train or Runs command builds the :class:`TrainingController` and docks it, hands
-the runs dock the window's prompts and keeps the plots in the window's theme.
+imports (SQLAlchemy, pyqtgraph), so the window shows without it: the first Train command or the
+first switch to the Train or Runs workspace builds the :class:`TrainingController` and docks it,
+hands the runs dock the window's prompts and keeps the plots in the window's theme.
 """
 
 from __future__ import annotations
@@ -39,8 +40,17 @@ class TrainingHook(QObject):
         window.menuBar().insertMenu(view.menuAction(), self.menu)
         self.train_action = self._action("&Train…", "Ctrl+T", "Train the graph being edited in a background "
                                          "worker process", self.train)
+        self.train_action.setObjectName("action_train")
+        self.train_action.setIcon(window.s.icons.icon("train"))
         self.runs_action = self._action("&Runs", "Ctrl+Shift+R", "Every run kept in the run store: compare, "
                                         "reopen a run's graph", self.show_runs)
+        window.toolbar.addSeparator()
+        window.toolbar.addAction(self.train_action)
+        window.workspaces.add("Train", docks=lambda: [self.controller().dashboard_dock],
+                              tip="The run being trained: live curves, epochs, confusion matrix")
+        window.workspaces.add("Runs", docks=lambda: [self.controller().runs_dock],
+                              tip="Every run kept: compare, details, reopen a run's graph")
+        window.s.themes.changed.connect(lambda _t: self.train_action.setIcon(window.s.icons.icon("train")))
         window.add_close_guard(self.close_guard)
 
     def _action(self, text: str, keys: str, tip: str, slot: Any) -> QAction:
@@ -62,6 +72,8 @@ class TrainingHook(QObject):
                                                   work_dir=self.work_dir, open_graph=self.window.files.open_snapshot,
                                                   prompts=self.window.s.prompts, parent=self)
             self._controller.install(self.window)
+            self._controller.reveal = self.window.workspaces.reveal
+            self.window.workspaces.list_docks([self._controller.dashboard_dock, self._controller.runs_dock])
             self.window.s.themes.changed.connect(self._on_theme)
             self._on_theme(self.window.s.themes.current)
             self._controller.session.run_started.connect(self._on_run_started)
@@ -81,27 +93,19 @@ class TrainingHook(QObject):
         self.controller().open_train_dialog(self.window)
 
     def show_runs(self) -> None:
-        dock = self.controller().runs_dock
-        if dock is not None:
-            dock.show()
-            dock.raise_()
+        self.window.workspaces.show("Runs")
 
     def close_guard(self) -> bool:
-        """The window may close: no training built, or no run going, or the user chose. When it
-        closes, the settings remember whether a training dock was showing (for the next start)."""
+        """The window may close: no training built, or no run going, or the user chose."""
         ctl = self._controller
-        if ctl is not None and not ctl.close_request(self.window,
-                                                     ask=lambda: self.window.s.prompts.running_run(self.window)):
-            return False
-        docks = (ctl.dashboard_dock, ctl.runs_dock) if ctl is not None else ()
-        self.window.s.settings.set_training_docks_open(any(d is not None and d.isVisible() for d in docks))
-        return True
+        return ctl is None or ctl.close_request(self.window, ask=lambda: self.window.s.prompts.running_run(self.window))
 
-    def reopen_docks(self, after: threading.Thread | None = None) -> threading.Thread | None:
-        """At start: when a training dock was showing at the last close, import the training side on
-        a thread (seconds: SQLAlchemy, pyqtgraph) and then build it, its docks back as they were. The
-        window stays usable meanwhile; a Train or Runs command before then just waits for the import."""
-        if self.built or not self.window.s.settings.training_docks_open():
+    def reopen_docks(self, workspace: str | None, after: threading.Thread | None = None) -> threading.Thread | None:
+        """At start: when the studio closed in the Train or Runs ``workspace``, import the training
+        side on a thread (seconds: SQLAlchemy, pyqtgraph), then build it and show that workspace as
+        it was left. The window stays usable meanwhile; a Train or Runs command before then just
+        waits for the import."""
+        if self.built or workspace not in ("Train", "Runs"):
             return None
         thread = warm_up("studio.training.controller", after=after)
         timer = QTimer(self, interval=50)
@@ -109,7 +113,7 @@ class TrainingHook(QObject):
         def when_loaded() -> None:
             if not thread.is_alive():
                 timer.stop()
-                self.controller()
+                self.window.workspaces.show(workspace)
         timer.timeout.connect(when_loaded)
         timer.start()
         return thread

@@ -1,4 +1,5 @@
-"""What the main window installs for training: the Train action, the dashboard, the runs dock.
+"""What the main window installs for training: the dashboard and the runs docks (the Train and
+Runs workspaces show them), the session and the Train dialog.
 
 Built once in the composition root and handed the window; it owns the run store connection, the
 current :class:`TrainingSession` and the dialogs, and answers the window's close request when a
@@ -12,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from graph_editor.model.graph import Graph
@@ -48,11 +48,8 @@ class TrainingController(QObject):
         self.session = TrainingSession(self.dashboard, self.db_url, self.work_dir, self)
         self.session.ended.connect(self._on_ended)
         self.session.run_started.connect(lambda _id: self.runs.refresh())
-        self.train_action = QAction("&Train...", self)
-        self.train_action.setShortcut(QKeySequence("Ctrl+T"))
-        self.train_action.setStatusTip("Train the graph being edited in a background worker process")
-        self.train_action.triggered.connect(lambda: self.open_train_dialog())
         self.window: QMainWindow | None = None
+        self.reveal: Callable[[QDockWidget], None] = _raise  # the window's workspaces switch to the dock
         self.dashboard_dock: QDockWidget | None = None
         self.runs_dock: QDockWidget | None = None
 
@@ -63,17 +60,14 @@ class TrainingController(QObject):
         return self._devices
 
     def install(self, window: QMainWindow) -> None:
-        """Add the Training and Runs docks to ``window`` where the user last left them (the window's
-        saved layout keeps a place for docks built after it was restored), else tabbed at the bottom
-        with the dashboard hidden until a run starts."""
+        """Add the Training and Runs docks to ``window``, hidden: the Train and Runs workspaces
+        show them (each fills the window there) in the layout the user left them in."""
         self.window = window
         self.dashboard_dock = _dock("Training", "training_dock", self.dashboard, window)
         self.runs_dock = _dock("Runs", "runs_dock", self.runs, window)
-        if not window.restoreDockWidget(self.dashboard_dock):
-            window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dashboard_dock)
-            self.dashboard_dock.hide()
-        if not window.restoreDockWidget(self.runs_dock):
-            window.tabifyDockWidget(self.dashboard_dock, self.runs_dock)
+        for dock in (self.dashboard_dock, self.runs_dock):
+            window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+            dock.hide()
 
     # ------------------------------------------------------------------ runs
     def open_train_dialog(self, parent: QWidget | None = None) -> TrainDialog | None:
@@ -98,8 +92,7 @@ class TrainingController(QObject):
 
     def show_dashboard(self) -> None:
         if self.dashboard_dock is not None:
-            self.dashboard_dock.show()
-            self.dashboard_dock.raise_()
+            self.reveal(self.dashboard_dock)
 
     def _on_ended(self, status: str, message: str) -> None:
         self.runs.refresh()
@@ -136,6 +129,11 @@ def _wait_exit(session: TrainingSession, ms: int) -> bool:
     QTimer.singleShot(ms, loop.quit)
     loop.exec()
     return not session.is_running()
+
+
+def _raise(dock: QDockWidget) -> None:
+    dock.show()
+    dock.raise_()
 
 
 def _dock(title: str, name: str, widget: QWidget, window: QMainWindow) -> QDockWidget:

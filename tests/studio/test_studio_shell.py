@@ -79,26 +79,27 @@ def test_window_layout_and_recent_files_persist(make_window, tmp_path):
     assert len(settings.recent_files()) == 10 and settings.recent_files()[0].endswith("g11.graph.json")
 
 
-def test_the_training_docks_come_back_where_they_were_left(make_window, qtbot):
+def test_the_studio_reopens_in_the_workspace_it_closed_in_with_its_layout(make_window, qtbot):
     first = make_window()
-    first.training.show_runs()                         # builds the training docks after the layout was restored
+    first.training.show_runs()                         # the Runs workspace builds the training docks
     runs_dock = first.training.controller().runs_dock
+    assert first.workspaces.current == "Runs" and runs_dock.isVisible()
     first.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, runs_dock)   # the user moves it
     first.document.undo_stack.setClean()
     assert first.close()
-    # The next start brings them back by itself: imported on a thread, then built and docked.
+    # The next start goes back there by itself: imported on a thread, then built and shown.
     second = make_window()
-    assert not second.training.built
-    assert second.training.reopen_docks() is not None
-    qtbot.waitUntil(lambda: second.training.built, timeout=60_000)
+    assert not second.training.built and second.workspaces.current == "Design"
+    assert second.training.reopen_docks(second.s.settings.workspace()) is not None
+    qtbot.waitUntil(lambda: second.workspaces.current == "Runs", timeout=60_000)
     ctl = second.training.controller()
     assert second.dockWidgetArea(ctl.runs_dock) == Qt.DockWidgetArea.RightDockWidgetArea
-    assert ctl.runs_dock.isVisible() and not ctl.dashboard_dock.isVisible()
-    ctl.runs_dock.close()                              # closed by the user: the next start leaves them out
+    assert ctl.runs_dock.isVisible() and not ctl.dashboard_dock.isVisible() and not second.canvas.isVisible()
+    second.workspaces.show("Design")                   # closed in Design: the next start stays there
     second.document.undo_stack.setClean()
     assert second.close()
     third = make_window()
-    assert third.training.reopen_docks() is None and not third.training.built
+    assert third.training.reopen_docks(third.s.settings.workspace()) is None and not third.training.built
     third.training.show_runs()                         # asked for: back at its place
     assert third.dockWidgetArea(third.training.controller().runs_dock) == Qt.DockWidgetArea.RightDockWidgetArea
 
@@ -130,7 +131,7 @@ def test_the_run_menu_builds_training_on_first_use_and_opens_a_runs_graph(window
     assert titles == ["&File", "&Edit", "&Graph", "&Run", "E&xport", "&View"]
     window.training.runs_action.trigger()
     assert window.training.built
-    assert window.training.controller().runs_dock.isVisible()
+    assert window.training.controller().runs_dock.isVisible() and window.workspaces.current == "Runs"
     data = json.loads((ROOT / "assets" / "templates" / "lenet5.graph.json").read_text())
     assert window.files.open_snapshot(data, "run 7")
     assert window.windowTitle().startswith("run 7")
