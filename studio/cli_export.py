@@ -10,15 +10,16 @@ import argparse
 import sys
 from pathlib import Path
 
-FORMATS = "onnx, pt2, pte, safetensors, python, tensorboard"
-
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help=f"export a graph or a run ({FORMATS}) and verify it against PyTorch",
+    from exporters.registry import describe_formats, format_help  # read from the format files: no torch
+
+    names = ", ".join(i.name for i in describe_formats())
+    p = sub.add_parser("export", help=f"export a graph or a run ({names}) and verify it against PyTorch",
                        description="Export a graph file or a stored run and prove the result matches PyTorch. "
                                    "A failed check exits 1 and keeps the report beside the output.")
     p.add_argument("source", metavar="RUN_ID|GRAPH", help="a run id from the run store, or a *.graph.json file")
-    p.add_argument("--format", "-f", required=True, metavar="FORMAT", help=f"one of: {FORMATS}")
+    p.add_argument("--format", "-f", required=True, metavar="FORMAT", help=f"one of: {format_help()}")
     p.add_argument("-o", "--output", required=True, metavar="PATH",
                    help="the file (or folder) to write; a folder gets <model name>.<suffix>")
     p.add_argument("--checkpoint", default=None, metavar="best|last|PATH",

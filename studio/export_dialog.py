@@ -30,12 +30,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-FIGURES = (  # (metric, label); latencies are shown side by side in one row
-    ("max_abs_diff", "Max abs difference"), ("top1_agreement", "Top-1 agreement"),
-    ("verify_batch", "Verified on batch"), ("opset", "ONNX opset"), ("file_bytes", "File size"),
-)
-LATENCIES = ("onnxruntime_ms", "pt2_ms", "executorch_ms")
-
 
 class ExportJob(QObject):
     """Builds the source and exports it; lives in a worker thread."""
@@ -74,7 +68,10 @@ class ExportDialog(QDialog):
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("exportDialog")
-        self.setWindowTitle(f"Export {fmt.upper() if fmt == 'onnx' else fmt}")
+        from exporters.registry import describe_formats
+
+        title = next((i.title for i in describe_formats() if i.name == fmt), fmt)
+        self.setWindowTitle(f"Export {title}")
         self.report: Any = None
         self._node = ""
         self.verdict = QLabel("Exporting…", objectName="exportVerdict")
@@ -186,13 +183,15 @@ class ExportDialog(QDialog):
         self.checks.setVisible(bool(checks))
 
     def _fill_figures(self, metrics: dict[str, Any]) -> None:
+        from exporters import get_format
         from exporters.report import _fmt
 
-        for key, label in FIGURES:
+        form = get_format(self._job.fmt)  # the format names its figures and its latency metric
+        for key, label in form.report_figures():
             if metrics.get(key) is not None:
                 self.figures.addRow(label + ":", QLabel(_fmt(key, metrics[key]), objectName=f"figure_{key}"))
         eager = metrics.get("pytorch_eager_ms")
-        for key in LATENCIES:
+        for key in (form.latency,) if form.latency else ():
             if metrics.get(key) is not None and eager:
                 name = key.removesuffix("_ms")
                 text = f"{metrics[key]:.2f} ms ({name}) vs {eager:.2f} ms (PyTorch eager), x{eager / metrics[key]:.2f}"
@@ -207,16 +206,6 @@ class ExportDialog(QDialog):
     def show_in_folder(self) -> None:
         if self.report is not None:
             QDesktopServices.openUrl(QUrl.fromLocalFile(str(Path(self.report.path).parent)))
-
-
-EXPORT_MENU = (  # (format, menu text, tip)
-    ("onnx", "Export &ONNX", "Export to ONNX and prove it with onnx.checker and onnxruntime"),
-    ("pt2", "torch.export (.&pt2)", "A torch.export program, loaded back and checked"),
-    ("pte", "&ExecuTorch (.pte)", "For edge devices (XNNPACK), run in the ExecuTorch runtime and checked"),
-    ("safetensors", "&safetensors + Graph", "The weights with the graph file beside them"),
-    ("python", "PyTorch &Source (model.py)", "A standalone, readable model.py with its weights"),
-    ("tensorboard", "&TensorBoard Logs", "The current run's metrics as TensorBoard event files"),
-)
 
 
 class ExportHook(QObject):
@@ -241,17 +230,25 @@ class ExportHook(QObject):
         view = window.menus["&View"]
         window.menuBar().insertMenu(view.menuAction(), self.menu)
         self.actions: dict[str, Any] = {}
-        for fmt, text, tip in EXPORT_MENU:
-            action = QAction(text, window, statusTip=tip, toolTip=tip, objectName=f"action_export_{fmt}")
-            action.triggered.connect(lambda _checked=False, f=fmt: self.export(f))
+        from exporters.registry import describe_formats  # read from the format files: no torch at start-up
+
+        formats = describe_formats()
+        if any(i.toolbar for i in formats):
+            window.toolbar.addSeparator()
+        for info in formats:
+            action = QAction(info.menu_text, window, statusTip=info.tip, toolTip=info.tip,
+                             objectName=f"action_export_{info.name}")
+            action.triggered.connect(lambda _checked=False, f=info.name: self.export(f))
+            if info.shortcut:
+                action.setShortcut(QKeySequence(info.shortcut))
             self.menu.addAction(action)
-            if fmt == "onnx":
-                action.setShortcut(QKeySequence("Ctrl+E"))
-                self.menu.addSeparator()
-            self.actions[fmt] = action
+            if info.toolbar:
+                window.toolbar.addAction(action)
+            self.actions[info.name] = action
+        last = max((k for k, i in enumerate(formats) if i.toolbar), default=len(formats) - 1)
+        if last + 1 < len(formats):  # the one-click format(s) apart from the rest
+            self.menu.insertSeparator(self.menu.actions()[last + 1])
         self.menu.aboutToShow.connect(self._refresh)
-        window.toolbar.addSeparator()
-        window.toolbar.addAction(self.actions["onnx"])
         window.add_close_guard(self.close_guard)
 
     def _refresh(self) -> None:

@@ -1,3 +1,8 @@
-"""The export formats; importing this package registers each of them."""
+"""The export formats, one module each; importing this package registers every module in it."""
 
-from . import onnx_format, pt2_format, pte_format, python_format, safetensors_format, tensorboard_format  # noqa: F401
+import importlib
+
+from ..registry import format_files
+
+for _path in format_files():
+    importlib.import_module(f"{__name__}.{_path.stem}")

@@ -61,6 +61,13 @@ class OnnxFormat(Format):
     name = "onnx"
     title = "ONNX"
     suffix = ".onnx"
+    menu_text = "Export &ONNX"
+    tip = "Export to ONNX and prove it with onnx.checker and onnxruntime"
+    shortcut = "Ctrl+E"
+    toolbar = True
+    order = 10
+    figures = (("opset", "ONNX opset"),)
+    latency = "onnxruntime_ms"
     requires = ("onnx", "onnxscript", "onnxruntime")
     install_hint = "Install them with: pip install onnx onnxscript onnxruntime"
 

@@ -18,6 +18,10 @@ class Pt2Format(Format):
     name = "pt2"
     title = "torch.export"
     suffix = ".pt2"
+    menu_text = "torch.export (.&pt2)"
+    tip = "A torch.export program, loaded back and checked"
+    order = 20
+    latency = "pt2_ms"
 
     def write(self, source: ExportSource, path: Path, options: ExportOptions) -> Written:
         example = source.example(options.example_batch)

@@ -49,6 +49,10 @@ class PteFormat(Format):
     name = "pte"
     title = "ExecuTorch"
     suffix = ".pte"
+    menu_text = "&ExecuTorch (.pte)"
+    tip = "For edge devices (XNNPACK), run in the ExecuTorch runtime and checked"
+    order = 30
+    latency = "executorch_ms"
     requires = ("executorch",)
     install_hint = 'Install the edge extra: pip install "torch-studio[edge]" (it brings executorch).'
 

@@ -173,6 +173,9 @@ class PythonFormat(Format):
     name = "python"
     title = "PyTorch source"
     suffix = ".py"
+    menu_text = "PyTorch &Source (model.py)"
+    tip = "A standalone, readable model.py with its weights"
+    order = 50
 
     def write(self, source: ExportSource, path: Path, options: ExportOptions) -> Written:
         from safetensors.torch import save_file

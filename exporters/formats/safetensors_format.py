@@ -39,6 +39,9 @@ class SafetensorsFormat(Format):
     name = "safetensors"
     title = "safetensors"
     suffix = ".safetensors"
+    menu_text = "&safetensors + Graph"
+    tip = "The weights with the graph file beside them"
+    order = 40
 
     def write(self, source: ExportSource, path: Path, options: ExportOptions) -> Written:
         from safetensors.torch import save_file

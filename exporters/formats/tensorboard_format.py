@@ -39,6 +39,9 @@ class TensorBoardFormat(Format):
     title = "TensorBoard"
     suffix = ""
     needs_run = True
+    menu_text = "&TensorBoard Logs"
+    tip = "The current run's metrics as TensorBoard event files"
+    order = 60
     requires = ("tensorboard",)
     install_hint = "Install it with: pip install tensorboard"
 

@@ -76,3 +76,46 @@ def test_report_files(tmp_path):
     assert data["ok"] is False and data["checks"][1]["detail"] == "broken"
     text = text_path.read_text()
     assert text.startswith("onnx export FAILED") and "[FAIL] b: broken" in text and "1.250 ms" in text
+
+
+def test_formats_describe_themselves_without_importing_torch():
+    """Menus, the toolbar and the CLI's help read the format files; what they read is what the classes say."""
+    import subprocess
+    import sys
+
+    from exporters.registry import describe_formats
+
+    code = ("import sys; from exporters.registry import describe_formats, format_help; "
+            "print(len(describe_formats()), 'torch' in sys.modules, format_help())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[:2] == [str(len(format_names())), "False"]
+    infos = describe_formats()
+    assert [i.name for i in infos] == format_names()
+    for info in infos:
+        cls = type(get_format(info.name))
+        for attr in ("title", "menu_text", "tip", "suffix", "needs_run", "shortcut", "toolbar", "order"):
+            assert getattr(info, attr) == getattr(cls, attr), (info.name, attr)
+    assert [i.name for i in infos if i.toolbar] == ["onnx"] and get_format("onnx").shortcut == "Ctrl+E"
+
+
+def test_a_format_must_describe_itself(tmp_path, monkeypatch):
+    from exporters import registry
+
+    class Quiet(Format):
+        name, title, menu_text = "quiet", "Quiet", "&Quiet"
+
+    with pytest.raises(ValueError, match="'quiet' .*sets no tip"):
+        export_format(Quiet)
+
+    class SameKey(Format):
+        name, title, menu_text, tip, shortcut = "same", "Same", "&Same", "a tip", "Ctrl+E"
+
+    with pytest.raises(ValueError, match="shortcut Ctrl\\+E is taken by 'onnx'"):
+        export_format(SameKey)
+    assert "quiet" not in format_names() and "same" not in format_names()
+    (tmp_path / "computed_format.py").write_text(
+        "@export_format\nclass Computed(Format):\n    name = 'computed'\n    title = 'Computed'\n"
+        "    menu_text = '&Computed'\n    tip = 'x'.upper()\n")
+    monkeypatch.setattr(registry, "FORMATS_DIR", tmp_path)
+    with pytest.raises(ValueError, match="computed_format.py: Computed.tip must be a plain literal"):
+        registry.describe_formats()
