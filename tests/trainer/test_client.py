@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,45 @@ def test_a_refused_spec_is_one_typed_failed_event_before_run_started(tmp_path):
     assert failed.kind == "spec" and failed.run_id is None and failed.extra == {}
     assert failed.problems and failed.problems[0].startswith("train.epochs")
     assert w.run_id is None and w.exit_code == ev.EXIT_REFUSED
+
+
+FLOOD = r"""
+import sys
+from trainer import events as ev
+line = ev.encode(ev.METRICS, 1, step=1, epoch=1, loss=1.0, accuracy=0.5, lr=0.1, samples_per_s=1.0) + "\n"
+for _ in range(45_000):           # about 5.8 MB of events, past the read-ahead limit
+    sys.stdout.write(line)
+sys.stdout.flush()
+sys.stderr.write("x" * 100 + "\n" * 1)
+sys.stderr.write(("y" * 99 + "\n") * 5000)   # 500 KB of stderr
+"""
+
+
+def test_a_reader_that_falls_behind_slows_the_worker_and_memory_stays_bounded(tmp_path):
+    from trainer.client import MAX_PENDING_BYTES, STDERR_TAIL_BYTES
+
+    w = WorkerClient([], command=[sys.executable, "-c", FLOOD], cwd=Path(__file__).resolve().parents[2])
+    try:
+        deadline = time.monotonic() + 30
+        while w._feed._pending < MAX_PENDING_BYTES and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)                                     # the reader stays blocked, not reading on
+        assert MAX_PENDING_BYTES <= w._feed._pending < MAX_PENDING_BYTES + (1 << 16)
+        assert w.is_running()                               # the worker waits on its full pipe
+        count = sum(1 for e in w.events(timeout=60) if isinstance(e, ev.Metrics))
+        assert count == 45_000 and w.wait(30) == 0 and w.bad_lines == 0
+    finally:
+        w.kill()
+    assert len(w.stderr) <= STDERR_TAIL_BYTES and w.stderr.endswith("y" * 99 + "\n")   # the tail, bounded
+
+
+def test_a_detached_worker_runs_on_in_its_own_session(tmp_path):
+    marker = tmp_path / "still-here"
+    script = (f"import sys, time, pathlib\nsys.stdin.read()\ntime.sleep(0.3)\n"
+              f"print('{{\"event\": \"state\"}}', flush=True)\npathlib.Path({str(marker)!r}).write_text('yes')\n")
+    w = WorkerClient([], command=[sys.executable, "-c", script], own_session=True)
+    assert os.getsid(w.pid) == w.pid                       # a session of its own: outlives its parent
+    w.detach()                                              # closes its stdin: it reads EOF and goes on
+    assert not w.pause()                                    # nothing is sent once detached
+    assert w.wait(30) == 0 and marker.read_text() == "yes"  # its write to the closed pipe did not kill it
+    assert w.poll() == []
