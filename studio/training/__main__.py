@@ -20,6 +20,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from graph_editor.model.serialize import graph_to_dict, load_graph
+from trainer.events import EpochEnd
 
 from ..resources import IconSet
 from ..themes import THEME_TABLE, ThemeManager
@@ -64,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _arm_screenshot(app: QApplication, dash: TrainingDashboard, session: TrainingSession, out: Path,
                     at_epoch: int) -> None:
-    def on_epoch(e: dict) -> None:
-        if e["epoch"] == at_epoch:
+    def on_epoch(e: EpochEnd) -> None:
+        if e.epoch == at_epoch:
             panel = dash.confusion
             off = panel.matrix_view.matrix().copy()
             np.fill_diagonal(off, 0)  # the most frequent confusion: the cell worth clicking
