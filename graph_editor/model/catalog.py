@@ -7,8 +7,9 @@ A layer type is declared once, with :func:`layer` on its shape rule::
         return x
 
 The catalog is pure data plus pure-Python shape rules, so the editor can check a graph
-live without importing torch. How a type becomes a ``torch.nn.Module`` lives in
-``graph_editor.build.modules``; a test checks the two registries cover the same types.
+live without importing torch. The types live in ``layers/<family>.py``; their PyTorch side
+(builder, FLOP rule, import rules, source writer) in the mirrored ``graph_editor.build.ops.<family>``,
+and a test checks that every type is complete there.
 """
 
 from __future__ import annotations

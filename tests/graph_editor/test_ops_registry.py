@@ -29,6 +29,7 @@ from graph_editor.build.modules import NO_MODULE, Example, builder, builder_type
 from graph_editor.model import all_layers, validate
 from graph_editor.model.catalog import layer
 from graph_editor.model.registry import DuplicateError, Registry
+from graph_editor.model.serialize import MIGRATIONS, migration
 
 TYPES = sorted(examples())
 BATCH = 2
@@ -144,15 +145,19 @@ def _dummy(*args, **kwargs):
     (lambda: function_rule(F.relu)(_dummy), "relu"),
     (lambda: function_rule(methods=("flatten",))(_dummy), "'flatten'"),
     (lambda: layer("Linear", "Core", "a second Linear")(_dummy), "'Linear'"),
+    (lambda: migration(1)(_dummy), "schema version 1"),
 ], ids=["builder", "flop_rule", "zero_flops", "module_rule", "call_rule", "function_rule", "method_rule",
-        "catalog"])
+        "catalog", "migration"])
 def test_every_registry_refuses_a_duplicate(register, key):
-    before = (dict(MODULE_RULES.items()), dict(METHOD_RULES.items()), sorted(flop_types()), sorted(builder_types()))
+    def state() -> tuple:
+        return (dict(MODULE_RULES.items()), dict(METHOD_RULES.items()), sorted(flop_types()),
+                sorted(builder_types()), dict(MIGRATIONS))
+
+    before = state()
     with pytest.raises(ValueError, match="already registered") as info:
         register()
     assert key in str(info.value)
-    after = (dict(MODULE_RULES.items()), dict(METHOD_RULES.items()), sorted(flop_types()), sorted(builder_types()))
-    assert after == before
+    assert state() == before
 
 
 def test_a_refused_registration_registers_none_of_its_keys():
