@@ -15,6 +15,7 @@ _COMMAND_MODULES = (
     "studio.cli_export",
     "studio.cli_train",
     "studio.cli_inspect",
+    "studio.cli_memory",
 )
 
 

@@ -382,6 +382,18 @@ def _node(nodes: dict[str, dict[str, int]], name: str) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------- largest batch
+CUDA_CONTEXT = 512 * 2 ** 20   # the CUDA context and cuBLAS/cuDNN handles, outside the allocator
+CUDA_SLACK = 0.05              # the caching allocator's fragmentation, as a fraction of the rest
+
+
+def usable_bytes(total: int, device: str) -> int:
+    """What a training step may use of a device with ``total`` bytes: on CUDA less the context
+    and the allocator's slack; on the CPU all of it (the caller passes what is free)."""
+    if device.startswith("cuda"):
+        return max(int((total - CUDA_CONTEXT) * (1 - CUDA_SLACK)), 0)
+    return total
+
+
 def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "adamw", precision: str = "fp32",
                   channels_last: bool = False, device: str = "cpu", upper: int = 1 << 16,
                   ) -> tuple[int, MemoryPrediction | None]:

@@ -1,0 +1,47 @@
+"""``torch-studio memory``: the prediction on the command line, as text and as one JSON object."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from studio.cli import main
+from studio.cli_memory import parse_bytes
+
+DIGITS = str(Path(__file__).resolve().parents[2] / "assets" / "templates" / "digits_cnn.graph.json")
+
+
+def test_json_has_peak_parts_and_largest_batch(capsys):
+    assert main(["memory", DIGITS, "--batch", "32", "--optimizer", "sgd", "--budget", "8MiB", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["peak_bytes"] == sum(out["parts"].values()) > 0
+    assert set(out["parts"]) >= {"weights", "gradients", "optimizer", "activations", "transient"}
+    assert out["optimizer"] == "sgd" and out["batch"] == 32
+    n = out["largest_batch"]
+    assert n > 32 and out["fits"] is True
+    assert out["largest_batch_peak_bytes"] <= out["usable_bytes"] == 8 * 2 ** 20
+
+
+def test_text_names_the_peak_and_a_batch_that_does_not_fit(capsys):
+    assert main(["memory", DIGITS, "--batch", "512", "--budget", "4MiB"]) == 0
+    text = capsys.readouterr().out
+    assert "peak " in text and "activations" in text and "held at the peak by: " in text
+    assert "batch 512 does NOT fit" in text and "largest batch that fits: " in text
+
+
+def test_bad_arguments_are_refused_with_their_name(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["memory", DIGITS, "--budget", "lots"])
+    assert exc.value.code == 2 and "'lots' is not a size" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["memory", DIGITS, "--optimizer", "lamb"])
+    assert exc.value.code == 1 and "optimizer: unknown optimizer 'lamb'" in capsys.readouterr().err
+
+
+def test_parse_bytes():
+    assert parse_bytes("8GiB") == 8 * 2 ** 30
+    assert parse_bytes("1.5 GB") == 1_500_000_000
+    assert parse_bytes("512mib") == 512 * 2 ** 20
+    assert parse_bytes("2000") == 2000
