@@ -28,8 +28,9 @@ reader that saw an event can find it in the store.
     "f1": [...], "support": [...]}``, one entry per class), ``confusion`` (rows = true class,
     columns = predicted) and ``classes`` (the class names).
 ``memory`` (:class:`Memory`)
-    ``step``, ``device``; on CUDA ``allocated``, ``reserved``, ``peak`` (bytes); on CPU ``rss``,
-    ``peak_rss``.
+    ``step``, ``device``; on CUDA ``allocated``, ``reserved``, ``peak``, ``active``,
+    ``inactive_split``, ``free``, ``total`` (bytes), ``alloc_retries``, ``num_ooms``; on CPU
+    ``rss``, ``peak_rss``.
 ``checkpoint`` (:class:`Checkpoint`)
     ``kind`` ("best" or "last"), ``path`` (the .safetensors file), ``step``, ``epoch``,
     ``metric`` (name), ``value``.
@@ -345,6 +346,12 @@ class Memory(Event):
     peak: int | None = optional()
     rss: int | None = optional()
     peak_rss: int | None = optional()
+    active: int | None = optional()           # CUDA: bytes in blocks in use
+    inactive_split: int | None = optional()   # CUDA: freed pieces of split blocks (fragmentation)
+    alloc_retries: int | None = optional()    # CUDA: allocations that freed the cache and retried
+    num_ooms: int | None = optional()
+    free: int | None = optional()             # CUDA: the device's free and total bytes (driver)
+    total: int | None = optional()
 
     @property
     def cuda(self) -> bool:
