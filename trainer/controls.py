@@ -21,6 +21,7 @@ from .events import (
     STOP,
     Command,
     CommandError,
+    InspectNow,
     Pause,
     Resume,
     SetLr,
@@ -38,6 +39,7 @@ class Controls:
         self.stop_requested = False
         self.stop_reason = ""
         self.lr_override: float | None = None
+        self.on_inspect: Callable[[], None] = lambda: None   # the live inspection's request (trainer.inspect)
         self.sigterm = False
 
     def listen(self, stream: IO[Any] | None = None) -> threading.Thread:
@@ -83,6 +85,8 @@ class Controls:
             self._stop(STOP)
         elif isinstance(cmd, SetLr):
             self.lr_override = cmd.lr
+        elif isinstance(cmd, InspectNow):
+            self.on_inspect()
         elif isinstance(cmd, Pause):
             self._paused()
 

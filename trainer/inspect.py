@@ -362,3 +362,20 @@ def reports_from_metrics(rows: list[tuple[int, str, float | None]]) -> list[Insp
         nodes = by_step.setdefault(step, {})
         setattr(nodes.setdefault(node, NodeFigures(node)), figure, value)
     return [InspectReport(step, None, "", list(nodes.values())) for step, nodes in sorted(by_step.items())]
+
+
+def publisher(run_dir: Path, store: Any, run_id: int, emit: Callable[..., None],
+              submit: Callable[[Callable[[], None]], None]) -> Publish:
+    """What the worker does with a report, on its recorder thread (the step never waits for a disk):
+    write the file into the run directory, store the figures as metric rows, then emit ``inspect``
+    (so a reader that saw the event finds the file and the rows)."""
+    from . import events as ev
+
+    def publish(report: InspectReport) -> None:
+        def write() -> None:
+            path = write_report(report, run_dir)
+            store.add_metrics(run_id, report.metric_rows())
+            emit(ev.INSPECT, step=report.step, path=str(path), nodes=len(report.nodes), loss=_finite(report.loss),
+                 flags=[[node, kind, figure, _finite(value)] for node, kind, figure, value in report.flags()])
+        submit(write)
+    return publish

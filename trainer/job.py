@@ -29,6 +29,7 @@ from .checkpoint import (
 from .checks import Setup
 from .controls import Controls
 from .data.loaders import Augment, DeviceLoader, StreamLoader
+from .inspect import LiveInspection, publisher
 from .loop import (
     EpochTotals,
     Evaluation,
@@ -74,6 +75,7 @@ class Job:
     bad_epochs: int = 0
     last_memory: float = 0.0
     recorder: Recorder = field(default_factory=Recorder)
+    inspection: LiveInspection | None = None   # inspects a step on request or every inspect_every_s
 
     @property
     def spec(self):  # noqa: ANN201 - RunSpec
@@ -125,6 +127,13 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
               controls, Window())
     if compiled:
         job.step_fn = _timed_first_call(job, step_fn)
+    # Inspection runs the eager model (a compiled backward is one opaque node) on the batch it takes.
+    job.inspection = LiveInspection(
+        model, opt, device=dev, precision=spec.precision.dtype, label_smoothing=spec.optim.label_smoothing,
+        publish=publisher(run_dir, store, run_id, emitter.emit, lambda write: job.recorder.submit(write)),
+        every_s=spec.train.inspect_every_s, scaler=lambda: job.scaler, start_step=lambda: job.step)
+    controls.on_inspect = job.inspection.request
+    job.step_fn = job.inspection.wrap(job.step_fn)
     return job
 
 

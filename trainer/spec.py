@@ -96,6 +96,7 @@ class TrainSpec:
     batch_size: int = 64
     seed: int = 0
     metrics_interval_s: float = 0.25  # host reads device-side loss/accuracy at most this often
+    inspect_every_s: float = 0.0      # inspect a step (per-node gradients, trainer.inspect) this often; 0 = off
 
 
 @dataclass
@@ -203,7 +204,7 @@ _MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
     version = data.pop("schema_version", SCHEMA_VERSION)
     if not isinstance(version, int) or version < 1 or version > SCHEMA_VERSION:
-        raise SpecError([f"schema_version: {version!r} is not a version this program reads (1..{SCHEMA_VERSION})"])
+        raise SpecError([f"schema_version: {_show(version)} is not a version this program reads (1..{SCHEMA_VERSION})"])
     while version < SCHEMA_VERSION:
         data = _MIGRATIONS[version](data)
         version += 1
@@ -328,6 +329,9 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
     if t.metrics_interval_s < 0.1:
         problems.append(f"train.metrics_interval_s: must be at least 0.1 (events stay under ~10 a second), "
                         f"got {t.metrics_interval_s}")
+    if t.inspect_every_s != 0 and not t.inspect_every_s >= 0.5:
+        problems.append(f"train.inspect_every_s: must be 0 (off) or at least 0.5 (an inspected step costs a few "
+                        f"steps' time), got {t.inspect_every_s}")
     if s.step_epochs < 1:
         problems.append(f"schedule.step_epochs: must be at least 1, got {s.step_epochs}")
     if d.image_size and (len(d.image_size) != 2 or any(int(v) != v or v < 1 for v in d.image_size)):
