@@ -2,8 +2,8 @@
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python docs/screenshots/shoot.py [--theme dark|light]
 
-main_window.png: the studio at 1600x1000 with the ResNet-18 template open and a convolution
-selected; template_gallery.png: File > New from Template; inspector.png: the inspector
+main_window.png: the studio at 1600x1000 with the ResNet-18 template open at Fit View, its
+first stage opened in place and that stage's first residual block selected; template_gallery.png: File > New from Template; inspector.png: the inspector
 refusing a bad kernel size.
 """
 
@@ -56,13 +56,11 @@ def main() -> None:
     if args.layout:
         window.action["auto_layout"].trigger()
         settle(window)
-    window.reveal("layer1_0_conv2")
-    if args.layout:  # frame the whole first residual block, skip wire included
-        window.canvas.scale(0.85, 0.85)
-        nodes = window.canvas.graph_scene.nodes
-        top, bottom = nodes["layer1_0_relu1"].sceneBoundingRect(), nodes["layer1_1_add"].sceneBoundingRect()
-        window.canvas.centerOn((top.center() + bottom.center()) / 2)
-        window.canvas.minimap.update()
+    groups = {g.name: k for k, g in window.controller.graph.groups.items()}
+    window.controller.set_collapsed(groups["layer1"], False)  # opened in place, as a double-click does
+    settle(window)
+    window.controller.select([groups["layer1.0"]])
+    window.canvas.fit_view()
     QTest.qWait(100)
     window.grab().save(str(out / "main_window.png"))
 

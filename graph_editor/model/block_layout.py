@@ -63,9 +63,11 @@ def _scope(graph: Graph, gid: str | None, unit_of: Callable[[str, str | None], o
              if e.src in inside and e.dst in inside}
     edges = {(a, b) for a, b in edges if a != b}
     unit_sizes = {u: extent[u[1]] if isinstance(u, tuple) else node_box(u) for u in units}
-    # A plain chain of units is cut into bands sooner than one with branches, whose skip
-    # wires would cross from band to band.
-    chain = all(sum(1 for e in edges if e[0] == u) <= 1 and sum(1 for e in edges if e[1] == u) <= 1 for u in units)
+    # A plain chain of units, entered at one unit only, is cut into bands sooner than one with
+    # branches (or a shortcut from outside into its middle), whose wires would cross the bands.
+    entries = {unit_of(e.dst, gid) for e in graph.edges if e.dst in inside and e.src not in inside}
+    chain = len(entries) <= 1 and all(
+        sum(1 for e in edges if e[0] == u) <= 1 and sum(1 for e in edges if e[1] == u) <= 1 for u in units)
     pos = place(units, sorted(edges, key=str), unit_sizes, wrap, wrap_min=CHAIN_WRAP_MIN if chain else WRAP_MIN)
     out: dict[str, tuple[float, float]] = {}
     for u, (x, y) in pos.items():
