@@ -10,6 +10,7 @@ import pytest
 
 from graph_editor.model import Graph, InputSpec, save_graph
 from trainer.client import WorkerClient
+from trainer.events import Event
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS_CNN = ROOT / "assets" / "templates" / "digits_cnn.graph.json"
@@ -58,13 +59,13 @@ def db(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'runs.sqlite'}"
 
 
-def run_worker(spec: Path, db: str, timeout: float = 120) -> tuple[int, list[dict[str, Any]], str]:
-    """Run the real worker to its end; (exit status, events, stderr)."""
+def run_worker(spec: Path, db: str, timeout: float = 120) -> tuple[int, list[Event], str]:
+    """Run the real worker to its end; (exit status, typed events, stderr)."""
     with WorkerClient.run(spec, db=db) as w:
         events = list(w.events(timeout=timeout))
         code = w.wait(timeout)
     return code, events, w.stderr
 
 
-def kinds(events: list[dict[str, Any]]) -> list[str]:
-    return [e["event"] for e in events]
+def kinds(events: list[Event]) -> list[str]:
+    return [e.event for e in events]
