@@ -53,14 +53,16 @@ class GroupBox(QGraphicsItem):
         self.in_ports: dict[tuple[str, str], PortItem] = {}
         self.out_ports: dict[tuple[str, str], PortItem] = {}
         self.sources = list(ports.inputs)  # outside (node, port) of each input, in order
-        for k, members in enumerate(ports.inputs.values()):
+        for k, ((src, src_port), members) in enumerate(ports.inputs.items()):
             port = PortItem(self, members[0][0], members[0][1], True)
             port.setPos(0, PORT_Y + k * ROW_H)
+            port.setToolTip(f"input from {src}.{src_port}, into " + ", ".join(f"{n}.{p}" for n, p in members))
             for key in members:
                 self.in_ports[key] = port
         for k, key in enumerate(ports.outputs):
             port = PortItem(self, key[0], key[1], False)
             port.setPos(BOX_W, PORT_Y + k * ROW_H)
+            port.setToolTip(f"output of {key[0]}.{key[1]}")
             self.out_ports[key] = port
         self.height = box_height(ports.count)
         members = [graph.nodes[n].position for n in group.nodes if n in graph.nodes]
