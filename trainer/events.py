@@ -252,6 +252,12 @@ class Event:
         except KeyError:
             return default
 
+    def __contains__(self, key: object) -> bool:
+        """A key the wire object has: the header, a field that applies (not an optional None), an extra."""
+        if not isinstance(key, str):
+            return False
+        return key in self.to_dict()
+
 
 _BASE_FIELDS = ("run_id", "time", "extra")
 

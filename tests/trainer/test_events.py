@@ -77,6 +77,16 @@ def test_fields_that_do_not_apply_stay_off_the_wire():
     assert "problems" not in during and "memory" not in during
 
 
+def test_reads_by_key_see_the_wire_object():
+    memory = ev.Event.from_json(ev.encode(ev.MEMORY, 1, step=3, device="cpu", rss=10, peak_rss=20))
+    assert memory["event"] == "memory" and memory["rss"] == 10 and memory.get("allocated") is None
+    assert "rss" in memory and "allocated" not in memory and "run_id" in memory
+    end = ev.Event.from_json(ev.encode(ev.EPOCH_END, 1, **SAMPLES[ev.EPOCH_END]))
+    assert end["per_class"] == PER_CLASS            # nested records read back as the dicts they were sent as
+    with pytest.raises(KeyError):
+        end["no_such_field"]
+
+
 def test_non_finite_floats_are_null_on_the_wire():
     wire = json.loads(ev.encode(ev.METRICS, 1, step=1, epoch=1, loss=float("nan"), accuracy=float("inf")))
     assert wire["loss"] is None and wire["accuracy"] is None
