@@ -7,9 +7,9 @@ from a wired input to move that wire's end, or drop it on empty canvas to cut it
 (or Ctrl+right-drag) a line across wires to cut them; select a wire and press Delete;
 rubber-band and Ctrl-click to select; drag to move (one undo step); wheel to zoom around
 the cursor; middle-drag or Space-drag to pan; Tab to search for a layer and place it at
-the cursor; Home to fit; double-click a block to expand it, a frame's title to collapse it;
-right-click for a menu. Drops of palette layers (``LAYER_MIME``) and copied nodes
-(``GRAPH_MIME``).
+the cursor; Home to fit; double-click a block to open it in place (brought into view), an
+open block's title to close it; right-click for a menu. Drops of palette layers
+(``LAYER_MIME``) and copied nodes (``GRAPH_MIME``).
 
 Run ``python -m graph_editor.ui.canvas FILE.graph.json`` to try it alone (see preview.py).
 """
@@ -126,6 +126,17 @@ class GraphCanvas(QGraphicsView):
             if self.zoom > 1.25:
                 self.zoom_at(1.25 / self.zoom, QPointF(self.viewport().rect().center()))
                 self.centerOn(rect.center())
+        self.minimap.refresh()
+
+    def show_rect(self, rect: QRectF) -> None:
+        """Bring ``rect`` (an opened block) into view: moved to, zoomed out only as far as needed."""
+        if self.visible_rect().contains(rect):
+            return
+        zoom = self.zoom
+        self.fitInView(rect.adjusted(-40, -40, 40, 40), Qt.AspectRatioMode.KeepAspectRatio)
+        if self.zoom > zoom:  # it fits at the zoom the user had: only move there
+            self.scale(zoom / self.zoom, zoom / self.zoom)
+            self.centerOn(rect.center())
         self.minimap.refresh()
 
     def zoom_at(self, factor: float, view_pos: QPointF) -> None:
@@ -317,7 +328,9 @@ class GraphCanvas(QGraphicsView):
         if isinstance(item, NodeItem):
             self.node_activated.emit(item.node_id)
         elif isinstance(item, GroupBox):
-            self.controller.set_collapsed(item.group_id, False)
+            gid = item.group_id
+            if self.controller.set_collapsed(gid, False) is None and gid in self.graph_scene.frames:
+                self.show_rect(self.graph_scene.frames[gid].rect)
         elif isinstance(item, GroupFrame) and item.header_rect().contains(self.mapToScene(event.position().toPoint())):
             self.controller.set_collapsed(item.group_id, True)
         else:

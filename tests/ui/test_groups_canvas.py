@@ -171,3 +171,14 @@ def test_auto_layout_of_a_grouped_graph_places_open_blocks_without_overlap(qtbot
     frame = canvas.graph_scene.frames[gid(controller, "layer3.1")]
     assert frame.rect.contains(canvas.graph_scene.nodes["layer3_1_conv2"].sceneBoundingRect())
     assert canvas.graph_scene.frames[gid(controller, "layer3")].rect.contains(frame.rect)
+
+
+def test_a_block_opened_by_double_click_is_brought_into_view(qtbot):
+    canvas, controller, _ = open_canvas(qtbot, "resnet50")
+    layer3 = gid(controller, "layer3")
+    zoom = canvas.zoom
+    QTest.mouseDClick(canvas.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                      at(canvas, canvas.graph_scene.boxes[layer3].sceneBoundingRect().center()))
+    frame = canvas.graph_scene.frames[layer3]
+    assert canvas.visible_rect().contains(frame.rect) and canvas.zoom <= zoom
+    assert canvas.zoom > 0.38  # still drawn with text
