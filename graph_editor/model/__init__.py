@@ -10,6 +10,7 @@ from .commands import (
     Macro,
     MoveNodes,
     RemoveNodes,
+    RenameGroup,
     RenameLabel,
     SetGroupCollapsed,
     SetParam,
@@ -26,7 +27,7 @@ from .validate import Inference, Problem, validate
 __all__ = [
     "SCHEMA_VERSION", "AddNode", "Command", "CommandError", "Connect", "Disconnect", "Edge", "Graph",
     "GraphError", "GraphFileError", "Group", "GroupNodes", "Inference", "InputSpec", "LayerSpec", "Macro",
-    "MoveNodes", "Node", "ParamError", "ParamSpec", "PortSpec", "Problem", "RemoveNodes", "RenameLabel",
+    "MoveNodes", "Node", "ParamError", "ParamSpec", "PortSpec", "Problem", "RemoveNodes", "RenameGroup", "RenameLabel",
     "SetGroupCollapsed", "SetParam", "SetSpec", "ShapeError", "UndoStack", "Ungroup", "all_layers",
     "categories", "dumps", "fmt_shape", "get_layer", "graph_from_dict", "graph_to_dict", "layer",
     "layered_layout", "load_graph", "loads", "save_graph", "validate",

@@ -254,6 +254,32 @@ class SetGroupCollapsed(Command):
         self._set(not self.collapsed)
 
 
+class RenameGroup(Command):
+    """Give a group another name (and kind)."""
+
+    def __init__(self, graph: Graph, group_id: str, name: str, kind: str | None = None) -> None:
+        if group_id not in graph.groups:
+            raise CommandError(f"there is no group '{group_id}'")
+        if not name.strip():
+            raise CommandError("a group needs a name")
+        g = graph.groups[group_id]
+        self.graph, self.group_id = graph, group_id
+        self.new = (name.strip(), g.kind if kind is None else kind.strip())
+        self.old = (g.name, g.kind)
+        self.text = f"Rename {g.name}"
+
+    def _set(self, name: str, kind: str) -> None:
+        groups = dict(self.graph.groups)
+        groups[self.group_id] = replace(groups[self.group_id], name=name, kind=kind)
+        self.graph.set_groups(groups)
+
+    def redo(self) -> None:
+        self._set(*self.new)
+
+    def undo(self) -> None:
+        self._set(*self.old)
+
+
 class SetSpec(Command):
     """Change the input shape/dtype and the class count."""
 

@@ -29,6 +29,7 @@ from ..model import (
     Macro,
     MoveNodes,
     RemoveNodes,
+    RenameGroup,
     RenameLabel,
     SetGroupCollapsed,
     SetParam,
@@ -37,6 +38,7 @@ from ..model import (
     get_layer,
 )
 from ..model.block_layout import make_room, nested_layout
+from ..model.hierarchy import parents, visible
 from ..model.layout import layered_layout
 from . import clipboard
 from .mime import GRAPH_MIME
@@ -281,6 +283,42 @@ class EditorController(QObject):
                 apply(MoveNodes(self._graph, moved))
 
         return self._compound(f"{'Close' if collapsed else 'Open'} {group.name}", steps)
+
+    def set_all_collapsed(self, collapsed: bool) -> str | None:
+        """Close every open block in place (innermost first), or open them all and lay the
+        graph out block by block: one undo step."""
+        graph = self._graph
+        todo = [k for k, g in graph.groups.items() if g.collapsed != collapsed]
+        if not todo:
+            return self._refuse("every block is already " + ("closed" if collapsed else "open"))
+        sizes = self.size_hint() if self.size_hint is not None else None
+
+        def steps(apply: Apply) -> None:
+            if collapsed:
+                while frames := visible(graph.groups).frames:
+                    up = parents(graph.groups)
+                    inner = [k for k in frames if not any(up[o] == k for o in frames)]
+                    self._close_in_place(apply, inner[0], sizes)
+            for k in [k for k, g in graph.groups.items() if g.collapsed != collapsed]:  # hidden ones: no room
+                apply(SetGroupCollapsed(graph, k, collapsed))
+            if not collapsed:
+                x0, y0 = (min(n.position[0] for n in graph), min(n.position[1] for n in graph))
+                positions = nested_layout(graph, sizes, origin=(x0, y0))
+                moved = {k: v for k, v in positions.items() if tuple(graph.nodes[k].position) != v}
+                if moved:
+                    apply(MoveNodes(graph, moved))
+
+        return self._compound("Close all blocks" if collapsed else "Open all blocks", steps)
+
+    def _close_in_place(self, apply: Apply, group_id: str, sizes: dict[str, tuple[float, float]] | None) -> None:
+        positions = make_room(self._graph, group_id, expand=False, sizes=sizes)
+        moved = {k: v for k, v in positions.items() if tuple(self._graph.nodes[k].position) != v}
+        apply(SetGroupCollapsed(self._graph, group_id, True))
+        if moved:
+            apply(MoveNodes(self._graph, moved))
+
+    def rename_group(self, group_id: str, name: str) -> str | None:
+        return self._push(lambda: RenameGroup(self._graph, group_id, name))
 
     def rename(self, node_id: str, label: str) -> str | None:
         return self._push(lambda: RenameLabel(self._graph, node_id, label))

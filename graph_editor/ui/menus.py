@@ -23,13 +23,13 @@ if TYPE_CHECKING:
 Action = tuple[str, Callable[[], object]]
 
 
-def ask_group_name(canvas: GraphCanvas) -> str | None:
-    name, ok = QInputDialog.getText(canvas, "Group layers", "Name of the block:", text="block")
+def ask_group_name(canvas: GraphCanvas, current: str = "block") -> str | None:
+    name, ok = QInputDialog.getText(canvas, "Name the block", "Name of the block:", text=current)
     return name if ok and name.strip() else None
 
 
 def context_actions(canvas: GraphCanvas, view_pos: QPointF,
-                    ask_name: Callable[[GraphCanvas], str | None] = ask_group_name) -> list[Action]:
+                    ask_name: Callable[..., str | None] = ask_group_name) -> list[Action]:
     """What the menu offers at ``view_pos``: for the item there, else for the empty canvas."""
     c = canvas.controller
     item = canvas.itemAt(view_pos.toPoint())
@@ -46,15 +46,21 @@ def context_actions(canvas: GraphCanvas, view_pos: QPointF,
         if name:
             c.group(name, sel)
 
+    def rename(gid: str) -> None:
+        name = ask_name(canvas, c.graph.groups[gid].name)
+        if name:
+            c.rename_group(gid, name)
+
     if isinstance(item, GroupBox):
         gid = item.group_id
         more: list[Action] = [("Group into a block…", group)] if len(sel) > 1 else []
-        return [("Open block", lambda: c.set_collapsed(gid, False)), ("Ungroup", lambda: c.ungroup(gid)),
-                ("Copy", lambda: c.copy(sel)), ("Duplicate", lambda: c.duplicate(sel)), *more,
-                ("Delete", canvas.delete_selection)]
+        return [("Open block", lambda: c.set_collapsed(gid, False)), ("Rename block…", lambda: rename(gid)),
+                ("Ungroup", lambda: c.ungroup(gid)), ("Copy", lambda: c.copy(sel)),
+                ("Duplicate", lambda: c.duplicate(sel)), *more, ("Delete", canvas.delete_selection)]
     if isinstance(item, GroupFrame):
         gid = item.group_id
-        return [("Close into a block", lambda: c.set_collapsed(gid, True)), ("Ungroup", lambda: c.ungroup(gid))]
+        return [("Close into a block", lambda: c.set_collapsed(gid, True)), ("Rename block…", lambda: rename(gid)),
+                ("Ungroup", lambda: c.ungroup(gid))]
     if isinstance(item, NodeItem):
         actions: list[Action] = [("Copy", lambda: c.copy(sel)), ("Cut", lambda: c.cut(sel)),
                                  ("Duplicate", lambda: c.duplicate(sel))]
@@ -65,9 +71,14 @@ def context_actions(canvas: GraphCanvas, view_pos: QPointF,
     if isinstance(item, WireItem):
         edge = item.edge
         return [("Cut wire", lambda: c.disconnect(edge))]
+    blocks: list[Action] = []
+    if any(not g.collapsed for g in c.graph.groups.values()):
+        blocks.append(("Close all blocks", lambda: c.set_all_collapsed(True)))
+    if any(g.collapsed for g in c.graph.groups.values()):
+        blocks.append(("Open all blocks", lambda: c.set_all_collapsed(False)))
     return [("Add layer…", lambda: canvas.open_search(view_pos)),
             ("Paste", lambda: c.paste(at=(scene_pos.x(), scene_pos.y()))),
-            ("Select all", c.select_all), ("Auto-layout", c.auto_layout), ("Fit view", canvas.fit_view)]
+            ("Select all", c.select_all), ("Auto-layout", c.auto_layout), *blocks, ("Fit view", canvas.fit_view)]
 
 
 def show_context_menu(canvas: GraphCanvas, view_pos: QPoint) -> None:

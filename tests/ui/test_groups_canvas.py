@@ -182,3 +182,36 @@ def test_a_block_opened_by_double_click_is_brought_into_view(qtbot):
     frame = canvas.graph_scene.frames[layer3]
     assert canvas.visible_rect().contains(frame.rect) and canvas.zoom <= zoom
     assert canvas.zoom > 0.38  # still drawn with text
+
+
+def test_close_all_puts_every_node_back_and_open_all_lays_the_blocks_out(qtbot):
+    canvas, controller, _ = open_canvas(qtbot, "resnet18")
+    graph = controller.graph
+    start = {n: node.position for n, node in graph.nodes.items()}
+    for name in ("layer2", "layer2.0", "layer3", "stem"):
+        assert controller.set_collapsed(gid(controller, name), False) is None
+    opened = {n: node.position for n, node in graph.nodes.items()}
+    assert controller.set_all_collapsed(True) is None
+    assert all(g.collapsed for g in graph.groups.values())
+    assert {n: node.position for n, node in graph.nodes.items()} == start
+    controller.undo_stack.undo()
+    assert {n: node.position for n, node in graph.nodes.items()} == opened
+    assert controller.set_all_collapsed(False) is None
+    assert not any(g.collapsed for g in graph.groups.values()) and not overlapping(canvas)
+    assert all(item.isVisible() for item in canvas.graph_scene.nodes.values())
+    assert "already open" in controller.set_all_collapsed(False)
+
+
+def test_a_block_is_renamed_from_its_menu_in_one_undo_step(qtbot):
+    from graph_editor.ui.menus import context_actions
+
+    canvas, controller, _ = open_canvas(qtbot, "vit_tiny")
+    blocks = gid(controller, "blocks")
+    box = canvas.graph_scene.boxes[blocks]
+    actions = dict(context_actions(canvas, QPointF(at(canvas, box.sceneBoundingRect().center())),
+                                   ask_name=lambda _canvas, current: f"{current} (12 layers)"))
+    actions["Rename block…"]()
+    assert controller.graph.groups[blocks].name == "blocks (12 layers)"
+    assert canvas.graph_scene.boxes[blocks].name == "blocks (12 layers)"
+    controller.undo_stack.undo()
+    assert controller.graph.groups[blocks].name == "blocks"
