@@ -30,6 +30,7 @@ from .dialogs.import_module import ask_import
 from .dialogs.template_gallery import pick_template
 from .document import Document, starter_graph
 from .main_window import APP_NAME, MainWindow, Services
+from .platform_check import check_desktop
 from .prompts import Prompts, QtPrompts
 from .recovery import AUTOSAVE_MS, RecoveryStore
 from .resources import IconSet
@@ -79,8 +80,13 @@ def start(window: MainWindow, paths: list[str], warming: threading.Thread | None
 
 
 def run(paths: list[str]) -> int:
-    """Open the studio (on ``paths[0]`` if given) and run until the window closes."""
+    """Open the studio (on ``paths[0]`` if given) and run until the window closes. On an X11 desktop
+    whose Qt plugin lacks libraries, say which and how to install them instead (Qt would abort)."""
     t0 = time.perf_counter()
+    problem = check_desktop()
+    if problem is not None:
+        print(problem, file=sys.stderr, flush=True)
+        return 1
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setOrganizationName(ORGANISATION)
     app.setApplicationName(APP_NAME)
