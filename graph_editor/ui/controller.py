@@ -29,26 +29,23 @@ from ..model import (
     Macro,
     MoveNodes,
     RemoveNodes,
-    RenameGroup,
     RenameLabel,
     SetGroupCollapsed,
     SetParam,
     SetSpec,
-    Ungroup,
     get_layer,
 )
-from ..model.block_layout import make_room, nested_layout
-from ..model.hierarchy import parents, visible
+from ..model.block_layout import nested_layout
 from ..model.layout import layered_layout
 from . import clipboard
+from .block_edits import Apply, BlockEdits
 from .mime import GRAPH_MIME
 from .undo import ModelCommand
 
-Apply = Callable[[Command], Command]
 PASTE_OFFSET = 40.0
 
 
-class EditorController(QObject):
+class EditorController(BlockEdits, QObject):
     """Turns intents (node ids, ports, values) into undoable model commands.
 
     Every intent returns ``None`` when it was applied and a reason string when it was
@@ -248,77 +245,6 @@ class EditorController(QObject):
         if not moved:
             return None
         return self._push(lambda: MoveNodes(self._graph, moved))
-
-    def group(self, name: str, ids: Iterable[str]) -> str | None:
-        """Collapse nodes into a named block; the new group id is in ``last_group``."""
-        holder: list[GroupNodes] = []
-
-        def make() -> Command:
-            holder.append(GroupNodes(self._graph, name, self.expand_ids(ids)))
-            return holder[0]
-
-        reason = self._push(make)
-        if reason is None:
-            self.last_group = holder[0].group.id
-        return reason
-
-    def ungroup(self, group_id: str) -> str | None:
-        return self._push(lambda: Ungroup(self._graph, group_id))
-
-    def set_collapsed(self, group_id: str, collapsed: bool) -> str | None:
-        """Open a block in place (what follows it moves aside to make room) or close it
-        again (what moved aside comes back): one undo step."""
-        group = self._graph.groups.get(group_id)
-        if group is None:
-            return self._refuse(f"there is no group '{group_id}'")
-        if group.collapsed == collapsed or not group.nodes:
-            return self._push(lambda: SetGroupCollapsed(self._graph, group_id, collapsed))
-        sizes = self.size_hint() if self.size_hint is not None else None
-        positions = make_room(self._graph, group_id, expand=not collapsed, sizes=sizes)
-        moved = {k: v for k, v in positions.items() if tuple(self._graph.nodes[k].position) != v}
-
-        def steps(apply: Apply) -> None:
-            apply(SetGroupCollapsed(self._graph, group_id, collapsed))
-            if moved:
-                apply(MoveNodes(self._graph, moved))
-
-        return self._compound(f"{'Close' if collapsed else 'Open'} {group.name}", steps)
-
-    def set_all_collapsed(self, collapsed: bool) -> str | None:
-        """Close every open block in place (innermost first), or open them all and lay the
-        graph out block by block: one undo step."""
-        graph = self._graph
-        todo = [k for k, g in graph.groups.items() if g.collapsed != collapsed]
-        if not todo:
-            return self._refuse("every block is already " + ("closed" if collapsed else "open"))
-        sizes = self.size_hint() if self.size_hint is not None else None
-
-        def steps(apply: Apply) -> None:
-            if collapsed:
-                while frames := visible(graph.groups).frames:
-                    up = parents(graph.groups)
-                    inner = [k for k in frames if not any(up[o] == k for o in frames)]
-                    self._close_in_place(apply, inner[0], sizes)
-            for k in [k for k, g in graph.groups.items() if g.collapsed != collapsed]:  # hidden ones: no room
-                apply(SetGroupCollapsed(graph, k, collapsed))
-            if not collapsed:
-                x0, y0 = (min(n.position[0] for n in graph), min(n.position[1] for n in graph))
-                positions = nested_layout(graph, sizes, origin=(x0, y0))
-                moved = {k: v for k, v in positions.items() if tuple(graph.nodes[k].position) != v}
-                if moved:
-                    apply(MoveNodes(graph, moved))
-
-        return self._compound("Close all blocks" if collapsed else "Open all blocks", steps)
-
-    def _close_in_place(self, apply: Apply, group_id: str, sizes: dict[str, tuple[float, float]] | None) -> None:
-        positions = make_room(self._graph, group_id, expand=False, sizes=sizes)
-        moved = {k: v for k, v in positions.items() if tuple(self._graph.nodes[k].position) != v}
-        apply(SetGroupCollapsed(self._graph, group_id, True))
-        if moved:
-            apply(MoveNodes(self._graph, moved))
-
-    def rename_group(self, group_id: str, name: str) -> str | None:
-        return self._push(lambda: RenameGroup(self._graph, group_id, name))
 
     def rename(self, node_id: str, label: str) -> str | None:
         return self._push(lambda: RenameLabel(self._graph, node_id, label))
