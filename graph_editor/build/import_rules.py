@@ -38,7 +38,7 @@ class Mapped:
     prefix: str = ""
 
 
-ModuleRule = Callable[[nn.Module, list[fx.Node]], Mapped]
+ModuleRule = Callable[[Any, list[fx.Node]], Mapped]  # reads a module of the class it is registered for
 FunctionRule = Callable[..., Mapped]
 MODULE_RULES: Registry[type[nn.Module], ModuleRule] = Registry("an import rule")
 CALL_RULES: Registry[type[nn.Module], FunctionRule] = Registry("an import call rule")

@@ -19,6 +19,7 @@ from torch import nn
 from ..model.registry import Registry
 
 Shape = tuple[int, ...]
+Params = dict[str, Any]  # a node's checked parameters
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class Example:
     codes_below: int | None = None  # the input holds integer codes 0..codes_below-1 (embeddings)
 
 
-Builder = Callable[[dict[str, Any], list[Shape]], Call]
+Builder = Callable[[Params, list[Shape]], Call]
 
 _BUILDERS: Registry[str, Builder] = Registry("a builder")
 _EXAMPLES: dict[str, Example] = {}  # filled with _BUILDERS, which refuses duplicates first

@@ -6,10 +6,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import fx, nn
 
 from ..analysis import zero_flops
 from ..import_rules import (
+    FunctionRule,
     Mapped,
     Unmappable,
     attributes,
@@ -20,29 +21,30 @@ from ..import_rules import (
     tensor,
     unary,
 )
-from ..modules import Call, Example, builder, plain_builder
+from ..modules import Call, Example, Params, Shape, builder, plain_builder
 
 _X = Example((3, 4, 4))
 
 # ------------------------------------------------------------------ without parameters
-for _type, _cls, _functions, _methods in [
-    ("ReLU", nn.ReLU, (F.relu, torch.relu, F.relu_, torch.relu_), ("relu", "relu_")),
-    ("ReLU6", nn.ReLU6, (F.relu6,), ()),
-    ("SiLU", nn.SiLU, (F.silu,), ()),
-    ("Hardswish", nn.Hardswish, (F.hardswish,), ()),
-    ("Hardsigmoid", nn.Hardsigmoid, (F.hardsigmoid,), ()),
-    ("Sigmoid", nn.Sigmoid, (torch.sigmoid, F.sigmoid), ("sigmoid",)),
-    ("Tanh", nn.Tanh, (torch.tanh, F.tanh), ("tanh",)),
-]:
-    plain_builder(_type, _cls, _X)
-    zero_flops(_type)
-    module_rule(_cls)(plain(_type))
-    function_rule(*_functions, methods=_methods)(unary(_type))
+def _plain(type_: str, cls: type[nn.Module], functions: tuple[Any, ...], methods: tuple[str, ...] = ()) -> None:
+    plain_builder(type_, cls, _X)
+    zero_flops(type_)
+    module_rule(cls)(plain(type_))
+    function_rule(*functions, methods=methods)(unary(type_))
+
+
+_plain("ReLU", nn.ReLU, (F.relu, torch.relu, F.relu_, torch.relu_), ("relu", "relu_"))
+_plain("ReLU6", nn.ReLU6, (F.relu6,))
+_plain("SiLU", nn.SiLU, (F.silu,))
+_plain("Hardswish", nn.Hardswish, (F.hardswish,))
+_plain("Hardsigmoid", nn.Hardsigmoid, (F.hardsigmoid,))
+_plain("Sigmoid", nn.Sigmoid, (torch.sigmoid, F.sigmoid), ("sigmoid",))
+_plain("Tanh", nn.Tanh, (torch.tanh, F.tanh), ("tanh",))
 
 
 # ------------------------------------------------------------------ LeakyReLU
 @builder("LeakyReLU", example=Example((3, 4, 4), {"negative_slope": 0.2}))
-def _leaky(p, xs):
+def _leaky(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.LeakyReLU, (p["negative_slope"],))
 
 
@@ -57,7 +59,7 @@ def _f_leaky(input: Any, negative_slope: float = 0.01, inplace: bool = False) ->
 
 # ------------------------------------------------------------------ GELU
 @builder("GELU", example=Example((3, 4, 4), {"approximate": "tanh"}))
-def _gelu(p, xs):
+def _gelu(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.GELU, (), {"approximate": p["approximate"]})
 
 
@@ -71,13 +73,13 @@ def _f_gelu(input: Any, approximate: str = "none") -> Mapped:
 
 
 # ------------------------------------------------------------------ Softmax, LogSoftmax
-def _softmax_module(m: nn.Softmax | nn.LogSoftmax, xs: list) -> Mapped:
+def _softmax_module(m: nn.Softmax | nn.LogSoftmax, xs: list[fx.Node]) -> Mapped:
     if m.dim is None:
         raise Unmappable(f"{type(m).__name__} without dim")
     return Mapped(type(m).__name__, {"dim": m.dim}, xs)
 
 
-def _softmax_function(type_: str):
+def _softmax_function(type_: str) -> FunctionRule:
     def rule(input: Any, dim: Any = None, _stacklevel: int = 3, dtype: Any = None) -> Mapped:
         if dim is None or dtype is not None:
             raise Unmappable(f"{type_.lower()} needs an explicit dim and no dtype")
@@ -85,11 +87,15 @@ def _softmax_function(type_: str):
     return rule
 
 
-for _type, _cls, _functions, _method in [
-    ("Softmax", nn.Softmax, (F.softmax, torch.softmax), "softmax"),
-    ("LogSoftmax", nn.LogSoftmax, (F.log_softmax, torch.log_softmax), "log_softmax"),
-]:
-    builder(_type, example=Example((3, 4, 4), {"dim": 1}))(lambda p, xs, _cls=_cls: Call(_cls, (), {"dim": p["dim"]}))
-    zero_flops(_type)
-    module_rule(_cls)(_softmax_module)
-    function_rule(*_functions, methods=(_method,))(_softmax_function(_type))
+def _softmax(type_: str, cls: type[nn.Softmax] | type[nn.LogSoftmax], functions: tuple[Any, ...], method: str) -> None:
+    def build(p: dict[str, Any], xs: list[Shape]) -> Call:
+        return Call(cls, (), {"dim": p["dim"]})
+
+    builder(type_, example=Example((3, 4, 4), {"dim": 1}))(build)
+    zero_flops(type_)
+    module_rule(cls)(_softmax_module)
+    function_rule(*functions, methods=(method,))(_softmax_function(type_))
+
+
+_softmax("Softmax", nn.Softmax, (F.softmax, torch.softmax), "softmax")
+_softmax("LogSoftmax", nn.LogSoftmax, (F.log_softmax, torch.log_softmax), "log_softmax")

@@ -8,9 +8,9 @@ from torch import fx, nn
 from torch.utils.flop_counter import conv_flop_count, sdpa_flop_count
 
 from .. import layers as L
-from ..analysis import Shape, flop_rule, leading_rows, matmul_flops, zero_flops
+from ..analysis import flop_rule, leading_rows, matmul_flops, zero_flops
 from ..import_rules import Mapped, Unmappable, call_rule, module_rule, tensor
-from ..modules import Call, Example, builder, or_input
+from ..modules import Call, Example, Params, Shape, builder, or_input
 
 
 def _attention_flops(shape: Shape, heads: int) -> int:
@@ -23,13 +23,13 @@ def _attention_flops(shape: Shape, heads: int) -> int:
 
 # ------------------------------------------------------------------ MultiheadAttention
 @builder("MultiheadAttention", example=Example((5, 8), {"num_heads": 2}))
-def _mha(p, xs):
+def _mha(p: Params, xs: list[Shape]) -> Call:
     return Call(L.SelfAttention, (or_input(p["embed_dim"], xs[0][-1]), p["num_heads"]),
                 {"dropout": p["dropout"], "bias": p["bias"]})
 
 
 @flop_rule("MultiheadAttention")
-def _mha_flops(p, xs, out):
+def _mha_flops(p: Params, xs: list[Shape], out: Shape) -> int:
     return _attention_flops(xs[0], p["num_heads"])
 
 
@@ -57,14 +57,14 @@ def _import_mha(m: nn.MultiheadAttention, q: Any, k: Any, v: Any, key_padding_ma
 
 # ------------------------------------------------------------------ TransformerEncoderLayer
 @builder("TransformerEncoderLayer", example=Example((5, 8), {"nhead": 2, "dim_feedforward": 16, "dropout": 0.0}))
-def _encoder(p, xs):
+def _encoder(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.TransformerEncoderLayer, (or_input(p["d_model"], xs[0][-1]), p["nhead"]), {
         "dim_feedforward": p["dim_feedforward"], "dropout": p["dropout"], "activation": p["activation"],
         "layer_norm_eps": p["layer_norm_eps"], "batch_first": True, "norm_first": p["norm_first"]})
 
 
 @flop_rule("TransformerEncoderLayer")
-def _encoder_flops(p, xs, out):
+def _encoder_flops(p: Params, xs: list[Shape], out: Shape) -> int:
     x = xs[0]
     ff = p["dim_feedforward"]
     return (_attention_flops(x, p["nhead"]) + matmul_flops(leading_rows(x), x[-1], ff)
@@ -87,12 +87,12 @@ def _import_encoder(m: nn.TransformerEncoderLayer, xs: list[fx.Node]) -> Mapped:
 
 # ------------------------------------------------------------------ PatchEmbed
 @builder("PatchEmbed", example=Example((3, 8, 8), {"embed_dim": 8, "patch_size": 4}))
-def _patch(p, xs):
+def _patch(p: Params, xs: list[Shape]) -> Call:
     return Call(L.PatchEmbed, (or_input(p["in_channels"], xs[0][1]), p["embed_dim"], p["patch_size"]))
 
 
 @flop_rule("PatchEmbed")
-def _patch_flops(p, xs, out):
+def _patch_flops(p: Params, xs: list[Shape], out: Shape) -> int:
     x = xs[0]
     ps = p["patch_size"]
     conv_out = [x[0], p["embed_dim"], x[2] // ps, x[3] // ps]
@@ -107,7 +107,7 @@ def _import_patch(m: L.PatchEmbed, xs: list[fx.Node]) -> Mapped:
 
 # ------------------------------------------------------------------ ClassTokenPosEmbed
 @builder("ClassTokenPosEmbed", example=Example((5, 8), {"dropout": 0.1}))
-def _cls_pos(p, xs):
+def _cls_pos(p: Params, xs: list[Shape]) -> Call:
     return Call(L.ClassTokenPosEmbed, (or_input(p["num_tokens"], xs[0][1]), or_input(p["embed_dim"], xs[0][2])),
                 {"class_token": p["class_token"], "dropout": p["dropout"]})
 

@@ -9,7 +9,7 @@ from torch.utils.flop_counter import conv_flop_count
 
 from ..analysis import flop_rule
 from ..import_rules import Mapped, Unmappable, module_rule
-from ..modules import Call, Example, builder, or_input
+from ..modules import Call, Example, Params, Shape, builder, or_input
 
 
 def _conv(cls: type[nn.Module], p: dict[str, Any], xs: list[tuple[int, ...]], **extra: Any) -> Call:
@@ -20,23 +20,23 @@ def _conv(cls: type[nn.Module], p: dict[str, Any], xs: list[tuple[int, ...]], **
 
 
 @builder("Conv1d", example=Example((4, 9), {"out_channels": 6, "kernel_size": 3, "padding": 1, "groups": 2}))
-def _conv1d(p, xs):
+def _conv1d(p: Params, xs: list[Shape]) -> Call:
     return _conv(nn.Conv1d, p, xs)
 
 
 @builder("Conv2d", example=Example((4, 8, 8), {"out_channels": 6, "kernel_size": 3, "stride": 2, "groups": 2}))
-def _conv2d(p, xs):
+def _conv2d(p: Params, xs: list[Shape]) -> Call:
     return _conv(nn.Conv2d, p, xs)
 
 
 @builder("ConvTranspose2d", example=Example((4, 5, 5), {"out_channels": 3, "kernel_size": 2, "stride": 2,
                                                         "output_padding": 1}))
-def _deconv(p, xs):
+def _deconv(p: Params, xs: list[Shape]) -> Call:
     return _conv(nn.ConvTranspose2d, p, xs, output_padding=tuple(p["output_padding"]))
 
 
 @flop_rule("Conv1d", "Conv2d", "ConvTranspose2d")
-def _conv_flops(p, xs, out):
+def _conv_flops(p: Params, xs: list[Shape], out: Shape) -> int:
     x = xs[0]
     c_in = x[1]
     transposed = len(p.get("output_padding") or []) > 0

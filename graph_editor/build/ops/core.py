@@ -10,19 +10,19 @@ from torch import fx, nn
 from .. import layers as L
 from ..analysis import flop_rule, leading_rows, matmul_flops, zero_flops
 from ..import_rules import Mapped, Unmappable, attributes, const, function_rule, module_rule, plain, tensor
-from ..modules import Call, Example, builder, or_input, plain_builder
+from ..modules import Call, Example, Params, Shape, builder, or_input, plain_builder
 
 zero_flops("Input", "Output")  # expressed by the fx graph itself: a placeholder and the output
 
 
 # ------------------------------------------------------------------ Linear
 @builder("Linear", example=Example((6,), {"out_features": 4}))
-def _linear(p, xs):
+def _linear(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.Linear, (or_input(p["in_features"], xs[0][-1]), p["out_features"]), {"bias": p["bias"]})
 
 
 @flop_rule("Linear")
-def _linear_flops(p, xs, out):
+def _linear_flops(p: Params, xs: list[Shape], out: Shape) -> int:
     return matmul_flops(leading_rows(xs[0]), xs[0][-1], out[-1])
 
 
@@ -40,12 +40,12 @@ module_rule(nn.Identity)(plain("Identity"))
 
 # ------------------------------------------------------------------ Dropout, Dropout2d
 @builder("Dropout", example=Example((6,), {"p": 0.25}))
-def _dropout(p, xs):
+def _dropout(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.Dropout, (p["p"],))
 
 
 @builder("Dropout2d", example=Example((3, 4, 4), {"p": 0.25}))
-def _dropout2d(p, xs):
+def _dropout2d(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.Dropout2d, (p["p"],))
 
 
@@ -62,7 +62,7 @@ def _f_dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool 
 # ------------------------------------------------------------------ Embedding
 @builder("Embedding", example=Example((6,), {"num_embeddings": 7, "embedding_dim": 3, "columns": [0, 2]},
                                     codes_below=7))
-def _embedding(p, xs):
+def _embedding(p: Params, xs: list[Shape]) -> Call:
     return Call(L.TabularEmbedding, (p["num_embeddings"], p["embedding_dim"]), {"columns": p["columns"]})
 
 

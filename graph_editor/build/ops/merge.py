@@ -10,12 +10,12 @@ from torch import fx
 
 from .. import layers as L
 from ..analysis import zero_flops
-from ..import_rules import Mapped, Unmappable, const, function_rule, module_rule, plain, tensor
-from ..modules import Call, Example, builder, plain_builder
+from ..import_rules import FunctionRule, Mapped, Unmappable, const, function_rule, module_rule, plain, tensor
+from ..modules import Call, Example, Params, Shape, builder, plain_builder
 
 
 # ------------------------------------------------------------------ Add, Multiply
-def _binary(type_: str):
+def _binary(type_: str) -> FunctionRule:
     def rule(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Mapped:
         if alpha != 1:
             raise Unmappable(f"{type_.lower()} with alpha={alpha!r}")
@@ -35,7 +35,7 @@ for _type, _cls, _functions, _methods in [
 
 # ------------------------------------------------------------------ Concat
 @builder("Concat", example=Example((3, 4, 4), {"dim": 1}))
-def _concat(p, xs):
+def _concat(p: Params, xs: list[Shape]) -> Call:
     return Call(L.Concat, (p["dim"],))
 
 

@@ -8,7 +8,7 @@ from torch import fx, nn
 
 from ..analysis import zero_flops
 from ..import_rules import Mapped, Unmappable, module_rule
-from ..modules import Call, Example, builder, or_input
+from ..modules import Call, Example, Params, Shape, builder, or_input
 
 
 # ------------------------------------------------------------------ BatchNorm1d, BatchNorm2d
@@ -18,12 +18,12 @@ def _bn(cls: type[nn.Module], p: dict[str, Any], xs: list[tuple[int, ...]]) -> C
 
 
 @builder("BatchNorm1d", example=Example((4, 5), {"momentum": 0.2}))
-def _bn1d(p, xs):
+def _bn1d(p: Params, xs: list[Shape]) -> Call:
     return _bn(nn.BatchNorm1d, p, xs)
 
 
 @builder("BatchNorm2d", example=Example((4, 3, 3), {"eps": 1e-3}))
-def _bn2d(p, xs):
+def _bn2d(p: Params, xs: list[Shape]) -> Call:
     return _bn(nn.BatchNorm2d, p, xs)
 
 
@@ -40,7 +40,7 @@ def _import_bn(m: nn.BatchNorm1d | nn.BatchNorm2d, xs: list[fx.Node]) -> Mapped:
 
 # ------------------------------------------------------------------ LayerNorm
 @builder("LayerNorm", example=Example((5, 8), {"eps": 1e-6}))
-def _ln(p, xs):
+def _ln(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.LayerNorm, (tuple(or_input(p["normalized_shape"], [xs[0][-1]])),),
                 {"eps": p["eps"], "elementwise_affine": p["elementwise_affine"]})
 
@@ -58,7 +58,7 @@ def _import_ln(m: nn.LayerNorm, xs: list[fx.Node]) -> Mapped:
 
 # ------------------------------------------------------------------ GroupNorm
 @builder("GroupNorm", example=Example((4, 3, 3), {"num_groups": 2}))
-def _gn(p, xs):
+def _gn(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.GroupNorm, (p["num_groups"], or_input(p["num_channels"], xs[0][1])),
                 {"eps": p["eps"], "affine": p["affine"]})
 

@@ -9,7 +9,7 @@ from torch import fx, nn
 
 from ..analysis import zero_flops
 from ..import_rules import Mapped, Unmappable, const, function_rule, module_rule, pair, tensor
-from ..modules import Call, Example, builder
+from ..modules import Call, Example, Params, Shape, builder
 
 zero_flops("MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d")
 
@@ -26,7 +26,7 @@ def _stride(stride: Any, kernel_size: Any) -> list[int]:
 # ------------------------------------------------------------------ MaxPool2d
 @builder("MaxPool2d", example=Example((3, 7, 7), {"kernel_size": 3, "stride": 2, "padding": 1,
                                                   "ceil_mode": True}))
-def _maxpool(p, xs):
+def _maxpool(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.MaxPool2d, (), _window(p, dilation=tuple(p["dilation"])))
 
 
@@ -51,7 +51,7 @@ def _f_maxpool(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
 
 # ------------------------------------------------------------------ AvgPool2d
 @builder("AvgPool2d", example=Example((3, 6, 6), {"kernel_size": 2, "padding": 1}))
-def _avgpool(p, xs):
+def _avgpool(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.AvgPool2d, (), _window(p))
 
 
@@ -74,7 +74,7 @@ def _f_avgpool(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
 
 # ------------------------------------------------------------------ AdaptiveAvgPool2d
 @builder("AdaptiveAvgPool2d", example=Example((3, 5, 5), {"output_size": [2, 3]}))
-def _adaptive(p, xs):
+def _adaptive(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.AdaptiveAvgPool2d, (tuple(p["output_size"]),))
 
 

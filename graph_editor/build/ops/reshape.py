@@ -14,14 +14,14 @@ from torch import fx, nn
 from .. import layers as L
 from ..analysis import zero_flops
 from ..import_rules import Mapped, attributes, const, function_rule, module_rule, tensor
-from ..modules import Call, Example, builder
+from ..modules import Call, Example, Params, Shape, builder
 
 zero_flops("Flatten", "Reshape", "Permute", "SelectToken")
 
 
 # ------------------------------------------------------------------ Flatten
 @builder("Flatten", example=Example((3, 4, 4), {"start_dim": 2}))
-def _flatten(p, xs):
+def _flatten(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.Flatten, (p["start_dim"], p["end_dim"]))
 
 
@@ -36,7 +36,7 @@ def _f_flatten(input: Any, start_dim: int = 0, end_dim: int = -1) -> Mapped:
 
 # ------------------------------------------------------------------ Reshape
 @builder("Reshape", example=Example((3, 4, 4), {"shape": [4, -1]}))
-def _reshape(p, xs):
+def _reshape(p: Params, xs: list[Shape]) -> Call:
     return Call(L.Reshape, (list(p["shape"]),))
 
 
@@ -47,7 +47,7 @@ def _import_reshape(m: L.Reshape, xs: list[fx.Node]) -> Mapped:
 
 # ------------------------------------------------------------------ Permute
 @builder("Permute", example=Example((3, 4, 5), {"dims": [2, 0, 1]}))
-def _permute(p, xs):
+def _permute(p: Params, xs: list[Shape]) -> Call:
     return Call(L.Permute, (list(p["dims"]),))
 
 
@@ -58,7 +58,7 @@ def _import_permute(m: L.Permute, xs: list[fx.Node]) -> Mapped:
 
 # ------------------------------------------------------------------ SelectToken
 @builder("SelectToken", example=Example((5, 8), {"index": 2}))
-def _select(p, xs):
+def _select(p: Params, xs: list[Shape]) -> Call:
     return Call(L.SelectToken, (p["index"],))
 
 
