@@ -30,6 +30,7 @@ from .docks.summary import SummaryDock
 from .document import Document
 from .export_dialog import ExportHook
 from .files import FileActions
+from .inspect import install as install_inspect
 from .prompts import Prompts
 from .recovery import AUTOSAVE_MS, Autosaver, RecoveryStore
 from .resources import IconSet
@@ -94,6 +95,7 @@ class MainWindow(QMainWindow):
         self.autosaver.failed.connect(lambda message: self.log.append(message, "error"))
         self.training = TrainingHook(self, db_url=services.runs_db)
         self.export = ExportHook(self, db_url=services.runs_db, current_run=lambda: self.training.current_run)
+        self.inspect = install_inspect(self)  # the Inspect workspace (studio.inspect), built on first entry
         self.export.actions["onnx"].setIcon(services.icons.icon("export"))
         self._connect()
         self._fill_recent(services.settings.recent_files())

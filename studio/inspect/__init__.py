@@ -4,6 +4,8 @@ gradient figures from a run. ``install(window)`` registers it with the window's 
 The views live in :mod:`.workspace` behind :class:`~.workspace.InspectPort`; this module only
 builds the port from the main window: the canvas, the controller's selection, the Problems list,
 and the training side (built lazily by the window) for inspect events and the Inspect Now command.
+Nothing heavy is imported here: torch, pyqtgraph and the views load on the first switch to the
+workspace, so the window opens as fast as without it.
 """
 
 from __future__ import annotations
@@ -13,24 +15,67 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QDockWidget
 
-from .workspace import InspectPort, InspectWorkspace
-
 if TYPE_CHECKING:
     from studio.main_window import MainWindow
 
-__all__ = ["InspectLink", "InspectPort", "InspectWorkspace", "install"]
+    from .workspace import InspectWorkspace
+
+__all__ = ["InspectHook", "install"]
 
 
-class InspectLink(QObject):
-    """Connects the workspace to the window's training side once that exists: inspect events of the
-    running worker, Inspect Now, and the stored inspections of the current run."""
+class InspectHook(QObject):
+    """The Inspect workspace of one window: registered at once, its views built on first entry."""
 
-    def __init__(self, window: MainWindow, workspace: InspectWorkspace) -> None:
-        super().__init__(workspace)
-        self.window, self.workspace = window, workspace
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self.window = window
+        self.workspace: InspectWorkspace | None = None
+        self.docks: list[QDockWidget] = []
         self.bridge: Any = None
         self.run_id: int | None = None
+        window.workspaces.add("Inspect", docks=self.build, canvas=True,
+                              tip="The backward pass of the design: autograd graph, saved bytes, live gradients")
+        window.workspaces.changed.connect(self._entered)
+        window.add_close_guard(self._finish)
 
+    def _finish(self) -> bool:
+        """Closing: a capture still running on its thread ends first (a second or two at most)."""
+        task = self.workspace.task if self.workspace is not None else None
+        if task is not None and task.is_running():
+            task.wait()
+        return True
+
+    def build(self) -> list[QDockWidget]:
+        """The views and their two docks (called by the workspaces on the first switch to Inspect)."""
+        from .workspace import InspectPort, InspectWorkspace
+
+        w = self.window
+        port = InspectPort(
+            canvas=w.canvas,
+            graph=lambda: w.controller.graph,
+            select=lambda node_id: w.controller.select([node_id]),
+            selection_changed=w.controller.selection_changed,
+            set_problems=lambda problems: w.problems.set_problems(problems, source="inspect"),
+            request_inspect=self.request,
+        )
+        self.workspace = InspectWorkspace(port, self)
+        for title, name, panel, area in (
+                ("Backward graph", "inspectBackwardDock", self.workspace.backward_panel,
+                 Qt.DockWidgetArea.RightDockWidgetArea),
+                ("Gradient flow", "inspectFlowDock", self.workspace.flow_panel, Qt.DockWidgetArea.BottomDockWidgetArea)):
+            dock = QDockWidget(title, w, objectName=name)
+            dock.setWidget(panel)
+            w.addDockWidget(area, dock)
+            self.docks.append(dock)
+        w.resizeDocks([self.docks[0]], [400], Qt.Orientation.Horizontal)   # room for the blocks and the plots
+        w.resizeDocks([self.docks[1]], [340], Qt.Orientation.Vertical)
+        return self.docks
+
+    def _entered(self, name: str) -> None:
+        if name == "Inspect":
+            self.connect()
+
+    # ---------------------------------------------------------------- the training side
     def training(self) -> Any:
         hook = getattr(self.window, "training", None)
         return hook.controller() if hook is not None and hook.built else None
@@ -39,7 +84,7 @@ class InspectLink(QObject):
         """Follow the worker's events (once the training side is built); load the current run's stored
         inspections when the run changed."""
         ctl = self.training()
-        if ctl is None:
+        if ctl is None or self.workspace is None:
             return
         if self.bridge is not ctl.session.bridge:
             self.bridge = ctl.session.bridge
@@ -49,73 +94,40 @@ class InspectLink(QObject):
             self.load_run(ctl.store, run_id)
 
     def load_run(self, store: Any, run_id: int) -> None:
+        """Show the inspections stored with run ``run_id`` (a finished run is inspected later this way)."""
         from trainer.inspect import reports_from_metrics
 
+        assert self.workspace is not None
         self.run_id = run_id
         self.workspace.reset_run()
         for report in reports_from_metrics(store.metrics(run_id)):
             self.workspace.add_report(report)
 
     def request(self) -> bool:
+        """Send the running worker the inspect command; False when no run is training."""
         self.connect()
         ctl = self.training()
         if ctl is None or not ctl.session.is_running():
             return False
-        from trainer.events import COMMAND_TYPES
+        from trainer.events import InspectNow
 
-        command = COMMAND_TYPES.get("inspect")
-        return bool(command is not None and ctl.session.bridge.send(command()))
+        return bool(ctl.session.bridge.send(InspectNow()))
 
     def _on_event(self, event: Any) -> None:
-        name = event.event
-        if name == "run_started":
+        if self.workspace is None:
+            return
+        if event.event == "run_started":
             self.run_id = event.run_id
             self.workspace.reset_run()
-        elif name == "inspect":
+        elif event.event == "inspect":
             from trainer.inspect import read_report
 
             try:
-                self.workspace.add_report(read_report(event["path"]))
-            except (KeyError, ValueError) as exc:
+                self.workspace.add_report(read_report(event.path))
+            except ValueError as exc:
                 self.window.log.append(f"Inspection not shown: {exc}", "warning")
 
 
-def install(window: MainWindow) -> InspectWorkspace:
+def install(window: MainWindow) -> InspectHook:
     """Register the Inspect workspace (canvas + Backward graph + Gradient flow docks) with ``window``."""
-    link: InspectLink | None = None
-    port = InspectPort(
-        canvas=window.canvas,
-        graph=lambda: window.controller.graph,
-        select=lambda node_id: window.controller.select([node_id]),
-        selection_changed=window.controller.selection_changed,
-        set_problems=lambda problems: window.problems.set_problems(problems, source="inspect"),
-        request_inspect=lambda: link is not None and link.request(),
-    )
-    workspace = InspectWorkspace(port, window)
-    link = InspectLink(window, workspace)
-    workspace.link = link
-    docks = []
-    for title, name, panel, area in (
-            ("Backward graph", "inspectBackwardDock", workspace.backward_panel, Qt.DockWidgetArea.RightDockWidgetArea),
-            ("Gradient flow", "inspectFlowDock", workspace.flow_panel, Qt.DockWidgetArea.BottomDockWidgetArea)):
-        dock = QDockWidget(title, window, objectName=name)
-        dock.setWidget(panel)
-        window.addDockWidget(area, dock)
-        dock.hide()
-        docks.append(dock)
-    workspace.docks = docks
-    window.workspaces.add("Inspect", docks=docks, canvas=True,
-                          tip="The backward pass of the design: autograd graph, saved bytes, live gradients")
-    sized = []
-
-    def entered(name: str) -> None:
-        if name != "Inspect":
-            return
-        if not sized:  # first entry: room for the plots and the blocks
-            sized.append(True)
-            window.resizeDocks([docks[0]], [400], Qt.Orientation.Horizontal)
-            window.resizeDocks([docks[1]], [340], Qt.Orientation.Vertical)
-        link.connect()
-
-    window.workspaces.changed.connect(entered)
-    return workspace
+    return InspectHook(window)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -240,5 +240,3 @@ def _figure_name(key: str) -> str:
     return {"grad_out": "||dL/dy||", "grad_w": "||dL/dW||"}.get(key, METRIC_BY_KEY[key].label if key in METRIC_BY_KEY
                                                                   else key)
 
-
-__all__ = ["InspectPort", "InspectWorkspace", "Qt"]

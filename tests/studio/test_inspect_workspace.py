@@ -7,7 +7,6 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 
 from graph_editor.build import build_module
-from studio.inspect import install
 from studio.inspect.backward import TOGGLE
 from trainer.inspect import inspected_step
 
@@ -15,7 +14,12 @@ from .conftest import open_template
 
 
 def _workspace(window):
-    return getattr(window, "inspect", None) or install(window)
+    """Enter the Inspect workspace from its mode-bar button; its views are built then."""
+    assert window.inspect.workspace is None        # nothing heavy built before the first entry
+    button = window.workspaces.bar.widgetForAction(window.workspaces.items["Inspect"].action)
+    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert window.workspaces.current == "Inspect"
+    return window.inspect.workspace
 
 
 def _click_item(view, item, at=None) -> None:
@@ -29,8 +33,7 @@ def _click_item(view, item, at=None) -> None:
 def test_capture_blocks_overlay_and_selection_both_ways(window, qtbot):
     open_template(window, "digits_cnn")
     ws = _workspace(window)
-    window.workspaces.items["Inspect"].action.trigger()
-    assert window.workspaces.current == "Inspect" and ws.backward_panel.isVisible()
+    assert ws.backward_panel.isVisible() and ws.flow_panel.isVisible() and window.canvas.isVisible()
     ws.batch.selectAll()
     QTest.keyClicks(ws.batch, "16")
     with qtbot.waitSignal(ws.captured, timeout=60_000) as blocker:
@@ -64,7 +67,6 @@ def test_capture_blocks_overlay_and_selection_both_ways(window, qtbot):
 def test_live_reports_fill_the_plot_overlay_and_flag_exploding(window, qtbot):
     open_template(window, "digits_cnn")
     ws = _workspace(window)
-    window.workspaces.items["Inspect"].action.trigger()
     torch.manual_seed(0)
     model = build_module(window.controller.graph, device="cpu")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
