@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from graph_editor.model.serialize import MAX_DEPTH, value_depth
+
 from .data.formats import format_names
 
 SCHEMA_VERSION = 1
@@ -218,7 +220,8 @@ def _build(cls: type, data: Any, where: str, problems: list[str]) -> Any:
     known = {f.name: f for f in fields(cls) if not f.metadata.get("internal")}
     for key in data:
         if key not in known:
-            problems.append(f"{where}{key}: unknown field (known: {', '.join(known)})")
+            name = key if len(key) <= 40 else key[:37] + "..."
+            problems.append(f"{where}{name}: unknown field (known: {', '.join(known)})")
     kwargs: dict[str, Any] = {}
     defaults = cls()
     for name in known:
@@ -265,8 +268,8 @@ def _show(value: Any) -> str:
 
 
 def _type_ok(value: Any, default: Any, name: str) -> bool:
-    if name == "graph":
-        return isinstance(value, str | dict)
+    if name == "graph":  # a graph object is checked as a graph file is, when the run is set up
+        return isinstance(value, str) or isinstance(value, dict) and value_depth(value) <= MAX_DEPTH
     if isinstance(default, bool):
         return isinstance(value, bool)
     if isinstance(default, int):
@@ -281,7 +284,7 @@ def _type_ok(value: Any, default: Any, name: str) -> bool:
 
 def _type_name(default: Any, name: str) -> str:
     if name == "graph":
-        return "a graph file path or a graph object"
+        return f"a graph file path or a graph object (nested at most {MAX_DEPTH} deep)"
     return {bool: "true or false", int: "an integer", float: "a number", list: "a list of numbers",
             str: "a string"}.get(type(default), type(default).__name__)
 

@@ -145,7 +145,10 @@ def short_repr(value: Any) -> str:
     """``repr`` cut to a readable length (a 5000-digit integer is named by its size, not printed)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
         return f"an integer of {len(str(abs(value))) if abs(value) < 10**4000 else 'over 4000'} digits"
-    text = repr(value)
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # nested thousands deep; an integer past the digit limit
+        return f"a {type(value).__name__} too large to show"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

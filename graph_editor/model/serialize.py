@@ -115,7 +115,8 @@ def parse_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
         what = "truncated" if exc.pos >= len(text.rstrip()) else "not valid JSON"
         raise GraphFileError(f"{what}: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     except RecursionError:
-        raise GraphFileError(f"nested {json_depth(text)} levels deep (at most {max_depth}): "
+        depth, line = json_depth(text, max_depth)
+        raise GraphFileError(f"nested {depth} levels deep from line {line} on (at most {max_depth}): "
                              "this is not a graph file") from None
     except ValueError as exc:  # the interpreter's limit on digits in an integer
         m = _LONG_INT.search(text)
@@ -127,18 +128,22 @@ def parse_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
                              "(numbers in a graph file are sizes and coordinates)") from None
 
 
-def json_depth(text: str) -> int:
-    """The deepest nesting of ``[`` and ``{`` in JSON text, strings skipped; linear, no recursion."""
+def json_depth(text: str, limit: int = MAX_DEPTH) -> tuple[int, int]:
+    """The deepest nesting of ``[`` and ``{`` in JSON text (strings skipped; linear, no recursion) and
+    the line where it first goes deeper than ``limit`` (0 if it never does)."""
     depth = deepest = 0
-    # Strings hold no structure; dropping them (escapes included) leaves only brackets that count.
+    line = 0
+    # Strings hold no structure; matching them whole (escapes included) leaves only brackets that count.
     for m in _BRACKETS.finditer(text):
         c = m.group()[0]
         if c in "[{":
             depth += 1
             deepest = max(deepest, depth)
+            if depth > limit and not line:
+                line = text.count("\n", 0, m.start()) + 1
         elif c in "]}":
             depth -= 1
-    return deepest
+    return deepest, line
 
 
 def _not_too_deep(value: Any, node: str | None, field: str) -> None:
