@@ -30,11 +30,11 @@ def from_run(run_id: int, *, checkpoint: str | Path = "best", store: str | None 
              verify_batch: int = 8) -> ExportSource:
     """A source for ``run_id``: its graph snapshot with the ``best``/``last`` checkpoint (or a checkpoint
     file), verified on ``verify_batch`` samples of the run's validation split, with its metrics."""
-    from trainer.checkpoint import load_checkpoint_weights
+    from trainer.checkpoint import CheckpointError, load_checkpoint_weights
     from trainer.store import RunStore, StoreError
 
     try:
-        runs = RunStore(store)
+        runs = RunStore(store, create=False)   # a typo in the path is said, not made into an empty store
     except StoreError as exc:
         raise ExportError(str(exc)) from None
     try:
@@ -52,7 +52,10 @@ def from_run(run_id: int, *, checkpoint: str | Path = "best", store: str | None 
         raise ExportError(f"run {run_id}: its graph snapshot cannot be read: {exc}") from None
     module = build_reference(graph)
     if str(checkpoint) in CHECKPOINT_KINDS:
-        weights = load_checkpoint_weights(ckpt_path)
+        try:
+            weights = load_checkpoint_weights(ckpt_path)
+        except CheckpointError as exc:
+            raise ExportError(f"run {run_id}: its {ckpt_desc} cannot be used: {exc}") from None
     else:
         weights = read_weights(ckpt_path)
     weights_dtype = load_weights(module, weights, str(ckpt_path))

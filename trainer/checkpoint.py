@@ -1,51 +1,225 @@
-"""Checkpoints: tensors in safetensors, everything else in a JSON file beside it. Nothing is unpickled.
+"""Checkpoints: one safetensors file per save, its metadata in the file's own header. Nothing is unpickled.
 
-``NAME.safetensors`` holds ``model.*`` (the state dict), ``optim.<param index>.<key>`` (optimizer
-state), ``rng.*`` (generator states as uint8 tensors) and ``loop.*`` (the epoch's shuffled order and
-the device-side accumulators of an epoch stopped midway). ``NAME.json`` holds the step, epoch,
-optimizer param groups, schedule state and the spec. Both files are written to a temporary name
-and renamed, tensors first, so a reader never sees a half-written checkpoint.
+``<kind>-<step>.safetensors`` holds ``model.*`` (the state dict), ``optim.<param index>.<key>``
+(optimizer state), ``rng.*`` (generator states as uint8 tensors) and ``loop.*`` (the epoch's shuffled
+order and the device-side accumulators of an epoch stopped midway). The header's metadata
+(``torch_studio``, JSON) holds the step, epoch, optimizer param groups, schedule state, the spec and a
+SHA-256 of every tensor's bytes.
+
+One file is one atomic unit: it is written under a temporary name, flushed to disk and renamed, so
+a reader finds either the whole new checkpoint or none of it; the tensors can never belong to another
+step than the metadata beside them. :func:`verify_checkpoint` proves a file whole (readable, its
+checksum, the step its store row expects) before a run resumes from it or an exporter loads it;
+a file that fails raises :class:`CheckpointError` naming the file and what is wrong with it.
+Saves keep the newest :data:`KEEP` files of each kind, so a resume can fall back to the previous
+good one.
+
+Checkpoints written before this format (version 1: ``NAME.safetensors`` with a ``NAME.json``
+sidecar) are still read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import signal
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+from safetensors.torch import save_file
 
-META_VERSION = 1
+META_VERSION = 2
+META_KEY = "torch_studio"
+KEEP = 2                                   # files kept per kind: the newest and the one before it
+FAULT_ENV = "TORCH_STUDIO_TEST_CHECKPOINT"  # tests only: pause or kill the worker inside a save
+FAULT_POINTS = ("written", "torn", "renamed", "recorded", "pruned")
+_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?P<step>\d+)\.safetensors$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be used: missing, truncated, corrupt, or not the step it claims."""
+
+
+def checkpoint_file(folder: Path, kind: str, step: int) -> Path:
+    """Where the ``kind`` checkpoint of ``step`` lives: one file per save."""
+    return folder / f"{kind}-{step:08d}.safetensors"
 
 
 def save_checkpoint(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> Path:
-    """Write ``path`` (.safetensors) and its ``.json`` sidecar atomically; returns the tensor file."""
+    """Write ``path`` as one atomic unit: tensors and metadata (with a checksum) in one file, written
+    under a temporary name, flushed to disk, then renamed. Returns ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     flat = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in tensors.items()}
+    header = {"meta_version": META_VERSION, **meta, "checksum": tensors_checksum(flat)}
     tmp = path.with_name(f".{path.name}.tmp")
-    save_file(flat, str(tmp))
-    os.replace(tmp, path)
-    side = path.with_suffix(".json")
-    tmp_meta = side.with_name(f".{side.name}.tmp")
-    tmp_meta.write_text(json.dumps({"meta_version": META_VERSION, **meta}, indent=1), encoding="utf-8")
-    os.replace(tmp_meta, side)
+    try:
+        save_file(flat, str(tmp), metadata={META_KEY: json.dumps(header)})
+        with open(tmp, "rb+") as f:          # the bytes reach the disk before the name does
+            os.fsync(f.fileno())
+        fault_point("written", tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
     return path
 
 
+def tensors_checksum(tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 over every tensor's name, dtype, shape and bytes, in name order (CPU tensors)."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name]
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        if t.numel():
+            h.update(t.reshape(-1).view(torch.uint8).numpy().data)
+    return h.hexdigest()
+
+
 def read_checkpoint(path: Path | str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """All tensors and the metadata of a checkpoint."""
+    """All tensors and the metadata of a checkpoint, verified (see :func:`verify_checkpoint`)."""
+    return verify_checkpoint(path)
+
+
+def verify_checkpoint(path: Path | str, *, step: int | None = None,
+                      ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Load a checkpoint and prove it whole: it reads, its checksum matches its tensors and, when
+    ``step`` is given (the step its store row records), it is that step's checkpoint.
+    Raises :class:`CheckpointError` naming the file and the problem."""
     p = Path(path)
-    return load_file(str(p)), json.loads(p.with_suffix(".json").read_text(encoding="utf-8"))
+    if not p.is_file():
+        raise CheckpointError(f"{p}: no such checkpoint file")
+    tensors, header = _load(p)
+    if header is not None:
+        meta = _json(p, header)
+        expected = meta.get("checksum")
+        if expected != tensors_checksum(tensors):
+            raise CheckpointError(f"{p}: its tensors do not match their checksum (the file is damaged)")
+    else:                                     # version 1: the metadata in a sidecar beside it
+        side = p.with_suffix(".json")
+        try:
+            meta = _json(side, side.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise CheckpointError(f"{p}: its metadata file {side.name} cannot be read ({exc.strerror or exc})") \
+                from None
+    if step is not None and meta.get("step") != step:
+        raise CheckpointError(f"{p}: holds step {meta.get('step')}, its record says step {step} "
+                              "(a torn save)")
+    return tensors, meta
+
+
+def checkpoint_step(path: Path | str) -> int | None:
+    """The step a checkpoint file's header names, read without loading its tensors; None when unreadable."""
+    try:
+        with safe_open(str(path), "pt") as f:
+            header = (f.metadata() or {}).get(META_KEY)
+        return int(json.loads(header)["step"]) if header else None
+    except Exception:  # noqa: BLE001 - any unreadable file is simply not a usable checkpoint
+        return None
+
+
+def _load(p: Path) -> tuple[dict[str, torch.Tensor], str | None]:
+    try:
+        with safe_open(str(p), "pt") as f:
+            header = (f.metadata() or {}).get(META_KEY)
+            return {k: f.get_tensor(k) for k in f.keys()}, header  # noqa: SIM118 - safe_open has no iterator
+    except Exception as exc:  # noqa: BLE001 - SafetensorError, OSError...: the file is not whole
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{p}: not a complete checkpoint, truncated or corrupt ({detail})") from None
+
+
+def _json(p: Path, text: str) -> dict[str, Any]:
+    try:
+        meta = json.loads(text)
+    except ValueError as exc:
+        raise CheckpointError(f"{p}: its metadata is not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{p}: its metadata is not a JSON object")
+    return meta
 
 
 def load_checkpoint_weights(path: Path | str) -> dict[str, torch.Tensor]:
-    """The model's state dict from a checkpoint (keys are the graph's node ids): what exporters load."""
-    tensors = load_file(str(path))
+    """The model's state dict from a verified checkpoint (keys are the graph's node ids): what exporters
+    load. Raises :class:`CheckpointError` for a file that is not whole."""
+    tensors, _ = verify_checkpoint(path)
     return {k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")}
 
 
+def _files(folder: Path, kind: str | None = None) -> list[tuple[int, Path]]:
+    """The checkpoint files of ``folder`` (of one kind, or all), oldest step first."""
+    return sorted((int(m["step"]), f) for f in folder.glob("*-*.safetensors")
+                  if (m := _NAME.match(f.name)) and kind in (None, m["kind"]))
+
+
+def prune(folder: Path, kind: str, step: int, keep: int = KEEP) -> list[Path]:
+    """After saving ``step``: delete all but the newest ``keep`` ``kind`` checkpoints of ``folder`` up to
+    that step, and any temporary file a killed save left; returns what was removed. Files of later
+    steps are not this save's to judge (a resume discards its own). Saves of one run never overlap."""
+    files = [(s, f) for s, f in _files(folder, kind) if s <= step]
+    gone = [f for _, f in files[:-keep]] if keep > 0 else [f for _, f in files]
+    gone += list(folder.glob(".*.safetensors.tmp"))
+    for f in gone:
+        f.unlink(missing_ok=True)
+    return gone
+
+
+def discard_after(folder: Path, step: int) -> list[Path]:
+    """Delete the checkpoint files of steps after ``step``: a run resumed from ``step`` makes them
+    again, and until then nothing records them (a killed save, or records a resume forgot)."""
+    gone = [f for s, f in _files(folder) if s > step] + list(folder.glob(".*.safetensors.tmp"))
+    for f in gone:
+        f.unlink(missing_ok=True)
+    return gone
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def fault_point(point: str, tmp: Path | None = None) -> None:
+    """A named point of the save sequence, where tests pause or kill the worker (``$TORCH_STUDIO_TEST_CHECKPOINT``).
+
+    ``pause:SECONDS`` sleeps at every point after saying its name on stderr; ``kill:POINT[:N]`` kills
+    the process with SIGKILL the N-th time (default first) it reaches POINT; ``torn`` is ``written``
+    with the temporary file cut to half first. Unset, this costs one dictionary lookup."""
+    plan = os.environ.get(FAULT_ENV)
+    if not plan:
+        return
+    action, _, rest = plan.partition(":")
+    if action == "pause":
+        print(f"checkpoint-point {point}", file=sys.stderr, flush=True)
+        time.sleep(float(rest or 0.05))
+        return
+    target, _, nth = rest.partition(":")
+    if point == "written" and target == "torn":
+        point = "torn"
+    if action != "kill" or point != target:
+        return
+    _FAULT_COUNTS[point] = _FAULT_COUNTS.get(point, 0) + 1
+    if _FAULT_COUNTS[point] < int(nth or 1):
+        return
+    if point == "torn" and tmp is not None:
+        with open(tmp, "rb+") as f:
+            f.truncate(max(tmp.stat().st_size // 2, 1))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+_FAULT_COUNTS: dict[str, int] = {}
 def optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Flatten an optimizer state dict: tensors for safetensors, the rest (groups, scalars) for JSON."""
     sd = opt.state_dict()

@@ -43,7 +43,8 @@ class Controls:
         self.sigterm = False
 
     def listen(self, stream: IO[Any] | None = None) -> threading.Thread:
-        """Read commands from ``stream`` (stdin) on a daemon thread; EOF just ends the thread."""
+        """Read commands from ``stream`` (stdin) on a daemon thread. At EOF (the studio went away, or
+        was told to let the run finish) a paused run resumes: nothing could resume it any more."""
         source = stream if stream is not None else sys.stdin
 
         def reader() -> None:
@@ -54,6 +55,7 @@ class Controls:
                     print(f"trainer: ignoring command: {exc}", file=sys.stderr, flush=True)
                 except Exception as exc:  # noqa: BLE001 - no line may end the command channel
                     print(f"trainer: ignoring command ({type(exc).__name__})", file=sys.stderr, flush=True)
+            self.commands.put(StdinClosed())
 
         thread = threading.Thread(target=reader, name="trainer-commands", daemon=True)
         thread.start()
@@ -101,12 +103,19 @@ class Controls:
             except queue.Empty:
                 continue
             if isinstance(cmd, Resume):
-                self.on_state("running", RESUME)
+                self.on_state("running", STDIN_CLOSED if isinstance(cmd, StdinClosed) else RESUME)
                 return
             if not isinstance(cmd, Pause):
                 self._apply(cmd)
             if self.stop_requested:
                 return
+
+
+STDIN_CLOSED = "stdin closed"
+
+
+class StdinClosed(Resume):
+    """What the reader puts at EOF: resume a paused run (the reason its ``state`` event gives)."""
 
 
 def command_lines(source: IO[Any]) -> Iterator[bytes | str]:

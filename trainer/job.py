@@ -19,12 +19,16 @@ from graph_editor.build import build_module
 
 from . import events as ev
 from .checkpoint import (
+    CheckpointError,
+    checkpoint_file,
+    fault_point,
     load_optimizer,
     optimizer_tensors,
-    read_checkpoint,
+    prune,
     restore_rng,
     rng_tensors,
     save_checkpoint,
+    verify_checkpoint,
 )
 from .checks import Setup
 from .controls import Controls
@@ -310,16 +314,22 @@ def save(job: Job, kind: str) -> Path:
         "best": job.best, "bad_epochs": job.bad_epochs, "lr_override": job.controls.lr_override,
         "scaler": job.scaler.state_dict() if job.scaler is not None else None, "spec": job.spec.to_dict(),
     }
-    path = save_checkpoint(job.run_dir / "checkpoints" / f"{kind}.safetensors", tensors, meta)
+    # The sequence a kill may cut anywhere: the file (one atomic unit), its record, then the older
+    # files go. A file without a record is never used; a record always names a whole file.
+    path = save_checkpoint(checkpoint_file(job.run_dir / "checkpoints", kind, job.step), tensors, meta)
+    fault_point("renamed")
     job.store.add_checkpoint(job.run_id, kind, str(path), job.step, job.epoch, value)
+    fault_point("recorded")
+    prune(path.parent, kind, job.step)
+    fault_point("pruned")
     job.emitter.emit(ev.CHECKPOINT, kind=kind, path=str(path), step=job.step, epoch=job.epoch, metric=metric,
                      value=value)
     return path
 
 
-def restore(job: Job, path: Path) -> None:
-    """Continue from a checkpoint: weights, optimizer, RNG, step, epoch position and bookkeeping."""
-    tensors, meta = read_checkpoint(path)
+def restore(job: Job, checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]]) -> None:
+    """Continue from a (verified) checkpoint: weights, optimizer, RNG, step, epoch position and bookkeeping."""
+    tensors, meta = checkpoint
     job.model.load_state_dict({k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")})
     load_optimizer(job.opt, tensors, meta["optimizer"])
     restore_rng(tensors, job.loaders["train"].generator)
@@ -334,10 +344,16 @@ def restore(job: Job, path: Path) -> None:
 
 
 def load_best_weights(job: Job) -> bool:
-    """Put the best checkpoint's weights into the model (for the final test); False when there is none."""
-    path = job.run_dir / "checkpoints" / "best.safetensors"
-    if not (job.spec.checkpoints.best and path.exists()):
+    """Put the newest whole best checkpoint's weights into the model (for the final test); False when
+    there is none."""
+    if not job.spec.checkpoints.best:
         return False
-    tensors, _ = read_checkpoint(path)
-    job.model.load_state_dict({k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")})
-    return True
+    for row in job.store.checkpoint_candidates(job.run_id, "best"):
+        try:
+            tensors, _ = verify_checkpoint(row.path, step=row.step)
+        except CheckpointError:
+            continue
+        job.model.load_state_dict({k.removeprefix("model."): v for k, v in tensors.items()
+                                   if k.startswith("model.")})
+        return True
+    return False

@@ -5,10 +5,21 @@ in WAL mode, so the studio can read while a worker writes. The URL comes from ``
 ``TORCH_STUDIO_DB`` environment variable, else the default. The schema carries a version
 (``schema_info``); a database written by a newer program is refused rather than damaged.
 
-A run left ``running`` by a worker process that no longer exists (killed, machine crashed) is marked
-``interrupted`` the next time runs are listed or read. A run remembers its process by pid and, where
-the system says (Linux), the process's start time, so a pid the system has since given to another
+A run left ``running`` by a worker process that no longer exists (killed, machine crashed) reads as
+``interrupted``: listing and reading never write (they work on a full disk and on read-only media);
+the next writer (a worker starting) records it. A run remembers its process by pid and, where the
+system says (Linux), the process's start time, so a pid the system has since given to another
 process does not keep a dead run "running".
+
+Opening: ``RunStore(url)`` creates a SQLite store that does not exist yet (a worker's first run);
+``RunStore(url, create=False)`` (the reading commands) says the store does not exist instead, so a
+typo in a path never makes folders and an empty store. A SQLite file that cannot be written (read-only
+media, no permission) opens read-only: reading works and every write raises :class:`StoreReadOnly`.
+A URL that is not a database, a dialect without its driver, a folder, a file that is not SQLite, a
+damaged file: :class:`StoreError` naming the URL and the problem, never a driver's traceback.
+
+Writes retry while another process holds the SQLite write lock (with backoff, up to
+``TORCH_STUDIO_DB_RETRY_S`` seconds, 300 by default): a transient lock never fails a run.
 
 Schema versions: 1, the first; 2 adds ``runs.pid_started``. Opening a version-1 store upgrades it in
 place (one added column; the runs it holds are checked by pid alone, as before).
@@ -19,9 +30,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import platformdirs
 from sqlalchemy import (
@@ -39,13 +52,17 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from .liveness import process_alive, process_started
 
 SCHEMA_VERSION = 2
 ENV_VAR = "TORCH_STUDIO_DB"
+RETRY_ENV, BUSY_ENV = "TORCH_STUDIO_DB_RETRY_S", "TORCH_STUDIO_DB_BUSY_MS"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+T = TypeVar("T")
 STATUSES = ("running", "completed", "stopped", "early_stopped", "failed", "interrupted")
 APP = "torch-studio"
 
@@ -147,28 +164,110 @@ class StoreError(RuntimeError):
     pass
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for ``url``; SQLite gets WAL, a busy timeout and its folder created."""
-    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url)
-    if engine.dialect.name == "sqlite":
+class StoreReadOnly(StoreError):
+    """The store can be read, not written (read-only media, no permission)."""
+
+
+def make_engine(url: str, *, create: bool = True) -> tuple[Engine, bool]:
+    """An engine for ``url`` and whether it is read-only. SQLite gets WAL, a busy timeout and (when
+    ``create``) its folder created; a file that cannot be written opens read-only. Raises StoreError."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StoreError(f"{url!r} is not a database URL (a SQLite file is sqlite:///PATH)") from None
+    readonly = False
+    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:" \
+            and not parsed.query.get("uri"):
+        path = Path(parsed.database).expanduser()
+        readonly = _check_sqlite_file(url, path, create)
+        if readonly:   # no -shm file and no way to make one (read-only media): nothing can change the file
+            how = "mode=ro" if Path(f"{path}-shm").exists() or os.access(path.parent, os.W_OK) else "immutable=1"
+            parsed = parsed.set(database=f"file:{path}?{how}", query={"uri": "true"})
+    try:
+        engine = create_engine(parsed)
+    except NoSuchModuleError:
+        raise StoreError(f"{url}: unknown database kind {parsed.drivername!r}") from None
+    except ImportError as exc:
+        raise StoreError(f"{url}: the database driver is not installed ({exc})") from None
+    except (ArgumentError, SQLAlchemyError) as exc:
+        raise StoreError(f"{url}: {_reason(exc)}") from None
+    if engine.dialect.name == "sqlite" and not readonly:
+        busy_ms = int(os.environ.get(BUSY_ENV) or 10000)
+
         @event.listens_for(engine, "connect")
         def _pragmas(conn: Any, _record: Any) -> None:
             cur = conn.cursor()
+            cur.execute(f"PRAGMA busy_timeout={busy_ms}")   # first: setting WAL may itself wait for a lock
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA busy_timeout=10000")
             cur.close()
-    return engine
+    return engine, readonly
+
+
+def _check_sqlite_file(url: str, path: Path, create: bool) -> bool:
+    """Refuse what cannot be a SQLite store; True when the file exists but cannot be written."""
+    if path.is_dir():
+        raise StoreError(f"{url}: {path} is a folder, not a run store file")
+    if not path.exists():
+        if not create:
+            raise StoreError(f"{url}: no run store at {path} (check the path; nothing was created)")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{url}: cannot create the folder {path.parent} ({exc.strerror or exc})") from None
+        return False
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise StoreError(f"{url}: cannot read {path} ({exc.strerror or exc})") from None
+    if magic and magic != SQLITE_MAGIC:
+        raise StoreError(f"{url}: {path} is not a SQLite database")
+    if not magic and not create:
+        raise StoreError(f"{url}: {path} is empty, not a run store")
+    return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def _reason(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _is_locked(exc: DBAPIError) -> bool:
+    text = str(exc.orig).lower()
+    return "locked" in text or "busy" in text
 
 
 class RunStore:
-    """Reads and writes runs. Cheap to open; safe to open in several processes on one SQLite file."""
+    """Reads and writes runs. Cheap to open; safe to open in several processes on one SQLite file.
 
-    def __init__(self, url: str | None = None) -> None:
+    ``create=False`` refuses a SQLite store that does not exist (reading commands). Every problem
+    with the URL or the file raises :class:`StoreError`."""
+
+    def __init__(self, url: str | None = None, *, create: bool = True) -> None:
         self.url = url or default_url()
-        self.engine = make_engine(self.url)
+        self.engine, self.readonly = make_engine(self.url, create=create)
+        try:
+            self._open_schema()
+        except StoreError:
+            self.engine.dispose()
+            raise
+        except SQLAlchemyError as exc:
+            self.engine.dispose()
+            raise StoreError(f"{self.url}: cannot open the run store ({_reason(exc)})") from None
+
+    def _open_schema(self) -> None:
+        if self.readonly:
+            with Session(self.engine) as s:
+                if not inspect(s.connection()).has_table("schema_info"):
+                    raise StoreError(f"{self.url}: not a run store (read-only, and it has no runs table)")
+                info = s.get(SchemaInfo, 1)
+                version = info.version if info else 0
+            if version != SCHEMA_VERSION:
+                raise StoreError(f"{self.url}: the run store has schema version {version} and is read-only; "
+                                 f"this program reads version {SCHEMA_VERSION} (open it once where it can be written)")
+            return
         Base.metadata.create_all(self.engine)
         with Session(self.engine) as s, s.begin():
             info = s.get(SchemaInfo, 1)
@@ -183,110 +282,212 @@ class RunStore:
     def close(self) -> None:
         self.engine.dispose()
 
+    def _write(self, what: str, fn: Callable[[], T]) -> T:
+        """Run one write transaction; retry it while another process holds the lock. A read-only or
+        full store raises StoreError saying so."""
+        if self.readonly:
+            raise StoreReadOnly(f"{self.url}: the run store is read-only; cannot {what}")
+        deadline = time.monotonic() + float(os.environ.get(RETRY_ENV) or 300)
+        pause = 0.05
+        while True:
+            try:
+                return fn()
+            except OperationalError as exc:
+                text = str(exc.orig).lower()
+                if _is_locked(exc) and time.monotonic() < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 2.0)
+                    continue
+                if "readonly" in text or "read-only" in text:
+                    raise StoreReadOnly(f"{self.url}: the run store is read-only; cannot {what}") from None
+                if "full" in text:
+                    raise StoreError(f"{self.url}: the disk holding the run store is full; cannot {what}") \
+                        from None
+                if _is_locked(exc):
+                    raise StoreError(f"{self.url}: another process held the run store's lock too long; "
+                                     f"cannot {what}") from None
+                raise
+
+    def _read(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except StoreError:
+            raise
+        except SQLAlchemyError as exc:
+            raise StoreError(f"{self.url}: cannot read the run store ({_reason(exc)})") from None
+
     # ------------------------------------------------------------------ writing
     def create_run(self, *, name: str, spec: dict[str, Any], graph: dict[str, Any], graph_hash: str,
                    device: str, params: int, run_dir: str = "") -> int:
-        with Session(self.engine) as s, s.begin():
-            run = Run(name=name, status="running", spec=spec, graph=graph, graph_hash=graph_hash, device=device,
-                      params=params, host=socket.gethostname(), pid=os.getpid(),
-                      pid_started=process_started(os.getpid()), run_dir=run_dir,
-                      started_at=_now())
-            s.add(run)
-            s.flush()
-            return run.id
+        def write() -> int:
+            with Session(self.engine) as s, s.begin():
+                run = Run(name=name, status="running", spec=spec, graph=graph, graph_hash=graph_hash, device=device,
+                          params=params, host=socket.gethostname(), pid=os.getpid(),
+                          pid_started=process_started(os.getpid()), run_dir=run_dir, started_at=_now())
+                s.add(run)
+                s.flush()
+                return run.id
+        return self._write("create a run", write)
 
     def update_run(self, run_id: int, **values: Any) -> None:
-        with Session(self.engine) as s, s.begin():
-            run = s.get(Run, run_id)
-            if run is None:
-                raise StoreError(f"no run {run_id}")
-            for k, v in values.items():
-                setattr(run, k, v)
+        def write() -> None:
+            with Session(self.engine) as s, s.begin():
+                run = s.get(Run, run_id)
+                if run is None:
+                    raise StoreError(f"no run {run_id}")
+                for k, v in values.items():
+                    setattr(run, k, v)
+        self._write(f"update run {run_id}", write)
 
     def claim(self, run_id: int) -> None:
         """This process now runs ``run_id`` (a resume): status running, our pid and host."""
         self.update_run(run_id, status="running", pid=os.getpid(), pid_started=process_started(os.getpid()),
                         host=socket.gethostname(), ended_at=None, error="", error_kind="")
 
+    def rewind(self, run_id: int, step: int, epoch: int) -> None:
+        """Forget what ``run_id`` recorded after the checkpoint a resume starts from (metrics after
+        ``step``, epoch reports after ``epoch``, checkpoint records after ``step``): the resumed run
+        records those again, once. One transaction, with the run's step and epoch."""
+        def write() -> None:
+            with Session(self.engine) as s, s.begin():
+                s.execute(delete(Metric).where(Metric.run_id == run_id, Metric.step > step))
+                s.execute(delete(EpochReport).where(EpochReport.run_id == run_id, EpochReport.epoch > epoch))
+                s.execute(delete(Checkpoint).where(Checkpoint.run_id == run_id, Checkpoint.step > step))
+                run = s.get(Run, run_id)
+                if run is None:
+                    raise StoreError(f"no run {run_id}")
+                run.step, run.epoch = step, epoch
+        self._write(f"rewind run {run_id}", write)
+
     def finish(self, run_id: int, status: str, *, error_kind: str = "", error: str = "",
-               summary: dict[str, Any] | None = None) -> None:
-        values: dict[str, Any] = {"status": status, "ended_at": _now(), "error_kind": error_kind, "error": error}
+               summary: dict[str, Any] | None = None, **progress: int) -> None:
+        """Record how a run ended (and, in ``progress``, its last ``epoch``/``step``), in one write."""
+        values: dict[str, Any] = {"status": status, "ended_at": _now(), "error_kind": error_kind, "error": error,
+                                  **progress}
         if summary is not None:
             values["summary"] = summary
         self.update_run(run_id, **values)
 
     def add_metrics(self, run_id: int, rows: list[tuple[int, str, float | None]]) -> None:
         """Insert many (step, name, value) rows in one transaction."""
-        if rows:   # a Core insert on a connection: half the cost of going through an ORM session
+        if not rows:
+            return
+        values = [{"run_id": run_id, "step": st, "name": n, "value": v} for st, n, v in rows]
+
+        def write() -> None:   # a Core insert on a connection: half the cost of going through an ORM session
             with self.engine.begin() as conn:
-                conn.execute(Metric.__table__.insert(),
-                             [{"run_id": run_id, "step": st, "name": n, "value": v} for st, n, v in rows])
+                conn.execute(Metric.__table__.insert(), values)
+        self._write("record metrics", write)
 
     def add_epoch_report(self, run_id: int, epoch: int, report: dict[str, Any]) -> None:
-        with Session(self.engine) as s, s.begin():
-            s.add(EpochReport(run_id=run_id, epoch=epoch, report=report))
+        def write() -> None:
+            with Session(self.engine) as s, s.begin():
+                s.add(EpochReport(run_id=run_id, epoch=epoch, report=report))
+        self._write("record an epoch report", write)
 
     def add_checkpoint(self, run_id: int, kind: str, path: str, step: int, epoch: int,
                        metric: float | None) -> None:
-        with Session(self.engine) as s, s.begin():
-            s.add(Checkpoint(run_id=run_id, kind=kind, path=path, step=step, epoch=epoch, metric=metric))
+        def write() -> None:
+            with Session(self.engine) as s, s.begin():
+                s.add(Checkpoint(run_id=run_id, kind=kind, path=path, step=step, epoch=epoch, metric=metric))
+        self._write("record a checkpoint", write)
 
     def add_artifact(self, run_id: int, kind: str, path: str, meta: dict[str, Any] | None = None) -> int:
         """Record a file made from a run (an ONNX export, a TensorBoard log...)."""
-        with Session(self.engine) as s, s.begin():
-            art = Artifact(run_id=run_id, kind=kind, path=str(path), meta=dict(meta or {}))
-            s.add(art)
-            s.flush()
-            return art.id
+        def write() -> int:
+            with Session(self.engine) as s, s.begin():
+                art = Artifact(run_id=run_id, kind=kind, path=str(path), meta=dict(meta or {}))
+                s.add(art)
+                s.flush()
+                return art.id
+        return self._write(f"record the artifact {path}", write)
 
     def delete_run(self, run_id: int) -> str:
         """Delete a run and every row that belongs to it (metrics, epoch reports, checkpoint and
         artifact records) in one transaction; returns its ``run_dir`` so the caller can remove the
         files (the store keeps no files of its own). An unknown id raises :class:`StoreError`."""
-        with Session(self.engine) as s, s.begin():
-            run = s.get(Run, run_id)
-            if run is None:
-                raise StoreError(f"no run {run_id} in {self.url}")
-            run_dir = run.run_dir
-            for table in (Metric, EpochReport, Checkpoint, Artifact):
-                s.execute(delete(table).where(table.run_id == run_id))
-            s.delete(run)
-        return run_dir
+        def write() -> str:
+            with Session(self.engine) as s, s.begin():
+                run = s.get(Run, run_id)
+                if run is None:
+                    raise StoreError(f"no run {run_id} in {self.url}")
+                run_dir = run.run_dir
+                for table in (Metric, EpochReport, Checkpoint, Artifact):
+                    s.execute(delete(table).where(table.run_id == run_id))
+                s.delete(run)
+            return run_dir
+        return self._write(f"delete run {run_id}", write)
+
+    def mark_interrupted(self) -> list[int]:
+        """Record as 'interrupted' the runs 'running' on this host whose worker process is gone.
+        Reading does not need this (it shows them interrupted); a writer calls it."""
+        host, gone = socket.gethostname(), []
+
+        def write() -> None:
+            with Session(self.engine) as s, s.begin():
+                for run in s.scalars(select(Run).where(Run.status == "running", Run.host == host)):
+                    if _dead(run, host):
+                        run.status, run.ended_at = "interrupted", _now()
+                        run.error = run.error or INTERRUPTED
+                        gone.append(run.id)
+        self._write("mark interrupted runs", write)
+        return gone
 
     # ------------------------------------------------------------------ reading
     def runs(self) -> list[Run]:
-        self.mark_interrupted()
-        with Session(self.engine, expire_on_commit=False) as s:
-            return list(s.scalars(select(Run).order_by(Run.id)))
+        """Every run, oldest first; a run whose worker is gone reads 'interrupted'. Never writes."""
+        def read() -> list[Run]:
+            with Session(self.engine, expire_on_commit=False) as s:
+                rows = list(s.scalars(select(Run).order_by(Run.id)))
+                s.expunge_all()
+            return [_as_seen(r) for r in rows]
+        return self._read(read)
 
     def run(self, run_id: int) -> Run:
-        self.mark_interrupted()
-        with Session(self.engine, expire_on_commit=False) as s:
-            run = s.get(Run, run_id)
-            if run is None:
-                raise StoreError(f"no run {run_id} in {self.url}")
-            return run
+        def read() -> Run:
+            with Session(self.engine, expire_on_commit=False) as s:
+                run = s.get(Run, run_id)
+                if run is None:
+                    raise StoreError(f"no run {run_id} in {self.url}")
+                s.expunge(run)
+                return _as_seen(run)
+        return self._read(read)
 
     def metrics(self, run_id: int, name: str | None = None) -> list[tuple[int, str, float | None]]:
-        with Session(self.engine) as s:
-            q = select(Metric.step, Metric.name, Metric.value).where(Metric.run_id == run_id)
-            if name:
-                q = q.where(Metric.name == name)
-            return [tuple(r) for r in s.execute(q.order_by(Metric.id))]  # type: ignore[misc]
+        def read() -> list[tuple[int, str, float | None]]:
+            with Session(self.engine) as s:
+                q = select(Metric.step, Metric.name, Metric.value).where(Metric.run_id == run_id)
+                if name:
+                    q = q.where(Metric.name == name)
+                return [tuple(r) for r in s.execute(q.order_by(Metric.id))]  # type: ignore[misc]
+        return self._read(read)
 
     def metric_max(self, run_id: int, name: str) -> float | None:
         """The highest value metric ``name`` reached in run ``run_id`` (None without one): one indexed query."""
-        with Session(self.engine) as s:
-            return s.scalar(select(func.max(Metric.value)).where(Metric.run_id == run_id, Metric.name == name))
+        def read() -> float | None:
+            with Session(self.engine) as s:
+                return s.scalar(select(func.max(Metric.value)).where(Metric.run_id == run_id, Metric.name == name))
+        return self._read(read)
 
     def epoch_reports(self, run_id: int) -> list[dict[str, Any]]:
-        with Session(self.engine) as s:
-            q = select(EpochReport).where(EpochReport.run_id == run_id).order_by(EpochReport.id)
-            return [{"epoch": r.epoch, **r.report} for r in s.scalars(q)]
+        def read() -> list[dict[str, Any]]:
+            with Session(self.engine) as s:
+                q = select(EpochReport).where(EpochReport.run_id == run_id).order_by(EpochReport.id)
+                return [{"epoch": r.epoch, **r.report} for r in s.scalars(q)]
+        return self._read(read)
 
     def checkpoints(self, run_id: int) -> list[Checkpoint]:
-        with Session(self.engine, expire_on_commit=False) as s:
-            return list(s.scalars(select(Checkpoint).where(Checkpoint.run_id == run_id).order_by(Checkpoint.id)))
+        def read() -> list[Checkpoint]:
+            with Session(self.engine, expire_on_commit=False) as s:
+                q = select(Checkpoint).where(Checkpoint.run_id == run_id).order_by(Checkpoint.id)
+                return list(s.scalars(q))
+        return self._read(read)
+
+    def checkpoint_candidates(self, run_id: int, kind: str) -> list[Checkpoint]:
+        """The ``kind`` checkpoint records of a run whose files exist, newest first (a resume tries
+        them in this order until one verifies)."""
+        rows = [c for c in self.checkpoints(run_id) if c.kind == kind and Path(c.path).is_file()]
+        return sorted(rows, key=lambda c: (c.step, c.id), reverse=True)
 
     def checkpoint_path(self, run_id: int, kind: str = "best") -> Path | None:
         """The newest ``kind`` ("best" or "last") checkpoint file of a run, or None; best falls back to last."""
@@ -297,19 +498,25 @@ class RunStore:
         return None
 
     def artifacts(self, run_id: int) -> list[Artifact]:
-        with Session(self.engine, expire_on_commit=False) as s:
-            return list(s.scalars(select(Artifact).where(Artifact.run_id == run_id).order_by(Artifact.id)))
+        def read() -> list[Artifact]:
+            with Session(self.engine, expire_on_commit=False) as s:
+                return list(s.scalars(select(Artifact).where(Artifact.run_id == run_id).order_by(Artifact.id)))
+        return self._read(read)
 
-    def mark_interrupted(self) -> list[int]:
-        """Runs 'running' on this host whose worker process is gone become 'interrupted'."""
-        host, gone = socket.gethostname(), []
-        with Session(self.engine) as s, s.begin():
-            for run in s.scalars(select(Run).where(Run.status == "running", Run.host == host)):
-                if not process_alive(run.pid, run.pid_started):
-                    run.status, run.ended_at = "interrupted", _now()
-                    run.error = run.error or "the worker process ended without finishing the run"
-                    gone.append(run.id)
-        return gone
+
+INTERRUPTED = "the worker process ended without finishing the run"
+
+
+def _dead(run: Run, host: str) -> bool:
+    return run.status == "running" and run.host == host and not process_alive(run.pid, run.pid_started)
+
+
+def _as_seen(run: Run) -> Run:
+    """A detached run as a reader should see it: 'interrupted' when its worker on this host is gone."""
+    if _dead(run, socket.gethostname()):
+        run.status, run.ended_at = "interrupted", run.ended_at or _now()
+        run.error = run.error or INTERRUPTED
+    return run
 
 
 def _upgrade(s: Session, info: SchemaInfo) -> None:

@@ -1,23 +1,33 @@
 """The worker process: ``python -m trainer run SPEC.json [--db URL] [--run-dir DIR]``.
 
 Also ``python -m trainer resume RUN_ID [--db URL]``: continue a stopped, failed or interrupted run
-from its last checkpoint, as the same run. The protocol (events out, commands in, exit status) is
-described in :mod:`trainer.events`. The worker never imports Qt and needs no GUI.
+from its last whole checkpoint, as the same run (a damaged newest checkpoint is skipped for the one
+before it, and stderr says so). The protocol (events out, commands in, exit status) is described in
+:mod:`trainer.events`. The worker never imports Qt and needs no GUI.
+
+Whatever goes wrong before ``run_started`` is a refusal (exit 2, a ``failed`` event with
+``problems``), never a traceback on the terminal: an unexpected exception keeps its traceback in
+the event's ``traceback`` field only. Whatever goes wrong after it ends the run ``failed`` (exit 1),
+even when the store cannot record the failure (a full disk): the event still goes out.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from graph_editor.build import BuildError
 
 from . import events as ev
+from .checkpoint import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
 from .controls import Controls
 from .job import (
@@ -35,8 +45,14 @@ from .memory import memory_sample
 from .spec import SpecError, load_spec, spec_from_dict
 from .store import RunStore, StoreError, default_run_root
 
+_EARLY_STOP: list[str] = []    # a SIGINT/SIGTERM that came before the run's own handlers
 
-def main(argv: list[str] | None = None) -> int:
+
+def main(argv: list[str] | None = None, *, early_signals: list[str] | None = None) -> int:
+    """The worker's command line; ``early_signals`` are stop signals noted before this was imported."""
+    for sig in (signal.SIGINT, signal.SIGTERM):   # from the first line: no KeyboardInterrupt traceback, ever
+        signal.signal(sig, lambda signum, _frame: _EARLY_STOP.append(signal.Signals(signum).name))
+    _EARLY_STOP.extend(early_signals or [])
     parser = argparse.ArgumentParser(prog="python -m trainer", description="Torch Studio's training worker.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="start a run from a spec file")
@@ -48,16 +64,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", help="SQLAlchemy URL of the run store")
     args = parser.parse_args(argv)
     emitter = ev.Emitter()
-    if args.command == "run":
-        return run_spec_file(args.spec, db=args.db, run_dir=args.run_dir, emitter=emitter)
-    return resume_run(args.run_id, db=args.db, emitter=emitter)
+    try:
+        if args.command == "run":
+            return run_spec_file(args.spec, db=args.db, run_dir=args.run_dir, emitter=emitter)
+        return resume_run(args.run_id, db=args.db, emitter=emitter)
+    except Exception as exc:  # noqa: BLE001 - before run_started anything unforeseen is a refusal, not a traceback
+        return refuse(emitter, "error", f"cannot start the run: {type(exc).__name__}: {_first_line(exc)}",
+                      tb=traceback.format_exc())
 
 
-def refuse(emitter: ev.Emitter, kind: str, message: str, problems: list[str] | None = None) -> int:
-    """Nothing ran: report the problem (event and stderr) and exit with EXIT_REFUSED."""
-    emitter.emit(ev.FAILED, kind=kind, message=message, problems=problems or [message], traceback="", step=None)
+def refuse(emitter: ev.Emitter, kind: str, message: str, problems: list[str] | None = None, *,
+           tb: str = "") -> int:
+    """Nothing ran: report the problem (event and stderr, one line) and exit with EXIT_REFUSED."""
+    emitter.emit(ev.FAILED, kind=kind, message=message, problems=problems or [message], traceback=tb, step=None)
     print(f"error: {message}", file=sys.stderr, flush=True)
     return ev.EXIT_REFUSED
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def refuse_setup(emitter: ev.Emitter, exc: SpecError | BuildError | torch.OutOfMemoryError) -> int:
@@ -72,40 +98,71 @@ def refuse_setup(emitter: ev.Emitter, exc: SpecError | BuildError | torch.OutOfM
 def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev.Emitter) -> int:
     """Check the spec, create the run in the store, train. Returns the exit status."""
     try:
-        st = setup(load_spec(path))
-        model = build_model(st)
-        store = RunStore(db)
-    except (SpecError, BuildError, torch.OutOfMemoryError) as exc:
-        return refuse_setup(emitter, exc)
+        store = RunStore(db)     # first: a bad --db is refused before the data is loaded
     except StoreError as exc:
         return refuse(emitter, "spec", f"--db: {exc}")
-    spec_record = stored_spec(st)
-    run_id = store.create_run(name=st.spec.name or Path(path).stem, spec=spec_record, graph=st.graph_dict,
-                              graph_hash=st.graph_hash, device=str(st.device), params=count_params(model))
-    folder = Path(run_dir) if run_dir else default_run_dir(store, run_id)
-    store.update_run(run_id, run_dir=str(folder.resolve()))
-    return execute(st, model, store, emitter, run_id, folder.resolve(), checkpoint=None)
+    try:
+        st = setup(load_spec(path))
+        model = build_model(st)
+    except (SpecError, BuildError, torch.OutOfMemoryError) as exc:
+        return refuse_setup(emitter, exc)
+    try:
+        _record_the_dead(store)
+        run_id = store.create_run(name=st.spec.name or Path(path).stem, spec=stored_spec(st), graph=st.graph_dict,
+                                  graph_hash=st.graph_hash, device=str(st.device), params=count_params(model))
+        folder = (Path(run_dir) if run_dir else default_run_dir(store, run_id)).resolve()
+        store.update_run(run_id, run_dir=str(folder))
+    except StoreError as exc:
+        return refuse(emitter, "spec", f"--db: {exc}")
+    return execute(st, model, store, emitter, run_id, folder, checkpoint=None)
+
+
+def _record_the_dead(store: RunStore) -> None:
+    """Record dead workers' runs as interrupted while we can write (readers only show them so)."""
+    with contextlib.suppress(StoreError):   # creating the run says what is wrong with the store
+        store.mark_interrupted()
 
 
 def resume_run(run_id: int, *, db: str | None, emitter: ev.Emitter) -> int:
-    """Continue ``run_id`` from its last checkpoint, as the same run."""
+    """Continue ``run_id`` from its last whole checkpoint, as the same run."""
     try:
-        store = RunStore(db)
+        store = RunStore(db, create=False)
         run = store.run(run_id)
     except StoreError as exc:
         return refuse(emitter, "spec", str(exc))
     if run.status == "running":
         return refuse(emitter, "spec", f"run {run_id} is still running (pid {run.pid} on {run.host})")
-    checkpoint = store.checkpoint_path(run_id, "last")
+    if store.readonly:
+        return refuse(emitter, "spec", f"--db: {store.url}: the run store is read-only; a resumed run records "
+                                       "its progress there")
+    checkpoint = usable_checkpoint(store, run_id)
     if checkpoint is None:
-        return refuse(emitter, "spec", f"run {run_id} has no last checkpoint to resume from")
+        return refuse(emitter, "spec", f"run {run_id} has no whole last checkpoint to resume from")
     try:
         st = setup(spec_from_dict(run.spec))
         model = build_model(st)
     except (SpecError, BuildError, torch.OutOfMemoryError) as exc:
         return refuse_setup(emitter, exc)
-    store.claim(run_id)
+    meta = checkpoint[1]
+    try:
+        store.claim(run_id)
+        store.rewind(run_id, meta["step"], meta["epoch"])   # what came after the checkpoint is trained again
+    except StoreError as exc:
+        return refuse(emitter, "spec", f"--db: {exc}")
+    discard_after(Path(run.run_dir) / "checkpoints", meta["step"])
     return execute(st, model, store, emitter, run_id, Path(run.run_dir), checkpoint=checkpoint)
+
+
+def usable_checkpoint(store: RunStore, run_id: int) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
+    """The newest ``last`` checkpoint of ``run_id`` that verifies (tensors and metadata), or None;
+    each one skipped is reported on stderr."""
+    for row in store.checkpoint_candidates(run_id, "last"):
+        try:
+            return verify_checkpoint(row.path, step=row.step)
+        except CheckpointError as exc:
+            print(f"warning: run {run_id}: skipping the checkpoint of step {row.step}: {exc}; trying the one "
+                  "before it", file=sys.stderr, flush=True)
+    return None
 
 
 def stored_spec(st: Setup) -> dict:
@@ -122,14 +179,17 @@ def count_params(model: torch.nn.Module) -> int:
 
 
 def default_run_dir(store: RunStore, run_id: int) -> Path:
-    """Beside a SQLite store (``<db folder>/runs/run-N``), else in the user data directory."""
+    """Beside a SQLite store: ``<db folder>/runs/run-N`` for the usual ``runs.sqlite``, ``<db folder>/
+    <stem>-runs/run-N`` for another name (two stores in one folder never share a run's checkpoints);
+    else in the user data directory."""
     if store.url.startswith("sqlite:///") and store.url != "sqlite:///:memory:":
-        return Path(store.url.removeprefix("sqlite:///")).expanduser().parent / "runs" / f"run-{run_id}"
+        db = Path(store.url.removeprefix("sqlite:///")).expanduser()
+        return db.parent / ("runs" if db.stem == "runs" else f"{db.stem}-runs") / f"run-{run_id}"
     return default_run_root() / f"run-{run_id}"
 
 
 def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emitter, run_id: int, run_dir: Path,
-            *, checkpoint: Path | None) -> int:
+            *, checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]] | None) -> int:
     """Train the run to its end and record how it ended; never raises."""
     emitter.run_id = run_id
     controls = Controls(lambda state, reason: emitter.emit(ev.STATE, state=state, reason=reason))
@@ -142,12 +202,13 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
     except Exception as exc:  # noqa: BLE001 - reported as a failed run, never lost
         message = f"cannot start the run: {type(exc).__name__}: {exc}"
         kind = "oom" if isinstance(exc, torch.OutOfMemoryError) else "error"   # the data did not fit, say
-        store.finish(run_id, "failed", error_kind=kind, error=message)
+        message = _record_failure(store, run_id, kind, message)
         emitter.emit(ev.FAILED, kind=kind, message=message, traceback=traceback.format_exc(), step=None)
         print(f"error: {message}", file=sys.stderr, flush=True)
         return ev.EXIT_FAILED
     controls.listen()
     controls.install_sigterm()
+    controls.sigterm = controls.sigterm or bool(_EARLY_STOP)   # a stop that came during startup
     s = st.splits
     emitter.emit(ev.RUN_STARTED, name=st.spec.name, device=str(st.device), params=count_params(model),
                  epochs=st.spec.train.epochs, steps_per_epoch=job.loaders["train"].steps,
@@ -194,15 +255,25 @@ def finish(job: Job, status: str, seconds: float) -> None:
 
 
 def fail(job: Job, kind: str, message: str, *, tb: str = "", step: int | None = None, **extra: object) -> None:
+    """Record and report a failed run. The event goes out even when the store cannot record it."""
     try:
         job.recorder.flush()    # what was written before the failure stays, and comes first
     except Exception as exc:  # noqa: BLE001 - the failure being reported matters more
-        message += f" (and writing metrics failed: {exc})"
-    job.store.update_run(job.run_id, epoch=job.epoch, step=job.step)
-    job.store.finish(job.run_id, "failed", error_kind=kind, error=message)
+        message += f" (and writing metrics failed: {_first_line(exc)})"
+    message = _record_failure(job.store, job.run_id, kind, message, epoch=job.epoch, step=job.step)
     job.emitter.emit(ev.FAILED, kind=kind, message=message, traceback=tb, step=step if step is not None else job.step,
                      **extra)
     print(f"error: {message}", file=sys.stderr, flush=True)
+
+
+def _record_failure(store: RunStore, run_id: int, kind: str, message: str, **progress: int) -> str:
+    """Mark the run failed; when the store cannot take it (full disk, read-only, locked too long) the
+    message says so, and the run reads 'interrupted' once this process is gone."""
+    try:
+        store.finish(run_id, "failed", error_kind=kind, error=message, **progress)
+    except Exception as exc:  # noqa: BLE001 - the failed event must still go out
+        message += f" (and recording the failure in the run store failed: {_first_line(exc)})"
+    return message
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import torch
 
 from graph_editor.build import build_module
 from graph_editor.model import load_graph
-from trainer.checkpoint import load_checkpoint_weights
+from trainer.checkpoint import load_checkpoint_weights, verify_checkpoint
 from trainer.client import WorkerClient
 from trainer.store import RunStore
 
@@ -67,7 +67,9 @@ def test_digits_cnn_end_to_end_events_match_the_store(tmp_path, db):
     weights = load_checkpoint_weights(best)
     model = build_module(load_graph(DIGITS_CNN))
     model.load_state_dict(weights)   # keys are the graph's node ids
-    assert best.with_suffix(".json").exists()
+    _, meta = verify_checkpoint(best)   # one file: tensors, metadata and their checksum
+    row = [c for c in store.checkpoints(run.id) if c.kind == "best"][-1]
+    assert meta["step"] == row.step and meta["kind"] == "best" and best.name == f"best-{row.step:08d}.safetensors"
 
 
 def test_commands_pause_set_lr_resume_stop(tmp_path, db):
