@@ -197,7 +197,12 @@ def capture_autograd(source: Graph | nn.Module, batch: int = 1, precision: str =
 def _capture_with_fallback(module: nn.Module, shape: tuple[int, ...], dtype: torch.dtype, batch: int,
                            precision: str, device_kind: str, channels_last: bool) -> AutogradCapture:
     notes = []
-    devices = ["cuda", "cpu"] if device_kind == "cuda" else ["cpu"]
+    devices = ["cpu"]
+    if device_kind == "cuda":
+        if torch.backends.cuda.is_built():
+            devices.insert(0, "cuda")
+        else:  # fake CUDA tensors on a CPU-only build abort the process inside a CUDA kernel's guard
+            notes.append("this PyTorch has no CUDA support: captured as on the CPU")
     for dev in devices:
         try:
             with fake_cpu(module, channels_last=channels_last, device=dev):

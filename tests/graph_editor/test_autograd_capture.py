@@ -171,3 +171,12 @@ def test_bad_requests_are_refused_by_name():
         capture_autograd(graph, 2, device_kind="tpu")
     with pytest.raises(CaptureError, match="input_shape"):
         capture_autograd(nn.Linear(4, 2), 2)
+
+
+@pytest.mark.skipif(torch.backends.cuda.is_built(), reason="the CPU-only build's fallback")
+def test_cuda_kind_on_a_cpu_only_build_is_captured_as_on_the_cpu_and_says_so():
+    graph = load_graph(TEMPLATES / "digits_cnn.graph.json")
+    captured = capture_autograd(graph, 4, device_kind="cuda", use_cache=False)
+    assert captured.device == "fake-cpu" and captured.device_kind == "cuda"
+    assert "no CUDA support" in captured.note
+    assert captured.saved_bytes == capture_autograd(graph, 4).saved_bytes
