@@ -70,7 +70,8 @@ class TrainingHook(QObject):
 
             self._controller = TrainingController(lambda: self.window.controller.graph, db_url=self.db_url,
                                                   work_dir=self.work_dir, open_graph=self.window.files.open_snapshot,
-                                                  prompts=self.window.s.prompts, parent=self)
+                                                  prompts=self.window.s.prompts,
+                                                  graph_name=lambda: self.window.document.name, parent=self)
             self._controller.install(self.window)
             self._controller.reveal = self.window.workspaces.reveal
             self.window.workspaces.list_docks([self._controller.dashboard_dock, self._controller.runs_dock])

@@ -36,9 +36,11 @@ class TrainingController(QObject):
     def __init__(self, graph_provider: Callable[[], Graph], *, db_url: str | None = None,
                  work_dir: Path | None = None, open_graph: Callable[[dict[str, Any], str], None] | None = None,
                  devices: list[Device] | None = None, prompts: Prompts | None = None,
-                 parent: QObject | None = None) -> None:
+                 graph_name: Callable[[], str] | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.graph_provider = graph_provider
+        self.graph_name = graph_name or (lambda: "")
+        self._recipe: dict[str, Any] = {}
         self.db_url = db_url or default_url()
         self.store = RunStore(self.db_url)
         self.work_dir = work_dir or default_run_root().parent / "launches"
@@ -79,13 +81,17 @@ class TrainingController(QObject):
                 self.window.statusBar().showMessage("A run is going: stop it before starting another.", 6000)
             return None
         dialog = TrainDialog(self.graph_provider().copy(), self.devices(), parent,
-                             initial=self.session.spec or None)
+                             initial=self._recipe or None)
         dialog.accepted.connect(lambda: self.start(dialog.spec()))
         dialog.open()
         return dialog
 
     def start(self, spec: dict[str, Any]) -> int:
-        """Start a worker on ``spec`` and bring the dashboard forward; returns the worker's pid."""
+        """Start a worker on ``spec`` and bring the dashboard forward; returns the worker's pid. A run
+        the user did not name is named after its graph (else the worker names it after its spec file)."""
+        self._recipe = spec             # the next Train dialog starts from it (the graph may be another)
+        if not spec.get("name") and (name := run_name(self.graph_name())):
+            spec = {**spec, "name": name}
         pid = self.session.start(spec)
         self.show_dashboard()
         return pid
@@ -129,6 +135,12 @@ def _wait_exit(session: TrainingSession, ms: int) -> bool:
     QTimer.singleShot(ms, loop.quit)
     loop.exec()
     return not session.is_running()
+
+
+def run_name(document_name: str) -> str:
+    """``lenet5.graph.json`` -> ``lenet5``; an untitled graph gives no name."""
+    name = document_name.strip().removesuffix(".json").removesuffix(".graph")
+    return "" if name.lower() in ("", "untitled") else name
 
 
 def _raise(dock: QDockWidget) -> None:

@@ -40,6 +40,29 @@ class RunRow:
     error: str
     epoch: int
     step: int
+    recipe: str = ""        # optimizer, lr, batch, epochs, precision, compile, dataset
+
+
+def recipe(spec: dict[str, Any] | None) -> str:
+    """How a run was trained, in one line: ``adamw, lr 0.003, batch 64, 10 epochs, fp32, compile
+    off, dataset digits`` (what the spec leaves out is the trainer's default, not shown)."""
+    spec = spec if isinstance(spec, dict) else {}
+
+    def part(section: str, key: str) -> Any:
+        block = spec.get(section)
+        return block.get(key) if isinstance(block, dict) else None
+
+    bits = []
+    for value, text in ((part("optim", "name"), "{}"), (part("optim", "lr"), "lr {:g}"),
+                        (part("train", "batch_size"), "batch {}"), (part("train", "epochs"), "{} epochs"),
+                        (part("precision", "dtype"), "{}"), (part("precision", "compile"), "compile {}"),
+                        (part("data", "dataset"), "dataset {}")):
+        if value is not None and value != "":
+            try:
+                bits.append(text.format(value))
+            except (TypeError, ValueError):
+                bits.append(f"{text.split(' ')[0]} {value}" if " " in text else str(value))
+    return ", ".join(bits)
 
 
 def graph_label(run: Run) -> str:
@@ -90,7 +113,7 @@ def run_rows(store: RunStore, best_cache: dict[int, float | None] | None = None)
             best=best, best_metric=r.best_metric or "", params=r.params or 0,
             seconds=_seconds(r, now), device=r.device or "",
             started=r.started_at.strftime("%Y-%m-%d %H:%M") if r.started_at else "",
-            error=r.error or "", epoch=r.epoch or 0, step=r.step or 0))
+            error=r.error or "", epoch=r.epoch or 0, step=r.step or 0, recipe=recipe(r.spec)))
     return rows
 
 

@@ -180,6 +180,8 @@ class RunsPanel(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.selectionModel().selectionChanged.connect(self._show_details)
+        rows = self.table.verticalHeader().defaultSectionSize()   # the table shows at least 8 runs
+        self.table.setMinimumHeight(self.table.horizontalHeader().sizeHint().height() + 8 * rows + 4)
         self.tabs = QTabWidget()
         curves = QWidget()
         cl = QVBoxLayout(curves)
@@ -206,6 +208,9 @@ class RunsPanel(QWidget):
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)
         split.addWidget(self.tabs)
+        split.setChildrenCollapsible(False)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
         lay.addWidget(split, 1)
 
     def set_plot_theme(self, theme: str | PlotTheme) -> None:
@@ -224,6 +229,7 @@ class RunsPanel(QWidget):
             self.details.setText(f"Cannot read the run store: {exc}")
             return
         self.model.set_rows(rows)
+        self._show_details()           # the selected run's status, epoch and duration, as they change
         if any(r.status == "running" and r.id in self._overlaid for r in rows):
             self._draw_overlay(self._overlaid)
         shown = self.row(self._confusion_run) if self._confusion_run is not None else None
@@ -317,8 +323,10 @@ class RunsPanel(QWidget):
         r = self.row(ids[0])
         if r is None:
             return
+        took = format_duration(r.seconds) if r.seconds is not None else "—"
         text = (f"Run {r.id} {r.name}: {r.status.replace('_', ' ')} at epoch {r.epoch}, step {r.step}, on "
-                f"{r.device}.\nGraph {r.graph}, dataset {r.dataset}, {r.params:,} parameters.")
+                f"{r.device}, {took}.\nGraph {r.graph}, dataset {r.dataset}, {r.params:,} parameters."
+                + (f"\nRecipe: {r.recipe}." if r.recipe else ""))
         if r.error:
             text += f"\n\nReason: {r.error}"
         self.details.setText(text)

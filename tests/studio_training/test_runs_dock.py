@@ -236,3 +236,36 @@ def test_the_confusion_tab_follows_a_running_run(qtbot, store):
     assert panel.confusion.caption.text().endswith(f"run {rid}, epoch 2)")
     assert np.array_equal(panel.confusion.matrix_view.matrix(), [[4, 0], [1, 5]])
     assert panel.confusion.metrics.item(0, 0).text() == "cat"
+
+
+def test_details_follow_the_selected_run_live_and_show_its_recipe(qtbot, store):
+    spec = {"optim": {"name": "sgd", "lr": 0.05}, "train": {"batch_size": 32, "epochs": 7},
+            "precision": {"dtype": "bf16", "compile": "default"}, "data": {"dataset": "digits"}}
+    rid = store.create_run(name="live", spec=spec, graph=_graph(), graph_hash="8" * 64, device="cpu", params=1)
+    store.update_run(rid, epoch=1, step=10)
+    panel = _panel(qtbot, store)
+    panel.select_ids([rid])
+    panel.tabs.setCurrentIndex(2)
+    text = panel.details.text()
+    assert "at epoch 1, step 10" in text
+    assert "Recipe: sgd, lr 0.05, batch 32, 7 epochs, bf16, compile default, dataset digits." in text
+    store.update_run(rid, epoch=2, step=20)
+    panel.refresh()                                   # the dock's poll: no click needed
+    assert "at epoch 2, step 20" in panel.details.text()
+
+
+def test_the_table_shows_at_least_eight_runs(qtbot, store):
+    panel = _panel(qtbot, store)
+    panel.resize(1000, 520)                           # a short window: the tabs below give way, not the table
+    qtbot.wait(10)
+    rows = panel.table.verticalHeader().defaultSectionSize()
+    header = panel.table.horizontalHeader().height()
+    assert panel.table.viewport().height() >= 8 * rows, (panel.table.viewport().height(), rows, header)
+
+
+def test_an_unnamed_run_is_named_after_its_graph_file():
+    from studio.training.controller import run_name
+
+    assert run_name("lenet5.graph.json") == "lenet5"
+    assert run_name("LeNet-5") == "LeNet-5"               # a template opened unsaved
+    assert run_name("Untitled") == ""                     # nothing better than the worker's default

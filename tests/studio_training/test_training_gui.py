@@ -70,7 +70,7 @@ def test_train_from_the_studio_window_pause_lr_stop_and_find_in_runs_dock(qtbot,
     controller = window.training.controller()
     dialog = window.findChild(dialog_type)
     qtbot.waitUntil(dialog.start_button.isEnabled, timeout=WAIT)
-    dialog.form.set_values({"train.epochs": 60, "name": "from the dialog"})
+    dialog.form.set_values({"train.epochs": 60, "name": ""})    # unnamed: the run takes the graph's name
     with qtbot.waitSignal(controller.session.bridge.run_started, timeout=WAIT) as started:
         qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
     run_id = started.args[0].run_id
@@ -98,9 +98,9 @@ def test_train_from_the_studio_window_pause_lr_stop_and_find_in_runs_dock(qtbot,
     assert dash.state.text().startswith("stopped")
     window.training.runs_action.trigger()  # Run > Runs
     assert controller.runs_dock.isVisible()
-    controller.runs.filter.setText("from the dialog")
+    controller.runs.filter.setText("digits_cnn")
     row = controller.runs.row(run_id)
-    assert row is not None and row.status == "stopped" and row.name == "from the dialog"
+    assert row is not None and row.status == "stopped" and row.name == "digits_cnn"    # not "spec"
     assert controller.runs.proxy.rowCount() == 1
 
 
