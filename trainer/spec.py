@@ -28,6 +28,7 @@ SCHEDULES = ("onecycle", "cosine", "step", "constant")
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 STOP_METRICS = ("val_accuracy", "val_loss")
+DEVICE_RE = re.compile(r"auto|cpu|cuda(:\d{1,4})?")
 
 
 def __getattr__(name: str) -> Any:
@@ -339,5 +340,5 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
         problems.append(f"schedule.step_epochs: must be at least 1, got {s.step_epochs}")
     if d.image_size and (len(d.image_size) != 2 or any(int(v) != v or v < 1 for v in d.image_size)):
         problems.append(f"data.image_size: must be [height, width] in pixels, got {d.image_size}")
-    if not spec.device or not (spec.device in ("auto", "cpu", "cuda") or spec.device.startswith("cuda:")):
-        problems.append(f"device: unknown device '{spec.device}' (choose auto, cpu, cuda or cuda:N)")
+    if not DEVICE_RE.fullmatch(spec.device):
+        problems.append(f"device: unknown device {_show(spec.device)} (choose auto, cpu, cuda or cuda:N, N from 0)")

@@ -246,3 +246,48 @@ def test_the_mlp_template_trains_on_the_digits_in_the_real_worker(tmp_path, db):
     last = [e for e in events if e["event"] == "checkpoint" and e["kind"] == "last"][-1]
     found = predict_validation(json.loads(spec.read_text()), last["path"], base_dir=tmp_path)
     assert found.images.shape[1:] == (1, 8, 8) and found.matrix().tolist() == last_epoch["confusion"]
+
+
+@pytest.mark.parametrize("device", ["cuda:abc", "cuda:-1", "cuda: 1", "cuda:99999999999999999999", "gpu"])
+def test_a_malformed_device_is_a_spec_problem_not_a_torch_error(device):
+    [problem] = problems_of({"device": device})
+    assert problem.startswith(f'device: unknown device "{device}"')
+
+
+def _hostile_datasets(folder) -> dict[str, tuple[dict, str]]:
+    """Each dataset of issue 18 that used to end in a traceback or a failure after training started."""
+    (folder / "latin1.csv").write_bytes("a,b,kind\n1,2,x\n3,4,caf\u00e9\n".encode("latin-1"))
+    (folder / "bad.csv.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
+    (folder / "notzip.npz").write_bytes(b"not a zip")
+    x = np.zeros((40, 1, 8, 8), dtype=np.float32)
+    np.savez(folder / "long_y.npz", x=x, y=np.arange(41) % 10)
+    np.savez(folder / "beyond.npz", x=x, y=np.arange(40) % 10, classes=np.array(list("abcdef")))
+    np.savez(folder / "test_shape.npz", x=x, y=np.arange(40) % 10, x_test=np.zeros((4, 1, 8, 9)),
+             y_test=np.arange(4))
+    big = x.astype(np.float64)
+    big[3, 0, 1, 1] = 1e300
+    np.savez(folder / "overflow.npz", x=big, y=np.arange(40) % 10)
+    np.savez(folder / "one_class.npz", x=x, y=np.zeros(40, dtype=np.int64))
+    return {"latin-1 CSV": ({"dataset": "latin1.csv"}, "is not UTF-8 text"),
+            "corrupt csv.gz": ({"dataset": "bad.csv.gz"}, "damaged or truncated gzip"),
+            "npz not a zip": ({"dataset": "notzip.npz"}, "not a readable .npz file"),
+            "/dev/null as npz": ({"dataset": "/dev/null", "format": "npz"}, "not a readable .npz file"),
+            "y longer than x": ({"dataset": "long_y.npz"}, "40 samples but 41 labels"),
+            "labels beyond the classes": ({"dataset": "beyond.npz"}, "label 6 at row 6 is not a class"),
+            "x_test of another shape": ({"dataset": "test_shape.npz"}, "test samples are 1x8x9"),
+            "float64 beyond float32": ({"dataset": "overflow.npz"}, "inf in sample 3 at 0x1x1"),
+            "one class": ({"dataset": "one_class.npz"}, "only one class")}
+
+
+def test_hostile_datasets_are_refused_by_setup_naming_the_dataset(tmp_path):
+    for case, (data, words) in _hostile_datasets(tmp_path).items():
+        found = setup_problems(tmp_path, data=data)
+        assert len(found) == 1 and found[0].startswith("data.dataset: ") and words in found[0], (case, found)
+
+
+def test_the_worker_refuses_a_latin1_csv_before_the_run_starts(tmp_path, db):
+    _hostile_datasets(tmp_path)
+    code, events, err = run_worker(write_spec(tmp_path, tiny_mlp(2, 2), data={"dataset": "latin1.csv"}), db)
+    assert code == 2 and [e["event"] for e in events] == ["failed"]
+    assert events[0]["problems"][0].startswith("data.dataset: ") and "is not UTF-8 text" in events[0]["problems"][0]
+    assert "Traceback" not in err
