@@ -61,16 +61,20 @@ def format_duration(seconds: float) -> str:
 
 
 class ProgressClock:
-    """Steps done over total steps, and an ETA from the rate since the first step after compile."""
+    """Steps done over total steps, and an ETA from the rate since the first step after compile.
+    Time spent paused does not count: the ETA stands still while paused and goes on from there."""
 
     def __init__(self) -> None:
         self.total = 0
         self.done = 0
         self._t0: float | None = None
         self._step0 = 0
+        self._paused_at: float | None = None
+        self._paused_for = 0.0
 
     def start(self, total: int) -> None:
         self.total, self.done, self._t0, self._step0 = max(total, 0), 0, None, 0
+        self._paused_at, self._paused_for = None, 0.0
 
     def update(self, done: int, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -78,11 +82,24 @@ class ProgressClock:
             self._t0, self._step0 = now, done
         self.done = done
 
+    def pause(self, now: float | None = None) -> None:
+        if self._paused_at is None:
+            self._paused_at = time.monotonic() if now is None else now
+
+    def resume(self, now: float | None = None) -> None:
+        if self._paused_at is not None:
+            now = time.monotonic() if now is None else now
+            if self._t0 is not None:
+                self._paused_for += max(now - max(self._paused_at, self._t0), 0.0)
+            self._paused_at = None
+
     def eta(self, now: float | None = None) -> float | None:
         now = time.monotonic() if now is None else now
+        if self._paused_at is not None:
+            now = self._paused_at          # frozen while paused
         if self._t0 is None or self.done <= self._step0 or self.total <= 0:
             return None
-        rate = (self.done - self._step0) / max(now - self._t0, 1e-9)
+        rate = (self.done - self._step0) / max(now - self._t0 - self._paused_for, 1e-9)
         return max(self.total - self.done, 0) / rate
 
 
@@ -260,6 +277,10 @@ class TrainingDashboard(QWidget):
 
     def set_paused(self, paused: bool) -> None:
         self._paused = paused
+        if paused:
+            self.clock.pause()
+        else:
+            self.clock.resume()
         self.pause_button.setText("Resume" if paused else "Pause")
         self.set_state("paused" if paused else "running")
 

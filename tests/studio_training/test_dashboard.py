@@ -77,6 +77,26 @@ def test_progress_clock_eta():
     assert format_duration(70) == "1:10" and format_duration(5) == "5 s" and format_duration(3725) == "1:02:05"
 
 
+def test_the_eta_stands_still_while_paused_and_does_not_count_the_pause():
+    c = ProgressClock()
+    c.start(1000)
+    c.update(100, now=10.0)
+    c.update(300, now=30.0)   # 10 steps/s: 700 to go, 70 s
+    c.pause(now=30.0)
+    assert c.eta(now=90.0) == pytest.approx(70.0)     # a minute paused: still 70 s, not 2:00
+    c.resume(now=90.0)
+    c.update(400, now=100.0)  # 10 s of training after the pause: 10 steps/s still
+    assert c.eta(now=100.0) == pytest.approx(60.0)
+
+
+def test_pausing_the_dashboard_pauses_its_clock(dash):
+    dash.clock.update(10, now=0.0)
+    dash.set_paused(True)
+    assert dash.clock._paused_at is not None and dash.pause_button.text() == "Resume"
+    dash.set_paused(False)
+    assert dash.clock._paused_at is None
+
+
 def test_end_of_run_disables_controls(dash):
     assert dash.stop_button.isEnabled()
     dash.set_state("completed", running=False)
