@@ -43,6 +43,9 @@ def nested_layout(graph: Graph, sizes: dict[str, Size] | None = None, wrap: floa
     extent: dict[str, Size] = {}  # per group: the unit's size in its parent's layout
     for gid in sorted(graph.groups, key=lambda k: -depth[k]):
         rel, (w, h) = _scope(graph, gid, unit_of, node_box, inner, extent, wrap)
+        if graph.groups[gid].collapsed:  # its block sits at its members' corner: put that at (0, 0)
+            x0, y0 = min(x for x, _ in rel.values()), min(y for _, y in rel.values())
+            rel = {n: (x - x0, y - y0) for n, (x, y) in rel.items()}
         inner[gid] = rel
         if graph.groups[gid].collapsed:
             extent[gid] = box_size(external_ports(graph, graph.groups[gid].nodes).count)

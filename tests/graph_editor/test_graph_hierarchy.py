@@ -161,3 +161,23 @@ def test_nested_layout_of_an_open_group_leaves_room_for_its_frame():
         graph.nodes[n].position = p
     assert not _overlaps(_shown_rects(graph))
     assert len({round(y) for _, _, y, _, _ in _shown_rects(graph)}) > 1  # two dimensions
+
+
+def test_a_closed_block_holding_an_open_one_sits_in_its_slot_and_opens_cleanly():
+    graph = load_graph(TEMPLATES / "resnet18.graph.json")
+    ids = {gr.name: k for k, gr in graph.groups.items()}
+    graph.groups[ids["layer2.0"]].collapsed = False  # open inside a closed stage
+    for n, p in nested_layout(graph).items():
+        graph.nodes[n].position = p
+    plain = nested_layout(load_graph(TEMPLATES / "resnet18.graph.json"))
+    members = graph.groups[ids["layer2"]].nodes
+
+    def corner(pos):
+        return min(pos[n][0] for n in members), min(pos[n][1] for n in members)
+
+    assert corner({n: graph.nodes[n].position for n in members}) == corner(plain)  # where the closed stage goes
+    assert not _overlaps(_shown_rects(graph))
+    for n, p in make_room(graph, ids["layer2"], expand=True).items():
+        graph.nodes[n].position = p
+    graph.groups[ids["layer2"]].collapsed = False
+    assert not _overlaps(_shown_rects(graph))
