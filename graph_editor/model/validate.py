@@ -218,7 +218,7 @@ def _wired_inputs(graph: Graph, node_id: str, edges: list[Edge], problems: list[
     good = True
     for port in spec.inputs:
         wires = [e for e in edges if e.dst_port == port.name]
-        if len(set(wires)) < len(wires):  # only a hand-edited file or script can do this; files refuse it
+        if len(wires) > 1 and len(set(wires)) < len(wires):  # only a hand-edited file or script can do this; files refuse it
             twice = next(e for e in wires if wires.count(e) > 1)
             problems.append(Problem(node_id, f"the wire from {twice.src} to '{port.name}' appears twice",
                                     port=port.name))
