@@ -16,11 +16,12 @@ from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from graph_editor.model.graph import Graph
-from trainer.store import RunStore, default_run_root, default_url
+from trainer.store import RunStore, StoreError, default_run_root, default_url
 
 from ..prompts import Prompts, ask_about_running_run
 from .dashboard import TrainingDashboard
 from .devices import Device, available_devices
+from .follow import RunFollower
 from .runs_dock import RunsPanel
 from .session import TrainingSession
 from .train_dialog import TrainDialog
@@ -50,6 +51,8 @@ class TrainingController(QObject):
         self.session = TrainingSession(self.dashboard, self.db_url, self.work_dir, self)
         self.session.ended.connect(self._on_ended)
         self.session.run_started.connect(lambda _id: self.runs.refresh())
+        self.follower: RunFollower | None = None
+        self.follow_background()
         self.window: QMainWindow | None = None
         self.reveal: Callable[[QDockWidget], None] = _raise  # the window's workspaces switch to the dock
         self.dashboard_dock: QDockWidget | None = None
@@ -86,10 +89,28 @@ class TrainingController(QObject):
         dialog.open()
         return dialog
 
+    def follow_background(self) -> int | None:
+        """Show the newest run a worker is training outside this window (left going when the studio
+        last closed, or started in a terminal) live in the dashboard; returns its id, or None."""
+        try:
+            running = [r.id for r in self.store.runs() if r.status == "running"]
+        except (StoreError, OSError):
+            return None
+        if not running or self.session.is_running():
+            return None
+        if self.follower is not None:
+            self.follower.stop()
+        self.follower = RunFollower(self.store, self.dashboard, max(running), parent=self)
+        self.follower.ended.connect(self._on_ended)
+        return max(running)
+
     def start(self, spec: dict[str, Any]) -> int:
         """Start a worker on ``spec`` and bring the dashboard forward; returns the worker's pid. A run
         the user did not name is named after its graph (else the worker names it after its spec file)."""
         self._recipe = spec             # the next Train dialog starts from it (the graph may be another)
+        if self.follower is not None:   # the dashboard shows this run from now on
+            self.follower.stop()
+            self.follower = None
         if not spec.get("name") and (name := run_name(self.graph_name())):
             spec = {**spec, "name": name}
         pid = self.session.start(spec)

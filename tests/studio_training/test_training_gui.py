@@ -148,19 +148,33 @@ def test_confusion_cell_click_shows_the_samples_of_that_cell(qtbot, controller):
     assert title.startswith(f"true {t}, predicted {t} (") and f"checkpoint, epoch 2): {epoch_matrix[t, t]} samples" in title
 
 
-def test_closing_lets_the_run_finish_in_the_background_and_it_shows_next_time(qtbot, controller):
+def test_closing_lets_the_run_finish_in_the_background_and_it_shows_next_time(qtbot, controller, tmp_path):
+    from studio.training.controller import TrainingController
+
     controller.start(_spec(3, "background"))
     qtbot.waitUntil(lambda: controller.session.bridge.run_id is not None, timeout=WAIT)
     run_id = controller.session.bridge.run_id
     assert controller.close_request(ask=lambda: BACKGROUND)
     controller.shutdown()
-    # The next studio: a fresh store connection and runs dock find the run going, then complete.
+    # The next studio: its dashboard follows the run live from the store (not "No run yet"), and
+    # a fresh runs dock finds it going, then completed.
+    after = TrainingController(lambda: load_graph(DIGITS_CNN), db_url=controller.db_url,
+                               work_dir=tmp_path / "after")
+    qtbot.addWidget(after.dashboard)
+    assert after.follower is not None and after.follower.run_id == run_id
+    assert f"run {run_id}" in after.dashboard.title.text() and "background" in after.dashboard.title.text()
+    assert not after.dashboard.pause_button.isEnabled()     # its stdin is the first studio's
+    loss = after.dashboard.plots["loss"]
+    qtbot.waitUntil(lambda: after.dashboard.flush(True) or "train" in loss.curve_names(), timeout=WAIT)
     store = RunStore(controller.db_url)
     panel = RunsPanel(store)
     qtbot.addWidget(panel)
     assert panel.row(run_id).status in ("running", "completed")
     qtbot.waitUntil(lambda: panel.refresh() or panel.row(run_id).status == "completed", timeout=WAIT)
+    qtbot.waitUntil(lambda: after.dashboard.state.text().startswith("completed"), timeout=WAIT)
+    assert after.dashboard.epochs.rowCount() == 3              # every epoch, read from the store
     panel.timer.stop()
+    after.shutdown()
     store.close()
 
 

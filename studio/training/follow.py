@@ -1,0 +1,109 @@
+"""Following a run that a worker trains outside this window (left going when the studio closed,
+or started in a terminal): its curves, epochs and confusion matrix, read from the run store.
+
+The worker writes every metric window and epoch report to the store before it emits the event,
+so polling the store once a second shows the same figures the event stream would, a second late.
+Pause, stop and the learning rate need the worker's stdin, which only the studio that started it
+holds: those controls stay off, and the title says why.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from trainer import events as ev
+from trainer.store import RunStore, StoreError
+
+from .dashboard import TrainingDashboard
+
+POLL_MS = 1000
+
+
+class RunFollower(QObject):
+    """Feeds ``dashboard`` from the store rows of run ``run_id`` until the run ends."""
+
+    ended = Signal(str, str)  # status, message
+
+    def __init__(self, store: RunStore, dashboard: TrainingDashboard, run_id: int, interval_ms: int = POLL_MS,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.store, self.dashboard, self.run_id = store, dashboard, run_id
+        self._step = -1                                   # the last metric step shown
+        self._epoch_rows: dict[int, dict[str, float | None]] = defaultdict(dict)   # step -> epoch/*, val/*
+        self._reports = 0                                 # epoch reports shown
+        run = store.run(run_id)
+        spec = run.spec if isinstance(run.spec, dict) else {}
+        self._epochs = int(_get(spec, "train", "epochs") or 0)
+        dashboard.begin_run(f"{run.name or 'run'}  \u00b7  run {run_id}  \u00b7  {run.device}  \u00b7  "
+                            "training in the background", 0, _get(spec, "optim", "lr"))
+        dashboard.set_controls_enabled(False)             # its stdin belongs to the studio that started it
+        dashboard.set_state("running (followed from the run store)")
+        self.timer = QTimer(self, interval=interval_ms)
+        self.timer.timeout.connect(self.poll)
+        self.timer.start()
+        self.poll()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def poll(self) -> None:
+        """Show what the worker stored since the last poll; at the run's end, say how it ended."""
+        try:
+            run = self.store.run(self.run_id)
+            rows = self.store.metrics(self.run_id)
+            reports = self.store.epoch_reports(self.run_id)
+        except (StoreError, OSError, KeyError, LookupError):
+            return
+        self._show_steps(rows)
+        self._show_epochs(reports)
+        if run.status != "running":
+            self.stop()
+            message = run.status.replace("_", " ") + (f": {run.error}" if run.error else "")
+            self.dashboard.set_state(message.splitlines()[0], running=False)
+            self.ended.emit(run.status, message)
+
+    def _show_steps(self, rows: list[tuple[int, str, float | None]]) -> None:
+        windows: dict[int, dict[str, float | None]] = defaultdict(dict)
+        for step, name, value in rows:
+            if name.startswith(("epoch/", "val/")):
+                self._epoch_rows[step][name] = value
+            elif step > self._step:
+                windows[step][name] = value
+        for step in sorted(windows):
+            w = windows[step]
+            if "train/loss" in w or "lr" in w:
+                self.dashboard.add_metrics(ev.Metrics(step=step, loss=w.get("train/loss"),
+                                                      accuracy=w.get("train/accuracy"), lr=w.get("lr"),
+                                                      samples_per_s=w.get("samples_per_s")))
+            memory = {k.removeprefix("memory/"): v for k, v in w.items() if k.startswith("memory/") and v is not None}
+            if memory:
+                self.dashboard.add_memory(step, memory)
+            self._step = step
+
+    def _show_epochs(self, reports: list[dict[str, Any]]) -> None:
+        ends = sorted(s for s, v in self._epoch_rows.items() if "epoch/train_loss" in v)  # one per epoch, in order
+        while self._reports < min(len(reports), len(ends)):
+            report, step = reports[self._reports], ends[self._reports]
+            v = self._epoch_rows[step]
+            try:
+                per_class = ev.PerClass.from_dict(report["per_class"]) if report.get("per_class") else None
+            except ev.ProtocolError:
+                per_class = None
+            self.dashboard.end_epoch(ev.EpochEnd(
+                epoch=int(report.get("epoch", self._reports + 1)), step=step,
+                train_loss=v.get("epoch/train_loss"), train_accuracy=v.get("epoch/train_accuracy"),
+                val_loss=v.get("val/loss"), val_accuracy=v.get("val/accuracy"), per_class=per_class,
+                confusion=report.get("confusion"), classes=report.get("classes")))
+            self._reports += 1
+            if self._reports == 1 and self._epochs:       # the first epoch tells how many steps one takes
+                total = step * self._epochs
+                self.dashboard.clock.total = total
+                self.dashboard.progress.setRange(0, max(total, 1))
+
+
+def _get(spec: dict[str, Any], section: str, key: str) -> Any:
+    block = spec.get(section)
+    return block.get(key) if isinstance(block, dict) else None
