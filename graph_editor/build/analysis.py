@@ -99,7 +99,10 @@ def analyze(graph: Graph, batch: int = 1) -> Analysis:
             continue
         in_shapes = [inf.shapes[e.src] for e in inf.in_edges[node_id]]
         params = inf.params[node_id]
-        n_params, n_train = (0, 0) if node.type in NO_MODULE else param_count(node.type, params, in_shapes)
+        try:
+            n_params, n_train = (0, 0) if node.type in NO_MODULE else param_count(node.type, params, in_shapes)
+        except (ValueError, RuntimeError, TypeError) as exc:  # torch's refusal, e.g. weights past int64 bytes
+            raise BuildError([Problem(node_id, f"PyTorch refuses this {node.type}: {exc}")]) from None
         rule = _FLOPS.get(node.type)
         flops = rule(params, in_shapes, shape) if rule else 0
         numel = 1

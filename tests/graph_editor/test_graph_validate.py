@@ -205,3 +205,16 @@ def test_a_node_wired_to_itself_is_on_a_cycle():
     g.chain(("Input", "input"), ("ReLU", "r"), ("Linear", "fc", {"out_features": 4}), ("Output", "output"))
     g.add_edge(Edge("r", "r"), check=False)
     assert {n for n, m in problems_of(g) if "cycle" in m} == {"r"}
+
+
+def test_weights_past_what_torch_can_size_are_a_located_build_error_in_the_summary():
+    """Each size is legal (at most 2**31-1) but 2**31-1 x 2**31-1 weights overflow torch's storage size:
+    analyze (the summary) names the node instead of crashing with a RuntimeError."""
+    g = Graph(InputSpec((64,)), 10)
+    g.chain(("Input", "input"), ("Linear", "fc1", {"out_features": 2**31 - 1}),
+            ("Linear", "fc2", {"out_features": 2**31 - 1}), ("Linear", "fc3", {"out_features": 10}),
+            ("Output", "output"))
+    assert validate(g).ok
+    with pytest.raises(BuildError) as info:
+        analyze(g)
+    assert info.value.problems[0].node == "fc2" and "PyTorch refuses this Linear" in info.value.problems[0].message
