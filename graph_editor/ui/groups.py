@@ -38,7 +38,8 @@ class GroupBox(QGraphicsItem):
         self.kind = group.kind
         self.members = list(group.nodes)
         self.count = len(group.nodes)
-        self.shape_text = ""
+        self.shape_text = ""  # what comes out
+        self.in_text = ""  # what goes in
         self.error = False
         self.params: int | None = None
         self.flops: int | None = None
@@ -74,10 +75,10 @@ class GroupBox(QGraphicsItem):
         """Every port item once (an input may stand for several member ports)."""
         return list(dict.fromkeys((*self.in_ports.values(), *self.out_ports.values())))
 
-    def set_state(self, shape_text: str, error: bool, problems: list[str] | None = None) -> None:
-        """Show the block's output shape, and its members' problems in red and in the tooltip."""
-        if (shape_text, error) != (self.shape_text, self.error):
-            self.shape_text, self.error = shape_text, error
+    def set_state(self, shape_text: str, error: bool, problems: list[str] | None = None, in_text: str = "") -> None:
+        """Show the block's input and output shapes, and its members' problems in red and in the tooltip."""
+        if (shape_text, error, in_text) != (self.shape_text, self.error, self.in_text):
+            self.shape_text, self.error, self.in_text = shape_text, error, in_text
             self.update()
         self.problems = list(problems or [])
         self._update_tooltip()
@@ -100,6 +101,7 @@ class GroupBox(QGraphicsItem):
         head = f"<b>{self.name}</b>" + (f" ({self.kind})" if self.kind else "") + f": a block of {self.count} layers"
         stats = [f"{k} {v}" for k, v in self.stat_rows() if v != "…"]
         lines = [head, *([", ".join(stats)] if stats else []),
+                 *([f"input {self.in_text}"] if self.in_text else []),
                  *([f"output {self.shape_text}"] if self.shape_text else [])]
         lines += [f"<span style='color:#e05555'>{p}</span>" for p in self.problems]
         self.setToolTip("<br>".join([*lines, "double-click to open it"]))
@@ -173,7 +175,7 @@ class GroupBox(QGraphicsItem):
         painter.drawLine(QPointF(6, y + 2), QPointF(BOX_W - 6, y + 2))
         painter.setFont(fonts.mono)
         painter.setPen(theme.error if self.error else theme.shape_text)
-        text = f"→ {self.shape_text}" if self.shape_text else "→ ?"
+        text = f"{self.in_text} → {self.shape_text or '?'}" if self.in_text else f"→ {self.shape_text or '?'}"
         painter.drawText(QRectF(pad, y + 3, inner, SHAPE_H), Qt.AlignmentFlag.AlignVCenter,
                          metrics.elide("mono", text, Qt.TextElideMode.ElideRight, inner))
 

@@ -297,9 +297,10 @@ class GraphScene(QGraphicsScene):
             members = self.graph.groups[gid].nodes
             outs = list(box.out_ports)
             shapes = list(dict.fromkeys(fmt_shape(s) for n, _ in outs if (s := inference.shapes.get(n))))
+            ins = list(dict.fromkeys(fmt_shape(s) for n, _ in box.sources if (s := inference.shapes.get(n))))
             problems = [p for n in members for p in by_node.get(n, [])]
             box.set_state(", ".join(shapes), any(p.severity == "error" for p in problems),
-                          [str(p) for p in problems])
+                          [str(p) for p in problems], ", ".join(ins))
 
     def apply_stats(self, stats: dict[str, tuple[int, int]] | None) -> None:
         """Parameters and FLOPs per node (from the torch analysis; None when it failed): the

@@ -65,7 +65,7 @@ def test_a_block_shows_ports_shapes_params_and_flops_summed_over_its_members(qtb
         (last, _), = box.out_ports
         assert box.shape_text == fmt_shape(live.inference.shapes[last])
     layer1 = scene.boxes[gid(controller, "layer1")]
-    assert layer1.shape_text == "256x56x56" and layer1.kind == "Sequential"
+    assert (layer1.in_text, layer1.shape_text, layer1.kind) == ("64x56x56", "256x56x56", "Sequential")
     # the stage's one input port stands for both ports the first block reads (main path and shortcut)
     assert {("layer1_0_conv1", "in"), ("layer1_0_downsample_0", "in")} <= set(layer1.in_ports)
     assert len(set(layer1.in_ports.values())) == 1
