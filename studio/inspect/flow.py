@@ -33,7 +33,7 @@ class GradientFlowPlot(pg.PlotWidget):
         item.setMenuEnabled(False)
         self.setMouseEnabled(x=True, y=False)
         self.legend = item.addLegend(offset=(-10, 10))
-        self.bars = pg.BarGraphItem(x=[], height=[], y0=[], width=0.7, name="||dL/dW||")
+        self.bars = pg.BarGraphItem(x=[], height=[], y0=[], width=0.7, name="||dL/dW||", brush=BLUE, pen=None)
         self.line = pg.PlotDataItem([], [], name="||dL/dy||", symbol="o", symbolSize=5)
         item.addItem(self.bars)
         item.addItem(self.line)
@@ -75,7 +75,8 @@ class GradientFlowPlot(pg.PlotWidget):
         every = max(1, -(-len(ticks) // 9))   # at most 9 names along the axis; zoom in for the rest
         self.getPlotItem().getAxis("bottom").setTicks([ticks[::every], ticks])
         self.getPlotItem().setTitle(f"gradient flow at step {report.step}", color=self.theme.text, size="9pt")
-        self.getPlotItem().setXRange(-0.8, max(len(self.nodes) - 0.2, 1), padding=0)
+        # room on the right for the legend, so it never covers the last layers' bars
+        self.getPlotItem().setXRange(-0.8, max(len(self.nodes) - 0.2, 1) + max(3, len(self.nodes) // 8), padding=0)
         finite = [v for v in (*_log(self._grad_w), *_log(self._grad_out)) if np.isfinite(v)]
         lo = min([math.log10(VANISHING), *finite]) - 0.5
         hi = max([math.log10(EXPLODING) if max(finite, default=0) > 1 else 1.0, *finite]) + 0.5
@@ -88,6 +89,7 @@ class GradientFlowPlot(pg.PlotWidget):
         xs = np.arange(len(self.nodes), dtype=float)
         keep = np.isfinite(heights)
         base = math.log10(VANISHING) - 1
+        self.bars.setOpts(brush=self.theme.curve(BLUE))   # the legend's sample
         colors = [pg.mkBrush(VERMILLION if flag else self.theme.curve(BLUE))
                   for flag, k in zip(self._flagged, keep, strict=True) if k]
         self.bars.setOpts(x=xs[keep], y0=np.full(int(keep.sum()), base), height=heights[keep] - base,

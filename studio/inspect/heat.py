@@ -196,8 +196,9 @@ class HeatOverlay:
         self.metric, self.values = None, {}
 
     def _place_legend(self) -> None:
+        """Bottom right, where a left-to-right graph leaves room (beside the minimap, if shown)."""
         view = self.canvas.viewport()
-        self.legend.move(12, view.height() - self.legend.height() - 12)
+        self.legend.move(view.width() - self.legend.width() - 12, view.height() - self.legend.height() - 12)
 
 
 def _alive(item: QGraphicsItem) -> bool:
