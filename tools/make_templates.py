@@ -257,7 +257,7 @@ def mobilenet_v2() -> Graph:
             x = inverted_residual(g, x, f"features_{index}", inp, c, s if i == 0 else 1, t)
             inp, index = c, index + 1
         if n > 1:
-            group(g, f"stage{stage} ({c} ch)", since(g, mark), f"{n} x InvertedResidual")
+            group(g, f"stage{stage}", since(g, mark), f"{n} x InvertedResidual, {c} ch")
     mark = len(g)
     x = g.chain(
         *conv_bn_act(f"features_{index}", 1280, 1),

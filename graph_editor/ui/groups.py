@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QPainter, QPainterPath, QPen
+from PySide6.QtGui import QFont, QFontMetricsF, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from ..model import Graph, Group
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from .scene import GraphScene
 
 __all__ = ["BOX_W", "FRAME_HEADER", "FRAME_MARGIN", "GroupBox", "GroupFrame"]
+
+FAR_LOD = 0.08  # below this zoom a block is a plain box
 
 
 class GroupBox(QGraphicsItem):
@@ -136,8 +138,16 @@ class GroupBox(QGraphicsItem):
         painter.fillRect(QRectF(1, 1, BOX_W - 2, TITLE_H - 1), theme.group_fill)
         for port in self.ports():
             port.draw(painter, theme)
-        if lod_of(painter) >= SIMPLE_LOD:
+        lod = lod_of(painter)
+        if lod >= SIMPLE_LOD:
             self._paint_text(painter, scene)
+        elif lod >= FAR_LOD:  # zoomed far out: the name alone, large enough to read, like a map label
+            font = QFont(scene.fonts.title)
+            font.setPixelSize(max(1, round(min(self.height * 0.45, 12.0 / lod))))
+            painter.setFont(font)
+            painter.setPen(theme.text)
+            text = QFontMetricsF(font).elidedText(self.name, Qt.TextElideMode.ElideRight, BOX_W - 8)
+            painter.drawText(QRectF(4, 0, BOX_W - 8, self.height), Qt.AlignmentFlag.AlignCenter, text)
 
     def _paint_text(self, painter: QPainter, scene: GraphScene) -> None:
         theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics

@@ -215,3 +215,21 @@ def test_a_block_is_renamed_from_its_menu_in_one_undo_step(qtbot):
     assert canvas.graph_scene.boxes[blocks].name == "blocks (12 layers)"
     controller.undo_stack.undo()
     assert controller.graph.groups[blocks].name == "blocks"
+
+
+def test_zoomed_far_out_a_block_still_shows_its_name(qtbot):
+    canvas, controller, _ = open_canvas(qtbot, "mobilenet_v2")
+    box = canvas.graph_scene.boxes[gid(controller, "stage2")]
+
+    def text_pixels() -> int:
+        image = canvas.grab().toImage()
+        rect = canvas.mapFromScene(box.sceneBoundingRect()).boundingRect()
+        text = canvas.graph_scene.theme.text
+        return sum(1 for x in range(rect.left(), rect.right()) for y in range(rect.top(), rect.bottom())
+                   if abs(image.pixelColor(x, y).lightness() - text.lightness()) < 20)
+
+    canvas.zoom_at(0.25 / canvas.zoom, QPointF(canvas.viewport().rect().center()))
+    canvas.centerOn(box)
+    assert text_pixels() > 20  # the name, drawn large enough to read
+    canvas.zoom_at(0.06 / canvas.zoom, QPointF(canvas.viewport().rect().center()))
+    assert text_pixels() == 0  # a plain box
