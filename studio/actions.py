@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QMenu, QMenuBar, QToolBar, QWidget
 from .resources import IconSet
 
 Key = QKeySequence.StandardKey
-Shortcut = QKeySequence.StandardKey | str | None
+Shortcut = QKeySequence.StandardKey | str | tuple[QKeySequence.StandardKey | str, ...] | None
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
                "Import an nn.Module from a module:factory through torch.fx", separator=True),
     ActionSpec("quit", "&Quit", "&File", Key.Quit, "", False, "Close Torch Studio", separator=True),
     ActionSpec("undo", "&Undo", "&Edit", Key.Undo, "undo", True, "Undo the last edit", separator=True),
-    ActionSpec("redo", "&Redo", "&Edit", Key.Redo, "redo", True, "Redo the edit undone last"),
+    ActionSpec("redo", "&Redo", "&Edit", (Key.Redo, "Ctrl+Y"), "redo", True, "Redo the edit undone last"),
     ActionSpec("cut", "Cu&t", "&Edit", Key.Cut, "cut", False, "Cut the selected nodes", separator=True),
     ActionSpec("copy", "&Copy", "&Edit", Key.Copy, "copy", False, "Copy the selected nodes (as JSON)"),
     ActionSpec("paste", "&Paste", "&Edit", Key.Paste, "paste", False, "Paste copied nodes"),
@@ -72,7 +72,14 @@ def build_actions(parent: QWidget, handlers: Mapping[str, Callable[[], object]],
     for spec in specs:
         action = QAction(spec.text, parent)
         action.setObjectName(f"action_{spec.key}")
-        if spec.shortcut is not None:
+        if isinstance(spec.shortcut, tuple):  # several: the platform's own, then the common alternative
+            keys: list[QKeySequence] = []
+            for key in spec.shortcut:
+                for seq in (QKeySequence.keyBindings(key) if isinstance(key, Key) else [QKeySequence(key)]):
+                    if seq.toString() not in [k.toString() for k in keys]:
+                        keys.append(seq)
+            action.setShortcuts(keys)
+        elif spec.shortcut is not None:
             action.setShortcut(QKeySequence(spec.shortcut))
         if spec.icon:
             action.setIcon(icons.icon(spec.icon))

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtGui import QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QAbstractSpinBox,
     QComboBox,
     QFormLayout,
     QFrame,
@@ -161,11 +163,26 @@ class InspectorDock(QWidget):
         else:
             self.node_id = None
             self._build_graph(form, graph, len(self.controller.selection))
+        for field in (*page.findChildren(QLineEdit), *page.findChildren(QAbstractSpinBox)):
+            field.installEventFilter(self)
+            text = field if isinstance(field, QLineEdit) else field.lineEdit()
+            field.editingFinished.connect(lambda t=text: t.setModified(False))  # committed: nothing of its own to undo
         old = self.scroll.takeWidget()
         self.scroll.setWidget(page)
         if old is not None:
             old.hide()
             old.deleteLater()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        """Ctrl+Z (and redo) in a field with no typing of its own pending goes to the graph's undo
+        stack: after a committed edit, it undoes that edit rather than nothing."""
+        text = watched if isinstance(watched, QLineEdit) else (
+            watched.lineEdit() if isinstance(watched, QAbstractSpinBox) else None)
+        if (event.type() == QEvent.Type.ShortcutOverride and text is not None and not text.isModified()
+                and _is_undo_or_redo(event)):
+            event.ignore()   # not the line edit's: the window's Undo/Redo shortcut takes it
+            return True
+        return super().eventFilter(watched, event)
 
     def _live(self, name: str, row: FieldRow) -> bool:
         """Whether ``row`` is still the shown row for ``name`` (not one of a retired page)."""
@@ -291,6 +308,11 @@ class InspectorDock(QWidget):
     def _shape_text(self, node_id: str) -> str:
         shape = self._shapes.get(node_id)
         return fmt.shape(shape) if shape else "—"
+
+
+def _is_undo_or_redo(event: QKeyEvent) -> bool:
+    return (event.matches(QKeySequence.StandardKey.Undo) or event.matches(QKeySequence.StandardKey.Redo)
+            or QKeySequence(event.keyCombination()) == QKeySequence("Ctrl+Y"))
 
 
 def _parsed(text: str) -> tuple[int, ...] | None:

@@ -196,3 +196,28 @@ def test_an_optional_int_steps_from_auto_to_a_number_with_its_arrow(window):
     assert node.params["in_features"] == 1
     click_arrow(node_field(window, "in_features"), up=False)
     assert node.params.get("in_features") is None
+
+
+def test_ctrl_z_in_a_committed_field_undoes_the_graph_edit_and_ctrl_y_redoes_it(window):
+    open_template(window, "lenet5")
+    window.activateWindow()
+    window.controller.select(["conv1"])
+    flush()
+    node = window.controller.graph.nodes["conv1"]
+    type_into(node_field(window, "out_channels"), "8")
+    assert node.params["out_channels"] == 8
+    field = node_field(window, "out_channels")
+    assert field.hasFocus() or field.lineEdit().hasFocus()
+    QTest.keyClick(field.lineEdit(), Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    flush()
+    assert node.params["out_channels"] == 6                    # the graph's undo, not the field's own
+    assert node_field(window, "out_channels").value() == 6
+    QTest.keyClick(node_field(window, "out_channels").lineEdit(), Qt.Key.Key_Y, Qt.KeyboardModifier.ControlModifier)
+    flush()
+    assert node.params["out_channels"] == 8
+    label = window.inspector.rows["label"].editor              # typing not yet committed: the field's own undo
+    QTest.mouseClick(label, LEFT, NO_MODS, label.rect().center())
+    QTest.keyClicks(label, "abc")
+    QTest.keyClick(label, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    flush()
+    assert node.params["out_channels"] == 8 and label.text() != "abc"
