@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,8 +29,9 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from graph_editor.build import build_module
 from graph_editor.build.fake import fake_batch, fake_cpu
-from graph_editor.model import Graph
+from graph_editor.model import Graph, GraphError
 
+from .checkpointing import CheckpointError, checkpointed_module
 from .loop import make_train_step
 from .optim import make_optimizer
 from .spec import OPTIMIZERS, OptimSpec
@@ -66,6 +67,7 @@ class MemoryPrediction:
     peak_node: str
     nodes: dict[str, dict[str, int]]
     phase_peaks: dict[str, dict[str, int]] = field(default_factory=dict)   # each phase's high point, by part
+    checkpoint: list[str] = field(default_factory=list)
 
     def top_nodes(self, n: int = 3) -> list[tuple[str, int]]:
         """The graph nodes holding most memory at the peak (weights and optimizer state aside)."""
@@ -77,7 +79,8 @@ class MemoryPrediction:
         return {"batch": self.batch, "optimizer": self.optimizer, "precision": self.precision,
                 "channels_last": self.channels_last, "device": self.device, "peak_bytes": self.peak_bytes,
                 "parts": dict(self.parts), "peak_phase": self.peak_phase, "peak_node": self.peak_node,
-                "phase_peaks": {k: dict(v) for k, v in self.phase_peaks.items()}, "nodes": {k: dict(v) for k, v in self.nodes.items()}}
+                "phase_peaks": {k: dict(v) for k, v in self.phase_peaks.items()},
+                "checkpoint": list(self.checkpoint), "nodes": {k: dict(v) for k, v in self.nodes.items()}}
 
 
 # ------------------------------------------------------------------------- the tracker
@@ -269,19 +272,20 @@ def _params(opt: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
 # ------------------------------------------------------------------------- prediction
 def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw", precision: str = "fp32",
                    channels_last: bool = False, device: str = "cpu", *,
-                   wrap: Callable[[nn.Module], nn.Module] | None = None) -> MemoryPrediction:
+                   checkpoint: Sequence[str] = ()) -> MemoryPrediction:
     """The peak memory of a training step of ``graph`` at ``batch`` and what holds it.
 
     ``optimizer``: a name (:data:`trainer.spec.OPTIMIZERS`) or an :class:`OptimSpec`; ``precision``:
     fp32 or bf16 (autocast, as the loop does); ``device``: "cpu" or "cuda" (CUDA: every block rounded
-    up to the caching allocator's 512 bytes). ``wrap`` turns the built module into what the step
-    calls (activation checkpointing, say). No real memory is used.
+    up to the caching allocator's 512 bytes). ``checkpoint``: segments run under activation
+    checkpointing (group ids or 'first..last' node ranges, :mod:`trainer.checkpointing`). No real
+    memory is used.
     """
     spec = _check_args(batch, optimizer, precision, device)
     try:
-        model = build_module(graph, device="meta")
-    except Exception as exc:  # BuildError names the node
-        raise MemoryPredictionError(f"model.graph: {exc}") from None
+        model = checkpointed_module(build_module(graph, device="meta"), graph, list(checkpoint), "checkpoint")
+    except (GraphError, CheckpointError) as exc:  # both name the node or entry
+        raise MemoryPredictionError(f"model.graph: {exc}" if isinstance(exc, GraphError) else str(exc)) from None
     tracker = _Tracker(CUDA_BLOCK if device.startswith("cuda") else 1)
     cpu, cl = torch.device("cpu"), channels_last
     with ExitStack() as stack:
@@ -289,9 +293,8 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
         stack.enter_context(tracker)
         for t in (*model.parameters(), *model.buffers()):
             tracker.mark(t, "weights")
-        runner = wrap(model) if wrap is not None else model
         opt = make_optimizer(model, spec)
-        step_fn, _ = make_train_step(runner, opt, device=cpu, precision=precision, label_smoothing=0.0)
+        step_fn, _ = make_train_step(model, opt, device=cpu, precision=precision, label_smoothing=0.0)
         stack.enter_context(_attributed(model, opt, tracker))
         x = y = None
         for step in range(1, STEPS + 1):
@@ -305,9 +308,9 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
             del loss, pred
         tracker.recording = False
         log = tracker.log
-        del x, y, step_fn, opt, runner
+        del x, y, step_fn, opt
     return _read(tracker, log, start, batch=batch, optimizer=spec.name, precision=precision,
-                 channels_last=channels_last, device=device, model=model)
+                 channels_last=channels_last, device=device, model=model, checkpoint=list(checkpoint))
 
 
 def _check_args(batch: int, optimizer: str | OptimSpec, precision: str, device: str) -> OptimSpec:
@@ -396,11 +399,12 @@ def usable_bytes(total: int, device: str) -> int:
 
 def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "adamw", precision: str = "fp32",
                   channels_last: bool = False, device: str = "cpu", upper: int = 1 << 16,
-                  ) -> tuple[int, MemoryPrediction | None]:
+                  checkpoint: Sequence[str] = ()) -> tuple[int, MemoryPrediction | None]:
     """The largest batch whose predicted peak fits ``budget`` bytes, and its prediction (0 and None
     when not even batch 1 fits). Fits ``peak = c0 + c1*b`` from two predictions, then confirms or
     steps down with real predictions (attention makes the peak slightly more than linear)."""
-    kw = dict(optimizer=optimizer, precision=precision, channels_last=channels_last, device=device)
+    kw = dict(optimizer=optimizer, precision=precision, channels_last=channels_last, device=device,
+              checkpoint=checkpoint)
     if budget <= 0:
         raise MemoryPredictionError(f"budget: must be positive, got {budget}")
     p1 = predict_memory(graph, 1, **kw)

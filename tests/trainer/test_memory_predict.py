@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from graph_editor.build import build_module
 from graph_editor.model import load_graph
+from trainer.checkpointing import checkpointed_module
 from trainer.loop import make_train_step
 from trainer.memory_predict import PARTS, MemoryPredictionError, largest_batch, predict_memory
 from trainer.optim import make_optimizer
@@ -24,12 +26,13 @@ def template(name: str):
 
 
 def measured_peak(graph, batch: int, *, optimizer: str = "adamw", precision: str = "fp32",
-                  channels_last: bool = False, steps: int = 3) -> int:
+                  channels_last: bool = False, steps: int = 3, checkpoint: tuple[str, ...] = ()) -> int:
     """The peak live bytes of ``steps`` real CPU training steps (the trainer's step), by the profiler's
     memory events; the profiler starts first, so it sees every free of what the steps allocate."""
+    gc.collect()          # an earlier measurement's cycles are not freed inside this one
     torch.manual_seed(0)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        model = build_module(graph)
+        model = checkpointed_module(build_module(graph), graph, checkpoint)
         if channels_last:
             model = model.to(memory_format=torch.channels_last)
         opt = make_optimizer(model, OptimSpec(name=optimizer))
