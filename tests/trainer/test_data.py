@@ -387,3 +387,12 @@ def test_duplicate_column_names_are_refused(tmp_path):
     (tmp_path / "t.csv").write_text("a,b,a,kind\n1,2,3,x\n4,5,6,y\n")
     with pytest.raises(DataError, match="columns 1 and 3 are both named 'a'"):
         load_raw(str(tmp_path / "t.csv"), "auto")
+
+
+def test_a_malformed_file_a_reader_did_not_foresee_is_still_a_refusal_naming_file_and_format(tmp_path):
+    for name in ("data_batch_1", "test_batch"):     # rows of 100 bytes: not 3x32x32 images
+        with open(tmp_path / name, "wb") as f:
+            pickle.dump({b"labels": [0, 1], b"data": np.zeros((2, 100), dtype=np.uint8)}, f, protocol=2)
+    with pytest.raises(DataError) as info:
+        load_raw(str(tmp_path), "auto")
+    assert str(info.value).startswith(f"{tmp_path}: cannot be read as cifar (ValueError: cannot reshape")

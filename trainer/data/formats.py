@@ -9,6 +9,7 @@ one file per format; ``spec.FORMATS`` is derived from this registry. Nothing her
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -132,6 +133,11 @@ def read_dataset(fmt: str, path: Path | None, *, target: str = "", image_size: l
         raw = known[fmt].read(path, options)
     except MemoryError:
         raise DataError(f"{path}: does not fit in memory") from None
+    except (ValueError, TypeError, KeyError, IndexError, EOFError, zlib.error) as exc:
+        if isinstance(exc, DataError):
+            raise
+        # What a reader did not foresee in a malformed file is still a refusal naming file and format.
+        raise DataError(f"{path}: cannot be read as {fmt} ({type(exc).__name__}: {str(exc)[:200]})") from None
     check_raw(raw, path)
     return raw
 

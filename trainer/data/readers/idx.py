@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import math
 import zlib
 from pathlib import Path
 
@@ -41,6 +42,6 @@ def _idx_array(path: Path) -> np.ndarray:
     ndim = raw[3]
     dims = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
     offset = 4 + 4 * ndim
-    if len(raw) - offset != int(np.prod(dims)):
+    if len(raw) - offset != math.prod(dims):  # Python integers: 4-byte dimensions cannot overflow
         raise DataError(f"{path}: holds {len(raw) - offset} bytes of data, the header says {dims}")
     return np.frombuffer(raw, dtype=np.uint8, offset=offset).reshape(dims)
