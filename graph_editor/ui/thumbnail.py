@@ -8,7 +8,6 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QPainter, QPixmap
 
 from ..model import Graph, validate
-from ..model.block_layout import nested_layout
 from ..model.layout import layered_layout
 from .scene import GraphScene
 from .style import DARK, Theme
@@ -21,13 +20,9 @@ def render_thumbnail(graph: Graph, size: QSize, theme: Theme = DARK, relayout: b
 
     A network drawn as one long row would be a thin line at thumbnail size, so by default
     the picture uses the auto-layout (on a copy: ``graph`` is not changed); a graph with
-    groups is drawn block by block, as its nested layout places them.
+    groups is drawn as it is placed (block by block: as the canvas shows it).
     """
-    if relayout and len(graph) and graph.groups:
-        graph = graph.copy()
-        for node_id, pos in nested_layout(graph).items():
-            graph.nodes[node_id].position = pos
-    elif relayout and len(graph):
+    if relayout and len(graph) and not graph.groups:
         graph = graph.copy()
         row = layered_layout(graph, wrap=math.inf)
         width = max(x for x, _ in row.values()) - min(x for x, _ in row.values()) + 150
