@@ -12,6 +12,7 @@ import logging
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -21,6 +22,9 @@ from ..options import DEFAULT_OPSET, ExportOptions
 from ..registry import Format, Written, export_format
 from ..report import Check, compare_outputs, median_ms
 from ..source import ExportSource
+
+if TYPE_CHECKING:
+    import onnx
 
 EXTERNAL_DATA_BYTES = 1_500_000_000
 MIN_OPSET = 7
@@ -44,12 +48,15 @@ def quiet() -> Iterator[None]:
 
 
 def onnx_program(module: torch.nn.Module, args: tuple[torch.Tensor, ...], opset: int,
-                 names: bool = True) -> object:
+                 names: bool = True) -> torch.onnx.ONNXProgram:
     """The ``torch.onnx.ONNXProgram`` of ``module`` with a dynamic batch dimension."""
-    kwargs = {"input_names": [INPUT_NAME], "output_names": [OUTPUT_NAME]} if names else {}
+    kwargs: dict[str, Any] = {"input_names": [INPUT_NAME], "output_names": [OUTPUT_NAME]} if names else {}
     with quiet():
-        return torch.onnx.export(module, args, dynamo=True, opset_version=opset, optimize=True, verbose=False,
+        program = torch.onnx.export(module, args, dynamo=True, opset_version=opset, optimize=True, verbose=False,
                                  dynamic_shapes=batch_dims(args, module=module), **kwargs)
+    if program is None:  # only the legacy exporter returns nothing
+        raise RuntimeError("torch.onnx.export returned no program")
+    return program
 
 
 def param_bytes(module: torch.nn.Module) -> int:
@@ -104,7 +111,7 @@ class OnnxFormat(Format):
         return verify_onnx(written.files[0], source.module, source.samples, options)
 
 
-def _check_opset(model: object, opset: int, source: ExportSource) -> None:
+def _check_opset(model: onnx.ModelProto, opset: int, source: ExportSource) -> None:
     """The exporter falls back to its own opset when it cannot convert down: refuse that, naming
     the nodes whose operators the requested opset does not have."""
     got = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), opset)
@@ -145,7 +152,7 @@ def verify_onnx(path: Path, module: torch.nn.Module, inputs: torch.Tensor, optio
     model = onnx.load(str(path), load_external_data=False)
     dim0 = model.graph.input[0].type.tensor_type.shape.dim[0] if model.graph.input else None
     dynamic = dim0 is not None and bool(dim0.dim_param)
-    checks.append(Check("dynamic batch", dynamic, f"input dim 0 is '{dim0.dim_param}'" if dynamic
+    checks.append(Check("dynamic batch", dynamic, f"input dim 0 is '{dim0.dim_param}'" if dim0 is not None and dynamic
                         else "input dim 0 is fixed: other batch sizes will fail"))
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     feed = {session.get_inputs()[0].name: inputs.numpy()}

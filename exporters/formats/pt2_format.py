@@ -36,10 +36,13 @@ class Pt2Format(Format):
 
     def verify(self, source: ExportSource, written: Written, options: ExportOptions,
                ) -> tuple[list[Check], dict[str, object]]:
-        return verify_pt2(written.files[0], source, options, written.keep.get("program"))
+        program = written.keep.get("program")
+        return verify_pt2(written.files[0], source, options,
+                          program if isinstance(program, torch.export.ExportedProgram) else None)
 
 
-def verify_pt2(path: Path, source: ExportSource, options: ExportOptions, program: object = None,
+def verify_pt2(path: Path, source: ExportSource, options: ExportOptions,
+               program: torch.export.ExportedProgram | None = None,
                ) -> tuple[list[Check], dict[str, object]]:
     """Load the program back with ``torch.export.load``: bit-identical to the program that was saved,
     and within tolerance of the eager module (decompositions may round differently)."""

@@ -11,6 +11,7 @@ import logging
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -34,7 +35,7 @@ def _quiet() -> Iterator[None]:
             logging.root.setLevel(level)
 
 
-def lower(module: torch.nn.Module, args: tuple[torch.Tensor, ...], max_batch: int) -> object:
+def lower(module: torch.nn.Module, args: tuple[torch.Tensor, ...], max_batch: int) -> Any:
     """torch.export, then edge dialect with the XNNPACK partitioner, then an ExecuTorch program."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower

@@ -15,6 +15,7 @@ import re
 import sys
 import uuid
 from pathlib import Path
+from types import ModuleType
 
 import torch
 from torch import fx, nn
@@ -206,7 +207,7 @@ class PythonFormat(Format):
 
 def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(a.name.split(".")[0] for a in node.names)
@@ -215,7 +216,7 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-def load_generated(path: Path) -> object:
+def load_generated(path: Path) -> ModuleType:
     """Import a generated model.py as a fresh module (never cached under a shared name)."""
     name = f"_torch_studio_model_{uuid.uuid4().hex}"
     spec = importlib.util.spec_from_file_location(name, path)

@@ -59,8 +59,8 @@ class TensorBoardFormat(Format):
             writer.add_text("run", source.description)
         finally:
             writer.close()
-        points = sum(len(p) for p in series.values())
-        return Written([path], {"scalars": len(series), "points": points},
+        count = sum(len(p) for p in series.values())
+        return Written([path], {"scalars": len(series), "points": count},
                        [f"view with: tensorboard --logdir {path}"])
 
     def verify(self, source: ExportSource, written: Written, options: ExportOptions,
