@@ -72,12 +72,14 @@ def _acyclic(ids: list, edges: Iterable[tuple]) -> nx.DiGraph:
     dag = nx.DiGraph()
     dag.add_nodes_from(ids)
     dag.add_edges_from((u, v) for u, v in edges if u != v)
-    while True:  # a graph being drawn may have a cycle: drop one wire of each until none is left
-        try:
-            cycle = nx.find_cycle(dag)
-        except nx.NetworkXNoCycle:
-            return dag
-        dag.remove_edge(*cycle[-1][:2])
+    # A graph being drawn (or a hand-edited file) may have a cycle. Inside each knot of cycles,
+    # the wires that run back to a node made earlier are left out of the layering, so the rest
+    # reads left to right in the order it was drawn and only those wires are drawn backwards.
+    order = {n: i for i, n in enumerate(ids)}
+    for knot in nx.strongly_connected_components(dag):
+        if len(knot) > 1:
+            dag.remove_edges_from([(u, v) for u, v in list(dag.edges(knot)) if v in knot and order[v] < order[u]])
+    return dag
 
 
 def _layers_with_virtuals(dag: nx.DiGraph) -> list[list[str]]:

@@ -75,6 +75,15 @@ def test_cycles_do_not_stop_the_layout():
     assert set(layered_layout(g)) == {"a", "b"}
 
 
+def test_in_a_cycle_only_the_wire_back_to_an_earlier_node_runs_backwards():
+    g = Graph()
+    g.chain(("Input", "x"), ("ReLU", "a"), ("ReLU", "b"), ("ReLU", "c"), ("ReLU", "d"), ("Output", "out"))
+    g.add_edge(Edge("d", "b"), check=False)  # a loop drawn from the end back into the middle
+    pos = layered_layout(g, wrap=math.inf)
+    assert [pos[n][0] for n in ("x", "a", "b", "c", "d", "out")] == sorted(pos[n][0] for n in pos)
+    assert len({pos[n][0] for n in pos}) == 6  # one column each: the chain reads left to right
+
+
 @pytest.mark.parametrize("name", ["lenet5", "resnet18"])
 def test_thumbnail_draws_the_template(qtbot, name):
     g = load_graph(TEMPLATES / f"{name}.graph.json")
