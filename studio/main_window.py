@@ -35,7 +35,7 @@ from .prompts import Prompts
 from .recovery import AUTOSAVE_MS, Autosaver, RecoveryStore
 from .resources import IconSet
 from .settings import THEMES, StudioSettings
-from .status import GraphStatus
+from .status import GraphStatus, is_blank
 from .themes import Theme, ThemeManager
 from .training_hook import TrainingHook
 from .workspaces import Workspaces
@@ -201,9 +201,17 @@ class MainWindow(QMainWindow):
         self.log.append(reason, "warning")
 
     def _on_inferred(self, inference: Inference) -> None:
-        self.problems.set_problems(inference.problems)
-        self.status.show_inference(inference)
+        if is_blank(self.controller.graph):  # a new network: nothing red before the user did anything
+            self.problems.set_problems([])
+            self.problems.header.setText("A new network: drag layers from Layers (or press Tab on the canvas) "
+                                         "and wire Input → … → Output.")
+            self.status.show_blank()
+        else:
+            self.problems.set_problems(inference.problems)
+            self.status.show_inference(inference)
         self.inspector.show_shapes(inference.shapes)
+        graph = self.controller.graph
+        self.summary.show_inference(inference.shapes, {i: n.type for i, n in graph.nodes.items()}, inference.order)
 
     def _update_title(self) -> None:
         self.setWindowTitle(f"{self.document.name}[*] — {APP_NAME}")
@@ -332,7 +340,8 @@ class MainWindow(QMainWindow):
         self.export.actions["onnx"].setIcon(self.s.icons.icon("export"))
         self.setWindowIcon(self.s.icons.icon("app"))
         self.canvas.set_theme(theme.name)
-        self.problems.set_problems(self.live.inference.problems if self.live.inference else [])
+        if self.live.inference is not None:
+            self._on_inferred(self.live.inference)  # the problems' icons in the theme's colours
         for name, action in self.theme_actions.items():
             action.setChecked(name == theme.name)
 

@@ -24,6 +24,17 @@ class GraphStatus(QObject):
         bar.addPermanentWidget(self.totals)
         bar.addPermanentWidget(self.validity)
 
+    def show_blank(self) -> None:
+        """A new network (only Input and Output, not yet wired): nothing is wrong yet, nothing red."""
+        self.validity.setText("new network: add layers between Input and Output")
+        self._set_state("statusNeutral")
+        self.totals.setText("")
+
+    def _set_state(self, name: str) -> None:
+        self.validity.setObjectName(name)
+        self.validity.style().unpolish(self.validity)
+        self.validity.style().polish(self.validity)
+
     def show_inference(self, inference: Inference) -> None:
         errors = sum(p.severity == "error" for p in inference.problems)
         warnings = len(inference.problems) - errors
@@ -32,15 +43,20 @@ class GraphStatus(QObject):
         else:
             text = "✔ valid" + (f" ({warnings} warning{'s' * (warnings != 1)})" if warnings else "")
         self.validity.setText(text)
-        self.validity.setObjectName("statusInvalid" if errors else "statusValid")
-        self.validity.style().unpolish(self.validity)
-        self.validity.style().polish(self.validity)
+        self._set_state("statusInvalid" if errors else "statusValid")
         if errors:
             self.totals.setText("")
 
     def show_analysis(self, analysis: Any, problems: Sequence[Any] = ()) -> None:
+        if self.validity.objectName() == "statusNeutral":
+            return
         if analysis is None:
             self.totals.setText("")
             return
         self.totals.setText(f"{analysis.total_params:,} params · {fmt.count(analysis.total_flops)} FLOPs · "
                             f"{fmt.nbytes(analysis.activation_bytes)} activations")
+
+
+def is_blank(graph: Any) -> bool:
+    """Only an Input and an Output, not wired: what File > New starts from."""
+    return not graph.edges and all(n.type in ("Input", "Output") for n in graph.nodes.values())

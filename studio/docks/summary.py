@@ -1,12 +1,14 @@
 """The summary: one row per node (output shape, parameters, FLOPs, activation bytes) and totals.
 
 It shows what :class:`~graph_editor.ui.live.LiveAnalysis` emits on ``analyzed``; while the
-graph has errors there is nothing to measure and it says so.
+graph has errors nothing can be measured, so it shows what validation knows (every node, with
+its output shape where it could be inferred) and says what to fix for the rest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
@@ -17,6 +19,18 @@ from .. import format as fmt
 COLUMNS = ("Node", "Type", "Output", "Params", "FLOPs", "Activations")
 NUMERIC = {3, 4, 5}
 Index = QModelIndex | QPersistentModelIndex
+
+
+@dataclass(frozen=True)
+class KnownRow:
+    """A node of a graph that cannot be analysed yet: its shape if validation inferred it."""
+
+    id: str
+    type: str
+    shape: tuple[int, ...] | None = None
+    params: int | None = None
+    flops: int | None = None
+    activation_bytes: int | None = None
 
 
 class SummaryModel(QAbstractTableModel):
@@ -64,7 +78,8 @@ class SummaryModel(QAbstractTableModel):
 
 
 def _raw(row: Any, col: int) -> int:
-    return (row.params, row.flops, row.activation_bytes)[col - 3]
+    value = (row.params, row.flops, row.activation_bytes)[col - 3]
+    return -1 if value is None else value
 
 
 def _cell(row: Any, col: int) -> str:
@@ -72,13 +87,16 @@ def _cell(row: Any, col: int) -> str:
         return row.id
     if col == 1:
         return row.type
+    value = (row.shape, row.params, row.flops, row.activation_bytes)[col - 2]
+    if value is None:
+        return "—"
     if col == 2:
-        return fmt.shape(row.shape)
+        return fmt.shape(value)
     if col == 3:
-        return f"{row.params:,}"
+        return f"{value:,}"
     if col == 4:
-        return fmt.count(row.flops)
-    return fmt.nbytes(row.activation_bytes)
+        return fmt.count(value)
+    return fmt.nbytes(value)
 
 
 class SummaryDock(QWidget):
@@ -110,15 +128,22 @@ class SummaryDock(QWidget):
         layout.addWidget(self.table)
         layout.addWidget(self.totals)
         self.table.clicked.connect(lambda index: self.node_chosen.emit(self.model.rows[index.row()].id))
+        self._known: list[KnownRow] = []
         self.show_analysis(None, [])
+
+    def show_inference(self, shapes: Mapping[str, Any], types: Mapping[str, str], order: Sequence[str] = ()) -> None:
+        """What validation knows: each node's type and, where inferred, output shape (shown while
+        the graph has errors, in place of the analysis)."""
+        ids = [i for i in order if i in types] + [i for i in types if i not in set(order)]
+        self._known = [KnownRow(i, types[i], tuple(shapes[i]) if i in shapes else None) for i in ids]
 
     def show_analysis(self, analysis: Any, problems: Sequence[Any] = ()) -> None:
         """Show an ``Analysis`` (or, when None, why there is none)."""
         if analysis is None:
-            self.model.set_rows([])
             errors = sum(getattr(p, "severity", "error") == "error" for p in problems)
-            self.totals.setText(f"Fix the {errors} problem{'s' * (errors != 1)} to see shapes, parameters "
-                                "and FLOPs." if errors else "Analysing…")
+            self.model.set_rows(self._known if errors else [])
+            self.totals.setText(f"Fix the {errors} problem{'s' * (errors != 1)} to see parameters, FLOPs and "
+                                "memory; shapes are shown where they are known." if errors else "Analysing…")
             return
         self.model.set_rows(analysis.nodes)
         for col in range(1, len(COLUMNS)):

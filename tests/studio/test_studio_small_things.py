@@ -1,0 +1,36 @@
+"""The small things a user meets in the first hour: a new network is not red, a graph with one
+loose node still shows what is known."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import open_template, settle
+
+pytestmark = pytest.mark.qt
+
+
+def test_a_new_network_starts_without_a_red_invalid_state(window):
+    window.action["new"].trigger()
+    settle(window)
+    assert "invalid" not in window.status.validity.text()
+    assert window.status.validity.objectName() == "statusNeutral"
+    assert window.problems.count() == 0 and "new network" in window.problems.header.text().lower()
+    window.controller.connect("input", "out", "output", "in")   # wired: now it is judged
+    settle(window)
+    assert window.status.validity.objectName() in ("statusValid", "statusInvalid")
+
+
+def test_one_unconnected_node_leaves_the_summary_showing_what_is_known(window):
+    open_template(window, "lenet5")
+    assert window.controller.add_node("ReLU", (0.0, 400.0)) is None   # dropped, not wired
+    settle(window)
+    assert window.status.validity.text().startswith("✖ invalid")
+    rows = {r.id: r for r in window.summary.model.rows}
+    assert len(rows) == len(window.controller.graph)                     # every node listed, not an empty table
+    assert tuple(rows["conv1"].shape)[-3:] == (6, 28, 28)                # inferred despite the loose node
+    loose = window.controller.last_added
+    assert rows[loose].shape is None
+    column = [window.summary.model.index(i, 2).data() for i in range(window.summary.model.rowCount())]
+    assert "—" in column
+    assert "shapes are shown where they are known" in window.summary.totals.text()
