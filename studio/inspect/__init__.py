@@ -69,7 +69,19 @@ class InspectHook(QObject):
             self.docks.append(dock)
         w.resizeDocks([self.docks[0]], [400], Qt.Orientation.Horizontal)   # room for the blocks and the plots
         w.resizeDocks([self.docks[1]], [340], Qt.Orientation.Vertical)
+        w.s.themes.changed.connect(self._on_theme)
+        self._on_theme(w.s.themes.current)
         return self.docks
+
+    def _on_theme(self, theme: Any) -> None:
+        from graph_editor.ui.style import get_theme
+
+        from ..training.plot_theme import apply_plot_theme
+
+        assert self.workspace is not None
+        self.workspace.view.backward.set_theme(get_theme(theme.name))
+        for panel in (self.workspace.backward_panel, self.workspace.flow_panel):
+            apply_plot_theme(panel, theme.name)
 
     def _entered(self, name: str) -> None:
         if name == "Inspect":

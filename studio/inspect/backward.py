@@ -214,6 +214,17 @@ class BackwardScene(QGraphicsScene):
                 edge.update_path()
         self.setSceneRect(self.itemsBoundingRect().adjusted(-40, -40, 40, 40))
 
+    def set_theme(self, theme: Theme) -> None:
+        """Repaint in ``theme`` (the canvas's dark or light colours)."""
+        self.theme = theme
+        self.setBackgroundBrush(theme.background)
+        for block in self.blocks.values():
+            block.theme = theme
+            block.update()
+            for edge in block.edges:
+                edge.setPen(QPen(theme.wire, 1.4))
+                edge.head.setBrush(theme.wire)
+
     def set_heat(self, colors: dict[str, QColor]) -> None:
         for owner, block in self.blocks.items():
             block.heat = colors.get(owner)

@@ -53,6 +53,8 @@ class GradientFlowPlot(pg.PlotWidget):
             item.getAxis(axis).setTextPen(t.text)
         item.showGrid(x=False, y=True, alpha=t.grid_alpha)
         self.legend.setLabelTextColor(t.text)
+        for _sample, label in self.legend.items:
+            label.setText(label.text)      # a label keeps its colour until its text is set again
         self.line.setPen(pg.mkPen(t.curve(VERMILLION), width=1.5))
         self.line.setSymbolBrush(t.curve(VERMILLION))
         self.line.setSymbolPen(None)
