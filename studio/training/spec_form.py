@@ -125,6 +125,13 @@ class SpecForm(QObject):
                     " list (write them separated by commas)" if isinstance(self.defaults[path], list) else ""))
         return data, problems
 
+    def value(self, path: str) -> Any:
+        """The value of one field as the spec would hold it (None while its text is not a number)."""
+        try:
+            return self._get(self.editors[path], self.defaults[path])
+        except ValueError:
+            return None
+
     @staticmethod
     def _set(w: QWidget, value: Any) -> None:
         if isinstance(w, QComboBox):

@@ -95,6 +95,8 @@ class TrainDialog(QDialog):
         else:
             self.apply_preset("quick")
         self.form.changed.connect(self.refresh_problems)
+        self.form.changed.connect(self._sync_preset)
+        self._sync_preset()
         self.form.editors["data.dataset"].textChanged.connect(self._preview_timer.start)
         self.form.editors["data.format"].currentIndexChanged.connect(self._preview_timer.start)
         self._read_preview()
@@ -200,6 +202,10 @@ class TrainDialog(QDialog):
             self.preset.setCurrentText(name)
         self.refresh_problems()
 
+    def _sync_preset(self) -> None:
+        """The preset box names the preset every recipe value still matches, else says "custom"."""
+        self.preset.setCurrentText(matching_preset(self.form))
+
     def spec(self) -> dict[str, Any]:
         """The run spec as the worker reads it: the form's fields, the device, the graph itself."""
         data, _ = self.form.values()
@@ -283,3 +289,20 @@ class TrainDialog(QDialog):
 
     def wait_preview(self, ms: int = 30_000) -> bool:
         return self._task.wait(ms) if self._task else True
+
+
+def matching_preset(form: SpecForm) -> str:
+    """The preset whose every value the form holds, or "custom" once one differs."""
+    for name, values in PRESETS.items():
+        if all(_same(form.value(path), value) for path, value in values.items() if path in form.editors):
+            return name
+    return "custom"
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            return abs(float(a) - float(b)) <= 1e-12 * max(1.0, abs(float(b)))
+        except (TypeError, ValueError):
+            return False
+    return a == b

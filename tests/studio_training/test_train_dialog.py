@@ -116,3 +116,23 @@ def test_a_folder_split_ahead_of_time_is_previewed_with_its_splits(qtbot, tmp_pa
     d.form.editors["data.dataset"].setText("digits")
     qtbot.waitUntil(lambda: d.preview_title.text().startswith("1797 samples"), timeout=60_000)
     assert all(f.isEnabled() for f in fractions)
+
+
+def test_the_preset_box_says_custom_once_a_value_differs(qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    d = _dialog(qtbot)
+    assert d.preset.currentText() == "quick"
+    epochs = d.form.editors["train.epochs"]
+    QTest.mouseClick(epochs, Qt.MouseButton.LeftButton)
+    QTest.keyClick(epochs, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    QTest.keyClicks(epochs, "7")
+    QTest.keyClick(epochs, Qt.Key.Key_Return)
+    assert d.preset.currentText() == "custom"
+    QTest.keyClick(epochs, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    QTest.keyClicks(epochs, str(PRESETS["quick"]["train.epochs"]))
+    QTest.keyClick(epochs, Qt.Key.Key_Return)
+    assert d.preset.currentText() == "quick"                   # back to the preset's values
+    d.apply_preset("accurate")
+    assert d.preset.currentText() == "accurate"
