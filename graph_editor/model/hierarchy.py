@@ -189,3 +189,12 @@ def _group_id(path: str, taken: set[str]) -> str:
         gid, i = f"{base}_{i}", i + 1
     taken.add(gid)
     return gid
+
+
+def path_of(groups: Mapping[str, Group], item: str) -> list[str]:
+    """The groups ``item`` (a node or a group id) lies in, outermost first, ending with the
+    group itself when ``item`` is one: where it sits, for breadcrumbs."""
+    if item in groups:
+        return [*reversed(ancestors(groups, item)), item]
+    holding = [k for k, g in groups.items() if item in g.nodes]
+    return sorted(holding, key=lambda k: -len(groups[k].nodes))

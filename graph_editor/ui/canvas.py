@@ -34,6 +34,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QWidget
 
 from ..model import Graph
+from .breadcrumbs import Breadcrumbs
 from .controller import EditorController
 from .gestures import CutLine, WireDrag
 from .groups import GroupBox, GroupFrame
@@ -93,6 +94,11 @@ class GraphCanvas(QGraphicsView):
         self.minimap = Minimap(self)
         self._minimap_timer = QTimer(self, singleShot=True, interval=40, timeout=self.minimap.refresh)
         self.reason_label.set_theme(self.graph_scene.theme)
+        self.breadcrumbs = Breadcrumbs(self)
+        self.breadcrumbs.set_theme(self.graph_scene.theme)
+        self._crumbs_graph = controller.graph
+        controller.graph.events.groups_changed.connect(self.breadcrumbs.schedule)
+        controller.selection_changed.connect(self.breadcrumbs.schedule)
         self.setSceneRect(-1e5, -1e5, 2e5, 2e5)  # room to pan anywhere; fit_view frames the nodes
         controller.size_hint = self.graph_scene.node_sizes
         controller.graph_replaced.connect(self._on_graph_replaced)
@@ -161,6 +167,7 @@ class GraphCanvas(QGraphicsView):
         self.graph_scene.set_theme(get_theme(theme) if isinstance(theme, str) else theme)
         self.resetCachedContent()
         self.reason_label.set_theme(self.graph_scene.theme)
+        self.breadcrumbs.set_theme(self.graph_scene.theme)
         self.viewport().update()
         self.minimap.refresh()
 
@@ -224,7 +231,21 @@ class GraphCanvas(QGraphicsView):
 
     def _on_graph_replaced(self, graph: Graph) -> None:
         self.graph_scene.set_graph(graph)
+        self._crumbs_graph.events.groups_changed.disconnect(self.breadcrumbs.schedule)
+        self._crumbs_graph = graph
+        graph.events.groups_changed.connect(self.breadcrumbs.schedule)
+        self.breadcrumbs.schedule()
         self.fit_view()
+
+    def show_group(self, gid: str) -> None:
+        """Bring block ``gid`` into view: its frame or block, or the closed block it is inside."""
+        scene = self.graph_scene
+        item = scene.frames.get(gid) or scene.boxes.get(gid)
+        if item is None:
+            owner = scene.owner.get(next(iter(self.controller.graph.groups[gid].nodes), ""))
+            item = scene.boxes.get(owner) if owner else None
+        if item is not None:
+            self.show_rect(item.sceneBoundingRect() if not isinstance(item, GroupFrame) else item.rect)
 
     # ---------------------------------------------------------------- ports and wires
     def port_at(self, view_pos: QPointF, want_input: bool | None = None) -> PortItem | None:

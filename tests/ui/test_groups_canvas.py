@@ -233,3 +233,24 @@ def test_zoomed_far_out_a_block_still_shows_its_name(qtbot):
     assert text_pixels() > 20  # the name, drawn large enough to read
     canvas.zoom_at(0.06 / canvas.zoom, QPointF(canvas.viewport().rect().center()))
     assert text_pixels() == 0  # a plain box
+
+
+def test_breadcrumbs_say_where_the_selection_sits_and_lead_back_out(qtbot):
+    canvas, controller, _ = open_canvas(qtbot, "resnet18")
+    crumbs = canvas.breadcrumbs
+    controller.select(["layer2_0_conv1"])  # inside a closed block: the canvas selects the block
+    qtbot.waitUntil(lambda: crumbs.isVisible())
+    assert [b.text() for b in crumbs.buttons] == ["Network", "layer2", "layer2.0"]
+    canvas.zoom_at(2.0 / canvas.zoom, QPointF(0, 0))
+    canvas.centerOn(QPointF(-5000, -5000))  # far from everything
+    QTest.mouseClick(crumbs.buttons[1], Qt.MouseButton.LeftButton)
+    layer2 = gid(controller, "layer2")
+    assert controller.selection == [layer2]
+    assert canvas.visible_rect().contains(canvas.graph_scene.boxes[layer2].sceneBoundingRect())
+    qtbot.waitUntil(lambda: [b.text() for b in crumbs.buttons] == ["Network", "layer2"])
+    QTest.mouseClick(crumbs.buttons[0], Qt.MouseButton.LeftButton)
+    assert controller.selection == []
+    qtbot.waitUntil(lambda: not crumbs.isVisible())
+    controller.select(["input"])  # outside every block: no crumbs
+    qtbot.wait(20)
+    assert not crumbs.isVisible()
