@@ -33,6 +33,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object: every autograd node and the summary")
     p.set_defaults(func=cmd_autograd)
 
+    p = sub.add_parser("inspect", help="a run's stored live inspection: per graph node gradients and activations",
+                       description="Print the figures a run's worker measured at an inspected step (the inspect "
+                                   "command, or train.inspect_every_s): per graph node ||dL/dy||, ||dL/dW||, "
+                                   "weight norm, update ratio, activation mean/std, zero fraction, backward time; "
+                                   "then the vanishing or exploding gradients and the step they began at.")
+    p.add_argument("run_id", type=int, metavar="RUN_ID")
+    p.add_argument("--step", type=int, help="the inspected step to show (default: the last)")
+    p.add_argument("--db", help="run store URL (default: $TORCH_STUDIO_DB or the user data directory)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.set_defaults(func=cmd_inspect)
+
 
 def cmd_autograd(args: argparse.Namespace) -> int:
     graph = load_for_cli(args.graph, args.input_shape)
@@ -64,4 +75,57 @@ def autograd_table(captured: AutogradCapture) -> str:
                  f"{captured.device_kind} (ran on {captured.device})")
     if captured.note:
         lines.append(f"note: {captured.note}")
+    return "\n".join(lines)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from studio.cli_train import open_store
+    from trainer.inspect import InspectHistory, reports_from_metrics
+    from trainer.store import StoreError
+
+    store = open_store(args.db)
+    try:
+        store.run(args.run_id)
+        reports = reports_from_metrics(store.metrics(args.run_id))
+    except StoreError as exc:
+        fail(str(exc))
+    if not reports:
+        fail(f"run {args.run_id} has no inspections (send it the inspect command, or set train.inspect_every_s)")
+    steps = [r.step for r in reports]
+    if args.step is not None and args.step not in steps:
+        fail(f"run {args.run_id} was not inspected at step {args.step}; inspected steps: "
+             + ", ".join(str(s) for s in steps[-20:]))
+    upto = [r for r in reports if args.step is None or r.step <= args.step]
+    history = InspectHistory(upto)
+    report = history.latest
+    assert report is not None
+    flags = history.flags()
+    if args.json:
+        data = report.to_dict()
+        data["flags"] = [{"node": f.node, "kind": f.kind, "figure": f.figure, "value": f.value,
+                          "first_step": f.first_step} for f in flags]
+        data["steps"] = steps
+        print(json.dumps(data, indent=1))
+        return 0
+    print(inspect_table(report, steps))
+    for f in flags:
+        print(f"{f.node}: gradient {f.kind} since step {f.first_step} ({f.figure} = {f.value:.3g})")
+    return 0
+
+
+def inspect_table(report, steps: list[int]) -> str:  # noqa: ANN001 - trainer.inspect.InspectReport
+    """One row per graph node, in network order."""
+    def num(v: float | None, fmt: str = ".3g") -> str:
+        return "-" if v is None else format(v, fmt)
+
+    rows = [("node", "||dL/dy||", "||dL/dW||", "||W||", "update", "mean", "std", "zeros", "bwd ms")]
+    for n in report.nodes:
+        rows.append((n.node, num(n.grad_out), num(n.grad_w), num(n.weight), num(n.update_ratio), num(n.act_mean),
+                     num(n.act_std), "-" if n.zero_fraction is None else f"{n.zero_fraction:.0%}",
+                     "-" if n.backward_s is None else f"{n.backward_s * 1e3:.2f}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+             for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    lines.append(f"step {report.step} ({len(steps)} inspection(s) stored, steps {steps[0]}..{steps[-1]})")
     return "\n".join(lines)

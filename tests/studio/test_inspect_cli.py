@@ -48,3 +48,32 @@ def test_autograd_refusals_name_the_problem(capsys, tmp_path):
     assert code == 1 and err.strip() == "error: batch must be at least 1, got 0"
     code, _, err = run(capsys, "autograd", str(tmp_path / "missing.graph.json"))
     assert code == 1 and err.startswith("error:") and "missing.graph.json" in err and "Traceback" not in err
+
+
+def test_inspect_prints_a_runs_stored_figures_and_flags(capsys, tmp_path):
+    from trainer.inspect import InspectReport, NodeFigures
+    from trainer.store import RunStore
+
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    store = RunStore(url)
+    run_id = store.create_run(name="r", spec={}, graph={}, graph_hash="h", device="cpu", params=1)
+    for step, grad in ((10, 0.5), (20, 1e-9), (30, 2e-9)):
+        report = InspectReport(step, 1.0, "cpu", [
+            NodeFigures("conv", grad_out=0.4, grad_w=grad, weight=2.0, update_ratio=1e-3, act_mean=0.1, act_std=0.9,
+                        zero_fraction=0.0, backward_s=2e-4),
+            NodeFigures("relu", grad_out=0.3, act_mean=0.4, act_std=0.6, zero_fraction=0.5, backward_s=1e-4)])
+        store.add_metrics(run_id, report.metric_rows())
+    store.close()
+    code, out, err = run(capsys, "inspect", str(run_id), "--db", url)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["node", "||dL/dy||", "||dL/dW||"]
+    assert lines[2].split()[:3] == ["conv", "0.4", "2e-09"] and lines[3].split()[2] == "-"
+    assert "50%" in lines[3] and "0.20" in lines[2]           # zero fraction, backward ms
+    assert "step 30 (3 inspection(s) stored, steps 10..30)" in out
+    assert "conv: gradient vanishing since step 20 (grad_w = 2e-09)" in out
+    code, out, _ = run(capsys, "inspect", str(run_id), "--db", url, "--step", "10", "--json")
+    data = json.loads(out)
+    assert data["step"] == 10 and data["flags"] == [] and data["steps"] == [10, 20, 30]
+    code, _, err = run(capsys, "inspect", str(run_id), "--db", url, "--step", "15")
+    assert code == 1 and "not inspected at step 15; inspected steps: 10, 20, 30" in err
