@@ -1,4 +1,4 @@
-"""What live inspection costs a training run: digits_cnn on the CPU, inspected every 2 s.
+"""What inspection costs: live inspection of digits_cnn training every 2 s, and the autograd capture.
 
 Three ways to train the same model on the same in-memory batches, rounds interleaved (every other
 round in reverse order, so a machine that speeds up or slows down mid-run favours no one):
@@ -75,6 +75,8 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=2.0, help="seconds between inspections (default 2)")
     parser.add_argument("--round-s", type=float, default=6.0, help="seconds per method per round (default 6)")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--capture", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time the autograd capture of resnet18_cifar at batch 32 (default on)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (default 1: on a shared machine more threads than free cores "
                              "make every step many times slower and the ratios noise)")
@@ -131,6 +133,38 @@ def main() -> None:
     print(f"  step {statistics.median(plain_s) * 1e3:.2f} ms, inspected step {statistics.median(inspect_s) * 1e3:.2f} "
           f"ms (x{statistics.median(inspect_s) / statistics.median(plain_s):.2f}): at one per {args.every:g} s, "
           f"{extra / args.every * 100:.2f}% of training time")
+    if args.capture:
+        capture_vs_a_real_step()
+
+
+def capture_vs_a_real_step(name: str = "resnet18_cifar", batch: int = 32, runs: int = 3) -> None:
+    """The autograd capture (fake tensors, uncached and cached) against one real CPU training step of
+    the same graph at the same batch, the plain-PyTorch way to see the same graph. The issue asks for
+    resnet18 at batch 32 within 2 s warm."""
+    from graph_editor.build.autograd import capture_autograd
+
+    graph = load_graph(ROOT / "assets" / "templates" / f"{name}.graph.json")
+    capture_autograd(graph, batch, use_cache=False)          # warm-up: first-call costs out of the figures
+    cold = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        capture_autograd(graph, batch, use_cache=False)
+        cold.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    capture_autograd(graph, batch)
+    capture_autograd(graph, batch)
+    cached = (time.perf_counter() - t) / 2
+    torch.manual_seed(0)
+    model = build_module(graph, device="cpu")
+    x, y = torch.randn(batch, *graph.input_spec.shape), torch.randint(0, graph.num_classes, (batch,))
+    real = []
+    for _ in range(runs + 1):
+        t = time.perf_counter()
+        F.cross_entropy(model(x), y).backward()
+        real.append(time.perf_counter() - t)
+    step = statistics.median(real[1:])
+    print(f"{name} b{batch} autograd capture: {statistics.median(cold):.3f} s uncached, {cached * 1e3:.2f} ms cached; "
+          f"a real CPU forward+backward {step:.3f} s (capture / real step {statistics.median(cold) / step:.2f})")
 
 
 if __name__ == "__main__":
