@@ -65,9 +65,10 @@ class ExportDialog(QDialog):
     node_chosen = Signal(str)
 
     def __init__(self, make_source: Callable[[], Any], fmt: str, output: str | Path, options: Any = None,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, untrained: bool = False) -> None:
         super().__init__(parent)
         self.setObjectName("exportDialog")
+        self.untrained = untrained  # the graph's initial weights, no run: the verdict says so
         from exporters.registry import describe_formats
 
         title = next((i.title for i in describe_formats() if i.name == fmt), fmt)
@@ -146,9 +147,13 @@ class ExportDialog(QDialog):
         self.busy.hide()
         ok = report.ok
         if not report.verified:
-            self.verdict.setText("Exported, NOT verified")
+            verdict = "Exported, NOT verified"
         else:
-            self.verdict.setText("Export verified: outputs match PyTorch" if ok else "Export FAILED its checks")
+            verdict = "Export verified: outputs match PyTorch" if ok else "Export FAILED its checks"
+        if self.untrained:
+            verdict += " · untrained weights (no run: train first to ship a model that has learned)"
+        self.verdict.setText(verdict)
+        self.verdict.setWordWrap(True)
         self.verdict.setStyleSheet(f"font-size: 15px; font-weight: 600; color: {'#2e7d32' if ok else '#c62828'};")
         self.status.setText(report.source)
         self._fill_checks(report.checks)
@@ -203,9 +208,31 @@ class ExportDialog(QDialog):
 
         return QBrush(QColor("#c62828"))
 
-    def show_in_folder(self) -> None:
-        if self.report is not None:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(str(Path(self.report.path).parent)))
+    def show_in_folder(self) -> bool:
+        """Open the export's folder in the file manager; where none can be started, say where it is."""
+        if self.report is None:
+            return False
+        folder = Path(self.report.path).parent
+        if QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))):
+            return True
+        self.status.setText(f"No file manager could be opened. The files are in {folder}")
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        return False
+
+
+def default_export_dir(graph_path: str | Path | None) -> Path:
+    """Where exports of the graph at ``graph_path`` go (see :meth:`ExportHook._default_dir`)."""
+    import os
+
+    import platformdirs
+
+    from .resources import ASSETS
+
+    if graph_path is not None:
+        folder = Path(graph_path).resolve().parent
+        if not folder.is_relative_to(ASSETS.resolve()) and os.access(folder, os.W_OK):
+            return folder / "exports"
+    return Path(platformdirs.user_documents_dir()) / "Torch Studio exports"
 
 
 class ExportHook(QObject):
@@ -263,12 +290,10 @@ class ExportHook(QObject):
                                           else action.statusTip()))
 
     def _default_dir(self) -> Path:
-        path = self.window.document.path
-        if path is not None:
-            return Path(path).parent / "exports"
-        import platformdirs
-
-        return Path(platformdirs.user_documents_dir()) / "Torch Studio exports"
+        """Beside the graph file (``exports/``), unless it is one of the studio's own files (a
+        template inside the installed package) or its folder is not writable: then the user's
+        documents folder."""
+        return default_export_dir(self.window.document.path)
 
     def export(self, fmt: str) -> ExportDialog:
         """Start exporting the current run (or graph) as ``fmt`` and show the dialog; returns it."""
@@ -283,7 +308,7 @@ class ExportHook(QObject):
 
             def make() -> Any:
                 return from_graph(graph)
-        dialog = ExportDialog(make, fmt, self.export_dir(), parent=self.window)
+        dialog = ExportDialog(make, fmt, self.export_dir(), parent=self.window, untrained=run_id is None)
         dialog.node_chosen.connect(self.window.reveal)
         dialog.done.connect(lambda ok, d=dialog: self._log(d, ok))
         self.dialogs = [d for d in self.dialogs if d.isVisible() or not d.finished_export] + [dialog]

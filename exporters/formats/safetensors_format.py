@@ -7,6 +7,7 @@ in its header metadata; ``NAME.graph.json`` beside it is the same graph as a nor
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -51,6 +52,8 @@ class SafetensorsFormat(Format):
         tensors = state_tensors(source.module)
         save_file(tensors, str(path), metadata={"format": "pt", "torch_studio.graph": dumps(source.graph),
                                                  "torch_studio.source": source.description})
+        for written in (path, graph_path):  # safetensors (and the atomic graph write) make 0600 files;
+            written.chmod(_default_mode())   # the other exported files follow the umask
         params = sum(t.numel() for t in tensors.values())
         return Written([path, graph_path], {"tensors": len(tensors), "values": params},
                        [f"load with: build_module(load_graph('{graph_path.name}')).load_state_dict("
@@ -71,3 +74,10 @@ class SafetensorsFormat(Format):
         return [Check("round trip", same, "graph file + weights rebuild a model with bit-identical outputs"
                       if same else f"outputs differ after reloading (max abs diff {comp.max_abs_diff:.3g})")], \
             {"verify_batch": len(source.samples), "max_abs_diff": comp.max_abs_diff}
+
+
+def _default_mode() -> int:
+    """The mode a newly created file gets here (0666 less the process's umask)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
