@@ -23,39 +23,39 @@ from graph_editor.model import Graph
 RANGE = ".."
 
 
-class CheckpointError(ValueError):
+class SegmentError(ValueError):
     """A segment that cannot be checkpointed; the message names the entry."""
 
 
 def resolve_segments(graph: Graph, order: Sequence[str], entries: Sequence[str],
                      where: str = "memory.checkpoint") -> list[list[str]]:
-    """Each entry as the node ids it covers, in graph order; raises CheckpointError naming the entry."""
+    """Each entry as the node ids it covers, in graph order; raises SegmentError naming the entry."""
     position = {n: i for i, n in enumerate(order)}
     segments: list[list[str]] = []
     taken: dict[str, int] = {}
     for k, entry in enumerate(entries):
         here = f"{where}[{k}]"
         if not isinstance(entry, str) or not entry.strip():
-            raise CheckpointError(f"{here}: expected a group id or 'first..last' node ids, got {entry!r}")
+            raise SegmentError(f"{here}: expected a group id or 'first..last' node ids, got {entry!r}")
         if RANGE in entry:
             first, _, last = (s.strip() for s in entry.partition(RANGE))
             for end in (first, last):
                 if end not in position:
-                    raise CheckpointError(f"{here}: no layer node '{end}' in the graph")
+                    raise SegmentError(f"{here}: no layer node '{end}' in the graph")
             if position[first] > position[last]:
-                raise CheckpointError(f"{here}: '{first}' comes after '{last}' in the graph")
+                raise SegmentError(f"{here}: '{first}' comes after '{last}' in the graph")
             ids = list(order[position[first]:position[last] + 1])
         elif entry in graph.groups:
             ids = sorted((n for n in graph.groups[entry].nodes if n in position), key=position.__getitem__)
             if not ids:
-                raise CheckpointError(f"{here}: group '{entry}' holds no layer")
+                raise SegmentError(f"{here}: group '{entry}' holds no layer")
             ids = list(order[position[ids[0]]:position[ids[-1]] + 1])
         else:
-            raise CheckpointError(f"{here}: '{entry}' is neither a group id nor a 'first..last' range "
+            raise SegmentError(f"{here}: '{entry}' is neither a group id nor a 'first..last' range "
                                   f"(groups: {', '.join(graph.groups) or 'none'})")
         for n in ids:
             if n in taken:
-                raise CheckpointError(f"{here}: node '{n}' is already in {where}[{taken[n]}]")
+                raise SegmentError(f"{here}: node '{n}' is already in {where}[{taken[n]}]")
             taken[n] = k
         segments.append(ids)
     return segments
@@ -95,7 +95,7 @@ def apply_checkpointing(gm: fx.GraphModule, segments: Sequence[Sequence[str]]) -
         if seg_i in done:
             continue
         if node.target not in start:
-            raise CheckpointError(f"segment {seg_i}: its nodes are not in graph order")
+            raise SegmentError(f"segment {seg_i}: its nodes are not in graph order")
         seg_nodes = [n for n in nodes if n.op == "call_module" and inside.get(n.target) == seg_i]
         inner, inputs, outputs = _subgraph(gm, seg_nodes, users_after)
         name = f"checkpoint_{seg_i}"
@@ -143,7 +143,7 @@ def _subgraph(gm: fx.GraphModule, seg_nodes: list[fx.Node], users: dict[fx.Node,
         env[n] = g.node_copy(n, arg)
     outputs = [n for n in seg_nodes if any(u not in members for u in users[n])]
     if not outputs:
-        raise CheckpointError(f"segment ending at '{seg_nodes[-1].target}': nothing after it reads its result")
+        raise SegmentError(f"segment ending at '{seg_nodes[-1].target}': nothing after it reads its result")
     g.output(env[outputs[0]] if len(outputs) == 1 else tuple(env[o] for o in outputs))
     return g, inputs, outputs
 

@@ -30,6 +30,7 @@ from .checkpoint import (
     save_checkpoint,
     verify_checkpoint,
 )
+from .checkpointing import SegmentError, checkpointed_module
 from .checks import Setup
 from .controls import Controls
 from .data.loaders import Augment, DeviceLoader, StreamLoader
@@ -91,11 +92,16 @@ class Job:
 
 
 def build_model(setup: Setup) -> nn.Module:
-    """The graph as a module on the device, in channels_last and fp8 form when the spec asks.
+    """The graph as a module on the device, in channels_last and fp8 form and with activation
+    checkpointing when the spec asks.
 
     The seed is set first: the same spec always starts from the same weights."""
     torch.manual_seed(setup.spec.train.seed)
     model = build_module(setup.graph, device=setup.device)
+    try:   # activation checkpointing of the spec's segments; the same layers and parameters
+        model = checkpointed_module(model, setup.graph, setup.spec.memory.checkpoint)
+    except SegmentError as exc:
+        raise SpecError([str(exc)]) from None
     p = setup.spec.precision
     if setup.channels_last:
         model = model.to(memory_format=torch.channels_last)

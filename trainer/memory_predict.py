@@ -31,7 +31,7 @@ from graph_editor.build import build_module
 from graph_editor.build.fake import fake_batch, fake_cpu
 from graph_editor.model import Graph, GraphError
 
-from .checkpointing import CheckpointError, checkpointed_module
+from .checkpointing import SegmentError, checkpointed_module
 from .loop import make_train_step
 from .optim import make_optimizer
 from .spec import OPTIMIZERS, OptimSpec
@@ -284,7 +284,7 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
     spec = _check_args(batch, optimizer, precision, device)
     try:
         model = checkpointed_module(build_module(graph, device="meta"), graph, list(checkpoint), "checkpoint")
-    except (GraphError, CheckpointError) as exc:  # both name the node or entry
+    except (GraphError, SegmentError) as exc:  # both name the node or entry
         raise MemoryPredictionError(f"model.graph: {exc}" if isinstance(exc, GraphError) else str(exc)) from None
     tracker = _Tracker(CUDA_BLOCK if device.startswith("cuda") else 1)
     cpu, cl = torch.device("cpu"), channels_last

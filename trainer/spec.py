@@ -117,6 +117,14 @@ class EarlyStopSpec:
 
 
 @dataclass
+class MemorySpec:
+    # Activation checkpointing (trainer.checkpointing): group ids or "first..last" node id ranges whose
+    # activations are recomputed in backward instead of kept.
+    checkpoint: list[str] = field(default_factory=list)
+    budget_mb: float = 0.0    # refuse a run predicted to need more; 0: the GPU's memory on CUDA, no check on the CPU
+
+
+@dataclass
 class CheckpointSpec:
     best: bool = True
     last: bool = True
@@ -136,6 +144,7 @@ class RunSpec:
     precision: PrecisionSpec = field(default_factory=PrecisionSpec)
     early_stopping: EarlyStopSpec = field(default_factory=EarlyStopSpec)
     checkpoints: CheckpointSpec = field(default_factory=CheckpointSpec)
+    memory: MemorySpec = field(default_factory=MemorySpec)
     device: str = "auto"
     base_dir: str = field(default="", metadata={"internal": True})  # relative paths resolve here
 
@@ -271,6 +280,8 @@ def _show(value: Any) -> str:
 def _type_ok(value: Any, default: Any, name: str) -> bool:
     if name == "graph":  # a graph object is checked as a graph file is, when the run is set up
         return isinstance(value, str) or isinstance(value, dict) and value_depth(value) <= MAX_DEPTH
+    if name == "checkpoint":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if isinstance(default, bool):
         return isinstance(value, bool)
     if isinstance(default, int):
@@ -286,6 +297,8 @@ def _type_ok(value: Any, default: Any, name: str) -> bool:
 def _type_name(default: Any, name: str) -> str:
     if name == "graph":
         return f"a graph file path or a graph object (nested at most {MAX_DEPTH} deep)"
+    if name == "checkpoint":
+        return "a list of group ids or 'first..last' node id ranges"
     return {bool: "true or false", int: "an integer", float: "a number", list: "a list of numbers",
             str: "a string"}.get(type(default), type(default).__name__)
 
@@ -312,7 +325,8 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
     nonneg = {"optim.weight_decay": o.weight_decay, "optim.momentum": o.momentum, "schedule.warmup_epochs":
               s.warmup_epochs, "early_stopping.patience": spec.early_stopping.patience,
               "data.workers": d.workers, "data.device_budget_mb": d.device_budget_mb,
-              "data.augment.translate": d.augment.translate, "train.seed": t.seed}
+              "data.augment.translate": d.augment.translate, "train.seed": t.seed,
+              "memory.budget_mb": spec.memory.budget_mb}
     for where, value in nonneg.items():
         if value < 0:
             problems.append(f"{where}: must not be negative, got {value}")

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from graph_editor.build import build_module
 from tests.trainer.test_memory_predict import measured_peak, template
-from trainer.checkpointing import Checkpointed, CheckpointError, checkpointed_module
+from trainer.checkpointing import Checkpointed, SegmentError, checkpointed_module
 from trainer.memory_predict import predict_memory
 
 BLOCKS = tuple(f"layer{i}_{j}_conv1..layer{i}_{j}_relu2" for i in range(1, 5) for j in range(2))
@@ -43,7 +43,7 @@ def test_checkpointed_module_computes_the_same_loss_and_gradients():
 ])
 def test_bad_entries_are_named(entries, message):
     g = template("resnet18_cifar")
-    with pytest.raises(CheckpointError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(SegmentError, match=message.replace("[", r"\[").replace("]", r"\]")):
         checkpointed_module(build_module(g, device="meta"), g, entries)
 
 
