@@ -262,6 +262,7 @@ class LiveInspection:
         def step(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             if self.base is None:
                 self.base = self.start_step()   # the run's step when training begins (0, or where it resumed)
+                self.last = self.clock()        # the interval counts from training, not from the set-up
             self.calls += 1
             if not self.due():
                 return step_fn(x, y)
