@@ -4,13 +4,56 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import fx, nn
 from torch.utils.flop_counter import conv_flop_count, sdpa_flop_count
 
-from .. import layers as L
 from ..analysis import flop_rule, leading_rows, matmul_flops, zero_flops
 from ..import_rules import Mapped, Unmappable, call_rule, module_rule, tensor
 from ..modules import Call, Example, Params, Shape, builder, or_input
+
+
+# ------------------------------------------------------------------ modules of our own
+# Plain nn.Module classes: a built network, its state_dict and its exported model.py (which copies
+# their source) read like hand-written PyTorch.
+class SelfAttention(nn.Module):
+    """``nn.MultiheadAttention`` used as self-attention on a batch-first sequence."""
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(embed_dim, num_heads, dropout=dropout, bias=bias, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+class PatchEmbed(nn.Module):
+    """Cuts an image into ``patch_size`` squares and projects each to an ``embed_dim`` token."""
+
+    def __init__(self, in_channels: int, embed_dim: int, patch_size: int) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(in_channels, embed_dim, patch_size, stride=patch_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x).flatten(2).transpose(1, 2)
+
+
+class ClassTokenPosEmbed(nn.Module):
+    """Prepends a learned class token and adds learned position embeddings (ViT)."""
+
+    def __init__(self, num_tokens: int, embed_dim: int, class_token: bool = True, dropout: float = 0.0) -> None:
+        super().__init__()
+        extra = 1 if class_token else 0
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim)) if class_token else None
+        self.pos_embed = nn.Parameter(torch.empty(1, num_tokens + extra, embed_dim))
+        self.dropout = nn.Dropout(dropout)
+        if not self.pos_embed.is_meta:
+            nn.init.trunc_normal_(self.pos_embed, std=0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        return self.dropout(x + self.pos_embed)
 
 
 def _attention_flops(shape: Shape, heads: int) -> int:
@@ -24,7 +67,7 @@ def _attention_flops(shape: Shape, heads: int) -> int:
 # ------------------------------------------------------------------ MultiheadAttention
 @builder("MultiheadAttention", example=Example((5, 8), {"num_heads": 2}))
 def _mha(p: Params, xs: list[Shape]) -> Call:
-    return Call(L.SelfAttention, (or_input(p["embed_dim"], xs[0][-1]), p["num_heads"]),
+    return Call(SelfAttention, (or_input(p["embed_dim"], xs[0][-1]), p["num_heads"]),
                 {"dropout": p["dropout"], "bias": p["bias"]})
 
 
@@ -33,8 +76,8 @@ def _mha_flops(p: Params, xs: list[Shape], out: Shape) -> int:
     return _attention_flops(xs[0], p["num_heads"])
 
 
-@module_rule(L.SelfAttention)
-def _import_self_attention(m: L.SelfAttention, xs: list[fx.Node]) -> Mapped:
+@module_rule(SelfAttention)
+def _import_self_attention(m: SelfAttention, xs: list[fx.Node]) -> Mapped:
     a = m.attn
     return Mapped("MultiheadAttention", {"embed_dim": a.embed_dim, "num_heads": a.num_heads, "dropout": a.dropout,
                                          "bias": a.in_proj_bias is not None}, xs)
@@ -88,7 +131,7 @@ def _import_encoder(m: nn.TransformerEncoderLayer, xs: list[fx.Node]) -> Mapped:
 # ------------------------------------------------------------------ PatchEmbed
 @builder("PatchEmbed", example=Example((3, 8, 8), {"embed_dim": 8, "patch_size": 4}))
 def _patch(p: Params, xs: list[Shape]) -> Call:
-    return Call(L.PatchEmbed, (or_input(p["in_channels"], xs[0][1]), p["embed_dim"], p["patch_size"]))
+    return Call(PatchEmbed, (or_input(p["in_channels"], xs[0][1]), p["embed_dim"], p["patch_size"]))
 
 
 @flop_rule("PatchEmbed")
@@ -99,8 +142,8 @@ def _patch_flops(p: Params, xs: list[Shape], out: Shape) -> int:
     return int(conv_flop_count(list(x), [p["embed_dim"], x[1], ps, ps], conv_out, transposed=False))
 
 
-@module_rule(L.PatchEmbed)
-def _import_patch(m: L.PatchEmbed, xs: list[fx.Node]) -> Mapped:
+@module_rule(PatchEmbed)
+def _import_patch(m: PatchEmbed, xs: list[fx.Node]) -> Mapped:
     return Mapped("PatchEmbed", {"in_channels": m.proj.in_channels, "embed_dim": m.proj.out_channels,
                                  "patch_size": m.proj.kernel_size[0]}, xs)
 
@@ -108,15 +151,15 @@ def _import_patch(m: L.PatchEmbed, xs: list[fx.Node]) -> Mapped:
 # ------------------------------------------------------------------ ClassTokenPosEmbed
 @builder("ClassTokenPosEmbed", example=Example((5, 8), {"dropout": 0.1}))
 def _cls_pos(p: Params, xs: list[Shape]) -> Call:
-    return Call(L.ClassTokenPosEmbed, (or_input(p["num_tokens"], xs[0][1]), or_input(p["embed_dim"], xs[0][2])),
+    return Call(ClassTokenPosEmbed, (or_input(p["num_tokens"], xs[0][1]), or_input(p["embed_dim"], xs[0][2])),
                 {"class_token": p["class_token"], "dropout": p["dropout"]})
 
 
 zero_flops("ClassTokenPosEmbed")  # a concatenation and an addition
 
 
-@module_rule(L.ClassTokenPosEmbed)
-def _import_cls_pos(m: L.ClassTokenPosEmbed, xs: list[fx.Node]) -> Mapped:
+@module_rule(ClassTokenPosEmbed)
+def _import_cls_pos(m: ClassTokenPosEmbed, xs: list[fx.Node]) -> Mapped:
     extra = 1 if m.cls_token is not None else 0
     return Mapped("ClassTokenPosEmbed", {"num_tokens": m.pos_embed.shape[1] - extra,
                                          "embed_dim": m.pos_embed.shape[2], "class_token": bool(extra),

@@ -4,13 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from .. import layers as L
 from ..analysis import flop_rule, leading_rows, matmul_flops, zero_flops
 from ..import_rules import Mapped, Unmappable, attributes, const, function_rule, module_rule, plain, tensor
 from ..modules import Call, Example, Params, Shape, builder, or_input, plain_builder
+
+
+# ------------------------------------------------------------------ modules of our own
+# Plain nn.Module classes: a built network, its state_dict and its exported model.py (which copies
+# their source) read like hand-written PyTorch.
+class TabularEmbedding(nn.Module):
+    """Embeds integer category codes; with ``columns``, embeds those columns of a tabular
+    row and concatenates the vectors."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, columns: list[int] | None = None) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(num_embeddings, embedding_dim)
+        self.columns = list(columns) if columns else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.columns is None:
+            return self.embedding(x.long())
+        codes = x[:, self.columns].long()
+        return self.embedding(codes).flatten(1)
 
 zero_flops("Input", "Output")  # expressed by the fx graph itself: a placeholder and the output
 
@@ -63,7 +82,7 @@ def _f_dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool 
 @builder("Embedding", example=Example((6,), {"num_embeddings": 7, "embedding_dim": 3, "columns": [0, 2]},
                                     codes_below=7))
 def _embedding(p: Params, xs: list[Shape]) -> Call:
-    return Call(L.TabularEmbedding, (p["num_embeddings"], p["embedding_dim"]), {"columns": p["columns"]})
+    return Call(TabularEmbedding, (p["num_embeddings"], p["embedding_dim"]), {"columns": p["columns"]})
 
 
 zero_flops("Embedding")  # a gather, not arithmetic
@@ -77,8 +96,8 @@ def _import_embedding(m: nn.Embedding, xs: list[fx.Node]) -> Mapped:
                   prefix="embedding.")
 
 
-@module_rule(L.TabularEmbedding)
-def _import_tabular_embedding(m: L.TabularEmbedding, xs: list[fx.Node]) -> Mapped:
+@module_rule(TabularEmbedding)
+def _import_tabular_embedding(m: TabularEmbedding, xs: list[fx.Node]) -> Mapped:
     e = m.embedding
     return Mapped("Embedding", {"num_embeddings": e.num_embeddings, "embedding_dim": e.embedding_dim,
                                 "columns": m.columns}, xs)

@@ -6,12 +6,46 @@ import operator
 from typing import Any
 
 import torch
-from torch import fx
+from torch import fx, nn
 
-from .. import layers as L
 from ..analysis import zero_flops
 from ..import_rules import FunctionRule, Mapped, Unmappable, const, function_rule, module_rule, plain, tensor
 from ..modules import Call, Example, Params, Shape, builder, plain_builder
+
+
+# ------------------------------------------------------------------ modules of our own
+# Plain nn.Module classes: a built network, its state_dict and its exported model.py (which copies
+# their source) read like hand-written PyTorch.
+class Add(nn.Module):
+    """Element-wise sum of all inputs (residual connections)."""
+
+    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+        out = xs[0]
+        for x in xs[1:]:
+            out = out + x
+        return out
+
+
+class Multiply(nn.Module):
+    """Element-wise product of all inputs (gating)."""
+
+    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+        out = xs[0]
+        for x in xs[1:]:
+            out = out * x
+        return out
+
+
+class Concat(nn.Module):
+    def __init__(self, dim: int = 1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+        return torch.cat(xs, dim=self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
 
 
 # ------------------------------------------------------------------ Add, Multiply
@@ -24,8 +58,8 @@ def _binary(type_: str) -> FunctionRule:
 
 
 for _type, _cls, _functions, _methods in [
-    ("Add", L.Add, (operator.add, operator.iadd, torch.add), ("add", "add_")),
-    ("Multiply", L.Multiply, (operator.mul, operator.imul, torch.mul), ("mul", "mul_")),
+    ("Add", Add, (operator.add, operator.iadd, torch.add), ("add", "add_")),
+    ("Multiply", Multiply, (operator.mul, operator.imul, torch.mul), ("mul", "mul_")),
 ]:
     plain_builder(_type, _cls, Example((3, 4, 4)))
     zero_flops(_type)  # element-wise
@@ -36,14 +70,14 @@ for _type, _cls, _functions, _methods in [
 # ------------------------------------------------------------------ Concat
 @builder("Concat", example=Example((3, 4, 4), {"dim": 1}))
 def _concat(p: Params, xs: list[Shape]) -> Call:
-    return Call(L.Concat, (p["dim"],))
+    return Call(Concat, (p["dim"],))
 
 
 zero_flops("Concat")
 
 
-@module_rule(L.Concat)
-def _import_concat(m: L.Concat, xs: list[fx.Node]) -> Mapped:
+@module_rule(Concat)
+def _import_concat(m: Concat, xs: list[fx.Node]) -> Mapped:
     return Mapped("Concat", {"dim": m.dim}, xs)
 
 

@@ -11,10 +11,52 @@ from typing import Any
 import torch
 from torch import fx, nn
 
-from .. import layers as L
 from ..analysis import zero_flops
 from ..import_rules import Mapped, attributes, const, function_rule, module_rule, tensor
 from ..modules import Call, Example, Params, Shape, builder
+
+
+# ------------------------------------------------------------------ modules of our own
+# Plain nn.Module classes: a built network, its state_dict and its exported model.py (which copies
+# their source) read like hand-written PyTorch.
+class Reshape(nn.Module):
+    """Reshape each sample; the batch dimension is kept."""
+
+    def __init__(self, shape: list[int]) -> None:
+        super().__init__()
+        self.shape = tuple(shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(x.shape[0], *self.shape)
+
+    def extra_repr(self) -> str:
+        return f"shape={self.shape}"
+
+
+class Permute(nn.Module):
+    """Reorder the per-sample dimensions (0 is the first after the batch)."""
+
+    def __init__(self, dims: list[int]) -> None:
+        super().__init__()
+        self.dims = tuple(dims)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.permute(0, *(d + 1 for d in self.dims))
+
+    def extra_repr(self) -> str:
+        return f"dims={self.dims}"
+
+
+class SelectToken(nn.Module):
+    def __init__(self, index: int = 0) -> None:
+        super().__init__()
+        self.index = index
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, self.index]
+
+    def extra_repr(self) -> str:
+        return f"index={self.index}"
 
 zero_flops("Flatten", "Reshape", "Permute", "SelectToken")
 
@@ -37,29 +79,29 @@ def _f_flatten(input: Any, start_dim: int = 0, end_dim: int = -1) -> Mapped:
 # ------------------------------------------------------------------ Reshape
 @builder("Reshape", example=Example((3, 4, 4), {"shape": [4, -1]}))
 def _reshape(p: Params, xs: list[Shape]) -> Call:
-    return Call(L.Reshape, (list(p["shape"]),))
+    return Call(Reshape, (list(p["shape"]),))
 
 
-@module_rule(L.Reshape)
-def _import_reshape(m: L.Reshape, xs: list[fx.Node]) -> Mapped:
+@module_rule(Reshape)
+def _import_reshape(m: Reshape, xs: list[fx.Node]) -> Mapped:
     return Mapped("Reshape", {"shape": list(m.shape)}, xs)
 
 
 # ------------------------------------------------------------------ Permute
 @builder("Permute", example=Example((3, 4, 5), {"dims": [2, 0, 1]}))
 def _permute(p: Params, xs: list[Shape]) -> Call:
-    return Call(L.Permute, (list(p["dims"]),))
+    return Call(Permute, (list(p["dims"]),))
 
 
-@module_rule(L.Permute)
-def _import_permute(m: L.Permute, xs: list[fx.Node]) -> Mapped:
+@module_rule(Permute)
+def _import_permute(m: Permute, xs: list[fx.Node]) -> Mapped:
     return Mapped("Permute", {"dims": list(m.dims)}, xs)
 
 
 # ------------------------------------------------------------------ SelectToken
 @builder("SelectToken", example=Example((5, 8), {"index": 2}))
 def _select(p: Params, xs: list[Shape]) -> Call:
-    return Call(L.SelectToken, (p["index"],))
+    return Call(SelectToken, (p["index"],))
 
 
-module_rule(L.SelectToken)(attributes("SelectToken", "index"))
+module_rule(SelectToken)(attributes("SelectToken", "index"))
