@@ -9,8 +9,9 @@ import and the setup are left out). Threading is decided in that process before 
 
 * ``pytorch``: PyTorch's defaults (``TORCH_STUDIO_THREADS=default``): one thread per core, OpenMP's
   default waiting (threads spin between parallel regions);
-* ``passive``: ``OMP_WAIT_POLICY=PASSIVE`` with one thread per core;
-* ``studio``: what the worker does by itself: passive waiting, threads from the cores free now.
+* ``one thread``: passive waiting and a single thread (what "threads from the cores left free"
+  would choose beside busy processes on a 2-core machine);
+* ``studio``: what the worker does by itself: passive waiting, one thread per usable core.
 
 Each runs quiet, and with ``--load`` CPU-bound processes (pure-Python busy loops, one core each)
 that the benchmark starts before and stops after each measurement. Configurations run interleaved
@@ -34,9 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainer.threads import SWITCH, busy_elsewhere, plan, usable_cores  # noqa: E402
+from trainer.threads import SWITCH, plan, usable_cores  # noqa: E402
 
-CONFIGS = {"pytorch": {SWITCH: "default"}, "passive": {SWITCH: str(usable_cores())}, "studio": {}}
+CONFIGS = {"pytorch": {SWITCH: "default"}, "one thread": {SWITCH: "1"}, "studio": {}}
 CLEAN = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", SWITCH)
 
 
@@ -97,17 +98,17 @@ def main() -> None:
                 order = list(CONFIGS) if r % 2 == 0 else list(reversed(CONFIGS))
                 for name in order:
                     with Load(busy):
-                        chosen = plan({**CONFIGS[name]}, cores, busy_elsewhere)
+                        chosen = plan({**CONFIGS[name]}, cores)
                         seconds = train_seconds(spec, db, CONFIGS[name])
                     times.setdefault((condition, name), []).append(seconds)
-                    print(f"  round {r + 1} {condition:<6} {name:<8} {seconds:6.2f} s  "
+                    print(f"  round {r + 1} {condition:<6} {name:<10} {seconds:6.2f} s  "
                           f"(threads {chosen.threads or 'default'}: {chosen.reason})", flush=True)
-    print(f"\n{'condition':<10} {'config':<8} {'median s':>9} {'vs pytorch':>11}")
+    print(f"\n{'condition':<10} {'config':<10} {'median s':>9} {'vs pytorch':>11}")
     for condition in ("quiet", "loaded"):
         base = statistics.median(times[(condition, "pytorch")])
         for name in CONFIGS:
             t = statistics.median(times[(condition, name)])
-            print(f"{condition:<10} {name:<8} {t:>9.2f} {base / t:>10.2f}x")
+            print(f"{condition:<10} {name:<10} {t:>9.2f} {base / t:>10.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The worker's CPU threading: passive OpenMP waiting, threads from the cores free now."""
+"""The worker's CPU threading: passive OpenMP waiting, one thread per core it may really use."""
 
 from __future__ import annotations
 
@@ -6,46 +6,52 @@ import os
 import subprocess
 import sys
 
-from trainer.threads import SWITCH, busy_elsewhere, configure, plan
+from trainer.threads import SWITCH, configure, cpu_quota, plan, usable_cores
 
 from .conftest import ROOT
 
 
-def test_a_quiet_machine_gets_every_core_and_passive_waiting():
-    chosen = plan({}, cores=4, busy=lambda: 0.0)
+def test_every_usable_core_and_passive_waiting():
+    chosen = plan({}, cores=4)
     assert (chosen.threads, chosen.wait_policy) == (4, "PASSIVE")
 
 
-def test_threads_shrink_with_the_load_and_never_below_one():
-    assert plan({}, cores=4, busy=lambda: 1.4).threads == 3
-    assert plan({}, cores=2, busy=lambda: 2.0).threads == 1     # the issue's case: two CPU-bound processes
-    assert plan({}, cores=2, busy=lambda: 9.0).threads == 1
-
-
 def test_the_users_own_settings_win():
-    chosen = plan({"OMP_NUM_THREADS": "3"}, cores=8, busy=lambda: 7.0)
+    chosen = plan({"OMP_NUM_THREADS": "3"}, cores=8)
     assert (chosen.threads, chosen.wait_policy) == (None, "PASSIVE") and "(3)" in chosen.reason
-    chosen = plan({"OMP_WAIT_POLICY": "ACTIVE"}, cores=8, busy=lambda: 0.0)
+    assert plan({"MKL_NUM_THREADS": "5"}, cores=8).threads is None
+    chosen = plan({"OMP_WAIT_POLICY": "ACTIVE"}, cores=8)
     assert (chosen.threads, chosen.wait_policy) == (8, None)
-    assert plan({SWITCH: "default"}, cores=8, busy=lambda: 7.0) == plan({SWITCH: "Default "}, 8, lambda: 0.0)
-    assert plan({SWITCH: "default"}, cores=8, busy=lambda: 7.0).threads is None
-    assert plan({SWITCH: "3"}, cores=8, busy=lambda: 7.0).threads == 3
+    assert plan({SWITCH: "default"}, cores=8) == plan({SWITCH: " Default "}, cores=2)
+    assert (plan({SWITCH: "default"}, cores=8).threads, plan({SWITCH: "default"}, cores=8).wait_policy) == (None, None)
+    assert plan({SWITCH: "3"}, cores=8).threads == 3
 
 
 def test_a_bad_switch_is_named_and_ignored(capsys):
-    assert plan({SWITCH: "lots"}, cores=2, busy=lambda: 0.0).threads == 2
+    assert plan({SWITCH: "lots"}, cores=2).threads == 2
+    assert plan({SWITCH: "-1"}, cores=2).threads == 2
     assert "TORCH_STUDIO_THREADS='lots'" in capsys.readouterr().err
 
 
-def test_busy_counts_only_load_that_persists_across_samples():
-    readings = iter(["0.5 0.4 0.3 5/300 1", "0.5 0.4 0.3 3/300 1", "0.5 0.4 0.3 4/300 1"])
-    assert busy_elsewhere(samples=3, interval_s=0, read=lambda: next(readings)) == 2.0   # least of 4, 2, 3
-    assert busy_elsewhere(samples=2, interval_s=0, read=lambda: "0 0 0 1/10 1") == 0.0  # only this process
-    assert busy_elsewhere(samples=1, interval_s=0) >= 0.0                              # the real /proc
+def test_a_containers_cpu_quota_caps_the_threads(tmp_path):
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.max").write_text("50000 100000\n")          # half a CPU: one thread
+    assert cpu_quota(v2) == 0.5 and usable_cores(v2) == 1
+    (v2 / "cpu.max").write_text("max 100000\n")
+    assert cpu_quota(v2) is None and usable_cores(v2) == len(os.sched_getaffinity(0))
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("150000\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert cpu_quota(v1) == 1.5 and usable_cores(v1) == min(2, len(os.sched_getaffinity(0)))
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert cpu_quota(v1) is None
+    assert cpu_quota(tmp_path / "none") is None
 
 
 def test_configure_sets_the_environment_torch_reads_when_imported():
-    env = {SWITCH: "1", "PATH": os.environ.get("PATH", "")}
+    env = {SWITCH: "1"}
     chosen = configure(env)
     assert env["OMP_WAIT_POLICY"] == "PASSIVE" and env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
     assert chosen.threads == 1
