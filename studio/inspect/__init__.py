@@ -93,15 +93,16 @@ class InspectHook(QObject):
         return hook.controller() if hook is not None and hook.built else None
 
     def connect(self) -> None:
-        """Follow the worker's events (once the training side is built); load the current run's stored
-        inspections when the run changed."""
+        """Follow the worker's events (once the training side is built); show the stored inspections of
+        the run chosen in the Runs workspace (one selected), else of the run this window started."""
         ctl = self.training()
         if ctl is None or self.workspace is None:
             return
         if self.bridge is not ctl.session.bridge:
             self.bridge = ctl.session.bridge
             self.bridge.event.connect(self._on_event)
-        run_id = getattr(self.window.training, "current_run", None)
+        chosen = ctl.runs.selected_ids()
+        run_id = chosen[0] if len(chosen) == 1 else getattr(self.window.training, "current_run", None)
         if run_id is not None and run_id != self.run_id:
             self.load_run(ctl.store, run_id)
 
@@ -112,8 +113,12 @@ class InspectHook(QObject):
         assert self.workspace is not None
         self.run_id = run_id
         self.workspace.reset_run()
-        for report in reports_from_metrics(store.metrics(run_id)):
+        reports = reports_from_metrics(store.metrics(run_id))
+        for report in reports:
             self.workspace.add_report(report)
+        if not reports:
+            self.workspace.flow_status.setText(f"Run {run_id} has no inspections yet: Inspect Now asks a running "
+                                               "run for one (or set train.inspect_every_s in its spec).")
 
     def request(self) -> bool:
         """Send the running worker the inspect command; False when no run is training."""

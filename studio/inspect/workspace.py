@@ -169,7 +169,8 @@ class InspectWorkspace(QObject):
         assert latest is not None
         self.flow.show_report(latest)
         flags = self.history.flags()
-        self.flow_status.setText(f"Step {latest.step}: loss {latest.loss:.4g}; {len(latest.nodes)} nodes; "
+        loss = "" if latest.loss is None else f"loss {latest.loss:.4g}; "
+        self.flow_status.setText(f"Step {latest.step}: {loss}{len(latest.nodes)} nodes; "
                                  + (f"{len(flags)} gradient problem(s)" if flags else "gradients in range"))
         self.port.set_problems([
             Problem(f.node, f"gradient {f.kind} since step {f.first_step}: {_figure_name(f.figure)} = {f.value:.3g} "

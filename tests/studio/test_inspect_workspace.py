@@ -90,3 +90,30 @@ def test_live_reports_fill_the_plot_overlay_and_flag_exploding(window, qtbot):
     assert "Dead fraction" in ws.overlay.legend.title and "relu1" in ws.overlay.halos
     steps, _ = ws.history.series("conv1", "zero_fraction")
     assert steps == [10, 20]
+
+
+def test_a_finished_run_chosen_in_runs_is_inspected_from_the_store(window, tmp_path):
+    from trainer.inspect import InspectReport, NodeFigures
+    from trainer.store import RunStore
+
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    run_id = store.create_run(name="done", spec={}, graph={}, graph_hash="h", device="cpu", params=1)
+    for step, grad in ((100, 0.2), (200, 5e3)):
+        report = InspectReport(step, None, "cpu", [NodeFigures("conv1", grad_out=0.1, grad_w=grad, weight=1.0),
+                                                   NodeFigures("fc", grad_out=0.3, grad_w=0.4, weight=2.0)])
+        store.add_metrics(run_id, report.metric_rows())
+    store.finish(run_id, "completed")
+    store.close()
+    open_template(window, "digits_cnn")
+    window.training.show_runs()
+    panel = window.training.controller().runs
+    panel.refresh()
+    index = next(panel.proxy.index(r, 0) for r in range(panel.proxy.rowCount())
+                 if panel.model.rows[panel.proxy.mapToSource(panel.proxy.index(r, 0)).row()].id == run_id)
+    QTest.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                     panel.table.visualRect(index).center())
+    assert panel.selected_ids() == [run_id]
+    ws = _workspace(window)
+    assert [r.step for r in ws.history.reports] == [100, 200] and ws.flow.step == 200
+    texts = [window.problems.list.item(i).text() for i in range(window.problems.count())]
+    assert any(t.startswith("conv1") and "exploding since step 200" in t for t in texts), texts
