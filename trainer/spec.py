@@ -28,6 +28,8 @@ SCHEDULES = ("onecycle", "cosine", "step", "constant")
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 STOP_METRICS = ("val_accuracy", "val_loss")
+MAX_IMAGE_SIDE = 16384   # pixels: beyond any classification input (and a decompression bomb's size)
+MAX_WORKERS = 64         # DataLoader processes: more only costs memory and start-up
 DEVICE_RE = re.compile(r"auto|cpu|cuda(:\d{1,4})?")
 
 
@@ -352,7 +354,11 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
                         f"steps' time), got {t.inspect_every_s}")
     if s.step_epochs < 1:
         problems.append(f"schedule.step_epochs: must be at least 1, got {s.step_epochs}")
-    if d.image_size and (len(d.image_size) != 2 or any(int(v) != v or v < 1 for v in d.image_size)):
-        problems.append(f"data.image_size: must be [height, width] in pixels, got {d.image_size}")
+    if d.image_size and (len(d.image_size) != 2 or any(int(v) != v or not 1 <= v <= MAX_IMAGE_SIDE
+                                                       for v in d.image_size)):
+        problems.append(f"data.image_size: must be [height, width] in pixels, each 1 to {MAX_IMAGE_SIDE}, "
+                        f"got {_show(d.image_size)}")
+    if d.workers > MAX_WORKERS:
+        problems.append(f"data.workers: at most {MAX_WORKERS} DataLoader processes, got {d.workers}")
     if not DEVICE_RE.fullmatch(spec.device):
         problems.append(f"device: unknown device {_show(spec.device)} (choose auto, cpu, cuda or cuda:N, N from 0)")

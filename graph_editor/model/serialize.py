@@ -102,6 +102,7 @@ def loads(text: str) -> Graph:
 # Deeper than any graph file needs (the deepest field is a node's params list: 4 levels), far below
 # the interpreter's recursion limit that the JSON decoder would otherwise hit.
 MAX_DEPTH = 64
+MAX_ID_CHARS = 200   # a node id is named in every message about its node
 _LONG_INT = re.compile(r"-?\d{4000,}")
 
 
@@ -278,8 +279,9 @@ def _decode_node(graph: Graph, raw: Any, i: int) -> None:
     if not isinstance(raw, dict):
         raise GraphFileError("must be an object", field=f"nodes[{i}]")
     node_id = raw.get("id")
-    if not isinstance(node_id, str) or not ID_RE.match(node_id):
-        raise GraphFileError(f"id must be a Python identifier, got {short_repr(node_id)}", field=f"nodes[{i}].id")
+    if not isinstance(node_id, str) or not ID_RE.match(node_id) or len(node_id) > MAX_ID_CHARS:
+        raise GraphFileError(f"id must be a Python identifier of at most {MAX_ID_CHARS} characters, got "
+                             f"{short_repr(node_id)}", field=f"nodes[{i}].id")
     _no_unknown(raw, _NODE_FIELDS, node_id, "")
     if node_id in graph.nodes:
         raise GraphFileError("the id is used by two nodes", node=node_id, field="id")

@@ -240,6 +240,8 @@ HOSTILE = {
     "absurd input dimension": (edit(lambda d: d["input"].update(shape=[1, 2**40, 2])), None, "input.shape",
                                "positive integers up to"),
     "absurd class count": (edit(lambda d: d.update(num_classes=10**30)), None, "num_classes", "at most"),
+    "a node id of 5000 characters": (edit(lambda d: d["nodes"][1].update(id="c" * 5000)), None, "nodes[1].id",
+                                     "at most 200 characters"),
     "huge position": (edit(lambda d: d["nodes"][1].update(position=[10**400, 0])), "conv1", "position", "[x, y]"),
     "keyword id of an unknown type with deep params": (
         edit(lambda d: d["nodes"].append({"id": "x", "type": "Nope", "params": {"p": json.loads("[" * 100 + "]" * 100)}})),

@@ -291,3 +291,9 @@ def test_the_worker_refuses_a_latin1_csv_before_the_run_starts(tmp_path, db):
     assert code == 2 and [e["event"] for e in events] == ["failed"]
     assert events[0]["problems"][0].startswith("data.dataset: ") and "is not UTF-8 text" in events[0]["problems"][0]
     assert "Traceback" not in err
+
+
+def test_image_size_and_loader_workers_have_sane_limits():
+    found = problems_of({"data": {"image_size": [10**6, 10**6], "workers": 10**6}})
+    assert found == ["data.image_size: must be [height, width] in pixels, each 1 to 16384, got [1000000, 1000000]",
+                     "data.workers: at most 64 DataLoader processes, got 1000000"]
