@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -245,7 +246,10 @@ def run(seed: int, seconds: float, max_events: int) -> int:
         window.resize(1280, 800)
         window.show()
         window.activateWindow()
-        assert window.files.open(TEMPLATES / f"{TEMPLATE}.graph.json")
+        # A copy: the monkey's Ctrl+S saves the open file, and must never write into assets/.
+        graph_file = folder / f"{TEMPLATE}.graph.json"
+        shutil.copyfile(TEMPLATES / f"{TEMPLATE}.graph.json", graph_file)
+        assert window.files.open(graph_file)
         monkey = Monkey(window, seed)
         start, events = time.monotonic(), 0
         try:
@@ -253,7 +257,8 @@ def run(seed: int, seconds: float, max_events: int) -> int:
                 if not window.isVisible():
                     window.show()
                 if len(window.controller.graph) < 4 and monkey.rng.random() < 0.05:  # New emptied it
-                    window.files.open(TEMPLATES / f"{TEMPLATE}.graph.json")
+                    shutil.copyfile(TEMPLATES / f"{TEMPLATE}.graph.json", graph_file)
+                    window.files.open(graph_file)
                 monkey.step()
                 events += 1
                 if events % 5 == 0:
