@@ -74,7 +74,8 @@ class TrainingHook(QObject):
                                                   graph_name=lambda: self.window.document.name, parent=self)
             self._controller.install(self.window)
             self._controller.reveal = self.window.workspaces.reveal
-            self.window.workspaces.list_docks([self._controller.dashboard_dock, self._controller.runs_dock])
+            for name in ("Train", "Runs"):   # their docks exist now: a run's dashboard is revealed in Train
+                self.window.workspaces.docks(name)
             self.window.s.themes.changed.connect(self._on_theme)
             self._on_theme(self.window.s.themes.current)
             self._controller.session.run_started.connect(self._on_run_started)

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QTableView,
     QTabWidget,
@@ -205,6 +206,8 @@ class RunsPanel(QWidget):
         self.confusion.gallery.setMinimumHeight(130)     # a shorter tab than the dashboard's: one row of samples
         self.confusion.samples_requested.connect(self._load_samples)
         self.tabs.addTab(self.confusion, "Confusion")
+        for page in (curves, self.confusion):   # the tabs give way to the table, not the window to the tabs
+            page.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Ignored)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)
         split.addWidget(self.tabs)

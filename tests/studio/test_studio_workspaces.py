@@ -86,3 +86,14 @@ def test_one_train_action_on_the_toolbar(window):
     window.training.controller()                       # building the training side adds no second one
     assert [a for a in window.findChildren(type(window.action["new"]))
             if a.shortcut().toString() == "Ctrl+T"] == [window.training.train_action]
+
+
+def test_a_starting_run_brings_the_train_workspace_instead_of_squashing_the_canvas(window):
+    window.resize(1440, 900)
+    ctl = window.training.controller()      # built from Design, as the first Train click does
+    assert window.workspaces.current == "Design"
+    ctl.show_dashboard()                    # what a run's start does
+    assert window.workspaces.current == "Train" and not window.canvas.isVisible()
+    window.workspaces.show("Runs")
+    QApplication.processEvents()
+    assert (window.width(), window.height()) == (1440, 900)   # no workspace makes the window grow
