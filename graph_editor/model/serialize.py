@@ -309,7 +309,8 @@ def _decode_node(graph: Graph, raw: Any, i: int) -> None:
     label = raw.get("label", "")
     if not isinstance(label, str):
         raise GraphFileError("must be text", node=node_id, field="label")
-    graph.insert_node(Node(node_id, type_, params, (float(pos[0]), float(pos[1])), label))
+    # Straight into the new graph: nothing can be listening to a graph this function is still building.
+    graph.nodes[node_id] = Node(node_id, type_, params, (float(pos[0]), float(pos[1])), label)
 
 
 def _coordinate(v: Any) -> bool:
@@ -353,7 +354,7 @@ def _decode_edge(graph: Graph, raw: Any, i: int, seen: set[Edge]) -> None:
                 edge = Edge(src, dst, src_port, dst_port)
                 if edge not in seen:  # a set: a list's `in` made loading quadratic in the edge count
                     seen.add(edge)
-                    graph.add_edge(edge, check=False)
+                    graph.edges.append(edge)   # as for nodes: a graph being built has no listeners
                     return
     _refuse_edge(graph, raw, i, seen)
 
