@@ -9,9 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from exporters import ExportSource
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from exporters.registry import describe_formats, format_help  # read from the format files: no torch
 
     names = ", ".join(i.name for i in describe_formats())
@@ -57,7 +61,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _source(args: argparse.Namespace) -> object:
+def _source(args: argparse.Namespace) -> ExportSource:
     from exporters import ExportError, from_graph, from_run
     from graph_editor.model import GraphError, load_graph
 
