@@ -10,13 +10,14 @@ fit its budget is refused before it starts. A fix is applied to a spec dict with
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from graph_editor.model import Graph
 
 from .checkpointing import SegmentError, resolve_segments
-from .memory_predict import MemoryPrediction, largest_batch, predict_memory, usable_bytes
+from .memory_predict import Cancelled, MemoryPrediction, largest_batch, predict_memory, usable_bytes
 from .spec import RunSpec
 
 MiB = 2 ** 20
@@ -92,18 +93,22 @@ def predict_for_spec(graph: Graph, spec: RunSpec, *, device: str = "cpu", channe
 
 
 def diagnose(graph: Graph, spec: RunSpec, budget: int, *, device: str = "cpu",
-             prediction: MemoryPrediction | None = None, channels_last: bool | None = None) -> Diagnosis:
-    """The prediction against ``budget`` bytes, and every fix that applies, each with its peak."""
+             prediction: MemoryPrediction | None = None, channels_last: bool | None = None,
+             stop: Callable[[], bool] | None = None) -> Diagnosis:
+    """The prediction against ``budget`` bytes, and every fix that applies, each with its peak.
+    ``stop`` is asked before each prediction (True raises memory_predict.Cancelled)."""
     pred = prediction or predict_for_spec(graph, spec, device=device, channels_last=channels_last)
     diag = Diagnosis(pred, budget)
     kw = dict(optimizer=pred.optimizer, precision=pred.precision, channels_last=pred.channels_last,
               device=device, checkpoint=pred.checkpoint)
-    n, best = largest_batch(graph, budget, **kw)
+    n, best = largest_batch(graph, budget, stop=stop, **kw)
     if best is not None and n != pred.batch:
         diag.fixes.append(Fix("batch", f"batch {n} (the largest that fits)", {"train.batch_size": n},
                               best.peak_bytes, True))
 
     def add(name: str, label: str, changes: dict[str, Any], **override: Any) -> None:
+        if stop is not None and stop():
+            raise Cancelled
         p = predict_for_spec(graph, spec, device=device, channels_last=override.pop("channels_last", pred.channels_last),
                              **override)
         diag.fixes.append(Fix(name, label, changes, p.peak_bytes, p.peak_bytes <= budget))

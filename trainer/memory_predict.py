@@ -47,6 +47,10 @@ class MemoryPredictionError(ValueError):
     """The prediction cannot run (a bad argument, or the graph does not build)."""
 
 
+class Cancelled(Exception):
+    """A search was asked to stop (its ``stop()`` returned True) between two predictions."""
+
+
 @dataclass
 class MemoryPrediction:
     """The peak of a training step and what holds it.
@@ -399,10 +403,12 @@ def usable_bytes(total: int, device: str) -> int:
 
 def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "adamw", precision: str = "fp32",
                   channels_last: bool = False, device: str = "cpu", upper: int = 1 << 16,
-                  checkpoint: Sequence[str] = ()) -> tuple[int, MemoryPrediction | None]:
+                  checkpoint: Sequence[str] = (), stop: Callable[[], bool] | None = None,
+                  ) -> tuple[int, MemoryPrediction | None]:
     """The largest batch whose predicted peak fits ``budget`` bytes, and its prediction (0 and None
     when not even batch 1 fits). Fits ``peak = c0 + c1*b`` from two predictions, then confirms or
-    steps down with real predictions (attention makes the peak slightly more than linear)."""
+    steps down with real predictions (attention makes the peak slightly more than linear). ``stop``
+    is asked before each prediction; True raises :class:`Cancelled`."""
     kw = dict(optimizer=optimizer, precision=precision, channels_last=channels_last, device=device,
               checkpoint=checkpoint)
     if budget <= 0:
@@ -419,6 +425,8 @@ def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "ad
         if guess in known:
             pred = known[guess]
         else:
+            if stop is not None and stop():
+                raise Cancelled
             pred = known[guess] = predict_memory(graph, guess, **kw)
         if pred.peak_bytes <= budget:
             good = max(good, guess)

@@ -23,6 +23,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "precision.compile": ts.COMPILE_MODES, "data.format": ts.FORMATS,
     "early_stopping.metric": ts.STOP_METRICS, "checkpoints.metric": ts.STOP_METRICS,
 }
+TEXT_LISTS = {"memory.checkpoint"}   # lists of names (group ids, node ranges), not numbers
 SKIP = {"model.graph", "base_dir"}  # the graph comes from the editor, base_dir is internal
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -94,6 +95,7 @@ class SpecForm(QObject):
         else:
             w = QLineEdit()
             w.textChanged.connect(self.changed)
+            w.setProperty("text_list", path in TEXT_LISTS)
         w.setObjectName(path)
         w.setToolTip(path)
         self._set(w, default)
@@ -160,5 +162,7 @@ class SpecForm(QObject):
             return float(text)
         if isinstance(default, list):
             parts = [p for p in text.replace(";", ",").split(",") if p.strip()]
+            if w.property("text_list"):
+                return [p.strip() for p in parts]
             return [int(p) if p.strip().lstrip("-").isdigit() else float(p) for p in parts]
         return text

@@ -7,11 +7,13 @@ sample shape) once its preview has been read on a background thread.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -36,6 +38,7 @@ from trainer.spec import SpecError, spec_from_dict
 
 from .confusion import image_to_pixmap
 from .devices import Device
+from .memory_bar import MemoryFigures, MemoryPanel, predict_for_dialog
 from .spec_form import PRESETS, SpecForm
 from .tasks import BackgroundTask
 
@@ -89,6 +92,11 @@ class TrainDialog(QDialog):
         self._task: BackgroundTask | None = None
         self._preview_timer = QTimer(self, singleShot=True, interval=300)
         self._preview_timer.timeout.connect(self._read_preview)
+        self._memory: MemoryFigures | None = None   # the predicted peak of the spec as it is now
+        self._memory_task: BackgroundTask | None = None
+        self._memory_stop = threading.Event()
+        self._memory_timer = QTimer(self, singleShot=True, interval=600)
+        self._memory_timer.timeout.connect(self._predict_memory)
         self._build()
         if initial:
             self.form.load(initial)
@@ -96,6 +104,9 @@ class TrainDialog(QDialog):
             self.apply_preset("quick")
         self.form.changed.connect(self.refresh_problems)
         self.form.changed.connect(self._sync_preset)
+        self.form.changed.connect(self._memory_timer.start)
+        self.device.currentIndexChanged.connect(self._memory_timer.start)
+        self._memory_timer.start()
         self._sync_preset()
         self.form.editors["data.dataset"].textChanged.connect(self._preview_timer.start)
         self.form.editors["data.format"].currentIndexChanged.connect(self._preview_timer.start)
@@ -112,6 +123,9 @@ class TrainDialog(QDialog):
         right.addWidget(self._advanced_box(), 1)
         cols.addLayout(right, 1)
         root.addLayout(cols, 1)
+        self.memory = MemoryPanel()
+        self.memory.apply_fix.connect(self.form.set_values)
+        root.addWidget(self.memory)
         root.addWidget(QLabel("Problems (nothing starts until this list is empty):"))
         self.problems = QListWidget()
         self.problems.setMaximumHeight(110)
@@ -221,6 +235,8 @@ class TrainDialog(QDialog):
             except SpecError as exc:
                 problems += exc.problems
         problems += [str(p) for p in validate(self.graph).problems if p.severity == "error"]
+        if self._memory is not None and not problems and (line := self._memory.problem()):
+            problems.append(line)       # predicted not to fit: refused here, as the worker would
         if self._data_error:
             problems.append(f"data.dataset: {self._data_error}")
         elif self._summary is not None and not problems:
@@ -289,6 +305,54 @@ class TrainDialog(QDialog):
 
     def wait_preview(self, ms: int = 30_000) -> bool:
         return self._task.wait(ms) if self._task else True
+
+    # ---------------------------------------------------------------- memory
+    def _predict_memory(self) -> None:
+        """Predict the spec's peak off the GUI thread; a newer edit makes an older result moot."""
+        self._memory = None
+        data, problems = self.form.values()
+        if problems:
+            self.memory.set_error("fix the problems below first")
+            return
+        spec = self.spec()
+        dev = next((d for d in self.devices if d.spec == spec["device"]), None)
+        self.memory.set_busy()
+        self._stop_memory()
+        stop = self._memory_stop = threading.Event()
+        graph, mib = self.graph.copy(), dev.memory_mib if dev else None
+        task = BackgroundTask(lambda: predict_for_dialog(graph, spec, mib, spec["device"], stop.is_set), self)
+        task.done.connect(lambda f, t=task: self._show_memory(f) if t is self._memory_task else None)
+        task.error.connect(lambda m, t=task: self.memory.set_error(m)
+                           if t is self._memory_task and not stop.is_set() else None)
+        self._memory_task = task.start()
+
+    def _stop_memory(self) -> None:
+        """Ask a running prediction to end (it does between two predictions) and wait for it: its
+        thread must not outlive the dialog."""
+        self._memory_timer.stop()
+        if self._memory_task is not None and self._memory_task.is_running():
+            self._memory_stop.set()
+            self._memory_task.wait()
+
+    def done(self, result: int) -> None:
+        self._stop_memory()
+        super().done(result)
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
+        self._stop_memory()
+        super().closeEvent(event)
+
+    def _show_memory(self, figures: MemoryFigures) -> None:
+        self._memory = figures
+        self.memory.set_figures(figures)
+        self.refresh_problems()
+
+    def wait_memory(self, ms: int = 60_000) -> bool:
+        """Start any pending prediction now and wait for it (tests)."""
+        if self._memory_timer.isActive():
+            self._memory_timer.stop()
+            self._predict_memory()
+        return self._memory_task.wait(ms) if self._memory_task else True
 
 
 def matching_preset(form: SpecForm) -> str:

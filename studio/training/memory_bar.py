@@ -1,0 +1,231 @@
+"""The predicted memory of a run as a stacked bar against the device's memory, with the OOM doctor's fixes.
+
+:class:`MemoryBar` paints weights / gradients / optimizer state / saved activations / transient
+against a line at what the device leaves for training; :class:`MemoryPanel` adds the figures,
+"largest batch that fits: N" and, for a run predicted not to fit, one button per fix (each with its
+predicted peak) that sets the fix's fields on the run spec. The prediction itself runs off the GUI
+thread (:func:`predict_for_dialog`, through a BackgroundTask).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QPainter, QPen
+from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+
+from studio.format import nbytes
+
+# Okabe-Ito, in the bar's order; "transient" also holds the input batch.
+BANDS = (("weights", "weights", "#0072B2"), ("gradients", "grads", "#56B4E9"), ("optimizer", "optimizer", "#009E73"),
+         ("activations", "activations", "#E69F00"), ("transient", "transient", "#CC79A7"))
+MiB = 2 ** 20
+SEARCH_LIMIT = 1 << 16     # memory_predict.largest_batch's default upper bound
+
+
+@dataclass
+class MemoryFigures:
+    """What the panel shows, computed off the GUI thread."""
+
+    peak: int
+    parts: dict[str, int]
+    capacity: int | None          # bytes the device leaves for training (None: unknown)
+    capacity_label: str
+    batch: int
+    largest_batch: int | None = None
+    phase: str = ""
+    node: str = ""
+    fixes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.capacity is None or self.peak <= self.capacity
+
+    def bands(self) -> list[tuple[str, int, str]]:
+        """(label, bytes, colour) of each band, the batch folded into the transient."""
+        parts = dict(self.parts)
+        parts["transient"] = parts.get("transient", 0) + parts.get("batch", 0)
+        return [(label, int(parts.get(kind, 0)), colour) for kind, label, colour in BANDS]
+
+    def problem(self) -> str | None:
+        """The refusal line for the dialog's problem list, or None when the run fits."""
+        if self.fits:
+            return None
+        largest = f"; the largest batch that fits is {self.largest_batch}" if self.largest_batch else \
+            "; not even batch 1 fits"
+        return (f"train.batch_size: the predicted peak {nbytes(self.peak)} at batch {self.batch} does not fit "
+                f"the {nbytes(self.capacity or 0)} {self.capacity_label}{largest} (see Memory for fixes)")
+
+
+def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None, device: str,
+                       stop: Callable[[], bool] | None = None) -> MemoryFigures:
+    """The run's predicted peak, the largest batch that fits and, when it does not fit, the doctor's
+    fixes. For a BackgroundTask: torch is imported here, on its thread; ``stop`` ends it early
+    (between two predictions) by raising ``trainer.memory_predict.Cancelled``."""
+    from trainer.memory_doctor import diagnose, predict_for_spec, run_budget
+    from trainer.memory_predict import largest_batch
+    from trainer.spec import spec_from_dict
+
+    rs = spec_from_dict(spec)
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    total = memory_mib * MiB if memory_mib else (_ram_bytes() if kind == "cpu" else None)
+    budget = run_budget(rs, "cuda", total) if kind == "cuda" else (
+        int(rs.memory.budget_mb * MiB) if rs.memory.budget_mb > 0 else total)
+    label = ("memory.budget_mb" if rs.memory.budget_mb > 0 else
+             f"{device} leaves for training" if kind == "cuda" else "of the machine's RAM")
+    cl = rs.precision.channels_last and len(graph.input_spec.shape) == 3 and any(
+        n.type in ("Conv2d", "ConvTranspose2d") for n in graph)
+    pred = predict_for_spec(graph, rs, device=kind, channels_last=cl)
+    figures = MemoryFigures(pred.peak_bytes, dict(pred.parts), budget, label, pred.batch, phase=pred.peak_phase,
+                            node=pred.peak_node)
+    if budget is None:
+        return figures
+    if pred.peak_bytes > budget:
+        diag = diagnose(graph, rs, budget, device=kind, prediction=pred, channels_last=cl, stop=stop)
+        figures.fixes = [f.to_dict() for f in diag.fixes]
+        batch_fix = next((f for f in diag.fixes if f.name == "batch"), None)
+        figures.largest_batch = batch_fix.changes["train.batch_size"] if batch_fix else 0
+    else:
+        figures.largest_batch, _ = largest_batch(graph, budget, optimizer=pred.optimizer, precision=pred.precision,
+                                                 channels_last=cl, device=kind, checkpoint=pred.checkpoint,
+                                                 stop=stop)
+    return figures
+
+
+def _ram_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+class MemoryBar(QWidget):
+    """A horizontal stacked bar of the predicted peak's parts, with a line at the capacity."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.figures: MemoryFigures | None = None
+        self.setMinimumHeight(28)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def sizeHint(self) -> QSize:
+        return QSize(360, 28)
+
+    def set_figures(self, figures: MemoryFigures | None) -> None:
+        self.figures = figures
+        self.setToolTip(self._tooltip())
+        self.update()
+
+    def scale(self) -> float:
+        """Bytes across the bar: the capacity, unless the peak is under a quarter of it (then the
+        peak fills the bar and the capacity line is off it: a GPU's 80 GiB would hide 7 MiB)."""
+        f = self.figures
+        assert f is not None
+        if f.capacity and f.peak >= f.capacity / 4:
+            return max(f.peak, f.capacity) * 1.04
+        return max(f.peak, 1) * 1.04
+
+    def band_rects(self) -> list[tuple[str, QRectF]]:
+        """Where each band is drawn (tests click and read these)."""
+        f = self.figures
+        if f is None:
+            return []
+        scale = self.scale()
+        w, x, out = self.width() - 2, 1.0, []
+        for label, value, _ in f.bands():
+            dx = w * value / scale
+            out.append((label, QRectF(x, 2, dx, self.height() - 4)))
+            x += dx
+        return out
+
+    def paintEvent(self, _event: Any) -> None:  # noqa: N802 - Qt's name
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        pal = self.palette()
+        p.fillRect(self.rect(), pal.base())
+        p.setPen(QPen(pal.mid().color()))
+        p.drawRect(self.rect().adjusted(0, 0, -1, -1))
+        f = self.figures
+        if f is None:
+            p.end()
+            return
+        colours = {label: colour for label, _, colour in f.bands()}
+        for label, rect in self.band_rects():
+            p.fillRect(rect, QColor(colours[label]))
+        if f.capacity and f.capacity <= self.scale():
+            x = 1 + (self.width() - 2) * f.capacity / self.scale()
+            p.setPen(QPen(QColor("#D55E00") if not f.fits else pal.text().color(), 2))
+            p.drawLine(int(x), 0, int(x), self.height())
+        p.end()
+
+    def _tooltip(self) -> str:
+        f = self.figures
+        if f is None:
+            return ""
+        return "\n".join(f"{label}: {nbytes(v)}" for label, v, _ in f.bands())
+
+
+class MemoryPanel(QGroupBox):
+    """The bar, its legend, the verdict and the doctor's fixes; ``apply_fix(changes)`` on a fix's click."""
+
+    apply_fix = Signal(dict)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Memory (predicted peak of a training step)", parent)
+        lay = QVBoxLayout(self)
+        self.bar = MemoryBar()
+        lay.addWidget(self.bar)
+        self.legend = QLabel("")
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setWordWrap(True)
+        lay.addWidget(self.legend)
+        self.verdict = QLabel("")
+        self.verdict.setWordWrap(True)
+        lay.addWidget(self.verdict)
+        self.fix_row = QGridLayout()
+        lay.addLayout(self.fix_row)
+        self.fix_buttons: list[QPushButton] = []
+
+    def set_busy(self, text: str = "Predicting...") -> None:
+        self.verdict.setText(text)
+
+    def set_error(self, message: str) -> None:
+        self.bar.set_figures(None)
+        self.legend.setText("")
+        self.verdict.setText(f"No prediction: {message}")
+        self._set_fixes([])
+
+    def set_figures(self, f: MemoryFigures) -> None:
+        self.bar.set_figures(f)
+        self.legend.setText("&nbsp;&nbsp;".join(
+            f"<span style='color:{c}'>&#9632;</span> {label} {nbytes(v)}" for label, v, c in f.bands()))
+        where = f" (in the {f.phase}{', at ' + f.node if f.node and not f.node.startswith('(') else ''})" \
+            if f.phase else ""
+        text = f"Peak {nbytes(f.peak)} at batch {f.batch}{where}"
+        if f.capacity:
+            text += f", {f.peak / f.capacity:.1%} of the {nbytes(f.capacity)} {f.capacity_label}"
+        if f.largest_batch is not None:
+            at_least = "at least " if f.largest_batch >= SEARCH_LIMIT else ""
+            text += f". Largest batch that fits: {at_least}{f.largest_batch}" if f.largest_batch else \
+                ". Not even batch 1 fits"
+        if not f.fits:
+            text = "Does not fit. " + text + ". Fixes, each with its predicted peak:"
+        self.verdict.setText(text + ("" if not f.fits else "."))
+        self._set_fixes(f.fixes if not f.fits else [])
+
+    def _set_fixes(self, fixes: list[dict[str, Any]]) -> None:
+        for b in self.fix_buttons:
+            self.fix_row.removeWidget(b)
+            b.hide()
+            b.deleteLater()
+        self.fix_buttons = []
+        for fix in fixes:
+            b = QPushButton(f"{fix['label']}: {nbytes(fix['peak_bytes'])}" + ("" if fix["fits"] else " (too big)"))
+            b.setToolTip("Set " + ", ".join(f"{k} = {v}" for k, v in fix["changes"].items()))
+            b.clicked.connect(lambda _c=False, ch=dict(fix["changes"]): self.apply_fix.emit(ch))
+            self.fix_row.addWidget(b, len(self.fix_buttons) // 2, len(self.fix_buttons) % 2)
+            self.fix_buttons.append(b)

@@ -1,0 +1,83 @@
+"""The Train dialog's memory bar: the predicted peak against the device, refusal, one-click fixes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from graph_editor.model.serialize import load_graph
+from studio.training.devices import cpu_device
+from studio.training.memory_bar import MemoryFigures, MemoryPanel
+from studio.training.train_dialog import TrainDialog
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.qt
+
+
+def _dialog(qtbot) -> TrainDialog:
+    d = TrainDialog(load_graph(ROOT / "assets/templates/digits_cnn.graph.json"), [cpu_device()])
+    qtbot.addWidget(d)
+    d.show()
+    qtbot.waitUntil(lambda: d._summary is not None or bool(d._data_error), timeout=60_000)
+    return d
+
+
+def _predicted(qtbot, d: TrainDialog) -> MemoryFigures:
+    qtbot.waitUntil(lambda: d.wait_memory() and d._memory is not None, timeout=120_000)
+    return d._memory
+
+
+def test_bar_fills_with_the_parts_and_the_largest_batch(qtbot, tmp_path):
+    d = _dialog(qtbot)
+    f = _predicted(qtbot, d)
+    assert f.fits and f.batch == 64 and f.peak == sum(f.parts.values())
+    assert f.largest_batch and f.largest_batch > 64
+    rects = dict(d.memory.bar.band_rects())
+    assert list(rects) == ["weights", "grads", "optimizer", "activations", "transient"]
+    assert rects["activations"].width() > 0 and rects["optimizer"].width() > 0
+    assert "Largest batch that fits: " in d.memory.verdict.text()
+    assert d.start_button.isEnabled() and not d.memory.fix_buttons
+    d.memory.grab().save(str(tmp_path / "memory_panel.png"))
+
+
+def test_a_run_that_does_not_fit_is_refused_and_a_fix_click_makes_it_fit(qtbot):
+    d = _dialog(qtbot)
+    _predicted(qtbot, d)
+    d.advanced.setChecked(True)
+    budget = d.form.editors["memory.budget_mb"]
+    budget.selectAll()
+    QTest.keyClicks(budget, "4")                      # 4 MiB: digits_cnn at batch 64 needs about 7
+    f = _predicted(qtbot, d)
+    assert not f.fits and f.capacity == 4 * 2 ** 20
+    assert any("does not fit" in line for line in d.problem_list()) and not d.start_button.isEnabled()
+    labels = [b.text() for b in d.memory.fix_buttons]
+    assert labels[0].startswith("batch ") and any(t.startswith("bf16") for t in labels)
+    n = f.fixes[0]["changes"]["train.batch_size"]
+    QTest.mouseClick(d.memory.fix_buttons[0], Qt.MouseButton.LeftButton)
+    assert d.form.value("train.batch_size") == n
+    f = _predicted(qtbot, d)
+    assert f.fits and f.batch == n and d.start_button.isEnabled()
+
+
+def test_panel_renders_a_refusal(qtbot, tmp_path):
+    panel = MemoryPanel()
+    qtbot.addWidget(panel)
+    panel.resize(760, 160)
+    fixes = [{"name": "batch", "label": "batch 20 (the largest that fits)", "changes": {"train.batch_size": 20},
+              "peak_bytes": 248 * 2 ** 20, "fits": True},
+             {"name": "sgd", "label": "SGD with momentum instead of adamw", "changes": {"optim.name": "sgd"},
+              "peak_bytes": 398 * 2 ** 20, "fits": False}]
+    panel.set_figures(MemoryFigures(440 * 2 ** 20, {"weights": 43 * 2 ** 20, "gradients": 32 * 2 ** 20,
+                                                     "optimizer": 85 * 2 ** 20, "activations": 270 * 2 ** 20,
+                                                     "batch": 2 ** 20, "transient": 9 * 2 ** 20},
+                                    250 * 2 ** 20, "memory.budget_mb", 64, 20, "backward", "layer1_0_conv1", fixes))
+    panel.show()
+    assert panel.verdict.text().startswith("Does not fit.") and len(panel.fix_buttons) == 2
+    seen = []
+    panel.apply_fix.connect(seen.append)
+    QTest.mouseClick(panel.fix_buttons[1], Qt.MouseButton.LeftButton)
+    assert seen == [{"optim.name": "sgd"}]
+    panel.grab().save(str(tmp_path / "refusal.png"))
