@@ -180,3 +180,28 @@ def test_cuda_kind_on_a_cpu_only_build_is_captured_as_on_the_cpu_and_says_so():
     assert captured.device == "fake-cpu" and captured.device_kind == "cuda"
     assert "no CUDA support" in captured.note
     assert captured.saved_bytes == capture_autograd(graph, 4).saved_bytes
+
+
+class _RefusesFake(nn.Module):
+    """Stands for an op fake tensors cannot run (a kernel without a fake implementation)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from graph_editor.build.fake import is_fake
+
+        if is_fake(x):
+            raise NotImplementedError("no fake implementation")
+        return x * 2
+
+
+def test_an_op_fake_tensors_refuse_falls_back_to_meta_and_says_so():
+    net = nn.Sequential()
+    net.add_module("fc", nn.Linear(4, 8))
+    net.add_module("odd", _RefusesFake())
+    net.add_module("head", nn.Linear(8, 3))
+    captured = capture_autograd(net, 2, input_shape=(4,))
+    assert captured.device == "meta"
+    assert "fake cpu tensors refused the step (NotImplementedError" in captured.note and "on meta" in captured.note
+    assert [n.name for n in captured.by_owner()["odd"]] == ["MulBackward0"]
+    [saved] = captured.by_owner()["odd"][0].saved       # x * 2 saves only its scalar, as a 0-d tensor
+    assert (saved.name, saved.shape) == ("other", ())
+    assert all(p.device.type == "cpu" for p in net.parameters())   # the module is left as it was
