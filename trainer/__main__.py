@@ -1,9 +1,23 @@
-"""``python -m trainer run SPEC.json``: the training worker (see :mod:`trainer.worker`)."""
+"""``python -m trainer run SPEC.json``: the training worker (see :mod:`trainer.worker`).
 
-from trainer.threads import configure as _configure_threads
+SIGINT and SIGTERM are noted from the first line, before torch is imported: a Ctrl-C while the worker
+starts is a stop at its first step, never a KeyboardInterrupt traceback, and one after the run ended
+leaves the exit status alone.
+"""
+
+import signal
+
+_early: list[str] = []
+for _sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(_sig, lambda signum, _frame: _early.append(signal.Signals(signum).name))
+
+from trainer.threads import configure as _configure_threads  # noqa: E402
 
 _configure_threads()   # before torch is imported: OpenMP reads its wait policy and thread count once
 
-from trainer.worker import main  # noqa: E402
+from trainer.worker import main  # noqa: E402 - after the handlers: this import takes seconds
 
-raise SystemExit(main())
+_code = main(early_signals=_early)
+for _sig in (signal.SIGINT, signal.SIGTERM):   # the run has ended: a late Ctrl-C must not turn exit 0 into
+    signal.signal(_sig, signal.SIG_IGN)       # -2 while the interpreter shuts down (it drops Python handlers)
+raise SystemExit(_code)

@@ -30,6 +30,7 @@ from . import events as ev
 from .checkpoint import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
 from .controls import Controls
+from .data import DataError
 from .job import (
     Job,
     build_model,
@@ -86,10 +87,15 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else ""
 
 
-def refuse_setup(emitter: ev.Emitter, exc: SpecError | BuildError | torch.OutOfMemoryError) -> int:
-    """Refuse a run whose spec, graph or weights' placement on the device failed."""
+SETUP_ERRORS = (SpecError, DataError, BuildError, torch.OutOfMemoryError)
+
+
+def refuse_setup(emitter: ev.Emitter, exc: SpecError | DataError | BuildError | torch.OutOfMemoryError) -> int:
+    """Refuse a run whose spec, data, graph or weights' placement on the device failed."""
     if isinstance(exc, SpecError):
         return refuse(emitter, "spec", str(exc), exc.problems)
+    if isinstance(exc, DataError):
+        return refuse(emitter, "data", f"data.dataset: {exc}")
     if isinstance(exc, BuildError):
         return refuse(emitter, "graph", f"model.graph: {exc}")
     return refuse(emitter, "oom", f"model.graph: the model's weights do not fit in the device's memory: {exc}")
@@ -104,7 +110,7 @@ def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev
     try:
         st = setup(load_spec(path))
         model = build_model(st)
-    except (SpecError, BuildError, torch.OutOfMemoryError) as exc:
+    except SETUP_ERRORS as exc:
         return refuse_setup(emitter, exc)
     try:
         _record_the_dead(store)
@@ -141,7 +147,7 @@ def resume_run(run_id: int, *, db: str | None, emitter: ev.Emitter) -> int:
     try:
         st = setup(spec_from_dict(run.spec))
         model = build_model(st)
-    except (SpecError, BuildError, torch.OutOfMemoryError) as exc:
+    except SETUP_ERRORS as exc:
         return refuse_setup(emitter, exc)
     meta = checkpoint[1]
     try:
