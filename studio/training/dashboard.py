@@ -147,7 +147,10 @@ class TrainingDashboard(QWidget):
         self.epoch_table = QTableView()
         self.epoch_table.setModel(self.epochs)
         self.epoch_table.verticalHeader().setVisible(False)
-        self.epoch_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        header = self.epoch_table.horizontalHeader()   # each column as wide as its figures (lr was cut to "2.33e-...")
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setMinimumSectionSize(30)
+        header.setSectionResizeMode(len(EPOCH_COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)   # time takes the rest
         self.epoch_table.setEditTriggers(QTableView.EditTrigger.NoEditTriggers)
         grid.addWidget(self.epoch_table, 2, 1)
         split.addWidget(left)
@@ -244,7 +247,7 @@ class TrainingDashboard(QWidget):
                 self.add_point(plot, curve, e.step, v)
         cells = [str(e.epoch)] + [_cell(v, ".4f") for v in (e.train_loss, e.train_accuracy, e.val_loss,
                                                               e.val_accuracy)]   # aligned decimals
-        cells.append(_cell(e.lr, ".2e"))
+        cells.append(_cell(e.lr, ".1e"))
         cells.append(_cell(e.seconds, ".1f"))
         items = [QStandardItem(c) for c in cells]
         for it in items:

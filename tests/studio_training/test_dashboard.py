@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QApplication
 
 from studio.training.dashboard import ProgressClock, TrainingDashboard, format_duration
 from trainer import events as ev
@@ -42,7 +43,7 @@ def test_epoch_end_adds_a_row_val_points_and_the_matrix(dash):
                                lr=0.003, seconds=1.25, confusion=m.tolist(), per_class=sent), ["a", "b", "c"])
     dash.flush(everything=True)
     row = [dash.epochs.item(0, c).text() for c in range(dash.epochs.columnCount())]
-    assert row == ["1", "0.5000", "0.8000", "0.4000", "0.9000", "3.00e-03", "1.2"]   # decimals aligned
+    assert row == ["1", "0.5000", "0.8000", "0.4000", "0.9000", "3.0e-03", "1.2"]    # decimals aligned
     # the dashboard shows the per-class figures the worker sent, not its own
     assert [dash.confusion.metrics.item(i, 1).text() for i in range(3)] == ["0.250", "0.500", "0.750"]
     assert dash.confusion.metrics.item(2, 0).text() == "c"
@@ -113,3 +114,18 @@ def test_compiling_line_takes_the_theme_and_is_readable_on_its_window(dash):
         apply_plot_theme(dash, colours.name)
         assert colours.notice in dash.compile_label.styleSheet()
         assert _contrast(colours.notice, THEME_TABLE[colours.name].window) >= 4.5
+
+
+def test_no_epoch_table_cell_is_cut_at_the_smallest_window(dash):
+    dash.resize(1280, 720)                                  # the dashboard filling a 1280x800 window
+    for epoch in range(1, 4):
+        dash.end_epoch(ev.EpochEnd(epoch=epoch, step=10 * epoch, train_loss=0.123456, train_accuracy=0.98765,
+                                   val_loss=0.23456, val_accuracy=0.97654, lr=2.33e-3, seconds=12.5))
+    dash.show()
+    QApplication.processEvents()
+    table, header = dash.epoch_table, dash.epoch_table.horizontalHeader()
+    metrics = table.fontMetrics()
+    for col in range(dash.epochs.columnCount()):
+        text = dash.epochs.item(0, col).text()
+        assert header.sectionSize(col) >= metrics.horizontalAdvance(text), (col, text, header.sectionSize(col))
+    assert sum(header.sectionSize(c) for c in range(dash.epochs.columnCount())) <= table.viewport().width() + 1
