@@ -117,3 +117,18 @@ def test_a_finished_run_chosen_in_runs_is_inspected_from_the_store(window, tmp_p
     assert [r.step for r in ws.history.reports] == [100, 200] and ws.flow.step == 200
     texts = [window.problems.list.item(i).text() for i in range(window.problems.count())]
     assert any(t.startswith("conv1") and "exploding since step 200" in t for t in texts), texts
+
+
+def test_capturing_a_broken_graph_says_why_and_keeps_the_last_capture(window, qtbot):
+    open_template(window, "lenet5")
+    ws = _workspace(window)
+    with qtbot.waitSignal(ws.captured, timeout=60_000):
+        QTest.mouseClick(ws.capture_button, Qt.MouseButton.LeftButton)
+    blocks = set(ws.view.backward.blocks)
+    graph = window.controller.graph
+    edge = graph.in_edges("output")[0]
+    graph.remove_edge(edge)                          # the Output is no longer fed
+    QTest.mouseClick(ws.capture_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: ws.capture_button.isEnabled(), timeout=60_000)
+    assert ws.capture_status.text().startswith("Cannot capture:") and "output" in ws.capture_status.text()
+    assert set(ws.view.backward.blocks) == blocks
