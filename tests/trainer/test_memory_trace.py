@@ -1,0 +1,40 @@
+"""The recorded memory timeline of real CPU steps: every allocated byte attributed to a node or phase."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from graph_editor.build import build_module
+from tests.trainer.test_memory_predict import template
+from trainer.loop import make_train_step
+from trainer.memtrace import AUTOGRAD, LOSS, OPT, UNKNOWN, record_job_steps
+from trainer.optim import make_optimizer
+from trainer.spec import OptimSpec
+
+
+def test_two_steps_attributed_to_nodes_and_phases(tmp_path):
+    g = template("resnet18_cifar")
+    torch.manual_seed(0)
+    model = build_module(g)
+    opt = make_optimizer(model, OptimSpec())
+    step, _ = make_train_step(model, opt, device=torch.device("cpu"), precision="fp32", label_smoothing=0.0)
+    batch = (torch.randn(4, 3, 32, 32), torch.tensor([0, 1, 2, 3]))
+    step(*batch)                                   # the optimizer state exists from here on
+    trace = record_job_steps(model, step, [batch, batch])
+    s = trace.summary(max_points=500)
+    assert s["attributed"] >= 0.99, s["attributed"]
+    assert s["steps"] == 2 and s["peak_bytes"] > 0 and s["peak_phase"] in ("forward", "backward", "loss")
+    phases = {e.phase for e in trace.events}
+    assert {"forward", "backward"} <= phases
+    graph_nodes = set(g.nodes)
+    assert sum(1 for n in s["at_peak"] if n in graph_nodes) >= 10
+    assert set(s["at_peak"]) <= graph_nodes | {LOSS, OPT, AUTOGRAD, UNKNOWN}
+    assert s["at_peak"].get(UNKNOWN, 0) <= 0.01 * s["peak_bytes"]   # the step's argmax of the logits, say
+    tl = s["timeline"]
+    assert 0 < len(tl["t_ms"]) <= 500 and max(tl["live"]) == s["peak_bytes"]
+    assert all(len(v) == len(tl["t_ms"]) for v in tl["nodes"].values())
+    path = trace.save(tmp_path / "memory" / "trace-1.json")
+    saved = json.loads(path.read_text())
+    assert saved["version"] == 1 and len(saved["events"]) == len(trace.events)

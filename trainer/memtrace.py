@@ -1,0 +1,203 @@
+"""Record the memory timeline of real training steps on the CPU, attributed to graph node and phase.
+
+Forward hooks open a ``torch.profiler.record_function("node:<id>")`` scope around each graph
+node's module; the profiler (``profile_memory=True``) records every allocation and free with the
+scopes around it. An allocation inside a node's scope belongs to that node (forward); one inside
+the autograd engine's ``evaluate_function`` belongs to the node whose forward op has the same
+``sequence_nr`` (backward); one inside ``Optimizer.*`` to the optimizer; one in a top-level
+autograd-recorded op outside every node (the loss) to the loss. Frees are paired with their
+allocation by address, so the live bytes of each node are known at every moment.
+
+:func:`record_steps` runs the steps and returns a :class:`MemoryTrace`: ``summary()`` (the peak,
+live bytes by node at the peak, the attributed share, a timeline of at most ``max_points`` points)
+for an event, ``save(path)`` the full record (JSON) for the run directory. CPU only: CUDA's
+allocator history is another path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch._C._profiler import _EventType
+from torch.profiler import ProfilerActivity, profile, record_function
+
+NODE = "node:"
+BACKWARD = "autograd::engine::evaluate_function: "
+OPTIMIZER = "Optimizer."
+LOSS, OPT, AUTOGRAD, UNKNOWN = "(loss)", "(optimizer)", "(autograd)", "(unattributed)"
+
+
+@dataclass
+class Alloc:
+    t_ns: int
+    nbytes: int          # + allocation, - free
+    node: str
+    phase: str           # forward, backward, optimizer, loss, or "" when unattributed
+
+
+@dataclass
+class MemoryTrace:
+    """The allocations and frees of the recorded steps, in time order, attributed."""
+
+    events: list[Alloc] = field(default_factory=list)
+    steps: int = 0
+
+    def summary(self, max_points: int = 2000, top: int = 8) -> dict[str, Any]:
+        """Peak (bytes above what lived when recording began), live bytes by node at the peak, the
+        share of allocated bytes attributed to a node or phase, and a timeline: ``t_ms``, ``live``
+        and the ``top`` nodes' live bytes (the rest summed as "other"), at most ``max_points`` long."""
+        live, peak, peak_i = 0, 0, -1
+        by_node: dict[str, int] = {}
+        at_peak: dict[str, int] = {}
+        allocated = attributed = 0
+        for i, e in enumerate(self.events):
+            live += e.nbytes
+            by_node[e.node] = by_node.get(e.node, 0) + e.nbytes
+            if e.nbytes > 0:
+                allocated += e.nbytes
+                attributed += e.nbytes if e.phase else 0
+            if live > peak:
+                peak, peak_i, at_peak = live, i, {k: v for k, v in by_node.items() if v > 0}
+        ranked = [k for k, _ in sorted(at_peak.items(), key=lambda kv: -kv[1])][:top]
+        peak_event = self.events[peak_i] if peak_i >= 0 else None
+        return {"steps": self.steps, "peak_bytes": peak, "allocated_bytes": allocated,
+                "attributed": attributed / allocated if allocated else 1.0,
+                "peak_phase": peak_event.phase if peak_event else "",
+                "peak_node": peak_event.node if peak_event else "",
+                "at_peak": dict(sorted(at_peak.items(), key=lambda kv: -kv[1])),
+                "timeline": self.timeline(ranked, max_points)}
+
+    def timeline(self, nodes: list[str], max_points: int) -> dict[str, Any]:
+        """Live bytes over time, total and of ``nodes`` (others as "other"), thinned to at most
+        ``max_points`` samples; each kept sample is the highest of its stretch (peaks survive)."""
+        if not self.events:
+            return {"t_ms": [], "live": [], "nodes": {n: [] for n in [*nodes, "other"]}}
+        t0 = self.events[0].t_ns
+        keys = [*nodes, "other"]
+        index = {n: i for i, n in enumerate(nodes)}
+        cur = [0] * len(keys)
+        rows: list[tuple[float, int, list[int]]] = []
+        live = 0
+        for e in self.events:
+            live += e.nbytes
+            cur[index.get(e.node, len(nodes))] += e.nbytes
+            rows.append(((e.t_ns - t0) / 1e6, live, list(cur)))
+        stride = max(1, -(-len(rows) // max_points))
+        kept = [max(rows[i:i + stride], key=lambda r: r[1]) for i in range(0, len(rows), stride)]
+        return {"t_ms": [round(r[0], 4) for r in kept], "live": [r[1] for r in kept],
+                "nodes": {k: [r[2][j] for r in kept] for j, k in enumerate(keys)}}
+
+    def save(self, path: str | Path) -> Path:
+        """The full record: every allocation and free (time, bytes, node, phase) and the summary."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        body = {"version": 1, "steps": self.steps, "summary": self.summary(),
+                "events": [[e.t_ns, e.nbytes, e.node, e.phase] for e in self.events]}
+        tmp = p.with_suffix(p.suffix + ".tmp")
+        tmp.write_text(json.dumps(body), encoding="utf-8")
+        tmp.replace(p)
+        return p
+
+
+@contextmanager
+def node_scopes(model: nn.Module) -> Iterator[None]:
+    """A profiler scope ``node:<id>`` around each graph node's module while it runs forward."""
+    open_scopes: list[Any] = []
+    handles = []
+
+    def pre(name: str) -> Callable:
+        def hook(_m: nn.Module, _a: Any) -> None:
+            scope = record_function(NODE + name)
+            scope.__enter__()
+            open_scopes.append(scope)
+        return hook
+
+    def post(_m: nn.Module, _a: Any, _o: Any) -> None:
+        if open_scopes:
+            open_scopes.pop().__exit__(None, None, None)
+
+    for name, child in model.named_children():
+        handles += [child.register_forward_pre_hook(pre(name)), child.register_forward_hook(post)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+        while open_scopes:
+            open_scopes.pop().__exit__(None, None, None)
+
+
+def record_steps(model: nn.Module, step: Callable[[], Any], steps: int = 1) -> MemoryTrace:
+    """Run ``step()`` ``steps`` times (1-2) under the profiler with node scopes; the attributed trace."""
+    if not 1 <= steps <= 4:
+        raise ValueError(f"steps: record 1 to 4 steps, got {steps}")
+    with node_scopes(model), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        for _ in range(steps):
+            step()
+    trace = parse(prof.profiler.kineto_results.experimental_event_tree())
+    trace.steps = steps
+    return trace
+
+
+def parse(roots: list[Any]) -> MemoryTrace:
+    """Attribute the profiler's allocation events (an ``experimental_event_tree``)."""
+    seq_owner: dict[int, str] = {}
+    allocs: list[tuple[int, int, int, list[Any]]] = []      # (time, ptr, bytes, ancestors)
+    stack: list[tuple[Any, list[Any]]] = [(r, []) for r in roots]
+    while stack:
+        node, chain = stack.pop()
+        kind = node.typed[0]
+        if kind == _EventType.Allocation:
+            f = node.extra_fields
+            allocs.append((node.start_time_ns, f.ptr, f.alloc_size, chain))
+            continue
+        if kind == _EventType.TorchOp:
+            seq = node.extra_fields.sequence_number
+            if seq >= 0 and not any(a.name.startswith(BACKWARD) for a in chain):
+                owner = next((a.name[len(NODE):] for a in reversed(chain) if a.name.startswith(NODE)), LOSS)
+                seq_owner.setdefault(seq, owner)
+        here = [*chain, node]
+        stack.extend((c, here) for c in node.children)
+    allocs.sort(key=lambda a: a[0])
+    live: dict[int, tuple[str, str]] = {}
+    trace = MemoryTrace()
+    for t, ptr, nbytes, chain in allocs:
+        if nbytes >= 0:
+            node, phase = _attribute(chain, seq_owner)
+            live[ptr] = (node, phase)
+        else:
+            node, phase = live.pop(ptr, (UNKNOWN, ""))
+            if node == UNKNOWN:
+                continue       # a block from before the recording: its bytes were never counted
+        trace.events.append(Alloc(t, nbytes, node, phase))
+    return trace
+
+
+def _attribute(chain: list[Any], seq_owner: dict[int, str]) -> tuple[str, str]:
+    for a in reversed(chain):
+        name = a.name
+        if name.startswith(BACKWARD):
+            seq = a.extra_fields.sequence_number
+            return (seq_owner.get(seq, AUTOGRAD) if seq >= 0 else AUTOGRAD), "backward"
+        if name.startswith(OPTIMIZER):
+            return OPT, "optimizer"
+        if name.startswith(NODE):
+            return name[len(NODE):], "forward"
+    top = chain[0] if chain else None
+    if top is not None and top.typed[0] == _EventType.TorchOp and top.extra_fields.sequence_number >= 0:
+        return LOSS, "loss"
+    return UNKNOWN, ""
+
+
+def record_job_steps(model: nn.Module, step_fn: Callable[[torch.Tensor, torch.Tensor], Any],
+                     batches: list[tuple[torch.Tensor, torch.Tensor]]) -> MemoryTrace:
+    """Record the trainer's step over given batches (one step each)."""
+    it = iter(batches)
+    return record_steps(model, lambda: step_fn(*next(it)), len(batches))
