@@ -46,7 +46,11 @@ reader that saw an event can find it in the store.
     spec/data/graph problems, which are the user's to fix), ``step`` (None before training), and for
     "oom" during training ``memory`` (the CUDA figures at the failure). Spec/data/graph failures, and
     "oom" while the model's weights are placed on the device, come before ``run_started``, have
-    ``run_id`` None and a ``problems`` list (one ``"field.path: message"`` each).
+    ``run_id`` None and a ``problems`` list (one ``"field.path: message"`` each). A run whose
+    predicted peak exceeds ``memory.budget_mb`` (or, on CUDA, the GPU's memory) is refused as "oom"
+    before ``run_started`` with ``diagnosis`` (:meth:`trainer.memory_doctor.Diagnosis.to_dict`: the
+    prediction, the nodes holding most at its peak, and fixes each with its predicted peak and spec
+    changes; ``problems`` says the same in lines).
 ``inspect`` (:class:`Inspect`)
     ``step`` (the inspected step), ``path`` (the report, a JSON file in the run directory: per graph
     node ||dL/dy||, ||dL/dW||, weight norm, update ratio, activation mean/std, zero fraction, CPU
@@ -418,6 +422,7 @@ class Failed(Event):
     traceback: str = ""
     step: int | None = None
     memory: dict[str, Any] | None = optional()
+    diagnosis: dict[str, Any] | None = optional()   # "oom" refused by prediction: trainer.memory_doctor
 
 
 @event_type(INSPECT)

@@ -43,6 +43,7 @@ from .job import (
 )
 from .loop import NonFiniteLoss
 from .memory import memory_sample
+from .memory_doctor import gate as memory_gate
 from .spec import SpecError, load_spec, spec_from_dict
 from .store import RunStore, StoreError, default_run_root
 
@@ -75,9 +76,10 @@ def main(argv: list[str] | None = None, *, early_signals: list[str] | None = Non
 
 
 def refuse(emitter: ev.Emitter, kind: str, message: str, problems: list[str] | None = None, *,
-           tb: str = "") -> int:
+           tb: str = "", **extra: object) -> int:
     """Nothing ran: report the problem (event and stderr, one line) and exit with EXIT_REFUSED."""
-    emitter.emit(ev.FAILED, kind=kind, message=message, problems=problems or [message], traceback=tb, step=None)
+    emitter.emit(ev.FAILED, kind=kind, message=message, problems=problems or [message], traceback=tb, step=None,
+                 **extra)
     print(f"error: {message}", file=sys.stderr, flush=True)
     return ev.EXIT_REFUSED
 
@@ -109,6 +111,9 @@ def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev
         return refuse(emitter, "spec", f"--db: {exc}")
     try:
         st = setup(load_spec(path))
+        if (too_big := memory_gate(st)) is not None:    # predicted not to fit: refused with the fixes
+            return refuse(emitter, "oom", f"out of memory: {too_big.message()}", too_big.problems(),
+                          diagnosis=too_big.to_dict())
         model = build_model(st)
     except SETUP_ERRORS as exc:
         return refuse_setup(emitter, exc)

@@ -73,3 +73,20 @@ def test_worker_trains_with_checkpointing_and_refuses_a_bad_segment(tmp_path, db
     code, events, _ = run_worker(write_spec(bad, tiny_cnn(), memory={"checkpoint": ["pool..conv"]}), db)
     assert code == 2 and events[-1].kind == "spec"
     assert "memory.checkpoint[0]: 'pool' comes after 'conv' in the graph" in events[-1].message
+
+
+def test_worker_refuses_a_run_predicted_not_to_fit_before_it_starts(tmp_path, db):
+    g = tiny_cnn()
+    spec = digits_spec(64)
+    need = predict_for_spec(g, spec, channels_last=True).peak_bytes
+    budget_mb = need * 0.6 / 2 ** 20
+    code, events, err = run_worker(write_spec(tmp_path, g, memory={"budget_mb": budget_mb}), db)
+    assert code == 2 and kinds(events) == ["failed"], kinds(events)
+    failed = events[0]
+    assert failed.kind == "oom" and failed.run_id is None and "predicted peak" in failed.message
+    assert failed.problems[0].startswith("train.batch_size: predicted peak")
+    fixes = failed.diagnosis["fixes"]
+    batch = next(f for f in fixes if f["name"] == "batch")
+    assert batch["fits"] and 1 <= batch["changes"]["train.batch_size"] < 64
+    assert failed.diagnosis["prediction"]["peak_bytes"] == need
+    assert "out of memory" in err
