@@ -10,6 +10,8 @@ block emits :attr:`BackwardView.node_selected` so the design canvas can select t
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen, QPolygonF, QWheelEvent
 from PySide6.QtWidgets import (
@@ -43,6 +45,7 @@ class BlockItem(QGraphicsItem):
         self.theme, self.fonts = theme, fonts
         self.expanded = False
         self.heat: QColor | None = None
+        self.history: list[float] = []  # the node's sparkline: one figure over the run's inspections
         self.edges: list[EdgeItem] = []
         self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
         self.setAcceptHoverEvents(True)
@@ -108,14 +111,15 @@ class BlockItem(QGraphicsItem):
         painter.drawRoundedRect(QRectF(0, 0, 6, self.height), 3, 3)
         painter.setFont(f.title)
         painter.setPen(t.text)
-        painter.drawText(QRectF(14, 3, BLOCK_W - 44, 18), Qt.AlignmentFlag.AlignVCenter,
-                         painter.fontMetrics().elidedText(self.node_id, Qt.TextElideMode.ElideMiddle,
-                                                          int(BLOCK_W - 44)))
+        title_w = BLOCK_W - (104 if len(self.history) > 1 else 44)   # room for the sparkline
+        painter.drawText(QRectF(14, 3, title_w, 18), Qt.AlignmentFlag.AlignVCenter,
+                         painter.fontMetrics().elidedText(self.node_id, Qt.TextElideMode.ElideMiddle, int(title_w)))
         painter.setFont(f.small)
         painter.setPen(t.text_dim)
         s = self.summary
         painter.drawText(QRectF(14, 21, BLOCK_W - 44, 16), Qt.AlignmentFlag.AlignVCenter,
                          f"{s.nodes} node{'s' * (s.nodes != 1)} · {format_count(s.saved_bytes, 'B')} saved")
+        self._paint_sparkline(painter)
         painter.setPen(QPen(t.text_dim, 1.4))
         painter.setBrush(Qt.BrushStyle.NoBrush)
         c = TOGGLE.center()
@@ -142,6 +146,22 @@ class BlockItem(QGraphicsItem):
                 painter.drawText(row, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight,
                                  format_count(n.saved_bytes, "B"))
             y += ROW_H
+
+
+    def _paint_sparkline(self, painter: QPainter) -> None:
+        """The history (log scale) in the header, left of the toggle; nothing until two inspections."""
+        values = [math.log10(v) for v in self.history if v > 0 and math.isfinite(v)]
+        if len(values) < 2:
+            return
+        box = QRectF(BLOCK_W - 92, 5, 58, 14)   # in the title row: the subtitle keeps its width
+        lo, hi = min(values), max(values)
+        span = hi - lo or 1.0
+        step = box.width() / (len(values) - 1)
+        points = [QPointF(box.left() + i * step, box.bottom() - (v - lo) / span * box.height())
+                  for i, v in enumerate(values)]
+        painter.setPen(QPen(self.theme.shape_text, 1.2))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawPolyline(QPolygonF(points))
 
 
 class EdgeItem(QGraphicsPathItem):
@@ -224,6 +244,12 @@ class BackwardScene(QGraphicsScene):
             for edge in block.edges:
                 edge.setPen(QPen(theme.wire, 1.4))
                 edge.head.setBrush(theme.wire)
+
+    def set_history(self, history: dict[str, list[float]]) -> None:
+        """Each block's sparkline values (a block without any shows none)."""
+        for owner, block in self.blocks.items():
+            block.history = history.get(owner, [])
+            block.update()
 
     def set_heat(self, colors: dict[str, QColor]) -> None:
         for owner, block in self.blocks.items():

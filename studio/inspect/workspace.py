@@ -103,7 +103,7 @@ class InspectWorkspace(QObject):
         for m in METRICS:
             self.metric.addItem(m.label, m.key)
         self.metric.setToolTip("Colour the design canvas's nodes by this figure")
-        self.metric.currentIndexChanged.connect(lambda _i: self.refresh_overlay())
+        self.metric.currentIndexChanged.connect(self._on_metric)
         self.inspect_button = QPushButton("Inspect Now", objectName="inspectNow")
         self.inspect_button.setToolTip("Ask the running training for an inspection on its next batch")
         self.inspect_button.clicked.connect(self.inspect_now)
@@ -153,6 +153,7 @@ class InspectWorkspace(QObject):
         if self.metric.currentData() == "":
             self.metric.setCurrentIndex(self.metric.findData("saved_bytes"))
         self.refresh_overlay()
+        self._refresh_block_sparklines()
         self.captured.emit(capture)
 
     # ---------------------------------------------------------------- live figures
@@ -180,6 +181,7 @@ class InspectWorkspace(QObject):
             self.metric.setCurrentIndex(self.metric.findData("grad_w"))
         self.refresh_overlay()
         self._refresh_spark()
+        self._refresh_block_sparklines()
         self.reported.emit(report)
 
     def reset_run(self) -> None:
@@ -198,6 +200,11 @@ class InspectWorkspace(QObject):
         if latest is None:
             return {}
         return {n.node: v for n in latest.nodes if (v := getattr(n, metric.key)) is not None}
+
+    def _on_metric(self, _index: int) -> None:
+        self.refresh_overlay()
+        self._refresh_spark()
+        self._refresh_block_sparklines()
 
     def refresh_overlay(self) -> None:
         key = self.metric.currentData()
@@ -220,6 +227,12 @@ class InspectWorkspace(QObject):
         node = ids[0] if ids else None
         self.view.select(node)
         self._refresh_spark(node)
+
+    def _refresh_block_sparklines(self) -> None:
+        key = self.metric.currentData() or "grad_w"
+        key = "grad_w" if key == "saved_bytes" else key
+        self.view.backward.set_history({owner: self.history.series(owner, key)[1]
+                                        for owner in self.view.backward.blocks})
 
     def _refresh_spark(self, node: str | None = None) -> None:
         node = node or self._selected()

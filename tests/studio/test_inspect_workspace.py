@@ -92,7 +92,7 @@ def test_live_reports_fill_the_plot_overlay_and_flag_exploding(window, qtbot):
     assert steps == [10, 20]
 
 
-def test_a_finished_run_chosen_in_runs_is_inspected_from_the_store(window, tmp_path):
+def test_a_finished_run_chosen_in_runs_is_inspected_from_the_store(window, qtbot, tmp_path):
     from trainer.inspect import InspectReport, NodeFigures
     from trainer.store import RunStore
 
@@ -117,6 +117,10 @@ def test_a_finished_run_chosen_in_runs_is_inspected_from_the_store(window, tmp_p
     assert [r.step for r in ws.history.reports] == [100, 200] and ws.flow.step == 200
     texts = [window.problems.list.item(i).text() for i in range(window.problems.count())]
     assert any(t.startswith("conv1") and "exploding since step 200" in t for t in texts), texts
+    with qtbot.waitSignal(ws.captured, timeout=60_000):
+        QTest.mouseClick(ws.capture_button, Qt.MouseButton.LeftButton)
+    blocks = ws.view.backward.blocks
+    assert blocks["conv1"].history == [0.2, 5e3] and blocks["relu1"].history == []   # the blocks' sparklines
 
 
 def test_capturing_a_broken_graph_says_why_and_keeps_the_last_capture(window, qtbot):
