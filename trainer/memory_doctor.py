@@ -181,3 +181,14 @@ def check_run(graph: Graph, spec: RunSpec, *, device_type: str, total: int | Non
     if pred.peak_bytes <= budget:
         return None
     return diagnose(graph, spec, budget, device=dev, prediction=pred, channels_last=channels_last)
+
+
+def gate(st: Any) -> Diagnosis | None:
+    """:func:`check_run` for a checked :class:`trainer.checks.Setup` (its device's total memory on
+    CUDA): the worker refuses the run, as kind "oom" before ``run_started``, when this is not None."""
+    total = None
+    if st.device.type == "cuda":
+        import torch
+
+        total = torch.cuda.mem_get_info(st.device)[1]
+    return check_run(st.graph, st.spec, device_type=st.device.type, total=total, channels_last=st.channels_last)
