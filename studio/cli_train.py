@@ -2,15 +2,20 @@
 
 ``train`` writes a run spec and runs the worker (``python -m trainer run``) as a child process,
 exactly as the studio does, drawing a progress bar from its events; Ctrl-C stops the run cleanly
-(the worker checkpoints first).
+(the worker checkpoints first; a double press is one request, never a traceback). ``runs`` and
+``show`` only read: a store that does not exist is said, not created.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,22 +74,42 @@ def cmd_train(args: argparse.Namespace) -> int:
         worker = WorkerClient.run(spec_path, db=args.db)
         bar = Progress(sys.stderr)
         last: ev.Event | None = None
-        try:
+        with stopping_on_ctrl_c(worker):
             for event in worker.events():
                 last = event
                 if args.json_events:
                     print(event.to_json(), flush=True)
                 else:
                     bar.update(event)
-        except KeyboardInterrupt:
-            # The worker got the same SIGINT and stops with a checkpoint; wait for its last events.
-            for event in worker.events(timeout=120):
-                last = event
-        code = worker.wait()
+            code = worker.wait()
     if not args.json_events:
         bar.done()
         print_outcome(last, worker.stderr)
     return code
+
+
+@contextlib.contextmanager
+def stopping_on_ctrl_c(worker: Any, grace_s: float = 2.0) -> Iterator[None]:
+    """Ctrl-C stops the run cleanly (the worker checkpoints, tests and ends; its events keep coming).
+    More presses within ``grace_s`` are the same request (a double press); one after that kills the
+    worker (its run reads interrupted, resumable from its last checkpoint). Never a KeyboardInterrupt."""
+    first: list[float] = []
+
+    def handler(_signum: int, _frame: object) -> None:
+        if not first:
+            first.append(time.monotonic())
+            print(f"\nstopping: the run saves a checkpoint first (Ctrl-C again after {grace_s:.0f} s kills it)",
+                  file=sys.stderr, flush=True)
+            worker.terminate()      # a terminal sent it SIGINT too; a `kill -INT` of this process did not
+        elif time.monotonic() - first[0] > grace_s:
+            print("killing the worker", file=sys.stderr, flush=True)
+            worker.kill()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def print_outcome(last: ev.Event | None, stderr: str) -> None:
@@ -158,16 +183,20 @@ def open_store(url: str | None):  # noqa: ANN201 - trainer.store.RunStore
     from trainer.store import RunStore, StoreError
 
     try:
-        return RunStore(url)
+        return RunStore(url, create=False)   # reading: a store that is not there is said, never made
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from trainer.store import run_to_dict
+    from trainer.store import StoreError, run_to_dict
 
-    runs = open_store(args.db).runs()
+    try:
+        runs = open_store(args.db).runs()   # reading only: works on a full disk and on read-only media
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         rows = [{k: v for k, v in run_to_dict(r).items() if k not in ("spec", "graph")} for r in runs]
         print(json.dumps(rows, indent=1))

@@ -48,3 +48,37 @@ def test_train_json_events_and_a_refused_spec(tmp_path):
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[-1]["event"] == "failed" and "has 3 classes" in events[-1]["message"]
     assert cli("show", "7", "--db", db).returncode == 1
+
+
+def test_reading_commands_say_a_store_does_not_exist_and_create_nothing(tmp_path):
+    typo = tmp_path / "tpyo" / "runs.sqlite"
+    for args in (("runs",), ("show", "1"), ("export", "1", "--format", "onnx", "-o", str(tmp_path / "out"))):
+        done = cli(*args, "--db", f"sqlite:///{typo}")
+        assert done.returncode == 1 and "no run store at" in done.stderr and "Traceback" not in done.stderr, args
+    assert not (tmp_path / "tpyo").exists()
+
+
+def test_ctrl_c_twice_stops_the_run_cleanly(tmp_path):
+    """A terminal's Ctrl-C reaches the CLI and the worker (one process group); two presses 0.1 s apart."""
+    import os
+    import signal
+    import time
+
+    graph = tmp_path / "tiny.graph.json"
+    save_graph(tiny_cnn(), graph)
+    proc = subprocess.Popen([sys.executable, "-m", "studio", "train", str(graph), "--epochs", "200", "--device", "cpu",
+                             "--db", f"sqlite:///{tmp_path / 'runs.sqlite'}"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    seen = ""
+    for line in proc.stderr:          # without a terminal the bar prints a line per epoch
+        seen += line
+        if line.startswith("epoch 1/200"):
+            break
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    err = seen + err
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "stopped after" in out and "stopping: the run saves a checkpoint first" in err
