@@ -23,6 +23,7 @@ from .events import (
     CommandError,
     InspectNow,
     Pause,
+    RecordMemory,
     Resume,
     SetLr,
     Stop,
@@ -40,6 +41,7 @@ class Controls:
         self.stop_reason = ""
         self.lr_override: float | None = None
         self.on_inspect: Callable[[], None] = lambda: None   # the live inspection's request (trainer.inspect)
+        self.on_record_memory: Callable[[], None] = lambda: None   # trainer.memtrace.LiveRecording.request
         self.sigterm = False
 
     def listen(self, stream: IO[Any] | None = None) -> threading.Thread:
@@ -89,6 +91,8 @@ class Controls:
             self.lr_override = cmd.lr
         elif isinstance(cmd, InspectNow):
             self.on_inspect()
+        elif isinstance(cmd, RecordMemory):
+            self.on_record_memory()
         elif isinstance(cmd, Pause):
             self._paused()
 

@@ -51,6 +51,12 @@ reader that saw an event can find it in the store.
     before ``run_started`` with ``diagnosis`` (:meth:`trainer.memory_doctor.Diagnosis.to_dict`: the
     prediction, the nodes holding most at its peak, and fixes each with its predicted peak and spec
     changes; ``problems`` says the same in lines).
+``memory_trace`` (:class:`MemoryTimeline`)
+    After the ``record_memory`` command: ``step`` (the first recorded), ``steps`` (2), ``path`` (the
+    full record, JSON, in the run directory), ``peak_bytes`` (above what lived before), ``attributed``
+    (share of allocated bytes with a node or phase), ``peak_phase``, ``peak_node``, ``at_peak`` (live
+    bytes by node at the peak), ``timeline`` (``t_ms``, ``live`` and ``nodes``: the top nodes' live
+    bytes, at most 2000 points); ``error`` instead where it cannot record (CUDA, for now).
 ``inspect`` (:class:`Inspect`)
     ``step`` (the inspected step), ``path`` (the report, a JSON file in the run directory: per graph
     node ||dL/dy||, ||dL/dW||, weight norm, update ratio, activation mean/std, zero fraction, CPU
@@ -68,7 +74,8 @@ Commands (stdin, one JSON object per line): ``{"command": "pause"}`` (:class:`Pa
 then end with ``finished`` status "stopped"), ``{"command": "set_lr", "lr": 0.001}`` (:class:`SetLr`:
 from the next step on the learning rate is this constant; the schedule no longer applies),
 ``{"command": "inspect"}`` (:class:`InspectNow`: the next step runs with hooks, then an ``inspect``
-event).
+event), ``{"command": "record_memory"}`` (:class:`RecordMemory`: the next two steps' allocations,
+then a ``memory_trace`` event).
 :func:`parse_command` turns any line into a command or a :class:`CommandError` naming what is wrong
 (never another exception: a 400-digit number or a 100000-deep nesting is a refused line like any
 other); the worker reports refused lines on stderr and keeps reading. SIGTERM and SIGINT act as stop.
@@ -115,6 +122,8 @@ STATE = "state"
 FINISHED = "finished"
 FAILED = "failed"
 INSPECT = "inspect"
+MEMORY_TRACE = "memory_trace"
+RECORD_MEMORY = "record_memory"
 
 PAUSE, RESUME, STOP, SET_LR = "pause", "resume", "stop", "set_lr"
 
@@ -425,6 +434,23 @@ class Failed(Event):
     diagnosis: dict[str, Any] | None = optional()   # "oom" refused by prediction: trainer.memory_doctor
 
 
+@event_type(MEMORY_TRACE)
+@dataclass(kw_only=True)
+class MemoryTimeline(Event):
+    """The memory of recorded training steps, attributed to graph nodes; the full record is at ``path``."""
+
+    step: int = 0                 # the first recorded step
+    steps: int = 0
+    path: str = ""
+    peak_bytes: int = 0           # above what lived when the recording began
+    attributed: float = 0.0       # share of the allocated bytes attributed to a node or phase
+    peak_phase: str = ""
+    peak_node: str = ""
+    at_peak: dict[str, int] = field(default_factory=dict)    # live bytes by node at the peak
+    timeline: dict[str, Any] = field(default_factory=dict)   # t_ms, live, nodes: {node: [...]}
+    error: str | None = optional()
+
+
 @event_type(INSPECT)
 @dataclass(kw_only=True)
 class Inspect(Event):
@@ -585,6 +611,13 @@ class SetLr(Command):
 @dataclass(kw_only=True)
 class InspectNow(Command):
     """Run the next training step with hooks and report it in an ``inspect`` event."""
+
+
+@command_type(RECORD_MEMORY)
+@dataclass(kw_only=True)
+class RecordMemory(Command):
+    """Record the allocations of the next two training steps (``trainer.memtrace``); a
+    ``memory_trace`` event reports them."""
 
 
 def _positive_finite(lr: Any) -> float:

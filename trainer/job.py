@@ -47,6 +47,8 @@ from .loop import (
     train_one_epoch,
 )
 from .memory import memory_sample
+from .memtrace import LiveRecording
+from .memtrace import publisher as memtrace_publisher
 from .optim import Schedule, make_optimizer
 from .recorder import Recorder
 from .spec import SpecError
@@ -144,6 +146,10 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
         every_s=spec.train.inspect_every_s, scaler=lambda: job.scaler, start_step=lambda: job.step)
     controls.on_inspect = job.inspection.request
     job.step_fn = job.inspection.wrap(job.step_fn)
+    recording = LiveRecording(model, dev, publish=memtrace_publisher(run_dir, emitter.emit, job.recorder.submit),
+                              start_step=lambda: job.step)
+    controls.on_record_memory = recording.request
+    job.step_fn = recording.wrap(job.step_fn)
     return job
 
 

@@ -201,3 +201,91 @@ def record_job_steps(model: nn.Module, step_fn: Callable[[torch.Tensor, torch.Te
     """Record the trainer's step over given batches (one step each)."""
     it = iter(batches)
     return record_steps(model, lambda: step_fn(*next(it)), len(batches))
+
+
+StepFn = Callable[[torch.Tensor, torch.Tensor], Any]
+Publish = Callable[[Any, int, int, str], None]     # (profiler or None, first step, steps, error)
+
+
+class LiveRecording:
+    """The worker's ``record_memory``: the next ``steps`` training steps run under the profiler with
+    node scopes; the profile is handed to ``publish`` (parsed off the training thread)."""
+
+    def __init__(self, model: nn.Module, device: torch.device, *, publish: Publish,
+                 start_step: Callable[[], int], steps: int = 2) -> None:
+        self.model, self.device, self.publish = model, device, publish
+        self.start_step, self.steps = start_step, steps
+        self.pending = False          # set by the command thread, read by the training thread
+        self._left = 0
+        self._first = 0
+        self._open: list[Any] = []
+
+    def request(self) -> None:
+        self.pending = True
+
+    def wrap(self, step_fn: StepFn) -> StepFn:
+        def step(x: torch.Tensor, y: torch.Tensor) -> Any:
+            if self._left == 0 and not self.pending:
+                return step_fn(x, y)
+            if self._left == 0:
+                self.pending = False
+                if self.device.type != "cpu":
+                    self.publish(None, self.start_step() + 1, 0,
+                                 "recording the memory timeline on CUDA is not supported yet")
+                    return step_fn(x, y)
+                self._begin()
+            ok = False
+            try:
+                out = step_fn(x, y)
+                ok = True
+            finally:
+                self._left -= 1
+                if self._left == 0 or not ok:
+                    self._end(ok)
+            return out
+        return step
+
+    def _begin(self) -> None:
+        self._first, self._left = self.start_step() + 1, self.steps
+        scopes = node_scopes(self.model)
+        scopes.__enter__()
+        prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        prof.__enter__()
+        self._open = [scopes, prof]
+
+    def _end(self, ok: bool) -> None:
+        scopes, prof = self._open
+        self._open, self._left = [], 0
+        prof.__exit__(None, None, None)
+        scopes.__exit__(None, None, None)
+        if ok:
+            self.publish(prof, self._first, self.steps, "")
+
+
+def publisher(run_dir: Path, emit: Callable[..., None], submit: Callable[[Callable[[], None]], None]) -> Publish:
+    """What the worker does with a recording, on its recorder thread: parse it, write the full record
+    to ``<run_dir>/memory/trace-step<N>.json``, then emit ``memory_trace`` with the summary."""
+    from . import events as ev
+
+    def publish(prof: Any, first: int, steps: int, error: str) -> None:
+        def write() -> None:
+            if prof is None:
+                emit(ev.MEMORY_TRACE, step=first, steps=0, path="", error=error)
+                return
+            trace = parse(prof.profiler.kineto_results.experimental_event_tree())
+            trace.steps = steps
+            path = trace.save(Path(run_dir) / "memory" / f"trace-step{first}.json")
+            s = trace.summary()
+            emit(ev.MEMORY_TRACE, step=first, steps=steps, path=str(path), peak_bytes=s["peak_bytes"],
+                 attributed=round(s["attributed"], 6), peak_phase=s["peak_phase"], peak_node=s["peak_node"],
+                 at_peak=s["at_peak"], timeline=s["timeline"])
+        submit(write)
+    return publish
+
+
+def read_trace(path: str | Path) -> dict[str, Any]:
+    """A saved record: ``steps``, ``summary`` and ``events`` ([t_ns, bytes, node, phase] each)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or data.get("version") != 1:
+        raise ValueError(f"{path}: not a memory trace of version 1")
+    return data

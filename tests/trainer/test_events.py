@@ -31,11 +31,15 @@ SAMPLES: dict[str, dict] = {
                     traceback="", step=None),
     ev.INSPECT: dict(step=40, path="/runs/run-1/inspect/step-00000040.json", nodes=15, loss=0.7,
                      flags=[["fc", "exploding", "grad_w", 2500.0]]),
+    ev.MEMORY_TRACE: dict(step=41, steps=2, path="/runs/run-1/memory/trace-step41.json", peak_bytes=5000000,
+                          attributed=0.999, peak_phase="forward", peak_node="relu", at_peak={"conv": 4000000},
+                          timeline={"t_ms": [0.0, 1.5], "live": [0, 5000000], "nodes": {"conv": [0, 4000000]}}),
 }
 
 CLASSES = {ev.RUN_STARTED: ev.RunStarted, ev.COMPILE_DONE: ev.CompileDone, ev.METRICS: ev.Metrics,
            ev.EPOCH_END: ev.EpochEnd, ev.MEMORY: ev.Memory, ev.CHECKPOINT: ev.Checkpoint, ev.STATE: ev.State,
-           ev.FINISHED: ev.Finished, ev.FAILED: ev.Failed, ev.INSPECT: ev.Inspect}
+           ev.FINISHED: ev.Finished, ev.FAILED: ev.Failed, ev.INSPECT: ev.Inspect,
+           ev.MEMORY_TRACE: ev.MemoryTimeline}
 
 
 def test_every_event_type_has_a_sample_and_a_class():
@@ -131,7 +135,7 @@ def test_command_round_trips(command):
 def test_command_wire_format_is_unchanged():
     assert json.loads(ev.encode_command(ev.SET_LR, lr=0.5)) == {"command": "set_lr", "lr": 0.5}
     assert json.loads(ev.encode_command(ev.PAUSE)) == {"command": "pause"}
-    assert set(ev.COMMAND_TYPES) == {"pause", "resume", "stop", "set_lr", "inspect"}
+    assert set(ev.COMMAND_TYPES) == {"pause", "resume", "stop", "set_lr", "inspect", "record_memory"}
     assert json.loads(ev.encode_command(ev.INSPECT)) == {"command": "inspect"}
     assert ev.parse_command('{"command": "stop", "why": "newer field"}') == ev.Stop()   # extra fields ignored
 

@@ -7,9 +7,13 @@ import json
 import torch
 
 from graph_editor.build import build_module
+from tests.trainer.conftest import write_spec
+from tests.trainer.test_inspect_worker import _until
 from tests.trainer.test_memory_predict import template
+from trainer.client import WorkerClient
+from trainer.events import MemoryTimeline, RecordMemory
 from trainer.loop import make_train_step
-from trainer.memtrace import AUTOGRAD, LOSS, OPT, UNKNOWN, record_job_steps
+from trainer.memtrace import AUTOGRAD, LOSS, OPT, UNKNOWN, read_trace, record_job_steps
 from trainer.optim import make_optimizer
 from trainer.spec import OptimSpec
 
@@ -38,3 +42,22 @@ def test_two_steps_attributed_to_nodes_and_phases(tmp_path):
     path = trace.save(tmp_path / "memory" / "trace-1.json")
     saved = json.loads(path.read_text())
     assert saved["version"] == 1 and len(saved["events"]) == len(trace.events)
+
+
+def test_record_memory_command_through_the_real_worker(tmp_path, db):
+    spec = write_spec(tmp_path, train={"epochs": 200}, schedule={"name": "constant"})
+    with WorkerClient.run(spec, db=db) as w:
+        stream = w.events(timeout=60)
+        _until(stream, "metrics")
+        assert w.send(RecordMemory())
+        event = _until(stream, "memory_trace")[-1]
+        assert w.stop()
+        rest = list(stream)
+        assert w.wait(60) == 0, w.stderr
+    assert rest[-1]["event"] == "finished"
+    assert isinstance(event, MemoryTimeline) and event.error is None and event.steps == 2 and event.step > 0
+    assert event.attributed >= 0.99 and event.peak_bytes > 0
+    assert set(event.at_peak) & {"conv", "relu", "pool", "fc"}
+    assert len(event.timeline["t_ms"]) == len(event.timeline["live"]) <= 2000
+    saved = read_trace(event.path)
+    assert saved["steps"] == 2 and saved["events"] and saved["summary"]["peak_bytes"] == event.peak_bytes
