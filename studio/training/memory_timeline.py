@@ -1,0 +1,120 @@
+"""The memory timeline of recorded training steps, stacked by graph node; a click on a band selects its node.
+
+It draws the ``memory_trace`` event's timeline (``trainer.memtrace``): time on x, live bytes above
+what lived before the recording on y, one filled band per node (the largest at the peak first,
+the rest as "other"). Drawn here, offline, with pyqtgraph: PyTorch's memory_viz needs a browser
+and its CDN. ``node_clicked(node id)`` lets the studio select the node on the canvas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from studio.format import nbytes
+
+from .plot_theme import PALETTE, PlotTheme, plot_theme
+
+MiB = 2 ** 20
+
+
+def stack(timeline: dict[str, Any]) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(t in ms, band names, cumulative tops in MiB: one row per band, bottom band first)."""
+    t = np.asarray(timeline.get("t_ms", []), dtype=float)
+    names = list(timeline.get("nodes", {}))
+    values = np.array([np.maximum(np.asarray(timeline["nodes"][n], dtype=float), 0) for n in names]) / MiB \
+        if names else np.zeros((0, len(t)))
+    return t, names, np.cumsum(values, axis=0) if len(names) else values
+
+
+def band_at(timeline: dict[str, Any], t_ms: float, mib: float) -> str | None:
+    """The band (node) under a point of the plot, or None above the stack or outside the time range."""
+    t, names, tops = stack(timeline)
+    if not len(t) or t_ms < t[0] or t_ms > t[-1] or mib < 0:
+        return None
+    i = int(np.clip(np.searchsorted(t, t_ms, side="right") - 1, 0, len(t) - 1))
+    for name, top in zip(names, tops[:, i], strict=True):
+        if mib <= top:
+            return name
+    return None
+
+
+class MemoryTimelineView(QWidget):
+    """A stacked area plot of a recorded timeline; ``show_trace(event fields)``."""
+
+    node_clicked = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None, theme: str | PlotTheme = "light") -> None:
+        super().__init__(parent)
+        self.theme = plot_theme(theme)
+        self.timeline: dict[str, Any] = {}
+        lay = QVBoxLayout(self)
+        self.title = QLabel("Record a memory timeline from a running job (Record memory).")
+        self.title.setWordWrap(True)
+        lay.addWidget(self.title)
+        self.plot = pg.PlotWidget()
+        self.plot.setLabel("bottom", "time in the recorded steps (ms)")
+        self.plot.setLabel("left", "live (MiB, above the start)")
+        self.plot.setMouseEnabled(x=True, y=False)
+        self.legend = self.plot.addLegend(offset=(-10, 10))
+        self.plot.scene().sigMouseClicked.connect(self._clicked)
+        lay.addWidget(self.plot, 1)
+        self.bands: list[pg.FillBetweenItem] = []
+        self.set_plot_theme(self.theme)
+
+    def set_plot_theme(self, theme: str | PlotTheme) -> None:
+        self.theme = plot_theme(theme)
+        self.plot.setBackground(self.theme.background)
+        for axis in ("bottom", "left"):
+            ax = self.plot.getAxis(axis)
+            ax.setPen(self.theme.axis)
+            ax.setTextPen(self.theme.text)
+        if self.timeline:
+            self._draw()
+
+    def show_trace(self, event: Any) -> None:
+        """Draw a ``memory_trace`` event (a typed event or its dict)."""
+        get = event.get if hasattr(event, "get") else lambda k, d=None: getattr(event, k, d)
+        if get("error"):
+            self.title.setText(f"No timeline: {get('error')}")
+            return
+        self.timeline = get("timeline") or {}
+        self.title.setText(f"Steps {get('step')}-{get('step') + max(get('steps', 1), 1) - 1}: peak "
+                           f"{nbytes(get('peak_bytes', 0))} in the {get('peak_phase')} at {get('peak_node')}; "
+                           f"{get('attributed', 0):.1%} of the allocated bytes attributed. Click a band to "
+                           "select its node.")
+        self._draw()
+
+    def _draw(self) -> None:
+        for item in self.bands:
+            self.plot.removeItem(item)
+        self.bands = []
+        self.plot.clear()
+        self.legend.clear()
+        t, names, tops = stack(self.timeline)
+        if not len(t):
+            return
+        below = pg.PlotDataItem(t, np.zeros_like(t), pen=None)
+        for k, (name, top) in enumerate(zip(names, tops, strict=True)):
+            colour = self.theme.curve(PALETTE[k % len(PALETTE)]) if name != "other" else self.theme.axis
+            curve = pg.PlotDataItem(t, top, pen=pg.mkPen(colour, width=1), name=name)
+            band = pg.FillBetweenItem(below, curve, brush=pg.mkBrush(colour))
+            band.setOpacity(0.75)
+            self.plot.addItem(band)
+            self.plot.addItem(curve)
+            self.bands.append(band)
+            below = curve
+        self.plot.enableAutoRange()
+
+    def _clicked(self, ev: Any) -> None:
+        vb = self.plot.getViewBox()
+        if not self.timeline or not vb.sceneBoundingRect().contains(ev.scenePos()):
+            return
+        p = vb.mapSceneToView(ev.scenePos())
+        node = band_at(self.timeline, p.x(), p.y())
+        if node is not None and node != "other" and not node.startswith("("):
+            self.node_clicked.emit(node)

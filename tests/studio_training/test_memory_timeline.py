@@ -1,0 +1,69 @@
+"""The memory timeline view: a real recorded trace stacked by node; a real click on a band selects its node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtTest import QTest
+
+from graph_editor.build import build_module
+from studio.training.memory_timeline import MemoryTimelineView, band_at, stack
+from tests.trainer.test_memory_predict import template
+from trainer.loop import make_train_step
+from trainer.memtrace import record_job_steps
+from trainer.optim import make_optimizer
+from trainer.spec import OptimSpec
+
+pytestmark = pytest.mark.qt
+
+
+def _event() -> dict:
+    g = template("digits_cnn")
+    torch.manual_seed(0)
+    model = build_module(g)
+    opt = make_optimizer(model, OptimSpec())
+    step, _ = make_train_step(model, opt, device=torch.device("cpu"), precision="fp32", label_smoothing=0.0)
+    batch = (torch.randn(64, 1, 8, 8), torch.zeros(64, dtype=torch.long))
+    step(*batch)
+    s = record_job_steps(model, step, [batch, batch]).summary(max_points=400, top=5)
+    return {"step": 2, **s}
+
+
+def test_view_fills_and_a_click_on_a_band_selects_its_node(qtbot, tmp_path):
+    event = _event()
+    view = MemoryTimelineView()
+    qtbot.addWidget(view)
+    view.resize(820, 420)
+    view.show()
+    view.show_trace(event)
+    qtbot.waitExposed(view)
+    t, names, tops = stack(event["timeline"])
+    assert len(view.bands) == len(names) == 6 and names[-1] == "other"
+    assert "Steps 2-3: peak" in view.title.text()
+    node = next(n for n in names if not n.startswith("(") and n != "other")
+    k = names.index(node)
+    thick = tops[k] - (tops[k - 1] if k else 0)
+    steady = np.array([thick[max(j - 8, 0):j + 9].min() for j in range(len(t))])
+    i = int(np.argmax(steady))                  # thick for a while: a pixel's rounding stays inside it
+    lo = max((tops[k - 1][max(i - 8, 0):i + 9].max() if k else 0.0), 0.0)
+    y = (lo + lo + steady[i]) / 2
+    assert band_at(event["timeline"], t[i], y) == node
+    vb = view.plot.getViewBox()
+    vb.autoRange()                                               # ranges now, not at the next paint
+    qtbot.wait(50)
+    pos = view.plot.mapFromScene(vb.mapViewToScene(QPointF(t[i], y)))
+    seen = []
+    view.node_clicked.connect(seen.append)
+    QTest.mouseClick(view.plot.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(pos.x(), pos.y()))
+    qtbot.waitUntil(lambda: bool(seen), timeout=5000)
+    assert seen == [node]
+    view.grab().save(str(tmp_path / "timeline.png"))
+
+
+def test_an_event_with_an_error_is_said(qtbot):
+    view = MemoryTimelineView()
+    qtbot.addWidget(view)
+    view.show_trace({"error": "recording the memory timeline on CUDA is not supported yet"})
+    assert view.title.text().startswith("No timeline: recording") and not view.bands
