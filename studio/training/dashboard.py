@@ -163,7 +163,7 @@ class TrainingDashboard(QWidget):
 
     def _header(self) -> QHBoxLayout:
         row = QHBoxLayout()
-        self.title = QLabel("No run yet")
+        self.title = QLabel("No run yet: Train (Ctrl+T) starts one")
         self.title.setStyleSheet("font-weight: 600; font-size: 11pt;")
         self.state = QLabel("")
         self.compile_label = QLabel("")
