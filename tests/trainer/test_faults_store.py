@@ -212,3 +212,27 @@ def test_a_full_disk_still_ends_the_run_failed_and_runs_still_lists(tmp_path):
         events[-1]["message"]
     assert "exit=1" in worker and "Traceback" not in done.stderr
     assert "listed=0" in listing and "interrupted" in listing
+
+
+def test_a_worker_whose_store_refuses_every_write_still_says_failed_and_exits(tmp_path):
+    """The full disk without a mount (any user): SQLite triggers refuse the metrics rows and the
+    'failed' status as a full disk would; the worker still emits failed and exits 1."""
+    path = tmp_path / "runs.sqlite"
+    RunStore(f"sqlite:///{path}").close()
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TRIGGER full_metrics BEFORE INSERT ON metrics WHEN NEW.step >= 3
+            BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;
+        CREATE TRIGGER full_runs BEFORE UPDATE ON runs WHEN NEW.status = 'failed'
+            BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;""")
+    conn.close()
+    spec = write_spec(tmp_path, train={"epochs": 3})
+    done = subprocess.run([sys.executable, "-m", "trainer", "run", str(spec), "--db", f"sqlite:///{path}"],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 1, done.stderr
+    assert events[0]["event"] == "run_started" and events[-1]["event"] == "failed"
+    assert "recording the failure in the run store failed" in events[-1]["message"]
+    assert "Traceback" not in done.stderr
+    run = RunStore(f"sqlite:///{path}", create=False).runs()[0]
+    assert run.status == "interrupted"                # the row says running; its process is gone
