@@ -65,6 +65,7 @@ class CurvePlot(pg.PlotWidget):
             ax.setStyle(autoReduceTextSpace=False, maxTickLevel=1)
         self._legend = item.addLegend(offset=(-8, 8 if legend == "top" else -8))
         self._legend_top = legend == "top"      # the crosshair readout goes to the other edge
+        self._legend_corner = (True, self._legend_top)   # (right, top); refresh() moves it off the curves
         self._buffers: dict[str, SeriesBuffer] = {}
         self._items: dict[str, pg.PlotDataItem] = {}
         self._styles: dict[str, tuple[str, bool, bool]] = {}  # name -> (palette colour, dashed, symbols)
@@ -147,7 +148,42 @@ class CurvePlot(pg.PlotWidget):
             vb = self.getPlotItem().vb
             vb.prepareForPaint()
             vb.prepareForPaint()
+            self._place_legend()
         self._dirty.clear()
+
+    # corners in order of preference: (right, top)
+    _CORNERS = ((True, True), (True, False), (False, True), (False, False))
+
+    def _place_legend(self) -> None:
+        """Put the legend in the corner of the view where it covers the fewest drawn points (the
+        one it is in, on a tie), so it does not hide the curves' newest part."""
+        vb = self.getPlotItem().vb
+        width, height = vb.width(), vb.height()
+        box = self._legend.boundingRect()
+        if width <= 0 or height <= 0 or box.width() <= 0 or not self._items:
+            return
+        (x0, x1), (y0, y1) = vb.viewRange()
+        fx, fy = min((box.width() + 16) / width, 1.0), min((box.height() + 16) / height, 1.0)
+        points = [item.getData() for item in self._items.values()]
+        xs = np.concatenate([p[0] for p in points if p[0] is not None] or [np.zeros(0)])
+        ys = np.concatenate([p[1] for p in points if p[1] is not None] or [np.zeros(0)])
+
+        def covered(right: bool, top: bool) -> int:
+            in_x = xs >= x1 - fx * (x1 - x0) if right else xs <= x0 + fx * (x1 - x0)
+            in_y = ys >= y1 - fy * (y1 - y0) if top else ys <= y0 + fy * (y1 - y0)
+            return int(np.count_nonzero(in_x & in_y))
+
+        now = self._legend_corner
+        best = min(self._CORNERS, key=lambda c: (covered(*c), c != now))
+        if best != now:
+            self.set_legend_corner(*best)
+
+    def set_legend_corner(self, right: bool, top: bool) -> None:
+        """Anchor the legend in a corner of the view (the crosshair readout takes the other edge)."""
+        self._legend_corner = (right, top)
+        self._legend_top = top
+        ix, iy = (1 if right else 0), (0 if top else 1)
+        self._legend.anchor(itemPos=(ix, iy), parentPos=(ix, iy), offset=(-8 if right else 8, 8 if top else -8))
 
     def _draw(self, name: str) -> None:
         """Give pyqtgraph the decimated points of ``name`` for the x range in view (all of it while

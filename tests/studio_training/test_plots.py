@@ -146,3 +146,25 @@ def test_plot_switches_theme_live(qtbot):
     plot.set_plot_theme(LIGHT)
     assert plot.curve_color("peak") == "#000000" and plot.grab().toImage().pixelColor(*corner).name() == "#ffffff"
     assert all("222222" in label.item.toHtml() for _s, label in plot._legend.items)
+
+
+def test_the_legend_moves_off_the_curves(qtbot):
+    from PySide6.QtWidgets import QApplication
+
+    plot = CurvePlot("Accuracy", "fraction correct", legend="top")
+    qtbot.addWidget(plot)
+    plot.resize(420, 260)
+    plot.show()
+    QApplication.processEvents()
+    xs = np.arange(1, 201, dtype=float)
+    plot.append("train", xs, 1 - np.exp(-xs / 20))      # rises into the top right, where the legend starts
+    plot.append("val", xs[::20], 1 - np.exp(-xs[::20] / 25))
+    plot.refresh()
+    QApplication.processEvents()
+    assert plot._legend_corner != (True, True)
+    right, top = plot._legend_corner
+    assert not top                                       # the curves keep the top edge; the legend goes below
+    plot.clear_curves()
+    plot.append("loss", xs, np.exp(-xs / 20))            # falls into the bottom right: the legend goes up
+    plot.refresh()
+    assert plot._legend_corner[1] is True
