@@ -218,20 +218,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     from trainer.store import StoreError, run_to_dict
 
     store = open_store(args.db)
-    try:
+    try:                      # a damaged store fails on any read: one error line, never a traceback
         run = store.run(args.run_id)
+        final = {name: {"step": step, "value": value} for step, name, value in store.metrics(run.id)}
+        checkpoints = [{"kind": c.kind, "path": c.path, "step": c.step, "epoch": c.epoch, "metric": c.metric}
+                       for c in store.checkpoints(run.id)]
+        artifacts = [{"kind": a.kind, "path": a.path, "meta": a.meta} for a in store.artifacts(run.id)]
+        epochs = store.epoch_reports(run.id) if args.json else []
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    final = {}
-    for step, name, value in store.metrics(run.id):
-        final[name] = {"step": step, "value": value}
-    checkpoints = [{"kind": c.kind, "path": c.path, "step": c.step, "epoch": c.epoch, "metric": c.metric}
-                   for c in store.checkpoints(run.id)]
-    artifacts = [{"kind": a.kind, "path": a.path, "meta": a.meta} for a in store.artifacts(run.id)]
     if args.json:
         print(json.dumps({**run_to_dict(run), "final_metrics": final, "checkpoints": checkpoints,
-                          "artifacts": artifacts, "epochs": store.epoch_reports(run.id)}, indent=1))
+                          "artifacts": artifacts, "epochs": epochs}, indent=1))
         return 0
     print_run(run, final, checkpoints, artifacts)
     return 0

@@ -56,6 +56,11 @@ def test_reading_commands_say_a_store_does_not_exist_and_create_nothing(tmp_path
         done = cli(*args, "--db", f"sqlite:///{typo}")
         assert done.returncode == 1 and "no run store at" in done.stderr and "Traceback" not in done.stderr, args
     assert not (tmp_path / "tpyo").exists()
+    (tmp_path / "garbage.sqlite").write_bytes(b"not a database at all" * 100)
+    for args in (("runs",), ("show", "1")):
+        done = cli(*args, "--db", f"sqlite:///{tmp_path / 'garbage.sqlite'}")
+        assert done.returncode == 1 and "is not a SQLite database" in done.stderr, args
+        assert "Traceback" not in done.stderr
 
 
 def test_ctrl_c_twice_stops_the_run_cleanly(tmp_path):
