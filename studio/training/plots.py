@@ -164,14 +164,23 @@ class CurvePlot(pg.PlotWidget):
             return
         (x0, x1), (y0, y1) = vb.viewRange()
         fx, fy = min((box.width() + 16) / width, 1.0), min((box.height() + 16) / height, 1.0)
-        points = [item.getData() for item in self._items.values()]
-        xs = np.concatenate([p[0] for p in points if p[0] is not None] or [np.zeros(0)])
-        ys = np.concatenate([p[1] for p in points if p[1] is not None] or [np.zeros(0)])
+        curves = [(x, y) for x, y in (item.getData() for item in self._items.values())
+                  if x is not None and y is not None and len(x) > 0]
 
         def covered(right: bool, top: bool) -> int:
-            in_x = xs >= x1 - fx * (x1 - x0) if right else xs <= x0 + fx * (x1 - x0)
-            in_y = ys >= y1 - fy * (y1 - y0) if top else ys <= y0 + fy * (y1 - y0)
-            return int(np.count_nonzero(in_x & in_y))
+            lo_x, hi_x = (x1 - fx * (x1 - x0), x1) if right else (x0, x0 + fx * (x1 - x0))
+            lo_y, hi_y = (y1 - fy * (y1 - y0), y1) if top else (y0, y0 + fy * (y1 - y0))
+            count = 0
+            for xs, ys in curves:   # the lines between points too, sampled across the corner
+                ok = np.isfinite(xs) & np.isfinite(ys)
+                xs, ys = xs[ok], ys[ok]
+                if xs.size == 0:
+                    continue
+                at = np.linspace(max(lo_x, xs[0]), min(hi_x, xs[-1]), 48)
+                inside = (xs >= lo_x) & (xs <= hi_x) & (ys >= lo_y) & (ys <= hi_y)
+                line = np.interp(at, xs, ys) if at[0] <= at[-1] else np.zeros(0)
+                count += int(np.count_nonzero(inside)) + int(np.count_nonzero((line >= lo_y) & (line <= hi_y)))
+            return count
 
         now = self._legend_corner
         best = min(self._CORNERS, key=lambda c: (covered(*c), c != now))
