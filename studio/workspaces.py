@@ -69,6 +69,8 @@ class Workspaces(QObject):
         self.reset_action = QAction("&Reset Layout", window, objectName="action_reset_layout",
                                     statusTip="Put the docks of this workspace back where they first were")
         self.reset_action.triggered.connect(self.reset_layout)
+        view_menu.addAction(self.reset_action)      # every dock goes above it, whenever it is made
+        view_menu.addSeparator()                    # what the window adds to View comes after
         self.menu.addSeparator()
 
     # ------------------------------------------------------------------ registering
@@ -106,9 +108,7 @@ class Workspaces(QObject):
                 continue
             action = dock.toggleViewAction()
             self._dock_actions[dock.objectName()] = action
-            self.docks_menu.removeAction(self.reset_action)
-            self.docks_menu.addAction(action)
-            self.docks_menu.addAction(self.reset_action)
+            self.docks_menu.insertAction(self.reset_action, action)
 
     def docks(self, name: str) -> list[QDockWidget]:
         """The docks of workspace ``name`` (built now if they are built on first use)."""

@@ -97,3 +97,11 @@ def test_a_starting_run_brings_the_train_workspace_instead_of_squashing_the_canv
     window.workspaces.show("Runs")
     QApplication.processEvents()
     assert (window.width(), window.height()) == (1440, 900)   # no workspace makes the window grow
+
+
+def test_the_view_menu_keeps_the_docks_together_above_reset_layout(window):
+    window.training.controller()                       # docks made after the menu was built
+    texts = [a.text() for a in window.menus["&View"].actions()]
+    docks = ["Layers", "Inspector", "Summary", "Problems", "Log", "Training", "Runs"]
+    at = [texts.index(d) for d in docks]
+    assert at == list(range(at[0], at[0] + len(docks))) and texts[at[-1] + 1] == "&Reset Layout"
