@@ -179,7 +179,8 @@ class ExportDialog(QDialog):
         self.checks.setRowCount(len(checks))
         for row, check in enumerate(checks):
             mark = QTableWidgetItem(("✔ " if check.passed else "✘ ") + check.name)
-            mark.setForeground(self.palette().text() if check.passed else self._red())
+            if not check.passed:   # a passed check keeps the theme's text colour, whatever theme comes next
+                mark.setForeground(self._red())
             self.checks.setItem(row, 0, mark)
             self.checks.setItem(row, 1, QTableWidgetItem(check.detail))
         self.checks.resizeRowsToContents()
