@@ -148,7 +148,7 @@ class TrainingDashboard(QWidget):
         self.epoch_table.setModel(self.epochs)
         self.epoch_table.verticalHeader().setVisible(False)
         header = self.epoch_table.horizontalHeader()   # each column as wide as its figures (lr was cut to "2.33e-...")
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)   # sized to the figures at each row
         header.setMinimumSectionSize(30)
         header.setSectionResizeMode(len(EPOCH_COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)   # time takes the rest
         self.epoch_table.setEditTriggers(QTableView.EditTrigger.NoEditTriggers)
@@ -253,6 +253,8 @@ class TrainingDashboard(QWidget):
         for it in items:
             it.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.epochs.appendRow(items)
+        for col in range(len(EPOCH_COLUMNS) - 1):   # the last column stretches over the rest
+            self.epoch_table.resizeColumnToContents(col)
         self.epoch_table.scrollToBottom()
         if e.confusion is not None:
             self.confusion.set_matrix(np.asarray(e.confusion), e.classes or names, f"epoch {e.epoch}",

@@ -118,11 +118,12 @@ def test_compiling_line_takes_the_theme_and_is_readable_on_its_window(dash):
 
 def test_no_epoch_table_cell_is_cut_at_the_smallest_window(dash):
     dash.resize(1280, 720)                                  # the dashboard filling a 1280x800 window
+    dash.show()                                             # rows arrive while it shows, as in a run
+    QApplication.processEvents()
     for epoch in range(1, 4):
         dash.end_epoch(ev.EpochEnd(epoch=epoch, step=10 * epoch, train_loss=0.123456, train_accuracy=0.98765,
                                    val_loss=0.23456, val_accuracy=0.97654, lr=2.33e-3, seconds=12.5))
-    dash.show()
-    QApplication.processEvents()
+        QApplication.processEvents()
     table, header = dash.epoch_table, dash.epoch_table.horizontalHeader()
     metrics = table.fontMetrics()
     for col in range(dash.epochs.columnCount()):
