@@ -95,6 +95,7 @@ class TrainDialog(QDialog):
         self._memory: MemoryFigures | None = None   # the predicted peak of the spec as it is now
         self._memory_task: BackgroundTask | None = None
         self._memory_stop = threading.Event()
+        self._memory_tasks: list[BackgroundTask] = []     # superseded ones end at their next prediction
         self._memory_timer = QTimer(self, singleShot=True, interval=600)
         self._memory_timer.timeout.connect(self._predict_memory)
         self._build()
@@ -317,7 +318,7 @@ class TrainDialog(QDialog):
         spec = self.spec()
         dev = next((d for d in self.devices if d.spec == spec["device"]), None)
         self.memory.set_busy()
-        self._stop_memory()
+        self._memory_stop.set()        # the previous prediction stops at its next step; nothing waits here
         stop = self._memory_stop = threading.Event()
         graph, mib = self.graph.copy(), dev.memory_mib if dev else None
         task = BackgroundTask(lambda: predict_for_dialog(graph, spec, mib, spec["device"], stop.is_set), self)
@@ -325,14 +326,16 @@ class TrainDialog(QDialog):
         task.error.connect(lambda m, t=task: self.memory.set_error(m)
                            if t is self._memory_task and not stop.is_set() else None)
         self._memory_task = task.start()
+        self._memory_tasks = [t for t in self._memory_tasks if t.is_running()] + [task]
 
     def _stop_memory(self) -> None:
         """Ask a running prediction to end (it does between two predictions) and wait for it: its
         thread must not outlive the dialog."""
         self._memory_timer.stop()
-        if self._memory_task is not None and self._memory_task.is_running():
-            self._memory_stop.set()
-            self._memory_task.wait()
+        self._memory_stop.set()
+        for task in self._memory_tasks:
+            task.wait()
+        self._memory_tasks = []
 
     def done(self, result: int) -> None:
         self._stop_memory()
