@@ -56,7 +56,7 @@ reader that saw an event can find it in the store.
     full record, JSON, in the run directory), ``peak_bytes`` (above what lived before), ``attributed``
     (share of allocated bytes with a node or phase), ``peak_phase``, ``peak_node``, ``at_peak`` (live
     bytes by node at the peak), ``timeline`` (``t_ms``, ``live`` and ``nodes``: the top nodes' live
-    bytes, at most 2000 points); ``error`` instead where it cannot record (CUDA, for now).
+    bytes, at most 2000 points); ``error`` instead where the recording could not start or end.
 ``inspect`` (:class:`Inspect`)
     ``step`` (the inspected step), ``path`` (the report, a JSON file in the run directory: per graph
     node ||dL/dy||, ||dL/dW||, weight norm, update ratio, activation mean/std, zero fraction, CPU

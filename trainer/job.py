@@ -147,7 +147,7 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
     controls.on_inspect = job.inspection.request
     job.step_fn = job.inspection.wrap(job.step_fn)
     recording = LiveRecording(model, dev, publish=memtrace_publisher(run_dir, emitter.emit, job.recorder.submit),
-                              start_step=lambda: job.step)
+                              start_step=lambda: job.step, opt=opt)
     controls.on_record_memory = recording.request
     job.step_fn = recording.wrap(job.step_fn)
     return job

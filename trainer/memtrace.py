@@ -204,7 +204,8 @@ def record_job_steps(model: nn.Module, step_fn: Callable[[torch.Tensor, torch.Te
 
 
 StepFn = Callable[[torch.Tensor, torch.Tensor], Any]
-Publish = Callable[[Any, int, int, str], None]     # (profiler or None, first step, steps, error)
+Publish = Callable[[Callable[[], MemoryTrace] | None, int, int, str], None]   # (make trace, first, steps, error)
+CUDA_MAX_ENTRIES = 200_000     # allocator history kept while recording (unbounded by default)
 
 
 class LiveRecording:
@@ -212,8 +213,8 @@ class LiveRecording:
     node scopes; the profile is handed to ``publish`` (parsed off the training thread)."""
 
     def __init__(self, model: nn.Module, device: torch.device, *, publish: Publish,
-                 start_step: Callable[[], int], steps: int = 2) -> None:
-        self.model, self.device, self.publish = model, device, publish
+                 start_step: Callable[[], int], steps: int = 2, opt: torch.optim.Optimizer | None = None) -> None:
+        self.model, self.device, self.publish, self.opt = model, device, publish, opt
         self.start_step, self.steps = start_step, steps
         self.pending = False          # set by the command thread, read by the training thread
         self._left = 0
@@ -229,11 +230,11 @@ class LiveRecording:
                 return step_fn(x, y)
             if self._left == 0:
                 self.pending = False
-                if self.device.type != "cpu":
-                    self.publish(None, self.start_step() + 1, 0,
-                                 "recording the memory timeline on CUDA is not supported yet")
+                try:
+                    self._begin()
+                except Exception as exc:  # noqa: BLE001 - a recording that cannot start never stops training
+                    self.publish(None, self.start_step() + 1, 0, f"cannot record: {type(exc).__name__}: {exc}")
                     return step_fn(x, y)
-                self._begin()
             ok = False
             try:
                 out = step_fn(x, y)
@@ -247,6 +248,9 @@ class LiveRecording:
 
     def _begin(self) -> None:
         self._first, self._left = self.start_step() + 1, self.steps
+        if self.device.type == "cuda":
+            self._open = [CudaRecording(self.model, self.device, self.opt)]
+            return
         scopes = node_scopes(self.model)
         scopes.__enter__()
         prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
@@ -254,12 +258,102 @@ class LiveRecording:
         self._open = [scopes, prof]
 
     def _end(self, ok: bool) -> None:
-        scopes, prof = self._open
-        self._open, self._left = [], 0
-        prof.__exit__(None, None, None)
-        scopes.__exit__(None, None, None)
+        opened, self._open, self._left = self._open, [], 0
+        if len(opened) == 1:                                  # CUDA
+            try:
+                make = opened[0].stop()
+            except Exception as exc:  # noqa: BLE001 - reported, training goes on
+                self.publish(None, self._first, 0, f"cannot record: {type(exc).__name__}: {exc}")
+                return
+        else:
+            scopes, prof = opened
+            prof.__exit__(None, None, None)
+            scopes.__exit__(None, None, None)
+            tree = prof.profiler.kineto_results
+
+            def make() -> MemoryTrace:
+                return parse(tree.experimental_event_tree())
         if ok:
-            self.publish(prof, self._first, self.steps, "")
+            self.publish(make, self._first, self.steps, "")
+
+
+class CudaRecording:
+    """The CUDA path: the caching allocator's history (bounded by ``CUDA_MAX_ENTRIES``) with each
+    allocation tagged by ``_set_memory_metadata``: ``fw:<node>`` in forward pre-hooks, ``bw:<node>``
+    in the pre-hooks of the autograd nodes each module's forward made. ``stop()`` snapshots, stops
+    the history and returns a function that parses the snapshot (off the training thread)."""
+
+    def __init__(self, model: nn.Module, device: torch.device, opt: torch.optim.Optimizer | None = None) -> None:
+        self.device, self.handles = device, []
+        mem = torch.cuda.memory
+        mem._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=CUDA_MAX_ENTRIES,
+                                   device=device)
+        for name, child in model.named_children():
+            self.handles.append(child.register_forward_pre_hook(
+                lambda _m, _a, tag="fw:" + name: mem._set_memory_metadata(tag)))
+            self.handles.append(child.register_forward_hook(self._tag_backward(name)))
+        if opt is not None:
+            self.handles.append(opt.register_step_pre_hook(lambda *_a: mem._set_memory_metadata("opt:")))
+            self.handles.append(opt.register_step_post_hook(lambda *_a: mem._set_memory_metadata("")))
+
+    @staticmethod
+    def _tag_backward(name: str) -> Callable:
+        def hook(_m: nn.Module, _a: Any, out: Any) -> None:
+            torch.cuda.memory._set_memory_metadata("fw:" + LOSS)
+            todo = [t.grad_fn for t in _flat(out) if t.grad_fn is not None]
+            seen: set[Any] = set()
+            while todo:
+                fn = todo.pop()
+                if fn in seen or fn.metadata.get("studio_tagged"):
+                    continue
+                seen.add(fn)
+                fn.metadata["studio_tagged"] = True
+                fn.register_prehook(lambda _g, tag="bw:" + name: torch.cuda.memory._set_memory_metadata(tag))
+                todo.extend(n for n, _ in fn.next_functions if n is not None)
+        return hook
+
+    def stop(self) -> Callable[[], MemoryTrace]:
+        mem = torch.cuda.memory
+        for h in self.handles:
+            h.remove()
+        mem._set_memory_metadata("")
+        snapshot = mem._snapshot(self.device)
+        mem._record_memory_history(enabled=None, device=self.device)
+        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        return lambda: parse_cuda(snapshot, index)
+
+
+def _flat(out: Any) -> Iterator[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        yield out
+    elif isinstance(out, list | tuple):
+        for o in out:
+            yield from _flat(o)
+
+
+def parse_cuda(snapshot: dict[str, Any], index: int) -> MemoryTrace:
+    """The allocator's trace entries as an attributed trace by their tags: ``fw:<node>`` (forward;
+    ``fw:(loss)`` the loss), ``bw:<node>`` (backward), ``opt:`` (the optimizer step); untagged
+    allocations are unattributed."""
+    traces = snapshot.get("device_traces") or []
+    entries = traces[index] if index < len(traces) else []
+    live: dict[int, tuple[str, str]] = {}
+    trace = MemoryTrace()
+    for e in entries:
+        action, addr, size = e.get("action"), e.get("addr"), int(e.get("size", 0))
+        t_ns = int(e.get("time_us", 0)) * 1000
+        if action == "alloc":
+            kind, _, node = (e.get("user_metadata") or "").partition(":")
+            phase = {"fw": "forward", "bw": "backward", "opt": "optimizer"}.get(kind, "")
+            node = OPT if kind == "opt" else node or UNKNOWN
+            if kind == "fw" and node == LOSS:
+                phase = "loss"
+            live[addr] = (node, phase)
+            trace.events.append(Alloc(t_ns, size, node, phase))
+        elif action == "free_completed" and addr in live:
+            node, phase = live.pop(addr)
+            trace.events.append(Alloc(t_ns, -size, node, phase))
+    return trace
 
 
 def publisher(run_dir: Path, emit: Callable[..., None], submit: Callable[[Callable[[], None]], None]) -> Publish:
@@ -267,12 +361,12 @@ def publisher(run_dir: Path, emit: Callable[..., None], submit: Callable[[Callab
     to ``<run_dir>/memory/trace-step<N>.json``, then emit ``memory_trace`` with the summary."""
     from . import events as ev
 
-    def publish(prof: Any, first: int, steps: int, error: str) -> None:
+    def publish(make: Callable[[], MemoryTrace] | None, first: int, steps: int, error: str) -> None:
         def write() -> None:
-            if prof is None:
+            if make is None:
                 emit(ev.MEMORY_TRACE, step=first, steps=0, path="", error=error)
                 return
-            trace = parse(prof.profiler.kineto_results.experimental_event_tree())
+            trace = make()
             trace.steps = steps
             path = trace.save(Path(run_dir) / "memory" / f"trace-step{first}.json")
             s = trace.summary()

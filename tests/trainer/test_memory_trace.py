@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from graph_editor.build import build_module
@@ -61,3 +62,48 @@ def test_record_memory_command_through_the_real_worker(tmp_path, db):
     assert len(event.timeline["t_ms"]) == len(event.timeline["live"]) <= 2000
     saved = read_trace(event.path)
     assert saved["steps"] == 2 and saved["events"] and saved["summary"]["peak_bytes"] == event.peak_bytes
+
+
+def test_cuda_trace_entries_are_attributed_by_their_tags():
+    from trainer.memtrace import parse_cuda
+
+    snap = {"device_traces": [[
+        {"action": "alloc", "addr": 1, "size": 512, "time_us": 1, "user_metadata": "fw:conv"},
+        {"action": "alloc", "addr": 2, "size": 1024, "time_us": 2, "user_metadata": "fw:(loss)"},
+        {"action": "alloc", "addr": 3, "size": 2048, "time_us": 3, "user_metadata": "bw:conv"},
+        {"action": "free_requested", "addr": 1, "size": 512, "time_us": 4},
+        {"action": "free_completed", "addr": 1, "size": 512, "time_us": 4},
+        {"action": "alloc", "addr": 4, "size": 512, "time_us": 5, "user_metadata": "opt:"},
+        {"action": "alloc", "addr": 5, "size": 512, "time_us": 6},
+    ]]}
+    t = parse_cuda(snap, 0)
+    assert [(e.nbytes, e.node, e.phase) for e in t.events] == [
+        (512, "conv", "forward"), (1024, LOSS, "loss"), (2048, "conv", "backward"), (-512, "conv", "forward"),
+        (512, OPT, "optimizer"), (512, UNKNOWN, "")]
+    s = t.summary()
+    assert s["peak_bytes"] == 3584 + 512 - 512 + 512 and s["attributed"] == (4608 - 512) / 4608
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_recording_of_two_steps_is_attributed():
+    from trainer.memtrace import LiveRecording
+
+    g = template("resnet18_cifar")
+    dev = torch.device("cuda")
+    model = build_module(g, device=dev)
+    opt = make_optimizer(model, OptimSpec())
+    step, _ = make_train_step(model, opt, device=dev, precision="fp32", label_smoothing=0.0)
+    got = []
+    rec = LiveRecording(model, dev, publish=lambda make, first, steps, error: got.append((make, error)),
+                        start_step=lambda: 0, opt=opt)
+    wrapped = rec.wrap(step)
+    x, y = torch.randn(8, 3, 32, 32, device=dev), torch.zeros(8, dtype=torch.long, device=dev)
+    wrapped(x, y)
+    rec.request()
+    wrapped(x, y)
+    wrapped(x, y)
+    assert len(got) == 1 and got[0][1] == ""
+    s = got[0][0]().summary()
+    assert s["attributed"] >= 0.99 and s["peak_bytes"] > 0
+    assert any(n in g.nodes for n in s["at_peak"])
