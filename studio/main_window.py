@@ -172,7 +172,7 @@ class MainWindow(QMainWindow):
         c.selection_changed.connect(self._on_selection)
         c.refused.connect(self._on_refused)
         self.live.inferred.connect(self._on_inferred)
-        self.live.analyzed.connect(self.summary.show_analysis)
+        self.live.analyzed.connect(self._on_analyzed)
         self.live.analyzed.connect(self.status.show_analysis)
         self.problems.node_chosen.connect(self.reveal)
         self.summary.node_chosen.connect(self.reveal)
@@ -212,6 +212,12 @@ class MainWindow(QMainWindow):
         self.inspector.show_shapes(inference.shapes)
         graph = self.controller.graph
         self.summary.show_inference(inference.shapes, {i: n.type for i, n in graph.nodes.items()}, inference.order)
+
+    def _on_analyzed(self, analysis: object, problems: object) -> None:
+        self.summary.show_analysis(analysis, problems)
+        if analysis is None and is_blank(self.controller.graph):   # nothing to fix yet: say what to do
+            self.summary.totals.setText("A new network: add layers between Input and Output to see shapes, "
+                                        "parameters and FLOPs.")
 
     def _update_title(self) -> None:
         self.setWindowTitle(f"{self.document.name}[*] — {APP_NAME}")

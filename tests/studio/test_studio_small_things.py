@@ -16,6 +16,7 @@ def test_a_new_network_starts_without_a_red_invalid_state(window):
     assert "invalid" not in window.status.validity.text()
     assert window.status.validity.objectName() == "statusNeutral"
     assert window.problems.count() == 0 and "new network" in window.problems.header.text().lower()
+    assert "Fix the" not in window.summary.totals.text() and "new network" in window.summary.totals.text().lower()
     window.controller.connect("input", "out", "output", "in")   # wired: now it is judged
     settle(window)
     assert window.status.validity.objectName() in ("statusValid", "statusInvalid")
