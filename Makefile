@@ -22,10 +22,12 @@ run: install
 
 test: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -ra
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 demo: install
 	QT_QPA_PLATFORM=offscreen $(BIN)/python tools/demo.py
