@@ -118,3 +118,44 @@ class MemoryTimelineView(QWidget):
         node = band_at(self.timeline, p.x(), p.y())
         if node is not None and node != "other" and not node.startswith("("):
             self.node_clicked.emit(node)
+
+
+def _preview(argv: list[str]) -> int:
+    """``python -m studio.training.memory_timeline [--screenshot PNG]``: two digits_cnn training steps
+    recorded on this CPU, drawn; a click on a band prints its node."""
+    import sys
+    from pathlib import Path
+
+    import torch
+    from PySide6.QtWidgets import QApplication
+
+    from graph_editor.build import build_module
+    from graph_editor.model import load_graph
+    from trainer.loop import make_train_step
+    from trainer.memtrace import record_job_steps
+    from trainer.optim import make_optimizer
+    from trainer.spec import OptimSpec
+
+    app = QApplication.instance() or QApplication(sys.argv)
+    graph = load_graph(Path(__file__).resolve().parents[2] / "assets" / "templates" / "digits_cnn.graph.json")
+    model = build_module(graph)
+    opt = make_optimizer(model, OptimSpec())
+    step, _ = make_train_step(model, opt, device=torch.device("cpu"), precision="fp32", label_smoothing=0.0)
+    batch = (torch.randn(64, *graph.input_spec.shape), torch.zeros(64, dtype=torch.long))
+    step(*batch)
+    view = MemoryTimelineView()
+    view.show_trace({"step": 2, **record_job_steps(model, step, [batch, batch]).summary()})
+    view.node_clicked.connect(lambda node: print(f"selected {node}", flush=True))
+    view.resize(900, 460)
+    view.show()
+    if "--screenshot" in argv:
+        app.processEvents()
+        view.grab().save(argv[argv.index("--screenshot") + 1])
+        return 0
+    return app.exec()
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(_preview(sys.argv[1:]))
