@@ -68,11 +68,11 @@ def test_an_unknown_event_from_a_newer_worker_is_passed_on(qtbot, tmp_path):
     bridge = WorkerBridge()
     seen: list = []
     bridge.event.connect(seen.append)
-    script = ("import sys; sys.stdout.write('{\"event\": \"inspect\", \"run_id\": 3, \"step\": 4}\\n'"
+    script = ("import sys; sys.stdout.write('{\"event\": \"hologram\", \"run_id\": 3, \"step\": 4}\\n'"
               " + '{\"event\": \"finished\", \"run_id\": 3, \"status\": \"stopped\"}\\n')")
     with qtbot.waitSignal(bridge.exited, timeout=30_000):
         bridge.start("-", "", tmp_path / "w.log", command=[sys.executable, "-c", script])
-    assert [e.event for e in seen] == ["inspect", "finished"]
+    assert [e.event for e in seen] == ["hologram", "finished"]
     assert isinstance(seen[0], ev.UnknownEvent) and seen[0].extra == {"step": 4}
     assert bridge.run_id == 3 and bridge.ended
 
