@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=parse_bytes, metavar="SIZE",
                    help="device memory, e.g. 8GiB or 512MiB: also find the largest batch that fits "
                         "(on cuda less a reserve for the context and the allocator)")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="SEGMENT",
+                   help="activation checkpointing of a group id or a 'first..last' node range (repeatable)")
     p.add_argument("--input-shape", type=parse_shape, help="override the input shape, e.g. 3,32,32")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_memory)
@@ -52,7 +54,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
     graph = load_for_cli(args.graph, args.input_shape)
     kw = dict(optimizer=args.optimizer, precision=args.precision, channels_last=args.channels_last,
-              device=args.device)
+              device=args.device, checkpoint=args.checkpoint)
     try:
         pred = predict_memory(graph, args.batch, **kw)
         fit = None
@@ -79,7 +81,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
 def render(out: dict[str, Any]) -> str:
     """The prediction as a few readable lines."""
     head = (f"{out['graph']}: batch {out['batch']}, {out['optimizer']}, {out['precision']}"
-            f"{', channels_last' if out['channels_last'] else ''}, {out['device']}")
+            f"{', channels_last' if out['channels_last'] else ''}, {out['device']}"
+            f"{', checkpointing ' + ' '.join(out['checkpoint']) if out['checkpoint'] else ''}")
     lines = [head, f"peak {nbytes(out['peak_bytes'])} in the {out['peak_phase']}"
                    f"{' at ' + out['peak_node'] if out['peak_node'] else ''}"]
     for kind, value in out["parts"].items():

@@ -45,3 +45,14 @@ def test_parse_bytes():
     assert parse_bytes("1.5 GB") == 1_500_000_000
     assert parse_bytes("512mib") == 512 * 2 ** 20
     assert parse_bytes("2000") == 2000
+
+
+def test_checkpointing_segments_lower_the_saved_activations(capsys):
+    assert main(["memory", DIGITS, "--batch", "64", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(["memory", DIGITS, "--batch", "64", "--checkpoint", "conv1..relu2", "--json"]) == 0
+    ck = json.loads(capsys.readouterr().out)
+    assert ck["checkpoint"] == ["conv1..relu2"] and ck["parts"]["activations"] < plain["parts"]["activations"]
+    with pytest.raises(SystemExit) as exc:
+        main(["memory", DIGITS, "--checkpoint", "relu2..conv1"])
+    assert exc.value.code == 1 and "checkpoint[0]: 'relu2' comes after 'conv1'" in capsys.readouterr().err
