@@ -67,8 +67,12 @@ def test_linear_mismatch_message_names_both_sizes():
     lenet.remove_node("flatten")
     lenet.connect("pool2", "fc1")
     lenet.nodes["fc1"].params["in_features"] = 400
-    assert ("fc1", "Linear fc1 expects 400 input features, receives 16x5x5=400 (Linear reads the last dim, 5): "
-                   "add a Flatten before it") in problems_of(lenet)
+    assert ("fc1", "Linear fc1 expects 400 input features but receives 16x5x5: insert a Flatten before it "
+                   "(16x5x5 flattens to 400; without it Linear reads only the last dim, 5)") in problems_of(lenet)
+    lenet.nodes["fc1"].params["in_features"] = 300              # no Flatten would fit: no advice to add one
+    assert ("fc1", "Linear fc1 expects 300 input features, receives 16x5x5 (Linear reads the last dim, 5; "
+                   "flattened it would be 400)") in problems_of(lenet)
+    lenet.nodes["fc1"].params["in_features"] = 400
     lenet.add_node("Flatten", "flatten")
     lenet.remove_edge(Edge("pool2", "fc1"))
     lenet.connect("pool2", "flatten")

@@ -35,9 +35,12 @@ def linear(p, xs):
     if expected is not None and x[-1] != expected:
         if len(x) > 2:
             flat = prod(x[1:])
-            fix = ": add a Flatten before it" if flat == expected else ""
-            raise ShapeError(f"expects {expected} input features, receives {fmt_shape(x)}={flat} "
-                             f"(Linear reads the last dim, {x[-1]}){fix}")
+            if flat == expected:   # the common slip: a feature map wired straight into a Linear
+                raise ShapeError(f"expects {expected} input features but receives {fmt_shape(x)}: insert a "
+                                 f"Flatten before it ({fmt_shape(x)} flattens to {flat}; without it Linear "
+                                 f"reads only the last dim, {x[-1]})")
+            raise ShapeError(f"expects {expected} input features, receives {fmt_shape(x)} (Linear reads the "
+                             f"last dim, {x[-1]}; flattened it would be {flat})")
         raise ShapeError(f"expects {expected} input features, receives {x[-1]}")
     return (*x[:-1], p["out_features"])
 
