@@ -273,3 +273,20 @@ def test_cli_validate_and_summary_report_a_hostile_file_without_a_traceback(tmp_
             err = capsys.readouterr().err
             assert exit_info.value.code == 1
             assert err.startswith(f"error: {path}:") and "Traceback" not in err
+
+
+def test_a_saved_graph_gets_the_mode_a_plain_open_would_give_it(tmp_path):
+    """mkstemp makes 0600 files: a graph saved for a team to read must not be private by accident."""
+    import os
+
+    graph = lenet_graph()
+    old = os.umask(0o022)
+    try:
+        save_graph(graph, tmp_path / "new.graph.json")
+        assert (tmp_path / "new.graph.json").stat().st_mode & 0o777 == 0o644
+        (tmp_path / "kept.graph.json").write_text("{}")
+        os.chmod(tmp_path / "kept.graph.json", 0o640)
+        save_graph(graph, tmp_path / "kept.graph.json")     # an existing file keeps its mode
+        assert (tmp_path / "kept.graph.json").stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)
