@@ -18,6 +18,7 @@ from graph_editor.model import GraphError, graph_from_dict, load_graph
 from .document import UNTITLED, Document, starter_graph
 from .prompts import Prompts
 from .recovery import RecoveryStore
+from .resources import ASSETS
 from .settings import StudioSettings
 
 Log = Callable[[str, str], None]
@@ -141,18 +142,30 @@ class FileActions(QObject):
 
     # --------------------------------------------------------------- save
     def save(self) -> bool:
-        if self.document.path is None:
+        """Save to the document's file; asks where for a new document, or for one of the studio's own
+        files (a template opened from the installed package: Save must never overwrite it)."""
+        path = self.document.path
+        if path is None or _is_studio_file(path):
             return self.save_as()
-        return self._save_to(self.document.path)
+        return self._save_to(path)
 
     def save_as(self) -> bool:
         current = self.document.path
-        suggested = str(current) if current else str(Path(self.settings.last_directory() or ".")
-                                                     / _file_name(self.document.name))
+        if current is not None and not _is_studio_file(current):
+            suggested = str(current)
+        else:
+            folder = Path(self.settings.last_directory() or Path.home())
+            if _is_studio_file(folder):      # the last file opened was a template
+                folder = Path.home()
+            suggested = str(folder / (current.name if current else _file_name(self.document.name)))
         path = self.prompts.save_path(self.window, suggested)
         return self._save_to(Path(path)) if path else False
 
     def _save_to(self, path: Path) -> bool:
+        if _is_studio_file(path):
+            self.prompts.error(self.window, "Cannot save the graph",
+                               f"{path} is one of the studio's own templates: save your graph under another name")
+            return False
         try:
             saved = self.document.save(path)
         except OSError as exc:
@@ -192,6 +205,11 @@ class FileActions(QObject):
     def _error(self, title: str, exc: GraphError | str) -> None:
         self.prompts.error(self.window, title, str(exc))
         self.log(f"{title}: {exc}", "error")
+
+
+def _is_studio_file(path: Path) -> bool:
+    """A file inside the studio's installed assets (its templates): read it, never write it."""
+    return Path(path).resolve().is_relative_to(ASSETS.resolve())
 
 
 def _file_name(name: str) -> str:

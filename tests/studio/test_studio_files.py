@@ -267,3 +267,25 @@ def test_a_save_that_fails_is_reported_and_the_work_stays_unsaved(window, prompt
     assert prompts.errors and prompts.errors[0].startswith("Cannot save the graph")
     assert window.isWindowModified()
     assert window.document.path == (TEMPLATES / "lenet5.graph.json").resolve()
+
+
+def test_save_on_a_template_opened_from_the_package_asks_where_and_never_overwrites_it(window, prompts, tmp_path):
+    template = TEMPLATES / "lenet5.graph.json"
+    before = template.read_bytes()
+    prompts.answer("open_path", str(template))
+    window.action["open"].trigger()
+    edit(window)
+    prompts.answer("save_path", None)                    # Ctrl+S asks where; cancelled: nothing written
+    window.action["save"].trigger()
+    assert prompts.asked("save_path")[0][0].endswith("lenet5.graph.json")
+    assert not prompts.asked("save_path")[0][0].startswith(str(TEMPLATES))
+    assert window.isWindowModified() and template.read_bytes() == before
+    target = tmp_path / "lenet5.graph.json"
+    prompts.answer("save_path", str(target))
+    window.action["save"].trigger()
+    assert load_graph(target).nodes["conv1"].params["out_channels"] == 12
+    assert template.read_bytes() == before and not window.isWindowModified()
+    prompts.answer("save_path", str(template))           # typed the template's own path: refused, said why
+    window.action["save_as"].trigger()
+    assert "one of the studio's own templates" in prompts.errors[-1]
+    assert template.read_bytes() == before
