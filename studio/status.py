@@ -58,5 +58,5 @@ class GraphStatus(QObject):
 
 
 def is_blank(graph: Any) -> bool:
-    """Only an Input and an Output, not wired: what File > New starts from."""
-    return not graph.edges and all(n.type in ("Input", "Output") for n in graph.nodes.values())
+    """Only an Input and an Output, not wired (see :meth:`Graph.is_blank`)."""
+    return bool(graph.is_blank())

@@ -137,6 +137,11 @@ class Graph:
     def successors(self, node_id: str) -> list[str]:
         return [e.dst for e in self.out_edges(node_id)]
 
+    def is_blank(self) -> bool:
+        """Only an Input and an Output, not wired: what File > New starts from. Nothing the user did
+        is wrong yet, so views show it neutral, not red."""
+        return not self.edges and all(n.type in ("Input", "Output") for n in self.nodes.values())
+
     def nodes_of_type(self, type_: str) -> list[Node]:
         return [n for n in self.nodes.values() if n.type == type_]
 

@@ -276,7 +276,8 @@ class GraphScene(QGraphicsScene):
     def apply_inference(self, inference: Inference) -> int:
         """Paint shapes and problems; returns how many items changed (only those repaint)."""
         self.inference = inference
-        by_node = inference.errors_by_node()
+        # A new network (Input and Output, not wired) is not wrong yet: its missing wire is not painted red.
+        by_node = {} if self.graph.is_blank() else inference.errors_by_node()
         changed = 0
         for node_id, item in self.nodes.items():
             shape = inference.shapes.get(node_id)

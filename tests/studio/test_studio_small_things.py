@@ -17,9 +17,15 @@ def test_a_new_network_starts_without_a_red_invalid_state(window):
     assert window.status.validity.objectName() == "statusNeutral"
     assert window.problems.count() == 0 and "new network" in window.problems.header.text().lower()
     assert "Fix the" not in window.summary.totals.text() and "new network" in window.summary.totals.text().lower()
+    nodes = window.canvas.graph_scene.nodes
+    assert all(item.severity is None for item in nodes.values())  # the unwired Output is not drawn red
     window.controller.connect("input", "out", "output", "in")   # wired: now it is judged
     settle(window)
     assert window.status.validity.objectName() in ("statusValid", "statusInvalid")
+    window.controller.undo_stack.undo()                          # blank again, then a loose layer: judged, red
+    assert window.controller.add_node("ReLU", (0.0, 200.0)) is None
+    settle(window)
+    assert nodes["output"].severity == "error"
 
 
 def test_one_unconnected_node_leaves_the_summary_showing_what_is_known(window):
