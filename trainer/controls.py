@@ -11,6 +11,7 @@ import queue
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
@@ -43,6 +44,7 @@ class Controls:
         self.on_inspect: Callable[[], None] = lambda: None   # the live inspection's request (trainer.inspect)
         self.on_record_memory: Callable[[], None] = lambda: None   # trainer.memtrace.LiveRecording.request
         self.sigterm = False
+        self.paused_seconds = 0.0   # time spent paused so far: epoch times and the ETA leave it out
 
     def listen(self, stream: IO[Any] | None = None) -> threading.Thread:
         """Read commands from ``stream`` (stdin) on a daemon thread. At EOF (the studio went away, or
@@ -98,6 +100,13 @@ class Controls:
 
     def _paused(self) -> None:
         self.on_state("paused", PAUSE)
+        start = time.perf_counter()
+        try:
+            self._wait_for_resume()
+        finally:
+            self.paused_seconds += time.perf_counter() - start
+
+    def _wait_for_resume(self) -> None:
         while True:
             if self.sigterm:
                 self._stop("SIGTERM")

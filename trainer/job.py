@@ -229,7 +229,7 @@ def run_epochs(job: Job) -> str:
     hooks = LoopHooks(lr_at=job.lr_at, report=lambda *a: report_metrics(job, *a), poll=job.controls.poll,
                       interval_s=spec.train.metrics_interval_s)
     while job.epoch < spec.train.epochs:
-        epoch, t0 = job.epoch + 1, time.perf_counter()
+        epoch, t0, paused0 = job.epoch + 1, time.perf_counter(), job.controls.paused_seconds
         if job.order is None:
             job.order, job.position, job.totals = train.order(), 0, EpochTotals()
         step, stopped = train_one_epoch(job.step_fn, job.opt, train.batches(job.order, job.position), epoch=epoch,
@@ -242,7 +242,8 @@ def run_epochs(job: Job) -> str:
         job.order, job.epoch = None, epoch
         if epoch == spec.train.epochs:
             _report_the_rest(job, hooks)  # before the last epoch_end
-        if end_of_epoch(job, epoch, time.perf_counter() - t0):
+        seconds = time.perf_counter() - t0 - (job.controls.paused_seconds - paused0)   # a pause is not training
+        if end_of_epoch(job, epoch, seconds):
             _report_the_rest(job, hooks)
             return "early_stopped"
         if job.controls.poll(job.step):

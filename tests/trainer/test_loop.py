@@ -67,3 +67,23 @@ def test_a_non_finite_loss_names_its_step():
     with pytest.raises(NonFiniteLoss, match="the loss became nan at step 105"):
         train_one_epoch(_step(clock, {6: float("nan")}), opt, _batches(10), epoch=1, step=99, batch_size=4,
                         window=window, totals=EpochTotals(), hooks=_hooks(clock, []))
+
+
+def test_time_spent_paused_is_counted_apart_from_training():
+    """Epoch times and the ETA leave pauses out: Controls adds up how long poll() blocked in a pause."""
+    import threading
+    import time
+
+    from trainer.controls import Controls
+    from trainer.events import Pause, Resume
+
+    states: list[str] = []
+    controls = Controls(lambda state, reason: states.append(state))
+    controls.commands.put(Pause())
+    threading.Timer(0.4, lambda: controls.commands.put(Resume())).start()
+    t0 = time.perf_counter()
+    assert controls.poll() is False
+    blocked = time.perf_counter() - t0
+    assert states == ["paused", "running"]
+    assert 0.4 <= controls.paused_seconds <= blocked
+    assert controls.poll() is False and controls.paused_seconds <= blocked   # not paused: nothing added
