@@ -12,7 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
-from graph_editor.model import Graph, load_graph, save_graph
+from graph_editor.model import Graph, save_graph
 from graph_editor.ui.controller import EditorController
 
 UNTITLED = "Untitled"
@@ -57,12 +57,6 @@ class Document(QObject):
         if dirty:
             self.undo_stack.resetClean()
         self.changed.emit()
-
-    def open(self, path: str | Path) -> Graph:
-        """Load ``path`` and edit it; raises GraphFileError (nothing changes) when it cannot be read."""
-        graph = load_graph(path)
-        self.replace(graph, Path(path).resolve())
-        return graph
 
     def save(self, path: str | Path | None = None) -> Path:
         """Write the graph atomically to ``path`` (or the current path); raises OSError."""

@@ -389,9 +389,6 @@ class UndoStack:
     def undo_text(self) -> str:
         return self._done[-1].text if self._done else ""
 
-    def redo_text(self) -> str:
-        return self._undone[-1].text if self._undone else ""
-
     def set_clean(self) -> None:
         self._clean_depth = len(self._done)
 
