@@ -243,8 +243,10 @@ class TrainDialog(QDialog):
         elif self._summary is not None and not problems:
             # The trainer's own check of data against graph (imported by the preview's thread).
             from trainer.checks import check_fit
+            from trainer.data import fit_to_input
 
-            check_fit(spec_from_dict(self.spec()), self.graph.copy(), self._summary["raw"], problems)
+            raw = fit_to_input(self._summary["raw"], self.graph.input_spec.shape)  # as the worker feeds it
+            check_fit(spec_from_dict(self.spec()), self.graph.copy(), raw, problems)
         return problems
 
     def refresh_problems(self) -> None:

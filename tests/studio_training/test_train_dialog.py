@@ -136,3 +136,10 @@ def test_the_preset_box_says_custom_once_a_value_differs(qtbot):
     assert d.preset.currentText() == "quick"                   # back to the preset's values
     d.apply_preset("accurate")
     assert d.preset.currentText() == "accurate"
+
+
+def test_a_flat_input_takes_the_digits_flattened_as_the_worker_does(qtbot):
+    """The mlp template (input 64) on the 8x8 digits: the worker flattens the images, so the dialog
+    must not refuse it ('samples of shape 1x8x8 do not fit the graph's input 64')."""
+    d = _dialog(qtbot, load_graph(ROOT / "assets/templates/mlp.graph.json"))
+    assert d.problem_list() == [] and d.start_button.isEnabled()
