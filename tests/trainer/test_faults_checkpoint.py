@@ -181,6 +181,34 @@ def test_a_kill_at_each_point_of_the_save_sequence_then_resume(tmp_path):
     assert len(list(folder.glob("last-*.safetensors"))) == 2
 
 
+def test_a_run_killed_before_its_first_last_record_has_nothing_to_resume(tmp_path):
+    """The exact sequence the 20-kill test once met when it killed its first run at a random moment
+    (0.19 s after run_started, under load still inside epoch 1): no 'last' record exists yet, so
+    there is nothing to resume, and that is not a loss of data. Here deterministically: killed in
+    epoch 1's 'last' save after the rename, before the record (its 'best' is recorded). The unrecorded
+    file is never used; resume refuses, touches nothing, and the run reads interrupted."""
+    db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    proc = start(["run", str(write_spec(tmp_path, **SECTIONS))], db, {FAULT_ENV: "kill:renamed:2"})
+    events, err = read_events(proc)
+    assert proc.returncode == -signal.SIGKILL, err
+    run_id = events[0]["run_id"]
+    folder = tmp_path / "runs" / f"run-{run_id}" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == ["best-00000019.safetensors", "last-00000019.safetensors"]
+    store = RunStore(db, create=False)
+    assert [(c.kind, c.step) for c in store.checkpoints(run_id)] == [("best", 19)]
+    store.close()
+    with pytest.raises(AssertionError, match="no whole last checkpoint left"):
+        expected_resume(db, run_id)
+    proc = start(["resume", str(run_id)], db)
+    events, err = read_events(proc)
+    assert proc.returncode == 2 and [e["event"] for e in events] == ["failed"], err
+    assert f"run {run_id} has no whole last checkpoint to resume from" in err
+    store = RunStore(db, create=False)
+    assert store.run(run_id).status == "interrupted" and len(store.checkpoints(run_id)) == 1
+    store.close()
+    assert (folder / "last-00000019.safetensors").is_file()      # a refused resume deletes nothing
+
+
 @pytest.mark.slow
 def test_twenty_kills_at_random_moments_then_resume_continues_exactly(tmp_path):
     """The issue's "done when": 20 SIGKILLs at random moments of one run (half of them while a save
