@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The CPU build of torch is small; a plain `torch` requirement would pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install run test lint demo bench gpu-check clean templates
+.PHONY: install run test lint demo bench gpu-check clean templates walk
 
 install: $(STAMP)
 
@@ -34,6 +34,10 @@ demo: install
 
 bench: install
 	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The desktop walk of issue 13: the real studio under Xvfb, driven by xdotool (not part of `test`).
+walk: install
+	$(BIN)/python tools/desktop_walk.py
 
 gpu-check: install
 	$(BIN)/python -m pytest -q -m cuda
