@@ -4,8 +4,12 @@
 
 Opens the digits CNN template, trains it for a few epochs on the embedded digits data (a real
 worker process, a scratch run store; three shorter runs of the MLP and the CNN fill the Runs table),
-then grabs the Design, Train and Runs workspaces as workspace_design.png, workspace_train.png and
-workspace_runs.png (with the size in the name when it is not 1440x900).
+then grabs the Design, Train, Runs and Inspect workspaces as workspace_design.png,
+workspace_train.png, workspace_runs.png and workspace_inspect.png (the digits CNN's backward graph
+captured at batch 32), with the size in the name when it is not 1440x900:
+
+    for s in 1280x800 1440x900 1920x1080; do QT_QPA_PLATFORM=offscreen .venv/bin/python \
+        docs/screenshots/shoot_workspaces.py --size $s; done
 """
 
 from __future__ import annotations
@@ -86,9 +90,19 @@ def main() -> None:
     runs.tabs.setCurrentIndex(2)                       # Details: the recipe
     QTest.qWait(400)
     window.grab().save(str(out / f"workspace_runs{suffix}.png"))
+    window.workspaces.show("Inspect")
+    ws = window.inspect.workspace
+    ws.batch.setValue(32)
+    ws.start_capture()
+    ws.task.wait()
+    QTest.qWait(300)
+    window.canvas.fit_view()
+    QTest.qWait(300)
+    window.grab().save(str(out / f"workspace_inspect{suffix}.png"))
     window.document.undo_stack.setClean()
     window.close()
-    print(f"saved workspace_design{suffix}.png, workspace_train{suffix}.png, workspace_runs{suffix}.png in {out}")
+    print(f"saved workspace_design{suffix}.png, workspace_train{suffix}.png, workspace_runs{suffix}.png, "
+          f"workspace_inspect{suffix}.png in {out}")
 
 
 if __name__ == "__main__":
