@@ -15,10 +15,16 @@ class GraphError(Exception):
     def located(self) -> str:
         where = []
         if self.node is not None:
-            where.append(f"node '{self.node}'")
+            where.append(f"node '{_cut(self.node)}'")
         if self.field is not None:
-            where.append(f"field '{self.field}'")
+            where.append(f"field '{_cut(self.field)}'")
         return f"{', '.join(where)}: {self.message}" if where else self.message
+
+
+def _cut(name: str, limit: int = 200) -> str:   # node ids may be 200 long: shown whole
+    """A name from a file, cut to a readable length: a 4000-character key is named, never echoed whole."""
+    name = str(name)
+    return name if len(name) <= limit else f"{name[:limit - 30]}... ({len(name)} characters)"
 
 
 class ParamError(GraphError):
