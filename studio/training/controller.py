@@ -106,13 +106,13 @@ class TrainingController(QObject):
 
     def start(self, spec: dict[str, Any]) -> int:
         """Start a worker on ``spec`` and bring the dashboard forward; returns the worker's pid. A run
-        the user did not name is named after its graph (else the worker names it after its spec file)."""
+        the user did not name is named after its graph ("Untitled" for a graph not saved yet)."""
         self._recipe = spec             # the next Train dialog starts from it (the graph may be another)
         if self.follower is not None:   # the dashboard shows this run from now on
             self.follower.stop()
             self.follower = None
-        if not spec.get("name") and (name := run_name(self.graph_name())):
-            spec = {**spec, "name": name}
+        if not spec.get("name"):
+            spec = {**spec, "name": run_name(self.graph_name())}
         pid = self.session.start(spec)
         self.show_dashboard()
         return pid
@@ -159,9 +159,10 @@ def _wait_exit(session: TrainingSession, ms: int) -> bool:
 
 
 def run_name(document_name: str) -> str:
-    """``lenet5.graph.json`` -> ``lenet5``; an untitled graph gives no name."""
+    """``lenet5.graph.json`` -> ``lenet5``; an untitled graph's run is "Untitled", as the window calls
+    the graph (the worker's own default, the spec file's name, means nothing to the user)."""
     name = document_name.strip().removesuffix(".json").removesuffix(".graph")
-    return "" if name.lower() in ("", "untitled") else name
+    return name or "Untitled"
 
 
 def _raise(dock: QDockWidget) -> None:

@@ -268,4 +268,5 @@ def test_an_unnamed_run_is_named_after_its_graph_file():
 
     assert run_name("lenet5.graph.json") == "lenet5"
     assert run_name("LeNet-5") == "LeNet-5"               # a template opened unsaved
-    assert run_name("Untitled") == ""                     # nothing better than the worker's default
+    assert run_name("Untitled") == "Untitled"             # as the window calls it, never the spec file's "spec"
+    assert run_name("") == "Untitled"
