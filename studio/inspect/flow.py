@@ -114,7 +114,9 @@ class Sparkline(pg.PlotWidget):
         self.setMouseEnabled(x=False, y=False)
         self.curve = pg.PlotDataItem([], [], symbol="o", symbolSize=4)
         item.addItem(self.curve)
-        self.setMinimumHeight(90)
+        self.setMinimumHeight(130)    # title, plot and axis: below this the y labels pile up
+        left = item.getAxis("left")
+        left.setWidth(48)
         self.set_plot_theme(self.theme)
 
     def set_plot_theme(self, theme: str | PlotTheme) -> None:
@@ -128,7 +130,26 @@ class Sparkline(pg.PlotWidget):
         self.curve.setSymbolPen(None)
 
     def show_series(self, title: str, steps: list[int], values: list[float], log: bool) -> None:
+        """Plot one node's history; with no steps only the title shows (empty axes read as data)."""
+        item = self.getPlotItem()
+        for axis in ("left", "bottom"):
+            item.showAxis(axis, bool(steps))
         self.getPlotItem().setLogMode(y=log)
         ys = [v if (not log or v > 0) else np.nan for v in values]
         self.curve.setData(np.array(steps, dtype=float), np.array(ys, dtype=float), connect="finite")
+        item.getAxis("left").setTicks(_three_ticks(ys, log))
         self.getPlotItem().setTitle(title, color=self.theme.text, size="8pt")
+
+
+def _three_ticks(values: list[float], log: bool) -> list[list[tuple[float, str]]] | None:
+    """The low, middle and high value as the only y labels: at a sparkline's height pyqtgraph's own
+    ticks (a log axis labels every 0.01 inside one decade) pile up unreadably. None: no data."""
+    finite = [v for v in values if np.isfinite(v) and (v > 0 or not log)]
+    if not finite:
+        return None
+    lo, hi = min(finite), max(finite)
+    if log:
+        spots = np.unique(np.linspace(np.log10(lo), np.log10(hi), 3))
+        return [[(float(p), f"{10 ** p:.2g}") for p in spots]]
+    spots = np.unique(np.linspace(lo, hi, 3))
+    return [[(float(v), f"{v:.3g}") for v in spots]]
