@@ -75,6 +75,12 @@ class Breadcrumbs(QWidget):
             button.clicked.connect(lambda _=False, g=gid: self.go(g))
             row.addWidget(button)
             self.buttons.append(button)
+        # A child added to a widget already shown is shown only at the next event, and until then the
+        # layout sizes it 0x0: the bar was cut to nothing and a click on it went nowhere. Show them now.
+        for k in range(row.count()):
+            if (widget := row.itemAt(k).widget()) is not None:
+                widget.show()
+        row.activate()
         self.adjustSize()
         self.move(MARGIN, MARGIN)
         self.show()

@@ -248,6 +248,7 @@ def test_breadcrumbs_say_where_the_selection_sits_and_lead_back_out(qtbot):
     assert controller.selection == [layer2]
     assert canvas.visible_rect().contains(canvas.graph_scene.boxes[layer2].sceneBoundingRect())
     qtbot.waitUntil(lambda: [b.text() for b in crumbs.buttons] == ["Network", "layer2"])
+    assert all(b.width() > 0 and b.height() > 0 for b in crumbs.buttons)   # laid out, not 0x0
     QTest.mouseClick(crumbs.buttons[0], Qt.MouseButton.LeftButton)
     assert controller.selection == []
     qtbot.waitUntil(lambda: not crumbs.isVisible())
