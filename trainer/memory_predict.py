@@ -28,6 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from graph_editor.build import build_module
+from graph_editor.build.autograd import tensors_in
 from graph_editor.build.fake import fake_batch, fake_cpu
 from graph_editor.model import Graph, GraphError
 
@@ -117,7 +118,7 @@ class _Tracker(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
         out = func(*args, **(kwargs or {}))
-        for t in _tensors(out):
+        for t in tensors_in(out):
             self.track(t)
         scratch = _conv_scratch(func, args, out)
         if scratch:
@@ -199,18 +200,10 @@ def _slow_cpu_conv(dtype: torch.dtype) -> bool:
     return False
 
 
-def _tensors(out: Any) -> Iterator[torch.Tensor]:
-    if isinstance(out, torch.Tensor):
-        yield out
-    elif isinstance(out, list | tuple):
-        for o in out:
-            yield from _tensors(o)
-
-
 # ------------------------------------------------------------------------- attribution hooks
 def _stamp(outputs: Any, owner: str) -> None:
     """Give ``owner`` every autograd node reachable from ``outputs`` that no earlier module owns."""
-    todo = [t.grad_fn for t in _tensors(outputs) if t.grad_fn is not None]
+    todo = [t.grad_fn for t in tensors_in(outputs) if t.grad_fn is not None]
     while todo:
         fn = todo.pop()
         md = fn.metadata

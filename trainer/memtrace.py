@@ -28,6 +28,8 @@ from torch import nn
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from graph_editor.build.autograd import tensors_in
+
 NODE = "node:"
 BACKWARD = "autograd::engine::evaluate_function: "
 OPTIMIZER = "Optimizer."
@@ -300,7 +302,7 @@ class CudaRecording:
     def _tag_backward(name: str) -> Callable:
         def hook(_m: nn.Module, _a: Any, out: Any) -> None:
             torch.cuda.memory._set_memory_metadata("fw:" + LOSS)
-            todo = [t.grad_fn for t in _flat(out) if t.grad_fn is not None]
+            todo = [t.grad_fn for t in tensors_in(out) if t.grad_fn is not None]
             seen: set[Any] = set()
             while todo:
                 fn = todo.pop()
@@ -321,14 +323,6 @@ class CudaRecording:
         mem._record_memory_history(enabled=None, device=self.device)
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         return lambda: parse_cuda(snapshot, index)
-
-
-def _flat(out: Any) -> Iterator[torch.Tensor]:
-    if isinstance(out, torch.Tensor):
-        yield out
-    elif isinstance(out, list | tuple):
-        for o in out:
-            yield from _flat(o)
 
 
 def parse_cuda(snapshot: dict[str, Any], index: int) -> MemoryTrace:

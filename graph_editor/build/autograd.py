@@ -222,7 +222,7 @@ def _capture(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int, pr
     order: list[str] = []
 
     def claim(owner: str, outputs: Any) -> None:
-        stack = [t.grad_fn for t in _tensors(outputs) if t.grad_fn is not None]
+        stack = [t.grad_fn for t in tensors_in(outputs) if t.grad_fn is not None]
         while stack:
             fn = stack.pop()
             if fn is None or fn in owner_of:
@@ -339,15 +339,16 @@ def _storage(t: torch.Tensor) -> Any:
         return None
 
 
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
+def tensors_in(value: Any) -> Iterator[torch.Tensor]:
+    """Every tensor in a module's output: a tensor, or tuples, lists and dicts of them, nested."""
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, (tuple, list)):
         for v in value:
-            yield from _tensors(v)
+            yield from tensors_in(v)
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _tensors(v)
+            yield from tensors_in(v)
 
 
 def _autocast(device_type: str, precision: str) -> Any:
