@@ -154,8 +154,11 @@ def test_a_reader_that_falls_behind_slows_the_worker_and_memory_stays_bounded(tm
 
 def test_a_detached_worker_runs_on_in_its_own_session(tmp_path):
     marker = tmp_path / "still-here"
-    script = (f"import sys, time, pathlib\nsys.stdin.read()\ntime.sleep(0.3)\n"
-              f"print('{{\"event\": \"state\"}}', flush=True)\npathlib.Path({str(marker)!r}).write_text('yes')\n")
+    # The child writes its line in one write() and treats a closed stream as the worker's Emitter does
+    # (print() writes text and newline in two syscalls: the reader may close between them).
+    script = (f"import os, sys, time, pathlib\nsys.stdin.read()\ntime.sleep(0.3)\n"
+              f"try:\n    os.write(1, b'{{\"event\": \"state\"}}\\n')\nexcept BrokenPipeError:\n    pass\n"
+              f"pathlib.Path({str(marker)!r}).write_text('yes')\n")
     w = WorkerClient([], command=[sys.executable, "-c", script], own_session=True)
     assert os.getsid(w.pid) == w.pid                       # a session of its own: outlives its parent
     w.detach()                                              # closes its stdin: it reads EOF and goes on
