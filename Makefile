@@ -3,8 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The CPU build of torch is small; a plain `torch` requirement would pull a multi-GB CUDA build.
-TORCH_SPEC ?= torch==2.13.0
+# torchvision (a test dependency: the import proof walks its models) is built against torch 2.14.1;
+# the registry's 2.14.1 is the CUDA build, which also runs on a CPU-only machine.
+TORCH_SPEC ?= torch==2.14.1
 
 .PHONY: install run test lint demo bench gpu-check clean templates walk
 
