@@ -28,7 +28,12 @@ SCHEDULES = ("onecycle", "cosine", "step", "constant")
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 STOP_METRICS = ("val_accuracy", "val_loss")
+STRATEGIES = ("none", "ddp", "fsdp2")
+BACKENDS = ("auto", "gloo", "nccl")
+ENDPOINT_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")  # host:port, [v6]:port
+RDZV_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 MAX_IMAGE_SIDE = 16384   # pixels: beyond any classification input (and a decompression bomb's size)
+MAX_NPROC = 1024         # ranks on one machine: beyond any machine's GPUs or cores
 MAX_WORKERS = 64         # DataLoader processes: more only costs memory and start-up
 DEVICE_RE = re.compile(r"auto|cpu|cuda(:\d{1,4})?")
 
@@ -134,6 +139,23 @@ class CheckpointSpec:
 
 
 @dataclass
+class DistributedSpec:
+    """Data parallelism under ``torchrun`` (trainer.distributed). ``strategy`` none: one process."""
+
+    strategy: str = "none"              # none, ddp (DistributedDataParallel), fsdp2 (fully_shard)
+    nproc_per_node: int = 1             # processes (ranks) on each machine
+    nnodes: int = 1                     # machines
+    node_rank: int = 0                  # this machine's number, 0..nnodes-1
+    rdzv_endpoint: str = "localhost:29500"  # host:port every node meets at (one node: a free local port)
+    rdzv_id: str = "torch-studio"       # the job's name at the rendezvous: the same on every node
+    backend: str = "auto"               # auto: nccl on CUDA, gloo on the CPU
+    # FSDP2: graph node or group ids that become fully_shard units; empty: every top-level group
+    # (block), or the whole model where the graph has none.
+    fsdp_units: list[str] = field(default_factory=list)
+    reshard_after_forward: bool = True  # FSDP2: free gathered parameters after forward (memory vs. traffic)
+
+
+@dataclass
 class RunSpec:
     """Everything a run needs; ``to_dict`` is what the store and checkpoints keep."""
 
@@ -147,6 +169,7 @@ class RunSpec:
     early_stopping: EarlyStopSpec = field(default_factory=EarlyStopSpec)
     checkpoints: CheckpointSpec = field(default_factory=CheckpointSpec)
     memory: MemorySpec = field(default_factory=MemorySpec)
+    distributed: DistributedSpec = field(default_factory=DistributedSpec)
     device: str = "auto"
     base_dir: str = field(default="", metadata={"internal": True})  # relative paths resolve here
 
@@ -282,7 +305,7 @@ def _show(value: Any) -> str:
 def _type_ok(value: Any, default: Any, name: str) -> bool:
     if name == "graph":  # a graph object is checked as a graph file is, when the run is set up
         return isinstance(value, str) or isinstance(value, dict) and value_depth(value) <= MAX_DEPTH
-    if name == "checkpoint":
+    if name in ("checkpoint", "fsdp_units"):
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if isinstance(default, bool):
         return isinstance(value, bool)
@@ -301,6 +324,8 @@ def _type_name(default: Any, name: str) -> str:
         return f"a graph file path or a graph object (nested at most {MAX_DEPTH} deep)"
     if name == "checkpoint":
         return "a list of group ids or 'first..last' node id ranges"
+    if name == "fsdp_units":
+        return "a list of graph node or group ids"
     return {bool: "true or false", int: "an integer", float: "a number", list: "a list of numbers",
             str: "a string"}.get(type(default), type(default).__name__)
 
@@ -362,3 +387,36 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
         problems.append(f"data.workers: at most {MAX_WORKERS} DataLoader processes, got {d.workers}")
     if not DEVICE_RE.fullmatch(spec.device):
         problems.append(f"device: unknown device {_show(spec.device)} (choose auto, cpu, cuda or cuda:N, N from 0)")
+    check_distributed(spec, problems)
+
+
+def check_distributed(spec: RunSpec, problems: list[str]) -> None:
+    """The ``distributed`` section's own checks (the graph's ids for ``fsdp_units`` are checked at setup)."""
+    dist = spec.distributed
+    _choice(problems, "distributed.strategy", dist.strategy, STRATEGIES, "strategy")
+    _choice(problems, "distributed.backend", dist.backend, BACKENDS, "backend")
+    for where, value in (("distributed.nproc_per_node", dist.nproc_per_node), ("distributed.nnodes", dist.nnodes)):
+        if value < 1:
+            problems.append(f"{where}: must be at least 1, got {value}")
+    if dist.nproc_per_node > MAX_NPROC:
+        problems.append(f"distributed.nproc_per_node: at most {MAX_NPROC} processes a machine, got {dist.nproc_per_node}")
+    if not 0 <= dist.node_rank < max(dist.nnodes, 1):
+        problems.append(f"distributed.node_rank: must be 0..{max(dist.nnodes, 1) - 1} (distributed.nnodes is "
+                        f"{dist.nnodes}), got {dist.node_rank}")
+    m = ENDPOINT_RE.fullmatch(dist.rdzv_endpoint)
+    if m is None or not 0 < int(m.group(2)) < 65536:
+        problems.append(f"distributed.rdzv_endpoint: must be host:port with a port 1..65535, got "
+                        f"{_show(dist.rdzv_endpoint)}")
+    if not RDZV_ID_RE.fullmatch(dist.rdzv_id):
+        problems.append(f"distributed.rdzv_id: must be 1 to 128 letters, digits, '.', '_' or '-', got "
+                        f"{_show(dist.rdzv_id)}")
+    for unit in dist.fsdp_units:
+        if not unit.strip():
+            problems.append("distributed.fsdp_units: holds an empty id")
+            break
+    if dist.backend == "nccl" and spec.device == "cpu":
+        problems.append("distributed.backend: nccl needs CUDA devices, but device is 'cpu' (use gloo or auto)")
+    world = dist.nproc_per_node * dist.nnodes
+    if dist.strategy != "none" and world >= 1 and spec.train.batch_size % world:
+        problems.append(f"train.batch_size: the global batch {spec.train.batch_size} must divide evenly among "
+                        f"{world} processes (distributed.nproc_per_node x distributed.nnodes)")
