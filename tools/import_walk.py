@@ -1,0 +1,245 @@
+"""Walk real classification models through the importer (issue 16's proof).
+
+Every classification builder of ``torchvision.models`` and one or two small variants of the most used
+timm families, built without weights. For each model: import it, then check that
+
+- the graph has exactly the module's parameter count,
+- its FLOPs equal ``FlopCounterMode``'s on the module,
+- the graph built back with the imported weights gives the module's outputs (max abs diff < 1e-5),
+- its ONNX export passes its proof (``onnx.checker`` and onnxruntime against PyTorch).
+
+Prints one row per model (ok/failed, the first cause, seconds of the import, seconds in all) and
+imported/total per source. ``tests/graph_editor/test_import_zoo.py`` runs the same checks in CI on
+the cheap ones; this walk checks them all::
+
+    python tools/import_walk.py [--only NAME ...] [--skip-onnx] [--source torchvision|timm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from graph_editor.build import build_module
+from graph_editor.build.analysis import analyze
+from graph_editor.build.importer import ImportResult, import_module
+
+TOLERANCE = 1e-5
+# timm's small variants of the families the issue names; (name, per-sample input shape or None = its default)
+TIMM_MODELS: dict[str, list[str]] = {
+    "resnet": ["resnet18", "resnet50d"],
+    "efficientnet": ["efficientnet_b0"],
+    "mobilenetv3": ["mobilenetv3_small_100", "mobilenetv3_large_100"],
+    "convnext": ["convnext_atto"],
+    "regnet": ["regnetx_002", "regnety_002"],
+    "vit": ["vit_tiny_patch16_224"],
+    "deit": ["deit_tiny_patch16_224"],
+    "mixer": ["mixer_s32_224"],
+    "ghostnet": ["ghostnet_100"],
+    "lcnet": ["lcnet_050"],
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One model to walk: where it comes from, its name and the per-sample input it takes."""
+
+    source: str  # "torchvision" or "timm"
+    name: str
+    shape: tuple[int, int, int]
+    family: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.source}:{self.name}"
+
+    def build(self) -> nn.Module:
+        """The model with freshly initialised weights (never downloaded), in eval mode, seeded."""
+        torch.manual_seed(0)
+        if self.source == "torchvision":
+            import torchvision
+
+            model = torchvision.models.get_model(self.name, weights=None)
+        else:
+            import timm
+
+            model = timm.create_model(self.name, pretrained=False)
+        return model.eval()
+
+
+def torchvision_cases() -> list[Case]:
+    """Every classification builder in ``torchvision.models``, at its smallest documented input."""
+    import torchvision
+
+    cases = []
+    for name in torchvision.models.list_models(module=torchvision.models):
+        weights = torchvision.models.get_model_weights(name)
+        meta = next(iter(weights)).meta
+        size = int(meta.get("min_size", (32, 32))[0])
+        if name.startswith(("vit_", "swin_", "maxvit")):  # position embeddings or windows fix the size
+            size = max(size, 224)
+        cases.append(Case("torchvision", name, (3, size, size), name.split("_")[0].rstrip("0123456789")))
+    return cases
+
+
+def timm_cases() -> list[Case]:
+    """The timm family subset, each at its default input size."""
+    import timm
+
+    cases = []
+    for family, names in TIMM_MODELS.items():
+        for name in names:
+            size = tuple(timm.get_pretrained_cfg(name).input_size)
+            cases.append(Case("timm", name, (int(size[0]), int(size[1]), int(size[2])), family))
+    return cases
+
+
+@dataclass
+class Outcome:
+    case: Case
+    ok: bool = False
+    cause: str = ""
+    import_s: float = 0.0
+    total_s: float = 0.0
+    checks: list[str] = field(default_factory=list)
+
+
+class CheckFailed(Exception):
+    """One of the proof's checks failed; the message says which and by how much."""
+
+
+def module_flops(model: nn.Module, shape: tuple[int, ...], batch: int = 1) -> int:
+    """``FlopCounterMode``'s count for one forward pass, on the meta device (no memory, no time)."""
+    meta = _on_meta(model)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        meta(torch.empty((batch, *shape), device="meta"))
+    return int(counter.get_total_flops())
+
+
+def _on_meta(model: nn.Module) -> nn.Module:
+    import copy
+
+    clone = copy.deepcopy(model) if not any(p.is_meta for p in model.parameters()) else model
+    return clone.to("meta")
+
+
+def check_counts(model: nn.Module, result: ImportResult, shape: tuple[int, ...]) -> list[str]:
+    """Parameters exact, FLOPs equal to ``FlopCounterMode``'s at batch 1."""
+    analysis = analyze(result.graph, batch=1)
+    own = sum(p.numel() for p in model.parameters())
+    if analysis.total_params != own:
+        raise CheckFailed(f"parameters: the graph has {analysis.total_params}, the module {own}")
+    flops = module_flops(model, shape)
+    if analysis.total_flops != flops:
+        worst = sorted(analysis.nodes, key=lambda n: -n.flops)[:1]
+        raise CheckFailed(f"FLOPs: the graph counts {analysis.total_flops}, FlopCounterMode {flops}"
+                          f" (largest node {worst[0].id if worst else '-'})")
+    return [f"params {own}", f"flops {flops}"]
+
+
+def check_outputs(model: nn.Module, result: ImportResult, shape: tuple[int, ...]) -> nn.Module:
+    """The graph built back with the imported weights gives the module's outputs; returns the built module."""
+    built = build_module(result.graph)
+    built.load_state_dict(result.state_dict, strict=True)
+    built.eval()
+    x = torch.randn((2, *shape), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want, got = model(x), built(x)
+    diff = float((want - got).abs().max())
+    if not diff < TOLERANCE:
+        raise CheckFailed(f"outputs differ by {diff:.3g} after the round trip")
+    return built
+
+
+def check_onnx(result: ImportResult, built: nn.Module, name: str) -> str:
+    """The ONNX export of the imported graph with its weights passes the exporter's proof."""
+    from exporters.api import export
+    from exporters.source import ExportSource, random_inputs
+
+    graph = result.graph
+    source = ExportSource(graph, built, random_inputs(graph, 2, 0), name, f"imported {name}")
+    with tempfile.TemporaryDirectory() as tmp:
+        report = export(source, "onnx", Path(tmp) / f"{name}.onnx")
+    if not report.ok:
+        failed = next((c for c in report.checks if not c.passed), None)
+        raise CheckFailed(f"ONNX proof: {failed.name}: {failed.detail}" if failed else "ONNX proof failed")
+    return "onnx ok"
+
+
+def walk_one(case: Case, *, onnx: bool = True, outputs: bool = True) -> Outcome:
+    """Every check on one model; the first failure is the outcome's cause."""
+    out = Outcome(case)
+    start = time.perf_counter()
+    try:
+        model = case.build()
+        t = time.perf_counter()
+        result = import_module(model, case.shape, name=case.name)
+        out.import_s = time.perf_counter() - t
+        out.checks += check_counts(model, result, case.shape)
+        if outputs:
+            built = check_outputs(model, result, case.shape)
+            out.checks.append("outputs ok")
+            if onnx:
+                out.checks.append(check_onnx(result, built, case.name))
+        out.ok = True
+    except Exception as exc:  # the walk reports every failure and goes on
+        out.cause = f"{type(exc).__name__}: {exc}"
+    out.total_s = time.perf_counter() - start
+    return out
+
+
+def _first_line(text: str, width: int = 110) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    line = " | ".join(lines[:3])
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def walk(cases: list[Case], *, onnx: bool = True) -> Iterator[Outcome]:
+    for case in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield walk_one(case, onnx=onnx)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=None, help="model names to walk (default: all)")
+    parser.add_argument("--source", choices=["torchvision", "timm"], default=None)
+    parser.add_argument("--skip-onnx", action="store_true", help="leave the ONNX proof out")
+    parser.add_argument("--full-errors", action="store_true", help="print each failure's whole message")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    cases = [*(torchvision_cases() if args.source in (None, "torchvision") else []),
+             *(timm_cases() if args.source in (None, "timm") else [])]
+    if args.only:
+        cases = [c for c in cases if c.name in args.only]
+    results: list[Outcome] = []
+    print(f"{'model':<42} {'result':<7} {'import s':>8} {'total s':>8}  cause")
+    for outcome in walk(cases, onnx=not args.skip_onnx):
+        results.append(outcome)
+        print(f"{outcome.case.id:<42} {'ok' if outcome.ok else 'failed':<7} {outcome.import_s:8.1f} "
+              f"{outcome.total_s:8.1f}  {_first_line(outcome.cause)}", flush=True)
+        if args.full_errors and outcome.cause:
+            print("    " + outcome.cause.replace("\n", "\n    "), flush=True)
+    for source in ("torchvision", "timm"):
+        mine = [r for r in results if r.case.source == source]
+        if mine:
+            print(f"{source}: imported {sum(r.ok for r in mine)}/{len(mine)}")
+    if results:
+        slowest = max(results, key=lambda r: r.import_s)
+        print(f"slowest import: {slowest.case.id} {slowest.import_s:.1f} s")
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
