@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from export_graphs import TEMPLATE_NAMES, catalog_zoos, template, tiny_ln_graph
 
 from exporters import ExportError, ExportOptions, export, from_graph
 from exporters.formats.onnx_format import verify_onnx
 from exporters.source import build_reference
+from tests.exporters.export_graphs import TEMPLATE_NAMES, catalog_zoos, template, tiny_ln_graph
 
 
 @pytest.fixture(scope="module")

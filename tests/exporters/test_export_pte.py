@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("executorch")
 
 import torch  # noqa: E402
-from export_graphs import ZOOS, template  # noqa: E402
 
 from exporters import ExportOptions, export, from_graph  # noqa: E402
+from tests.exporters.export_graphs import ZOOS, template  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ("lenet5", "conv_zoo", "tabular_zoo"))

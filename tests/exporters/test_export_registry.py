@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from export_graphs import tiny_ln_graph
 
 from exporters import (
     Check,
@@ -19,6 +18,7 @@ from exporters import (
     get_format,
     output_path,
 )
+from tests.exporters.export_graphs import tiny_ln_graph
 
 
 def test_every_format_is_registered_once():

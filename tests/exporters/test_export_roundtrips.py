@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from export_graphs import ZOOS, template
 from torch import nn
 
 from exporters import ExportError, ExportOptions, ExportSource, export, from_graph
 from exporters.formats.python_format import load_generated
 from graph_editor.model import all_layers
+from tests.exporters.export_graphs import ZOOS, template
 
 # the zoos cover every layer type; three templates add real depth (residual adds in resnet18_cifar)
 ROUND_TRIP_GRAPHS = (*ZOOS, "mlp", "lenet5", "resnet18_cifar")

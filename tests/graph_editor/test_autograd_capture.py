@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from graph_testing import TEMPLATES
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -14,6 +13,7 @@ from graph_editor.build import build_module, example_input
 from graph_editor.build.autograd import LOSS, CaptureError, capture_autograd, graph_content_hash
 from graph_editor.model import Graph, InputSpec
 from graph_editor.model.serialize import load_graph
+from tests.graph_editor.graph_testing import TEMPLATES
 
 
 def _live_bytes_at_backward(graph: Graph, batch: int) -> int:

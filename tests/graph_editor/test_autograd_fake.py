@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from graph_testing import TEMPLATES
 from torch import nn
 
 from graph_editor.build import build_module
 from graph_editor.build.fake import empty_parameters, fake_batch, fake_cpu, is_fake
 from graph_editor.model.serialize import load_graph
+from tests.graph_editor.graph_testing import TEMPLATES
 
 
 def test_fake_cpu_step_on_a_meta_built_template():

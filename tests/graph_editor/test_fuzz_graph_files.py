@@ -10,11 +10,11 @@ import json
 import keyword
 import re
 
-from graph_testing import TEMPLATES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graph_editor.model import Graph, GraphFileError, dumps, graph_from_dict, loads, validate
+from tests.graph_editor.graph_testing import TEMPLATES
 
 SMALL = [(TEMPLATES / f"{name}.graph.json").read_text() for name in ("mlp", "lenet5", "digits_cnn")]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from graph_testing import lenet_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +25,7 @@ from graph_editor.model import (
     Ungroup,
     graph_to_dict,
 )
+from tests.graph_editor.graph_testing import lenet_graph
 
 
 def snapshot(g: Graph) -> dict:

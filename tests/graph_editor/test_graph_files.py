@@ -6,7 +6,6 @@ import copy
 import json
 
 import pytest
-from graph_testing import TEMPLATES, lenet_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +19,7 @@ from graph_editor.model import (
     save_graph,
     validate,
 )
+from tests.graph_editor.graph_testing import TEMPLATES, lenet_graph
 
 
 def good() -> dict:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from graph_testing import TEMPLATES, lenet_graph
 
 from graph_editor.model import (
     SCHEMA_VERSION,
@@ -28,6 +27,7 @@ from graph_editor.model.hierarchy import (
     parents,
     visible,
 )
+from tests.graph_editor.graph_testing import TEMPLATES, lenet_graph
 
 
 def grouped() -> tuple:

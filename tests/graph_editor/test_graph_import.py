@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from graph_testing import lenet_graph
 from torch import nn
 
 from graph_editor.build import build_module
 from graph_editor.build.importer import ModuleImportError, guess_input_shape, import_module
 from graph_editor.model import Graph, InputSpec, validate
+from tests.graph_editor.graph_testing import lenet_graph
 
 
 class LeNet(nn.Module):

@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from graph_testing import lenet_graph
 from torch import nn
 
 from graph_editor.build import build_module
 from graph_editor.model import Graph, InputSpec
+from tests.graph_editor.graph_testing import lenet_graph
 
 
 class HandLeNet(nn.Module):

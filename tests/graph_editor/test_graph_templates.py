@@ -6,13 +6,13 @@ import importlib.util
 
 import pytest
 import torch
-from graph_testing import ROOT, TEMPLATES
 from torch.utils.flop_counter import FlopCounterMode
 
 from graph_editor.build import analyze, build_module, example_input
 from graph_editor.model import load_graph, validate
 from graph_editor.model.geometry import box_size, node_size
 from graph_editor.model.hierarchy import external_ports, parents
+from tests.graph_editor.graph_testing import ROOT, TEMPLATES
 
 # Published figures: torchvision's model cards, timm's vit_tiny_patch16_224, LeCun et al. 1998.
 PUBLISHED = {

@@ -6,12 +6,12 @@ import math
 
 import pytest
 import torch
-from graph_testing import lenet_graph
 
 from graph_editor.build import BuildError, analyze, build_module
 from graph_editor.build.modules import builder_types
 from graph_editor.model import Edge, Graph, InputSpec, all_layers, categories, get_layer, validate
 from graph_editor.model.layout import layered_layout
+from tests.graph_editor.graph_testing import lenet_graph
 
 
 def problems_of(g: Graph) -> list[tuple[str | None, str]]:

@@ -10,7 +10,7 @@ from graph_editor.build import build_module
 from studio.inspect.backward import TOGGLE
 from trainer.inspect import inspected_step
 
-from .conftest import open_template
+from .helpers import open_template
 
 
 def _workspace(window):

@@ -7,7 +7,7 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from .conftest import open_template, settle, snapshot
+from .helpers import open_template, settle, snapshot
 
 pytestmark = pytest.mark.qt
 

@@ -18,7 +18,7 @@ from studio.prompts import ImportRequest
 from studio.recovery import RecoveryStore
 from studio.resources import TEMPLATES, template_paths
 
-from .conftest import open_template, snapshot
+from .helpers import open_template, snapshot
 from .test_studio_editing import drop_on
 
 pytestmark = pytest.mark.qt

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import open_template, snapshot
+from .helpers import open_template, snapshot
 
 pytestmark = pytest.mark.qt
 

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import QApplication
 from studio.app import build
 from studio.resources import TEMPLATES
 from studio.settings import StudioSettings
-from tests.studio.conftest import ScriptedPrompts
+from tests.studio.helpers import ScriptedPrompts
 
 app = QApplication([])
 folder = {folder!r}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import open_template, settle
+from .helpers import open_template, settle
 
 pytestmark = pytest.mark.qt
 

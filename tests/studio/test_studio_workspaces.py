@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDockWidget, QLabel
 
-from .conftest import open_template
+from .helpers import open_template
 
 pytestmark = pytest.mark.qt
 

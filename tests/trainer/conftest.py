@@ -1,71 +1,13 @@
-"""Fixtures for the trainer tests: spec files, a run store in tmp_path, the real worker process."""
+"""Fixtures for the trainer tests (helpers live in helpers.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-from graph_editor.model import Graph, InputSpec, save_graph
-from trainer.client import WorkerClient
-from trainer.events import Event
-
-ROOT = Path(__file__).resolve().parents[2]
-DIGITS_CNN = ROOT / "assets" / "templates" / "digits_cnn.graph.json"
-
-
-def tiny_cnn(channels: int = 1, size: int = 8, classes: int = 10) -> Graph:
-    """A few-thousand-parameter convnet: fast enough for many worker runs in the test budget."""
-    g = Graph(InputSpec((channels, size, size)), classes, {"name": "tiny"})
-    g.chain(("Input", "input"),
-            ("Conv2d", "conv", {"out_channels": 8, "kernel_size": [3, 3], "padding": [1, 1]}),
-            ("ReLU", "relu"), ("AdaptiveAvgPool2d", "pool", {"output_size": [2, 2]}), ("Flatten", "flat"),
-            ("Linear", "fc", {"out_features": classes}), ("Output", "output"))
-    return g
-
-
-def tiny_mlp(features: int, classes: int) -> Graph:
-    g = Graph(InputSpec((features,)), classes, {"name": "tiny mlp"})
-    g.chain(("Input", "input"), ("Linear", "fc1", {"out_features": 16}), ("ReLU", "relu"),
-            ("Linear", "fc2", {"out_features": classes}), ("Output", "output"))
-    return g
-
-
-def write_spec(folder: Path, graph: Graph | Path | None = None, **sections: Any) -> Path:
-    """A spec file in ``folder``: the tiny CNN on the digits for 1 epoch unless sections say otherwise."""
-    if graph is None:
-        graph = tiny_cnn()
-    if isinstance(graph, Graph):
-        gpath = folder / "net.graph.json"
-        save_graph(graph, gpath)
-        graph = gpath
-    spec: dict[str, Any] = {"schema_version": 1, "name": "test", "model": {"graph": str(graph)},
-                            "train": {"epochs": 1, "batch_size": 64, "metrics_interval_s": 0.1},
-                            "device": "cpu"}
-    for key, value in sections.items():
-        if isinstance(value, dict) and isinstance(spec.get(key), dict):
-            spec[key] = {**spec[key], **value}
-        else:
-            spec[key] = value
-    path = folder / "spec.json"
-    path.write_text(json.dumps(spec), encoding="utf-8")
-    return path
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> str:
+    """A run store in the test's own folder."""
     return f"sqlite:///{tmp_path / 'runs.sqlite'}"
-
-
-def run_worker(spec: Path, db: str, timeout: float = 120) -> tuple[int, list[Event], str]:
-    """Run the real worker to its end; (exit status, typed events, stderr)."""
-    with WorkerClient.run(spec, db=db) as w:
-        events = list(w.events(timeout=timeout))
-        code = w.wait(timeout)
-    return code, events, w.stderr
-
-
-def kinds(events: list[Event]) -> list[str]:
-    return [e.event for e in events]

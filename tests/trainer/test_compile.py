@@ -8,7 +8,7 @@ import pytest
 
 from trainer.client import WorkerClient, environ_with
 
-from .conftest import kinds, tiny_cnn, write_spec
+from .helpers import kinds, tiny_cnn, write_spec
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ import torch
 from graph_editor.model import Graph, InputSpec
 from trainer.store import RunStore
 
-from .conftest import DIGITS_CNN, run_worker, write_spec
+from .helpers import DIGITS_CNN, run_worker, write_spec
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

@@ -31,7 +31,7 @@ from trainer.checkpoint import (
 )
 from trainer.store import RunStore
 
-from .conftest import write_spec
+from .helpers import write_spec
 
 SECTIONS = dict(train={"epochs": 7, "batch_size": 64, "metrics_interval_s": 0.1},
                 optim={"name": "sgd", "lr": 0.05, "momentum": 0.9})

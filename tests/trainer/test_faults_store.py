@@ -18,7 +18,7 @@ import pytest
 
 from trainer.store import RETRY_ENV, RunStore, StoreError, StoreReadOnly
 
-from .conftest import write_spec
+from .helpers import write_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

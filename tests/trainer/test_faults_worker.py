@@ -15,7 +15,7 @@ import pytest
 
 from trainer.store import RunStore
 
-from .conftest import write_spec
+from .helpers import write_spec
 
 
 def start(args: list[str], **popen) -> subprocess.Popen:

@@ -21,7 +21,7 @@ from trainer.inspect import (
     write_report,
 )
 
-from .conftest import DIGITS_CNN, tiny_cnn
+from .helpers import DIGITS_CNN, tiny_cnn
 
 CPU = torch.device("cpu")
 

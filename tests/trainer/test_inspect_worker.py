@@ -8,7 +8,7 @@ from trainer.events import InspectNow
 from trainer.inspect import read_report, reports_from_metrics
 from trainer.store import RunStore
 
-from .conftest import write_spec
+from .helpers import write_spec
 
 
 def _until(stream, name):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from graph_editor.model import load_graph
-from tests.trainer.conftest import DIGITS_CNN, kinds, run_worker, tiny_cnn, write_spec
+from tests.trainer.helpers import DIGITS_CNN, kinds, run_worker, tiny_cnn, write_spec
 from trainer.memory_doctor import apply_fix, check_run, checkpoint_blocks, predict_for_spec
 from trainer.spec import RunSpec, SpecError, spec_from_dict
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from graph_editor.build import build_module
-from tests.trainer.conftest import write_spec
+from tests.trainer.helpers import write_spec
 from tests.trainer.test_inspect_worker import _until
 from tests.trainer.test_memory_predict import template
 from trainer.client import WorkerClient

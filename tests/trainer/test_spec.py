@@ -11,7 +11,7 @@ from graph_editor.model import Graph, InputSpec
 from trainer.checks import setup
 from trainer.spec import SCHEMA_VERSION, RunSpec, SpecError, load_spec, spec_from_dict
 
-from .conftest import DIGITS_CNN, run_worker, tiny_cnn, tiny_mlp, write_spec
+from .helpers import DIGITS_CNN, run_worker, tiny_cnn, tiny_mlp, write_spec
 
 
 def problems_of(data: dict) -> list[str]:

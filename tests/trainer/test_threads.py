@@ -8,7 +8,7 @@ import sys
 
 from trainer.threads import SWITCH, configure, cpu_quota, plan, usable_cores
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 
 def test_every_usable_core_and_passive_waiting():

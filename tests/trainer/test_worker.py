@@ -19,7 +19,7 @@ from trainer.checkpoint import load_checkpoint_weights, verify_checkpoint
 from trainer.client import WorkerClient
 from trainer.store import RunStore
 
-from .conftest import DIGITS_CNN, kinds, run_worker, write_spec
+from .helpers import DIGITS_CNN, kinds, run_worker, write_spec
 
 
 def until(events, name, count=1):
@@ -212,7 +212,7 @@ def test_out_of_memory_fails_with_the_memory_figures(tmp_path, db, monkeypatch, 
 
 
 def test_csv_data_over_the_device_budget_streams_through_a_dataloader(tmp_path, db):
-    from .conftest import tiny_mlp
+    from .helpers import tiny_mlp
 
     rng = np.random.default_rng(0)
     rows = ["x1,x2,colour,label"]
@@ -234,7 +234,7 @@ def test_image_folder_with_its_own_splits_trains_and_its_validation_is_predicted
 
     from trainer.predict import predict_validation
 
-    from .conftest import tiny_cnn
+    from .helpers import tiny_cnn
 
     rng = np.random.default_rng(0)
     for split, n in (("train", 24), ("val", 6), ("test", 8)):

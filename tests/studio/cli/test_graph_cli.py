@@ -8,10 +8,10 @@ import sys
 import textwrap
 
 import pytest
-from graph_testing import ROOT, TEMPLATES, lenet_graph
 
 from graph_editor.model import Edge, load_graph, save_graph
 from studio.cli import main
+from tests.graph_editor.graph_testing import ROOT, TEMPLATES, lenet_graph
 
 LENET = str(TEMPLATES / "lenet5.graph.json")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from export_graphs import TEMPLATES
+
+from tests.exporters.export_graphs import TEMPLATES
 
 pytestmark = pytest.mark.qt
 

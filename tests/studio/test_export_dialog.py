@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from export_graphs import TEMPLATES, tiny_ln_graph
 
 from exporters import ExportOptions, from_graph
 from graph_editor.model import load_graph
+from tests.exporters.export_graphs import TEMPLATES, tiny_ln_graph
 
 pytestmark = pytest.mark.qt
 

@@ -13,7 +13,7 @@ from studio.training.spec_form import PRESETS, leaf_fields
 from studio.training.train_dialog import TrainDialog
 from trainer.spec import RunSpec, spec_from_dict
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.qt
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from studio.training.graph_diff import diff_graphs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _graph() -> dict:

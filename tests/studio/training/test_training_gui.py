@@ -20,7 +20,7 @@ from trainer.store import RunStore
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
 WAIT = 90_000
-DIGITS_CNN = Path(__file__).resolve().parents[2] / "assets" / "templates" / "digits_cnn.graph.json"
+DIGITS_CNN = Path(__file__).resolve().parents[3] / "assets" / "templates" / "digits_cnn.graph.json"
 
 
 def _spec(epochs: int, name: str) -> dict:

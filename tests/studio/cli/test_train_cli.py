@@ -7,8 +7,7 @@ import subprocess
 import sys
 
 from graph_editor.model import save_graph
-
-from .conftest import tiny_cnn
+from tests.trainer.helpers import tiny_cnn
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

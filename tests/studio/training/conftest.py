@@ -12,7 +12,7 @@ import pytest
 from graph_editor.model.serialize import load_graph
 from studio.training.devices import cpu_device
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DIGITS_CNN = ROOT / "assets" / "templates" / "digits_cnn.graph.json"
 
 

@@ -14,7 +14,7 @@ from studio.training.run_history import delete_run, describe_runs, run_rows
 from studio.training.runs_dock import COLUMNS, RunsPanel
 from trainer.store import RunStore
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.qt
 
 

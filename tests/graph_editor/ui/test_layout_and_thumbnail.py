@@ -15,7 +15,7 @@ from graph_editor.model.layout import layered_layout
 from graph_editor.ui.style import DARK
 from graph_editor.ui.thumbnail import render_thumbnail
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "assets" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[3] / "assets" / "templates"
 
 
 def diamond() -> Graph:

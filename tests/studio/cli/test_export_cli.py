@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from export_graphs import TEMPLATES, tiny_ln_graph
 from safetensors.torch import save_file
 
 from exporters import UNVERIFIED
 from exporters.source import build_reference
 from graph_editor.model import save_graph
 from studio.cli import main
+from tests.exporters.export_graphs import TEMPLATES, tiny_ln_graph
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from studio.training.devices import cpu_device
 from studio.training.memory_bar import MemoryFigures, MemoryPanel
 from studio.training.train_dialog import TrainDialog
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.qt
 
 

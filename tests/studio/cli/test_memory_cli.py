@@ -10,7 +10,7 @@ import pytest
 from studio.cli import main
 from studio.cli_memory import parse_bytes
 
-DIGITS = str(Path(__file__).resolve().parents[2] / "assets" / "templates" / "digits_cnn.graph.json")
+DIGITS = str(Path(__file__).resolve().parents[3] / "assets" / "templates" / "digits_cnn.graph.json")
 
 
 def test_json_has_peak_parts_and_largest_batch(capsys):

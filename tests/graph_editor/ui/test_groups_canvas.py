@@ -16,7 +16,7 @@ from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.controller import EditorController
 from graph_editor.ui.live import LiveAnalysis
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "assets" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[3] / "assets" / "templates"
 
 
 def open_canvas(qtbot, name: str) -> tuple[GraphCanvas, EditorController, LiveAnalysis]:
