@@ -44,6 +44,11 @@ class TrainingHook(QObject):
         self.train_action.setIcon(window.s.icons.icon("train"))
         self.runs_action = self._action("&Runs", "Ctrl+Shift+R", "Every run kept in the run store: compare, "
                                         "reopen a run's graph", self.show_runs)
+        self.record_action = self._action("Record &Memory Timeline", "Ctrl+Shift+M", "Record every allocation of the "
+                                          "running job's next two training steps by graph node (Train workspace, "
+                                          "Memory timeline tab; a click on a band selects its node)",
+                                          self.record_memory)
+        self.record_action.setObjectName("action_record_memory")
         window.toolbar.addSeparator()
         window.toolbar.addAction(self.train_action)
         window.workspaces.add("Train", docks=lambda: [self.controller().dashboard_dock],
@@ -79,6 +84,9 @@ class TrainingHook(QObject):
             self.window.s.themes.changed.connect(self._on_theme)
             self._on_theme(self.window.s.themes.current)
             self._controller.session.run_started.connect(self._on_run_started)
+            timeline = self._controller.dashboard.timeline      # its bands and the canvas select each other
+            timeline.node_clicked.connect(self._select_node)
+            self.window.controller.selection_changed.connect(timeline.highlight)
             self._controller.run_ended.connect(
                 lambda status, message: self.window.log.append(f"Run {status}: {message}".rstrip(": "),
                                                                "info" if status in ("completed", "early_stopped", "stopped") else "warning"))
@@ -93,6 +101,23 @@ class TrainingHook(QObject):
 
     def train(self) -> None:
         self.controller().open_train_dialog(self.window)
+
+    def record_memory(self) -> None:
+        """Run > Record Memory Timeline: the running job records its next steps; the Train workspace shows them."""
+        ctl = self.controller()
+        if not ctl.session.record_memory():
+            self.window.statusBar().showMessage("No run is training: Train (Ctrl+T) starts one.", 6000)
+            return
+        ctl.show_dashboard()
+        self.window.statusBar().showMessage("Recording the memory of the next two training steps...", 6000)
+
+    def _select_node(self, node_id: str) -> None:
+        """A timeline band was clicked: select its node on the canvas (shown in Design and Inspect)."""
+        if node_id not in self.window.controller.graph.nodes:
+            self.window.statusBar().showMessage(f"{node_id} is not in the graph being edited", 6000)
+            return
+        self.window.reveal(node_id)
+        self.window.statusBar().showMessage(f"{node_id} selected on the canvas", 6000)
 
     def show_runs(self) -> None:
         self.window.workspaces.show("Runs")

@@ -39,6 +39,7 @@ class WorkerBridge(QObject):
     epoch_end = Signal(object)      # ev.EpochEnd
     memory = Signal(object)         # ev.Memory
     checkpoint = Signal(object)     # ev.Checkpoint
+    memory_trace = Signal(object)   # ev.MemoryTimeline
     state_changed = Signal(object)  # ev.State
     finished = Signal(object)       # ev.Finished
     failed = Signal(object)         # ev.Failed
@@ -53,7 +54,8 @@ class WorkerBridge(QObject):
         self._signals: dict[type[ev.Event], Any] = {
             ev.RunStarted: self.run_started, ev.CompileDone: self.compile_done, ev.Metrics: self.metrics,
             ev.EpochEnd: self.epoch_end, ev.Memory: self.memory, ev.Checkpoint: self.checkpoint,
-            ev.State: self.state_changed, ev.Finished: self.finished, ev.Failed: self.failed}
+            ev.State: self.state_changed, ev.Finished: self.finished, ev.Failed: self.failed,
+            ev.MemoryTimeline: self.memory_trace}
 
     # ----------------------------------------------------------------- process
     def start(self, spec_path: str | os.PathLike[str], db_url: str, log_path: str | os.PathLike[str],
@@ -110,6 +112,10 @@ class WorkerBridge(QObject):
             return self.send(ev.SetLr(lr=lr))
         except ev.CommandError:
             return False
+
+    def record_memory(self) -> bool:
+        """Ask for the next two training steps' allocations; a ``memory_trace`` event answers."""
+        return self.send(ev.RecordMemory())
 
     def terminate(self) -> None:
         """SIGTERM: the worker treats it as stop (checkpoint, then end)."""

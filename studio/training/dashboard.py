@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSplitter,
     QTableView,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -32,6 +33,7 @@ from PySide6.QtWidgets import (
 from trainer import events as ev
 
 from .confusion import ConfusionPanel
+from .memory_timeline import MemoryTimelineView
 from .plot_theme import LIGHT, PlotTheme, plot_theme
 from .plots import CurvePlot
 
@@ -115,6 +117,7 @@ class TrainingDashboard(QWidget):
     resume_requested = Signal()
     stop_requested = Signal()
     lr_requested = Signal(float)
+    record_memory_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -155,7 +158,11 @@ class TrainingDashboard(QWidget):
         grid.addWidget(self.epoch_table, 2, 1)
         split.addWidget(left)
         self.confusion = ConfusionPanel()
-        split.addWidget(self.confusion)
+        self.timeline = MemoryTimelineView()     # a recorded memory timeline (Record memory), by graph node
+        self.side = QTabWidget()
+        self.side.addTab(self.confusion, "Confusion matrix")
+        self.side.addTab(self.timeline, "Memory timeline")
+        split.addWidget(self.side)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
         split.setSizes([960, 640])
@@ -180,6 +187,10 @@ class TrainingDashboard(QWidget):
         self.lr_box.setSingleStep(1e-4)
         self.lr_box.setToolTip("New peak learning rate, sent to the worker")
         self.lr_button = QPushButton("Set LR")
+        self.record_button = QPushButton("Record memory")
+        self.record_button.setToolTip("Record every allocation of the next two training steps by graph node and "
+                                      "phase; the Memory timeline tab shows them (Run > Record Memory Timeline)")
+        self.record_button.clicked.connect(self.record_memory_requested)
         self.pause_button.clicked.connect(self._toggle_pause)
         self.stop_button.clicked.connect(self.stop_requested)
         self.lr_button.clicked.connect(lambda: self.lr_requested.emit(self.lr_box.value()))
@@ -187,7 +198,7 @@ class TrainingDashboard(QWidget):
             row.addWidget(w)
         row.addStretch(1)
         for w in (self.progress, self.eta_label, self.pause_button, self.stop_button, self.lr_box,
-                  self.lr_button):
+                  self.lr_button, self.record_button):
             row.addWidget(w)
         self.set_controls_enabled(False)
         return row
@@ -196,8 +207,10 @@ class TrainingDashboard(QWidget):
         (self.resume_requested if self._paused else self.pause_requested).emit()
 
     def set_controls_enabled(self, on: bool) -> None:
-        for w in (self.pause_button, self.stop_button, self.lr_box, self.lr_button):
+        for w in (self.pause_button, self.stop_button, self.lr_box, self.lr_button, self.record_button):
             w.setEnabled(on)
+        if not on:
+            self.record_button.setText("Record memory")
 
     # ------------------------------------------------------------------ inputs
     def begin_run(self, title: str, total_steps: int, lr: float | None = None) -> None:
@@ -208,6 +221,7 @@ class TrainingDashboard(QWidget):
         self._stale.clear()
         self.epochs.removeRows(0, self.epochs.rowCount())
         self.confusion.clear()
+        self.timeline.clear()
         self.clock.start(total_steps)
         self.progress.setRange(0, max(total_steps, 1))
         self.progress.setValue(0)
@@ -237,6 +251,18 @@ class TrainingDashboard(QWidget):
         for name, v in values.items():
             if isinstance(v, (int, float)) and v is not None:
                 self.add_point("memory", name, step, v / 2**20)
+
+    def recording_memory(self) -> None:
+        """A recording was asked for: the button waits for its ``memory_trace`` event."""
+        self.record_button.setEnabled(False)
+        self.record_button.setText("Recording...")
+
+    def show_memory_trace(self, e: ev.MemoryTimeline) -> None:
+        """A ``memory_trace`` event: its timeline drawn in the Memory timeline tab, brought forward."""
+        self.timeline.show_trace(e)
+        self.side.setCurrentWidget(self.timeline)
+        self.record_button.setText("Record memory")
+        self.record_button.setEnabled(self.stop_button.isEnabled())
 
     def end_epoch(self, e: ev.EpochEnd, names: Sequence[str] = ()) -> None:
         """An ``epoch_end`` event: plot points, a table row, the confusion matrix with the per-class

@@ -20,6 +20,8 @@ from studio.format import nbytes
 from .plot_theme import PALETTE, PlotTheme, plot_theme
 
 MiB = 2 ** 20
+EMPTY = ("No memory timeline yet. Record memory (on the dashboard, or Run > Record Memory Timeline) records "
+         "the next two training steps of the running job, every allocation by graph node.")
 
 
 def stack(timeline: dict[str, Any]) -> tuple[np.ndarray, list[str], np.ndarray]:
@@ -53,7 +55,7 @@ class MemoryTimelineView(QWidget):
         self.theme = plot_theme(theme)
         self.timeline: dict[str, Any] = {}
         lay = QVBoxLayout(self)
-        self.title = QLabel("Record a memory timeline from a running job (Record memory).")
+        self.title = QLabel(EMPTY)
         self.title.setWordWrap(True)
         lay.addWidget(self.title)
         self.plot = pg.PlotWidget()
@@ -64,6 +66,8 @@ class MemoryTimelineView(QWidget):
         self.plot.scene().sigMouseClicked.connect(self._clicked)
         lay.addWidget(self.plot, 1)
         self.bands: list[pg.FillBetweenItem] = []
+        self.names: list[str] = []            # the band of each entry of ``bands``, bottom first
+        self.highlighted: str | None = None   # the band drawn strong (the canvas's selected node)
         self.set_plot_theme(self.theme)
 
     def set_plot_theme(self, theme: str | PlotTheme) -> None:
@@ -75,6 +79,26 @@ class MemoryTimelineView(QWidget):
             ax.setTextPen(self.theme.text)
         if self.timeline:
             self._draw()
+
+    def clear(self) -> None:
+        """Back to the empty view (a new run)."""
+        self.timeline = {}
+        self.title.setText(EMPTY)
+        self._draw()
+
+    def highlight(self, ids: list[str]) -> None:
+        """Draw the band of the first of ``ids`` that has one strong and the others faint (the canvas's
+        selection); no such band: every band as usual."""
+        band = next((i for i in ids if i in self.names), None)
+        if band == self.highlighted:
+            return
+        self.highlighted = band
+        self._shade()
+
+    def _shade(self) -> None:
+        for name, band in zip(self.names, self.bands, strict=True):
+            band.setOpacity(0.75 if self.highlighted in (None, name) else 0.25)
+            band.setPen(pg.mkPen(self.theme.text, width=2) if name == self.highlighted else None)
 
     def show_trace(self, event: Any) -> None:
         """Draw a ``memory_trace`` event (a typed event or its dict)."""
@@ -92,7 +116,7 @@ class MemoryTimelineView(QWidget):
     def _draw(self) -> None:
         for item in self.bands:
             self.plot.removeItem(item)
-        self.bands = []
+        self.bands, self.names = [], []
         self.plot.clear()
         self.legend.clear()
         t, names, tops = stack(self.timeline)
@@ -107,7 +131,9 @@ class MemoryTimelineView(QWidget):
             self.plot.addItem(band)
             self.plot.addItem(curve)
             self.bands.append(band)
+            self.names.append(name)
             below = curve
+        self._shade()
         self.plot.enableAutoRange()
 
     def _clicked(self, ev: Any) -> None:

@@ -53,6 +53,7 @@ class TrainingSession(QObject):
         b.memory.connect(self._on_memory)
         b.epoch_end.connect(self._on_epoch)
         b.checkpoint.connect(self._on_checkpoint)
+        b.memory_trace.connect(d.show_memory_trace)
         b.state_changed.connect(self._on_state)
         b.finished.connect(self._on_finished)
         b.failed.connect(self._on_failed)
@@ -61,6 +62,7 @@ class TrainingSession(QObject):
         d.resume_requested.connect(b.resume)
         d.stop_requested.connect(self.stop)
         d.lr_requested.connect(b.set_lr)
+        d.record_memory_requested.connect(self.record_memory)
         d.confusion.samples_requested.connect(self._load_samples)
 
     # ------------------------------------------------------------------ control
@@ -88,6 +90,13 @@ class TrainingSession(QObject):
     def stop(self) -> None:
         if self.bridge.stop():
             self.dashboard.set_state("stopping...")
+
+    def record_memory(self) -> bool:
+        """Send the worker the record-memory command; False when no run is training."""
+        if not self.is_running() or not self.bridge.record_memory():
+            return False
+        self.dashboard.recording_memory()
+        return True
 
     def detach(self) -> None:
         """Leave the worker running alone (the studio is closing)."""
