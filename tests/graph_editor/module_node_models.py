@@ -1,0 +1,45 @@
+"""Modules with ops the catalog has no layer for; importable by name, as a Module node needs."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class SineBlock(nn.Module):
+    """A conv whose output goes through ``torch.sin``: no catalog layer does that."""
+
+    def __init__(self, channels: int, scale: float = 1.0) -> None:
+        super().__init__()
+        self.channels = channels
+        self.scale = scale
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(self.conv(x)) * self.scale
+
+
+class SineNet(nn.Module):
+    def __init__(self, classes: int = 4) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.act = nn.ReLU()
+        self.block = SineBlock(8, scale=0.5)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten()
+        self.head = nn.Linear(8, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.flatten(self.pool(self.block(self.act(self.stem(x))))))
+
+
+class ItemScale(nn.Module):
+    """Divides by the batch's largest magnitude read as a Python float: ``.item()`` breaks torch.compile's graph."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / (x.abs().max().item() + 1.0)
+
+
+def sine_net() -> SineNet:
+    torch.manual_seed(0)
+    return SineNet()
