@@ -40,6 +40,7 @@ _plain("Hardswish", nn.Hardswish, (F.hardswish,))
 _plain("Hardsigmoid", nn.Hardsigmoid, (F.hardsigmoid,))
 _plain("Sigmoid", nn.Sigmoid, (torch.sigmoid, F.sigmoid), ("sigmoid",))
 _plain("Tanh", nn.Tanh, (torch.tanh, F.tanh), ("tanh",))
+_plain("Mish", nn.Mish, (F.mish,))
 
 
 # ------------------------------------------------------------------ LeakyReLU
@@ -70,6 +71,51 @@ module_rule(nn.GELU)(attributes("GELU", "approximate"))
 @function_rule(F.gelu)
 def _f_gelu(input: Any, approximate: str = "none") -> Mapped:
     return Mapped("GELU", {"approximate": const(approximate, "approximate")}, [tensor(input)])
+
+
+# ------------------------------------------------------------------ ELU, Softplus
+@builder("ELU", example=Example((3, 4, 4), {"alpha": 0.5}))
+def _elu(p: Params, xs: list[Shape]) -> Call:
+    return Call(nn.ELU, (p["alpha"],))
+
+
+zero_flops("ELU")
+module_rule(nn.ELU)(attributes("ELU", "alpha"))
+
+
+@function_rule(F.elu)
+def _f_elu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Mapped:
+    return Mapped("ELU", {"alpha": const(alpha, "alpha")}, [tensor(input)])
+
+
+@builder("Softplus", example=Example((3, 4, 4), {"beta": 2.0, "threshold": 1.5}))
+def _softplus(p: Params, xs: list[Shape]) -> Call:
+    return Call(nn.Softplus, (), {"beta": p["beta"], "threshold": p["threshold"]})
+
+
+zero_flops("Softplus")
+module_rule(nn.Softplus)(attributes("Softplus", "beta", "threshold"))
+
+
+@function_rule(F.softplus)
+def _f_softplus(input: Any, beta: float = 1.0, threshold: float = 20.0) -> Mapped:
+    return Mapped("Softplus", {"beta": const(beta, "beta"), "threshold": const(threshold, "threshold")},
+                  [tensor(input)])
+
+
+# ------------------------------------------------------------------ PReLU
+@builder("PReLU", example=Example((3, 4, 4), {"num_parameters": 3, "init": 0.1}))
+def _prelu(p: Params, xs: list[Shape]) -> Call:
+    return Call(nn.PReLU, (p["num_parameters"], p["init"]))
+
+
+zero_flops("PReLU")
+
+
+@module_rule(nn.PReLU)
+def _import_prelu(m: nn.PReLU, xs: list[fx.Node]) -> Mapped:
+    # init only seeds the slopes; the imported ones come with the weights
+    return Mapped("PReLU", {"num_parameters": m.num_parameters, "init": float(m.init)}, xs)
 
 
 # ------------------------------------------------------------------ Softmax, LogSoftmax

@@ -1,4 +1,4 @@
-"""Input, Output, Linear, Identity, Dropout, Dropout2d and Embedding."""
+"""Input, Output, Linear, Identity, Scale, Dropout, Dropout2d, DropPath and Embedding."""
 
 from __future__ import annotations
 
@@ -30,6 +30,46 @@ class TabularEmbedding(nn.Module):
             return self.embedding(x.long())
         codes = x[:, self.columns].long()
         return self.embedding(codes).flatten(1)
+
+
+
+class Scale(nn.Module):
+    """Multiplies by a learned factor per channel: ``gamma`` has the channels' shape, e.g. ``[C, 1, 1]``
+    for CxHxW images or ``[E]`` for LxE tokens (layer scale)."""
+
+    def __init__(self, shape: list[int], init_value: float = 1e-5) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(torch.full(tuple(shape), float(init_value)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gamma
+
+    def extra_repr(self) -> str:
+        return f"shape={list(self.gamma.shape)}"
+
+
+class DropPath(nn.Module):
+    """Stochastic depth (torchvision's StochasticDepth, timm's DropPath): while training, zeroes the
+    whole input of a sample (mode 'row') or of the batch ('batch') with probability p and scales
+    what is kept by 1 / (1 - p); passes the input through in eval."""
+
+    def __init__(self, p: float = 0.1, mode: str = "row") -> None:
+        super().__init__()
+        self.p, self.mode = p, mode
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = 1.0 - self.p
+        shape = [x.shape[0]] + [1] * (x.dim() - 1) if self.mode == "row" else [1] * x.dim()
+        noise = x.new_empty(shape).bernoulli_(keep)
+        if keep > 0.0:
+            noise.div_(keep)
+        return x * noise
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, mode={self.mode!r}"
+
 
 zero_flops("Input", "Output")  # expressed by the fx graph itself: a placeholder and the output
 
@@ -76,6 +116,44 @@ module_rule(nn.Dropout2d)(attributes("Dropout2d", "p"))
 @function_rule(F.dropout)
 def _f_dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Mapped:
     return Mapped("Dropout", {"p": const(p, "p")}, [tensor(input)])
+
+
+# ------------------------------------------------------------------ DropPath
+@builder("DropPath", example=Example((3, 4, 4), {"p": 0.25, "mode": "batch"}))
+def _drop_path(p: Params, xs: list[Shape]) -> Call:
+    return Call(DropPath, (p["p"], p["mode"]))
+
+
+zero_flops("DropPath")
+module_rule(DropPath)(attributes("DropPath", "p", "mode"))
+
+
+# ------------------------------------------------------------------ Scale
+@builder("Scale", example=Example((5, 8), {"dim": -1, "init_value": 0.5}))
+def _scale(p: Params, xs: list[Shape]) -> Call:
+    x = xs[0]
+    d = p["dim"] % len(x)
+    return Call(Scale, ([or_input(p["num_features"], x[d]), *[1] * (len(x) - 1 - d)], p["init_value"]))
+
+
+zero_flops("Scale")  # element-wise
+
+
+@module_rule(Scale)
+def _import_scale(m: Scale, xs: list[fx.Node]) -> Mapped:
+    return _scale_of(m.gamma, xs)
+
+
+def _scale_of(gamma: torch.Tensor, xs: list[fx.Node]) -> Mapped:
+    """A per-channel factor ``[C]`` or ``[C, 1, ..., 1]`` as Scale over dim ``-gamma.dim()``."""
+    if gamma.dim() < 1 or any(s != 1 for s in gamma.shape[1:]):
+        raise Unmappable(f"scales by a tensor of shape {list(gamma.shape)}; a per-channel scale is [C] or "
+                         "[C, 1, ..., 1]")
+    first = gamma.detach().flatten()[0]
+    # a factor still at its initial value (all equal) keeps it; trained factors come with the weights
+    init = float(first) if gamma.device.type != "meta" and bool((gamma == first).all()) else 1e-5
+    return Mapped("Scale", {"num_features": int(gamma.shape[0]), "dim": -gamma.dim(), "init_value": float(init)},
+                  xs)
 
 
 # ------------------------------------------------------------------ Embedding

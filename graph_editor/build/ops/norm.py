@@ -4,11 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import fx, nn
 
 from ..analysis import zero_flops
 from ..import_rules import Mapped, Unmappable, module_rule
 from ..modules import Call, Example, Params, Shape, builder, or_input
+
+
+# ------------------------------------------------------------------ modules of our own
+# A plain nn.Module class: a built network, its state_dict and its exported model.py (which copies
+# its source) read like hand-written PyTorch.
+class LayerNorm2d(nn.LayerNorm):
+    """LayerNorm over the channels of an NCHW image, at every position (timm's LayerNorm2d,
+    torchvision ConvNeXt's permute + LayerNorm + permute); same weights as ``nn.LayerNorm(C)``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.permute(0, 2, 3, 1)
+        x = nn.functional.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        return x.permute(0, 3, 1, 2)
 
 
 # ------------------------------------------------------------------ BatchNorm1d, BatchNorm2d
@@ -54,6 +68,22 @@ def _import_ln(m: nn.LayerNorm, xs: list[fx.Node]) -> Mapped:
         raise Unmappable("LayerNorm with bias=False")
     return Mapped("LayerNorm", {"normalized_shape": list(m.normalized_shape), "eps": m.eps,
                                 "elementwise_affine": m.elementwise_affine}, xs)
+
+
+# ------------------------------------------------------------------ LayerNorm2d
+@builder("LayerNorm2d", example=Example((4, 3, 3), {"eps": 1e-5}))
+def _ln2d(p: Params, xs: list[Shape]) -> Call:
+    return Call(LayerNorm2d, (or_input(p["num_channels"], xs[0][1]),),
+                {"eps": p["eps"], "elementwise_affine": p["elementwise_affine"]})
+
+
+zero_flops("LayerNorm2d")
+
+
+@module_rule(LayerNorm2d)
+def _import_ln2d(m: LayerNorm2d, xs: list[fx.Node]) -> Mapped:
+    return Mapped("LayerNorm2d", {"num_channels": m.normalized_shape[0], "eps": m.eps,
+                                  "elementwise_affine": m.elementwise_affine}, xs)
 
 
 # ------------------------------------------------------------------ GroupNorm

@@ -1,4 +1,4 @@
-"""Layers that only rearrange: Flatten, Reshape, Permute, SelectToken.
+"""Layers that only rearrange: Flatten, Reshape, Permute, Transpose, Unsqueeze, Expand, Slice, SelectToken.
 
 ``x.view(...)``, ``x.permute(...)``, ``x.transpose(...)`` and ``x[:, i]`` in traced code need the
 traced shapes, so the importer maps those calls itself; the rules here cover the modules.
@@ -12,7 +12,7 @@ import torch
 from torch import fx, nn
 
 from ..analysis import zero_flops
-from ..import_rules import Mapped, attributes, const, function_rule, module_rule, tensor
+from ..import_rules import Mapped, Unmappable, attributes, const, function_rule, module_rule, tensor
 from ..modules import Call, Example, Params, Shape, builder
 
 
@@ -58,7 +58,63 @@ class SelectToken(nn.Module):
     def extra_repr(self) -> str:
         return f"index={self.index}"
 
-zero_flops("Flatten", "Reshape", "Permute", "SelectToken")
+class Transpose(nn.Module):
+    """Swap two dimensions (batch is 0 and never moves)."""
+
+    def __init__(self, dim0: int, dim1: int) -> None:
+        super().__init__()
+        self.dim0, self.dim1 = dim0, dim1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.transpose(self.dim0, self.dim1)
+
+    def extra_repr(self) -> str:
+        return f"dim0={self.dim0}, dim1={self.dim1}"
+
+
+class Unsqueeze(nn.Module):
+    """Insert a dimension of size 1 at ``dim`` (batch is 0)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.unsqueeze(self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Expand(nn.Module):
+    """Repeat size-1 dimensions of each sample to ``shape`` without copying (-1 keeps a size)."""
+
+    def __init__(self, shape: list[int]) -> None:
+        super().__init__()
+        self.shape = tuple(shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.expand(x.shape[0], *self.shape)
+
+    def extra_repr(self) -> str:
+        return f"shape={self.shape}"
+
+
+class Slice(nn.Module):
+    """Keep positions ``start:end:step`` of dimension ``dim`` (batch is 0), as ``x[:, start:end]`` does."""
+
+    def __init__(self, dim: int, start: int = 0, end: int | None = None, step: int = 1) -> None:
+        super().__init__()
+        self.dim, self.start, self.end, self.step = dim, start, end, step
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[(slice(None),) * self.dim + (slice(self.start, self.end, self.step),)]
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, start={self.start}, end={self.end}, step={self.step}"
+
+
+zero_flops("Flatten", "Reshape", "Permute", "SelectToken", "Transpose", "Unsqueeze", "Expand", "Slice")
 
 
 # ------------------------------------------------------------------ Flatten
@@ -105,3 +161,76 @@ def _select(p: Params, xs: list[Shape]) -> Call:
 
 
 module_rule(SelectToken)(attributes("SelectToken", "index"))
+
+
+# ------------------------------------------------------------------ Transpose
+@builder("Transpose", example=Example((3, 4, 5), {"dim0": 1, "dim1": -1}))
+def _transpose(p: Params, xs: list[Shape]) -> Call:
+    return Call(Transpose, (p["dim0"], p["dim1"]))
+
+
+module_rule(Transpose)(attributes("Transpose", "dim0", "dim1"))
+
+
+@function_rule(torch.swapaxes, torch.swapdims, methods=("swapaxes", "swapdims"))
+def _f_swap(input: Any, dim0: int, dim1: int) -> Mapped:
+    """``x.transpose(a, b)`` itself the importer maps to Permute (it knows the rank); swapaxes/swapdims here."""
+    return Mapped("Transpose", {"dim0": const(dim0, "dim0"), "dim1": const(dim1, "dim1")}, [tensor(input)])
+
+
+# ------------------------------------------------------------------ Unsqueeze
+@builder("Unsqueeze", example=Example((3, 4), {"dim": -1}))
+def _unsqueeze(p: Params, xs: list[Shape]) -> Call:
+    return Call(Unsqueeze, (p["dim"],))
+
+
+module_rule(Unsqueeze)(attributes("Unsqueeze", "dim"))
+
+
+@function_rule(torch.unsqueeze, methods=("unsqueeze",))
+def _f_unsqueeze(input: Any, dim: int) -> Mapped:
+    return Mapped("Unsqueeze", {"dim": const(dim, "dim")}, [tensor(input)])
+
+
+# ------------------------------------------------------------------ Expand
+@builder("Expand", example=Example((3, 1, 4), {"shape": [-1, 5, 4]}))
+def _expand(p: Params, xs: list[Shape]) -> Call:
+    return Call(Expand, (list(p["shape"]),))
+
+
+@module_rule(Expand)
+def _import_expand(m: Expand, xs: list[fx.Node]) -> Mapped:
+    return Mapped("Expand", {"shape": list(m.shape)}, xs)
+
+
+@function_rule(methods=("expand",))
+def _m_expand(input: Any, *sizes: Any, size: Any = None) -> Mapped:
+    """``x.expand(n, -1, 4)`` / ``x.expand((n, -1, 4))``: the batch entry must keep the batch
+    (-1, or ``x.size(0)`` computed while tracing); the others are constants."""
+    if size is not None:
+        sizes = (size,)
+    if len(sizes) == 1 and isinstance(sizes[0], list | tuple):
+        sizes = tuple(sizes[0])
+    if not sizes:
+        raise Unmappable("expand without sizes")
+    batch, *rest = sizes
+    if not isinstance(batch, fx.Node) and batch != -1:
+        raise Unmappable(f"expands the batch dimension to {batch!r}; only per-sample dims may be expanded")
+    return Mapped("Expand", {"shape": [int(const(s, "size")) for s in rest]}, [tensor(input)])
+
+
+# ------------------------------------------------------------------ Slice
+@builder("Slice", example=Example((6, 5), {"dim": 1, "start": 1, "end": -1, "step": 2}))
+def _slice(p: Params, xs: list[Shape]) -> Call:
+    return Call(Slice, (p["dim"] % len(xs[0]), p["start"], p["end"], p["step"]))
+
+
+module_rule(Slice)(attributes("Slice", "dim", "start", "end", "step"))
+
+
+@function_rule(torch.narrow, methods=("narrow",))
+def _f_narrow(input: Any, dim: int, start: int, length: int) -> Mapped:
+    dim, start, length = const(dim, "dim"), const(start, "start"), const(length, "length")
+    if start < 0:
+        raise Unmappable(f"narrow from a negative start ({start}); its end depends on the size")
+    return Mapped("Slice", {"dim": dim, "start": start, "end": start + length}, [tensor(input)])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, layer
+from ..catalog import ParamSpec, fmt_shape, layer
+from ..errors import ShapeError
 from ._rules import norm_dim
 
 CAT = "Activation"
@@ -20,6 +21,7 @@ for _type, _doc in [
     ("Hardsigmoid", "Piecewise-linear sigmoid, relu6(x + 3) / 6 (MobileNetV3's squeeze-excite gates)."),
     ("Sigmoid", "Logistic function 1 / (1 + exp(-x))."),
     ("Tanh", "Hyperbolic tangent."),
+    ("Mish", "x * tanh(softplus(x)) (YOLOv4, some timm nets)."),
 ]:
     layer(_type, CAT, _doc, prefix=_type.lower())(_same)
 
@@ -30,6 +32,34 @@ layer("LeakyReLU", CAT, "ReLU with a small slope for negative inputs.", [
 layer("GELU", CAT, "Gaussian error linear unit (transformers).", [
     ParamSpec("approximate", "choice", "none", "Exact, or the tanh approximation.", choices=("none", "tanh")),
 ], prefix="gelu")(_same)
+
+
+layer("ELU", CAT, "Exponential linear unit: x for x > 0, alpha * (exp(x) - 1) otherwise.", [
+    ParamSpec("alpha", "float", 1.0, "Value the output tends to for very negative inputs (times -1).", minimum=0.0),
+], prefix="elu")(_same)
+
+layer("Softplus", CAT, "Smooth ReLU, log(1 + exp(beta * x)) / beta; linear above the threshold.", [
+    ParamSpec("beta", "float", 1.0, "Sharpness (larger: closer to ReLU).", minimum=1e-6),
+    ParamSpec("threshold", "float", 20.0, "Above beta * x > threshold the output is x (stability)."),
+], prefix="softplus")(_same)
+
+
+@layer("PReLU", CAT, "ReLU with a learned slope for negative inputs: one slope, or one per channel.", [
+    ParamSpec("num_parameters", "int", 1, "Learned slopes: 1 (shared) or the number of channels (dim 1).",
+              minimum=1),
+    ParamSpec("init", "float", 0.25, "Initial slope."),
+], prefix="prelu", key_params=("num_parameters",))
+def prelu(p, xs):
+    (x,) = xs
+    n = p["num_parameters"]
+    if n != 1:
+        if len(x) < 2:
+            raise ShapeError(f"with num_parameters {n} expects channels (dim 1), receives a scalar per sample",
+                             field="num_parameters")
+        if x[1] != n:
+            raise ShapeError(f"has num_parameters {n} but its input has {x[1]} channels (dim 1 of "
+                             f"{fmt_shape(x)}); use 1 or {x[1]}", field="num_parameters")
+    return x
 
 
 def _softmax(p, xs):

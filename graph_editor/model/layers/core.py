@@ -1,10 +1,10 @@
-"""Input, Output, Linear, Identity, Dropout and Embedding."""
+"""Input, Output, Linear, Identity, Scale, Dropout, Dropout2d, DropPath and Embedding."""
 
 from __future__ import annotations
 
 from ..catalog import ParamSpec, PortSpec, fmt_shape, layer
 from ..errors import ShapeError
-from ._rules import prod
+from ._rules import norm_dim, prod
 
 CAT = "Core"
 
@@ -50,6 +50,25 @@ def identity(p, xs):
     return xs[0]
 
 
+@layer("Scale", CAT, "Multiplies each channel by a learned factor (layer scale: ConvNeXt, CaiT, timm ViTs).", [
+    ParamSpec("num_features", "int", None, "Channels (empty: taken from the input).", minimum=1, optional=True),
+    ParamSpec("dim", "int", 1, "The channel dimension (batch is 0): 1 for CxHxW images, -1 for LxE tokens."),
+    ParamSpec("init_value", "float", 1e-5, "Initial factor of every channel (layer scale starts small)."),
+], prefix="scale", key_params=("dim",))
+def scale(p, xs):
+    (x,) = xs
+    if len(x) < 2:
+        raise ShapeError("expects at least a 1-D input per sample")
+    d = norm_dim(p["dim"], len(x))
+    if d == 0:
+        raise ShapeError(f"cannot scale along dim {p['dim']}: it is the batch dimension of "
+                         f"{fmt_shape(x, batch=True)}", field="dim")
+    n = p["num_features"]
+    if n is not None and x[d] != n:
+        raise ShapeError(f"expects {n} channels in dim {d}, receives {x[d]} ({fmt_shape(x)})", field="num_features")
+    return x
+
+
 @layer("Dropout", "Regularisation", "Zeroes elements with probability p while training.", [
     ParamSpec("p", "float", 0.5, "Drop probability.", minimum=0.0, maximum=1.0),
 ], prefix="dropout", key_params=("p",))
@@ -65,6 +84,16 @@ def dropout2d(p, xs):
     if len(x) != 4:  # PyTorch reads a 3-D input as (N, C, L) only with a deprecation warning
         raise ShapeError(f"expects CxHxW input, receives {fmt_shape(x) or 'a scalar'}")
     return x
+
+
+@layer("DropPath", "Regularisation", "Stochastic depth: while training, drops a whole sample's input (or the "
+       "batch's) with probability p and scales the rest by 1 / (1 - p); passes through in eval.", [
+    ParamSpec("p", "float", 0.1, "Drop probability.", minimum=0.0, maximum=1.0),
+    ParamSpec("mode", "choice", "row", "Drop per sample ('row') or the whole batch at once ('batch').",
+              choices=("row", "batch")),
+], prefix="droppath", key_params=("p",))
+def drop_path(p, xs):
+    return xs[0]
 
 
 @layer("Embedding", "Core", "Learned vectors for integer categories (e.g. categorical tabular columns).", [

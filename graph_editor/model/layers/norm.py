@@ -57,6 +57,18 @@ def layernorm(p, xs):
     return x
 
 
+@layer("LayerNorm2d", CAT, "Normalises the channels at each position of an image (ConvNeXt's LayerNorm on NCHW).", [
+    ParamSpec("num_channels", "int", None, "Channels (empty: taken from the input).", minimum=1, optional=True),
+    ParamSpec("eps", "float", 1e-6, "Added to the variance for stability.", minimum=0.0),
+    ParamSpec("elementwise_affine", "bool", True, "Learn a scale and shift per channel."),
+], prefix="ln")
+def layernorm2d(p, xs):
+    (x,) = xs
+    need_rank(x, 4, "CxHxW input")
+    need_dim(x, 1, p["num_channels"], "channels")
+    return x
+
+
 @layer("GroupNorm", CAT, "Normalises groups of channels of each sample.", [
     ParamSpec("num_groups", "int", 8, "Number of channel groups.", minimum=1),
     ParamSpec("num_channels", "int", None, "Channels (empty: taken from the input).", minimum=1, optional=True),

@@ -1,4 +1,7 @@
-"""Layers that only rearrange: Flatten, Reshape, Permute, SelectToken."""
+"""Layers that only rearrange: Flatten, Reshape, Permute, Transpose, Unsqueeze, Expand, Slice, SelectToken.
+
+None of them may touch the batch dimension (dim 0): a graph's batch flows through unchanged.
+"""
 
 from __future__ import annotations
 
@@ -64,3 +67,74 @@ def select_token(p, xs):
     if not -x[1] <= p["index"] < x[1]:
         raise ShapeError(f"index {p['index']} is outside the {x[1]} tokens")
     return (x[0], x[2])
+
+
+def _sample_dim(dim: int, x: tuple[int, ...], field: str, rank: int | None = None) -> int:
+    """``dim`` (batch is 0, negative counts from the end) as a non-negative dim other than the batch."""
+    rank = len(x) if rank is None else rank
+    if not -rank <= dim < rank:
+        raise ShapeError(f"{field} {dim} is out of range for {fmt_shape(x, batch=True)} ({rank}-D, batch is dim 0)",
+                         field=field)
+    if dim % rank == 0:
+        raise ShapeError(f"{field} {dim} is the batch dimension of {fmt_shape(x, batch=True)}; only per-sample "
+                         "dims may change", field=field)
+    return dim % rank
+
+
+@layer("Transpose", CAT, "Swaps two per-sample dimensions (batch is 0 and stays).", [
+    ParamSpec("dim0", "int", 1, "First dimension (batch is 0)."),
+    ParamSpec("dim1", "int", 2, "Second dimension."),
+], prefix="transpose", key_params=("dim0", "dim1"))
+def transpose(p, xs):
+    (x,) = xs
+    a, b = _sample_dim(p["dim0"], x, "dim0"), _sample_dim(p["dim1"], x, "dim1")
+    out = list(x)
+    out[a], out[b] = x[b], x[a]
+    return tuple(out)
+
+
+@layer("Unsqueeze", CAT, "Inserts a dimension of size 1 (batch is 0 and stays first).", [
+    ParamSpec("dim", "int", 1, "Position of the new dimension in the output (batch is 0)."),
+], prefix="unsqueeze", key_params=("dim",))
+def unsqueeze(p, xs):
+    (x,) = xs
+    d = _sample_dim(p["dim"], x, "dim", rank=len(x) + 1)
+    return (*x[:d], 1, *x[d:])
+
+
+@layer("Expand", CAT, "Repeats size-1 dimensions of each sample without copying (-1 keeps a size).", [
+    ParamSpec("shape", "ints", [-1], "Per-sample sizes, one per dimension; -1 keeps the input's.", minimum=-1),
+], prefix="expand", key_params=("shape",))
+def expand(p, xs):
+    (x,) = xs
+    shape = p["shape"]
+    if len(shape) != len(x) - 1:
+        raise ShapeError(f"shape {shape} needs one size per dimension of {fmt_shape(x)} ({len(x) - 1}); new "
+                         "dimensions would come before the batch", field="shape")
+    out = [x[0]]
+    for i, (want, have) in enumerate(zip(shape, x[1:], strict=True)):
+        if want == -1 or want == have:
+            out.append(have)
+        elif have == 1 and want > 0:
+            out.append(want)
+        else:
+            raise ShapeError(f"cannot expand dim {i + 1} of {fmt_shape(x)} from {have} to {want}: only a size of "
+                             "1 expands", field="shape")
+    return tuple(out)
+
+
+@layer("Slice", CAT, "Keeps positions start:end:step of one per-sample dimension (x[:, a:b] on channels).", [
+    ParamSpec("dim", "int", 1, "Dimension to slice (batch is 0 and may not be sliced)."),
+    ParamSpec("start", "int", 0, "First position kept; negative counts from the end."),
+    ParamSpec("end", "int", None, "Position after the last kept (empty: to the end); negative counts from the end.",
+              optional=True),
+    ParamSpec("step", "int", 1, "Keep every step-th position.", minimum=1),
+], prefix="slice", key_params=("dim", "start", "end"))
+def slice_(p, xs):
+    (x,) = xs
+    d = _sample_dim(p["dim"], x, "dim")
+    n = len(range(x[d])[p["start"]:p["end"]:p["step"]])
+    if n == 0:
+        end = "" if p["end"] is None else p["end"]
+        raise ShapeError(f"keeps nothing: {p['start']}:{end} of dim {d} (size {x[d]}) is empty", field="start")
+    return (*x[:d], n, *x[d + 1:])
