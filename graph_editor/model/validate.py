@@ -94,7 +94,7 @@ def validate(graph: Graph, batch: int = 1) -> Inference:
         try:
             out = spec.infer(params_ok[node_id], shapes)  # type: ignore[arg-type]
         except ShapeError as exc:
-            problems.append(Problem(node_id, f"{spec.display} {node.title} {exc.message}"))
+            problems.append(Problem(node_id, f"{spec.display} {node.title} {exc.message}", field=exc.field))
             continue
         if (size := math.prod(out[1:])) > INT_LIMIT:
             problems.append(Problem(node_id, f"{spec.display} {node.title} makes {size:.3g} values per sample, "
