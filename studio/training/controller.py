@@ -144,6 +144,7 @@ class TrainingController(QObject):
 
     def shutdown(self) -> None:
         self.runs.timer.stop()
+        self.session.wait_tasks()
         self.store.close()
 
 

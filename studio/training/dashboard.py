@@ -252,6 +252,11 @@ class TrainingDashboard(QWidget):
             if isinstance(v, (int, float)) and v is not None:
                 self.add_point("memory", name, step, v / 2**20)
 
+    def set_predicted_peak(self, nbytes: int | None) -> None:
+        """The run's predicted peak (bytes; None: none) as a dashed line across the memory plot."""
+        label = f"predicted peak {nbytes / 2**20:.1f} MiB" if nbytes else ""
+        self.plots["memory"].set_level("predicted", nbytes / 2**20 if nbytes else None, label)
+
     def recording_memory(self) -> None:
         """A recording was asked for: the button waits for its ``memory_trace`` event."""
         self.record_button.setEnabled(False)

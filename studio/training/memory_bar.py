@@ -96,6 +96,21 @@ def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None,
     return figures
 
 
+def predicted_peak(spec: dict[str, Any], device: str) -> int:
+    """The predicted peak of a training step of the run ``spec`` on ``device`` (the worker's device,
+    "cpu" or "cuda:N"), for the dashboard's memory plot. For a BackgroundTask: torch is imported here."""
+    from trainer.checks import load_graph
+    from trainer.memory_doctor import predict_for_spec
+    from trainer.spec import spec_from_dict
+
+    rs = spec_from_dict(spec)
+    problems: list[str] = []
+    graph = load_graph(rs, problems)
+    if graph is None:
+        raise ValueError("; ".join(problems))
+    return predict_for_spec(graph, rs, device="cuda" if device.startswith("cuda") else "cpu").peak_bytes
+
+
 def _ram_bytes() -> int | None:
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

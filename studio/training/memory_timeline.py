@@ -73,6 +73,8 @@ class MemoryTimelineView(QWidget):
     def set_plot_theme(self, theme: str | PlotTheme) -> None:
         self.theme = plot_theme(theme)
         self.plot.setBackground(self.theme.background)
+        self.legend.setBrush(self.theme.panel)          # readable over the bands it covers
+        self.legend.setLabelTextColor(self.theme.text)
         for axis in ("bottom", "left"):
             ax = self.plot.getAxis(axis)
             ax.setPen(self.theme.axis)

@@ -39,6 +39,19 @@ def format_value(v: float) -> str:
     return f"{v:.3e}"
 
 
+class LevelLine(pg.InfiniteLine):
+    """A labelled horizontal line (a predicted peak, a budget) that the view's auto-range includes:
+    pyqtgraph's own line counts as y = 0 there, so a level above the curves would be off the plot."""
+
+    def __init__(self, y: float, label: str, color: str) -> None:
+        super().__init__(pos=y, angle=0, movable=False, label=label,
+                         labelOpts={"position": 0.03, "anchors": [(0, 1), (0, 1)], "color": color})
+        self.setPen(pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine))
+
+    def dataBounds(self, axis: int, frac: float = 1.0, orthoRange: object = None) -> tuple[float, float] | None:  # noqa: N802
+        return None if axis == 0 else (self.value(), self.value())
+
+
 class CurvePlot(pg.PlotWidget):
     """A titled plot of named curves fed from :class:`SeriesBuffer`s, with a crosshair.
 
@@ -72,6 +85,7 @@ class CurvePlot(pg.PlotWidget):
         self._dirty: set[str] = set()
         self._shown: tuple[float, float] = (-np.inf, np.inf)   # the x window the curves were drawn for
         self._y_spans: dict[str, tuple[float, float]] = {}       # each curve's drawn y extent
+        self._levels: dict[str, tuple[LevelLine, str]] = {}      # name -> (line, palette colour)
         self._min_y_range: float | None = None
         item.vb.sigXRangeChanged.connect(self._on_view_changed)
         item.vb.sigStateChanged.connect(self._on_view_changed)
@@ -99,6 +113,10 @@ class CurvePlot(pg.PlotWidget):
         self._readout.update()
         for name, item_ in self._items.items():
             self._style_curve(item_, *self._styles[name])
+        for line, color in self._levels.values():
+            shown = t.curve(color)
+            line.setPen(pg.mkPen(shown, width=1, style=Qt.PenStyle.DashLine))
+            line.label.setColor(shown)
 
     def set_title(self, title: str) -> None:
         """Change the title (in the theme's text colour)."""
@@ -117,6 +135,25 @@ class CurvePlot(pg.PlotWidget):
         self._items[name] = item
         self._styles[name] = (color, dashed, symbols)
         self._buffers[name] = SeriesBuffer()
+
+    def set_level(self, name: str, y: float | None, label: str = "", color: str = "#D55E00") -> None:
+        """A dashed horizontal line at ``y`` labelled ``label`` (a predicted peak, say), kept in view;
+        ``y`` None removes it."""
+        old = self._levels.pop(name, None)
+        if old is not None:
+            self.getPlotItem().removeItem(old[0])
+        self._y_spans.pop(f"level:{name}", None)
+        if y is not None and np.isfinite(y):
+            line = LevelLine(float(y), label, self.theme.curve(color))
+            self.getPlotItem().addItem(line)
+            self._levels[name] = (line, color)
+            self._y_spans[f"level:{name}"] = (float(y), float(y))
+        self._fit_flat_data()
+
+    def level(self, name: str) -> LevelLine | None:
+        """The level line ``name``, or None."""
+        entry = self._levels.get(name)
+        return entry[0] if entry else None
 
     def _style_curve(self, item: pg.PlotDataItem, color: str, dashed: bool, symbols: bool) -> None:
         shown = self.theme.curve(color)
@@ -245,6 +282,9 @@ class CurvePlot(pg.PlotWidget):
         self._buffers.clear()
         self._dirty.clear()
         self._y_spans.clear()
+        for line, _ in self._levels.values():
+            self.getPlotItem().removeItem(line)
+        self._levels.clear()
         self._fit_flat_data()
         self._readout.setText("")
 

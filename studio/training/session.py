@@ -20,6 +20,7 @@ from trainer import events as ev
 
 from .bridge import WorkerBridge
 from .dashboard import TrainingDashboard
+from .memory_bar import predicted_peak
 from .tasks import BackgroundTask, predict_checkpoint
 
 
@@ -43,6 +44,7 @@ class TrainingSession(QObject):
         self._memory_title = ""
         self._checkpoint: ev.Checkpoint | None = None
         self._predict_task: BackgroundTask | None = None
+        self._peak_task: BackgroundTask | None = None
         self._connect()
 
     def _connect(self) -> None:
@@ -113,8 +115,17 @@ class TrainingSession(QObject):
         self.dashboard.set_state("running")
         if e.compile not in (None, "off"):
             self.dashboard.compile_started()
+        self._predict_peak(e)
         if e.run_id is not None:
             self.run_started.emit(e.run_id)
+
+    def _predict_peak(self, e: ev.RunStarted) -> None:
+        """The run's predicted peak for the memory plot, computed on a thread (a second or so)."""
+        spec, device = dict(self.spec), e.device or "cpu"
+        task = self._peak_task = BackgroundTask(lambda: predicted_peak(spec, device), self)
+        task.done.connect(lambda peak, t=task: self.dashboard.set_predicted_peak(peak)
+                          if t is self._peak_task else None)
+        task.start()
 
     def _on_metrics(self, e: ev.Metrics) -> None:
         self._step = e.step
@@ -179,3 +190,7 @@ class TrainingSession(QObject):
 
     def wait_predictions(self, ms: int = 60_000) -> bool:
         return self._predict_task.wait(ms) if self._predict_task else True
+
+    def wait_tasks(self, ms: int = 60_000) -> bool:
+        """Wait for this session's threads (shutdown: a QThread must not be destroyed running)."""
+        return all(t.wait(ms) for t in (self._predict_task, self._peak_task) if t is not None)

@@ -1,0 +1,89 @@
+"""The dashboard's memory plot: allocated, reserved and peak (CUDA) or RSS (CPU) against the run's
+predicted peak, a dashed labelled line kept in view."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from PySide6.QtCore import Qt
+
+from graph_editor.model.serialize import graph_to_dict
+from studio.training.dashboard import TrainingDashboard
+from studio.training.memory_bar import predicted_peak
+from studio.training.session import TrainingSession
+from tests.trainer.test_memory_predict import template
+from trainer import events as ev
+from trainer.memory_doctor import predict_for_spec
+from trainer.spec import spec_from_dict
+
+pytestmark = pytest.mark.qt
+MiB = 2 ** 20
+
+
+@pytest.fixture
+def session(qtbot, tmp_path):
+    dash = TrainingDashboard()
+    qtbot.addWidget(dash)
+    dash._timer.stop()                   # the test drives the ticks
+    s = TrainingSession(dash, f"sqlite:///{tmp_path / 'runs.sqlite'}", tmp_path)
+    dash.begin_run("run", 100)
+    yield s
+    s.wait_tasks()
+
+
+def test_predicted_peak_is_the_prediction_of_the_run_spec():
+    spec = {"model": {"graph": graph_to_dict(template("digits_cnn"))}, "train": {"batch_size": 32},
+            "optim": {"name": "sgd"}}
+    want = predict_for_spec(template("digits_cnn"), spec_from_dict(spec), device="cpu").peak_bytes
+    assert predicted_peak(spec, "cpu") == want > 0
+    assert predicted_peak(spec, "cuda:0") >= want     # blocks rounded up to the allocator's 512 bytes
+    with pytest.raises(ValueError, match="model.graph"):
+        predicted_peak({"model": {"graph": "missing.graph.json"}}, "cpu")
+
+
+def test_cuda_samples_plot_allocated_reserved_peak_under_the_predicted_line(qtbot, session):
+    dash = session.dashboard
+    plot = dash.plots["memory"]
+    line = json.dumps({"event": "memory", "step": 10, "device": "cuda:0", "allocated": 300 * MiB,
+                       "reserved": 512 * MiB, "peak": 420 * MiB, "active": 310 * MiB, "inactive_split": 3 * MiB,
+                       "alloc_retries": 0, "num_ooms": 0, "free": 70_000 * MiB, "total": 80_000 * MiB})
+    sample = ev.decode(json.loads(line))
+    assert isinstance(sample, ev.Memory) and sample.inactive_split == 3 * MiB
+    session.bridge.memory.emit(sample)
+    session.bridge.memory.emit(ev.Memory(step=20, device="cuda:0", allocated=310 * MiB, reserved=512 * MiB,
+                                         peak=430 * MiB))   # a worker of before: no active/free fields
+    dash.set_predicted_peak(2000 * MiB)
+    dash.flush(everything=True)
+    assert sorted(plot.curve_names()) == ["allocated", "peak", "reserved"]   # counts and free/total: not curves
+    assert plot.getPlotItem().titleLabel.text == "Memory (cuda:0)"
+    level = plot.level("predicted")
+    assert level is not None and level.value() == pytest.approx(2000)
+    assert level.label.toPlainText() == "predicted peak 2000.0 MiB"
+    vb = plot.getPlotItem().vb
+    vb.autoRange()
+    (_, _), (y0, y1) = vb.viewRange()
+    assert y0 <= 300 and y1 >= 2000                      # the line far above the curves is in view
+    dash.set_predicted_peak(None)
+    assert plot.level("predicted") is None
+
+
+def test_cpu_rss_samples_and_a_flat_curve_keep_the_line_in_view(qtbot, session):
+    dash = session.dashboard
+    plot = dash.plots["memory"]
+    for step in (1, 2, 3):
+        session.bridge.memory.emit(ev.Memory(step=step, device="cpu", rss=977 * MiB, peak_rss=977 * MiB))
+    dash.set_predicted_peak(6 * MiB)
+    dash.flush(everything=True)
+    assert sorted(plot.curve_names()) == ["peak_rss", "rss"]
+    vb = plot.getPlotItem().vb
+    vb.autoRange()
+    (_, _), (y0, y1) = vb.viewRange()
+    assert y0 <= 6 and y1 >= 977          # a flat RSS no longer pins the y range to +-10% about itself
+    dash.set_plot_theme("dark")
+    plot.set_plot_theme("dark")
+    level = plot.level("predicted")
+    assert level.label.color.name() == level.pen.color().name() == plot.theme.curve("#D55E00").lower()
+    assert level.pen.style() == Qt.PenStyle.DashLine
+    dash.begin_run("next", 10)            # a new run starts without the old run's line
+    assert plot.level("predicted") is None
