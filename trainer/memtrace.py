@@ -17,6 +17,7 @@ allocator history is another path.
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ class MemoryTrace:
 
     events: list[Alloc] = field(default_factory=list)
     steps: int = 0
+    snapshot: dict[str, Any] | None = None   # CUDA: the allocator's snapshot, saved for PyTorch's memory_viz
 
     def summary(self, max_points: int = 2000, top: int = 8) -> dict[str, Any]:
         """Peak (bytes above what lived when recording began), live bytes by node at the peak, the
@@ -97,15 +99,30 @@ class MemoryTrace:
                 "nodes": {k: [r[2][j] for r in kept] for j, k in enumerate(keys)}}
 
     def save(self, path: str | Path) -> Path:
-        """The full record: every allocation and free (time, bytes, node, phase) and the summary."""
+        """The full record: every allocation and free (time, bytes, node, phase) and the summary. A CUDA
+        recording also writes its allocator snapshot beside it (``<name>.pickle``, what
+        ``torch.cuda.memory._dump_snapshot`` writes: PyTorch's memory_viz opens it); the record names it
+        under ``cuda_snapshot``."""
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        body = {"version": 1, "steps": self.steps, "summary": self.summary(),
-                "events": [[e.t_ns, e.nbytes, e.node, e.phase] for e in self.events]}
+        body: dict[str, Any] = {"version": 1, "steps": self.steps, "summary": self.summary(),
+                                "events": [[e.t_ns, e.nbytes, e.node, e.phase] for e in self.events]}
+        if self.snapshot is not None:
+            body["cuda_snapshot"] = save_snapshot(self.snapshot, p.with_suffix(".pickle")).name
         tmp = p.with_suffix(p.suffix + ".tmp")
         tmp.write_text(json.dumps(body), encoding="utf-8")
         tmp.replace(p)
         return p
+
+
+def save_snapshot(snapshot: dict[str, Any], path: Path) -> Path:
+    """The allocator snapshot pickled as ``torch.cuda.memory._dump_snapshot`` does (written whole, then
+    renamed). Only written, never read back by the studio: nothing loaded from a file is unpickled."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as f:
+        pickle.dump(snapshot, f)
+    tmp.replace(path)
+    return path
 
 
 @contextmanager
@@ -332,7 +349,7 @@ def parse_cuda(snapshot: dict[str, Any], index: int) -> MemoryTrace:
     traces = snapshot.get("device_traces") or []
     entries = traces[index] if index < len(traces) else []
     live: dict[int, tuple[str, str]] = {}
-    trace = MemoryTrace()
+    trace = MemoryTrace(snapshot=snapshot)
     for e in entries:
         action, addr, size = e.get("action"), e.get("addr"), int(e.get("size", 0))
         t_ns = int(e.get("time_us", 0)) * 1000
