@@ -293,3 +293,54 @@ def test_every_new_type_exports_and_passes_the_proof(tmp_path, fmt, file):
     assert report.ok, report.to_text()
     if fmt == "onnx":
         assert report.metrics["max_abs_diff"] < 1e-4 and report.metrics["top1_agreement"] == 1.0
+
+
+class Indexing(nn.Module):
+    """Channel splits and strided slices as written in forward: GhostNet's ``out[:, :self.oup]``, ``x[..., ::2]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.oup = 5
+        self.head = nn.Linear(5 * 6 * 6 + 8 * 6 * 3 + 2 * 2 * 6, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        a = y[:, :self.oup, :, :]
+        b = y[..., ::2]
+        c = y[:, -4:-2][:, :, 1:3]  # one dim per index: chained
+        return self.head(torch.cat([a.flatten(1), b.flatten(1), c.flatten(1)], 1))
+
+
+def test_slicing_in_forward_imports_as_slice_nodes():
+    torch.manual_seed(0)
+    module = Indexing().eval()
+    result = import_module(module, (3, 6, 6))
+    slices = {n.id: n.params for n in result.graph if n.type == "Slice"}
+    assert sorted(slices.values(), key=str) == sorted([
+        {"dim": 1, "start": 0, "end": 5, "step": 1}, {"dim": -1, "start": 0, "end": None, "step": 2},
+        {"dim": 1, "start": -4, "end": -2, "step": 1}, {"dim": 2, "start": 1, "end": 3, "step": 1}], key=str)
+    again = build_module(result.graph).eval()
+    again.load_state_dict(result.state_dict)
+    x = torch.randn(3, 3, 6, 6)
+    with torch.no_grad():
+        assert (again(x) - module(x)).abs().max() < 1e-6
+
+
+class SliceBatch(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[1:] - x[:-1].mean(1, keepdim=True)
+
+
+class IndexTwoDims(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, 1:3, 1:3].flatten(1)
+
+
+@pytest.mark.parametrize("cls, words", [
+    (SliceBatch, r"x\[1:\] slices the batch dimension"),
+    (IndexTwoDims, r"indexing x\[:, 1:3, 1:3\]; only slicing exactly one dim maps"),
+])
+def test_an_index_that_does_not_map_says_why(cls, words):
+    with pytest.raises(ModuleImportError, match=words):
+        import_module(cls(), (4, 4))

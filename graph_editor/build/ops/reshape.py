@@ -6,6 +6,7 @@ traced shapes, so the importer maps those calls itself; the rules here cover the
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -234,3 +235,37 @@ def _f_narrow(input: Any, dim: int, start: int, length: int) -> Mapped:
     if start < 0:
         raise Unmappable(f"narrow from a negative start ({start}); its end depends on the size")
     return Mapped("Slice", {"dim": dim, "start": start, "end": start + length}, [tensor(input)])
+
+
+@function_rule(operator.getitem)
+def _f_slice(input: Any, index: Any) -> Mapped:
+    """``x[:, a:b]``, ``x[..., ::2]``: one per-sample dim sliced, every other one whole. (``x[:, i]``, one
+    token of a sequence, the importer maps to SelectToken itself: it needs the rank.)"""
+    items = list(index) if isinstance(index, tuple) else [index]
+    whole = slice(None)
+    if items.count(Ellipsis) > 1 or not all(isinstance(i, slice) or i is Ellipsis for i in items):
+        raise Unmappable(f"indexing x[{_index_text(index)}]; only slicing one dim (x[:, a:b]) or one token of a "
+                         "sequence (x[:, i]) maps")
+    cut = [k for k, i in enumerate(items) if i is not Ellipsis and i != whole]
+    if len(cut) != 1:
+        raise Unmappable(f"indexing x[{_index_text(index)}]; only slicing exactly one dim maps")
+    (k,) = cut
+    dots = items.index(Ellipsis) if Ellipsis in items else None
+    dim = k if dots is None or k < dots else k - len(items)  # after "...": counted from the end
+    if dim == 0:
+        raise Unmappable(f"x[{_index_text(index)}] slices the batch dimension; only per-sample dims may be sliced")
+    s = items[k]
+    start, end, step = (const(v, what) for v, what in ((s.start, "start"), (s.stop, "end"), (s.step, "step")))
+    return Mapped("Slice", {"dim": dim, "start": 0 if start is None else start, "end": end,
+                            "step": 1 if step is None else step}, [tensor(input)])
+
+
+def _index_text(index: Any) -> str:
+    def one(i: Any) -> str:
+        if i is Ellipsis:
+            return "..."
+        if isinstance(i, slice):
+            text = ":".join("" if v is None else str(v) for v in (i.start, i.stop))
+            return text if i.step is None else f"{text}:{i.step}"
+        return str(i)
+    return ", ".join(one(i) for i in index) if isinstance(index, tuple) else one(index)
