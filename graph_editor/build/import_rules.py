@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch.nn.functional as F
 from torch import fx, nn
 
 from ..model.registry import Registry
@@ -81,6 +82,102 @@ def leaf_classes() -> tuple[type[nn.Module], ...]:
     """Our own layer classes that import rules read: leaves when tracing, so that a built graph
     imports back as itself instead of as the ops inside them."""
     return tuple(c for c in MODULE_RULES if is_own_class(c))
+
+
+@dataclass
+class Step:
+    """One catalog node of a module call: the submodule it reads (``""``: the called module itself) and
+    its rule (``call`` rules get the call's arguments, module rules the input node)."""
+
+    child: str
+    module: nn.Module
+    rule: Any
+    call: bool
+
+
+def rule_for(cls: type[nn.Module]) -> tuple[Any, bool] | None:
+    """The rule for modules of ``cls`` and whether it is a call rule: the class's own, or the nearest
+    ancestor's when ``cls`` keeps that ancestor's ``forward`` (a subclass that only adds methods or
+    changes ``__init__``, such as a library's ``Conv2d`` with a default padding)."""
+    for base in cls.__mro__:
+        found = (CALL_RULES.get(base), True) if base in CALL_RULES else (MODULE_RULES.get(base), False)
+        if found[0] is not None:
+            return found if getattr(cls, "forward", None) is getattr(base, "forward", None) else None
+    return None
+
+
+# The functional call each layer class's own forward makes: how a subclass that overrides forward is
+# recognised as "the layer, then some of its child modules" (timm's BatchNormAct2d: batch norm, drop, act).
+LAYER_CALLS: dict[type[nn.Module], tuple[Any, ...]] = {
+    nn.BatchNorm1d: (F.batch_norm,), nn.BatchNorm2d: (F.batch_norm,), nn.Linear: (F.linear,),
+    nn.LayerNorm: (F.layer_norm,), nn.GroupNorm: (F.group_norm,), nn.Conv1d: (F.conv1d,), nn.Conv2d: (F.conv2d,),
+}
+_SIZE_CHECKS = frozenset({"getattr", "eq", "ne", "lt", "le", "gt", "ge", "_assert", "size", "dim"})
+
+
+def module_steps(module: nn.Module) -> list[Step] | None:
+    """The catalog nodes a call of ``module`` becomes, or None when no rule covers it (trace into it).
+
+    A class with a rule (its own or an unchanged ancestor's) is one step. A subclass of a layer class
+    whose ``forward`` calls the layer's functional op and then child modules one after another
+    becomes the layer followed by those children (``nn.Identity`` children left out), each child
+    under its own rule; the forward is read from its fx trace, in the module's current mode.
+    """
+    found = rule_for(type(module))
+    if found is not None:
+        return [Step("", module, found[0], found[1])]
+    base = next((c for c in type(module).__mro__[1:] if c in LAYER_CALLS and c in MODULE_RULES), None)
+    if base is None:
+        return None
+    children = _layer_then_children(module, LAYER_CALLS[base])
+    if children is None:
+        return None
+    steps = [Step("", module, MODULE_RULES.get(base), False)]
+    for name in children:
+        child = module.get_submodule(name)
+        if type(child) is nn.Identity:
+            continue
+        found = rule_for(type(child))
+        if found is None or found[1]:
+            return None
+        steps.append(Step(name, child, found[0], False))
+    return steps
+
+
+def _layer_then_children(module: nn.Module, calls: tuple[Any, ...]) -> list[str] | None:
+    """The children ``module.forward`` applies after its layer call, in order, or None when the
+    forward does anything else with the tensor."""
+    class Shallow(fx.Tracer):
+        def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+            return m is not module
+
+    try:
+        graph = Shallow().trace(module)
+    except Exception:  # untraceable forward: not the simple pattern
+        return None
+    nodes = list(graph.nodes)
+    inputs = [n for n in nodes if n.op == "placeholder"]
+    output = nodes[-1]
+    if len(inputs) != 1 or output.op != "output" or not isinstance(output.args[0], fx.Node):
+        return None
+    path, node = [], output.args[0]
+    while node.op == "call_module":  # walk back from the output through the child calls
+        if len(node.args) != 1 or node.kwargs or not isinstance(node.args[0], fx.Node):
+            return None
+        path.append(str(node.target))
+        node = node.args[0]
+    if node.op != "call_function" or node.target not in calls or not node.args or node.args[0] is not inputs[0]:
+        return None
+    own = {name for name, _ in module.named_parameters(recurse=False)} | {
+        name for name, _ in module.named_buffers(recurse=False)}
+    used = {node, output, inputs[0], *(n for n in nodes if n.op == "call_module" and str(n.target) in path)}
+    for n in nodes:
+        if n in used or (n.op == "get_attr" and str(n.target) in own):
+            continue
+        name = getattr(n.target, "__name__", str(n.target))
+        if n.op not in ("call_function", "call_method") or name not in _SIZE_CHECKS:
+            return None  # anything else touches the tensor: not the layer then its children
+    return path[::-1]
 
 
 def plain(type_: str) -> ModuleRule:

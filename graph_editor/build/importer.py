@@ -10,9 +10,11 @@ module :func:`~graph_editor.build.fx.build_module` builds, so the weights load s
 
 from __future__ import annotations
 
+import inspect
 import operator
 import os
 import re
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,13 +27,13 @@ from ..model.block_layout import nested_layout
 from ..model.hierarchy import groups_from_paths
 from . import layers as L
 from .import_rules import (
-    CALL_RULES,
     FUNCTION_RULES,
     METHOD_RULES,
-    MODULE_RULES,
     Mapped,
+    Step,
     Unmappable,
     leaf_classes,
+    module_steps,
     permute_dims,
 )
 
@@ -48,6 +50,7 @@ class Unsupported:
     op: str  # what it calls, e.g. "torch.sin" or "nn.LSTM"
     where: str  # module path and source line
     reason: str
+    owner: str = ""  # the class whose forward made it, e.g. "timm BatchNormAct2d"
 
     def __str__(self) -> str:
         head = " ".join(p for p in (self.node, f"({self.op})" if self.op else "", self.where) if p)
@@ -55,13 +58,47 @@ class Unsupported:
 
 
 class ModuleImportError(GraphError):
-    """The module cannot be imported; ``unsupported`` lists every op at fault."""
+    """The module cannot be imported; ``unsupported`` lists every op at fault.
+
+    The message leads with the root cause (the call and the class it is in that account for most of
+    the ops), then lists each kind of op once: ``F.batch_norm x49 inside timm BatchNormAct2d``, with
+    the first place it happens, instead of one line per occurrence.
+    """
 
     def __init__(self, unsupported: list[Unsupported], header: str = "") -> None:
         self.unsupported = unsupported
-        lines = "\n".join(f"  {u}" for u in unsupported)
-        header = header or f"{len(unsupported)} op(s) have no Torch Studio layer"
+        groups = group_unsupported(unsupported)
+        if not header and groups:
+            count, first = len(groups[0]), groups[0][0]
+            inside = f" inside {first.owner}" if first.owner else ""
+            header = f"{len(unsupported)} op(s) have no Torch Studio layer"
+            if count > 1 or len(groups) > 1:
+                header += f"; the root cause: {first.op or first.node}{inside} (x{count}): {first.reason}"
+        lines = "\n".join(f"  {_group_line(g)}" for g in groups)
         super().__init__(f"{header}:\n{lines}" if unsupported else header)
+
+
+def group_unsupported(unsupported: list[Unsupported]) -> list[list[Unsupported]]:
+    """The ops grouped by what they call, the class they are in and why they fail (a parameter's name
+    left out), the root cause first, then in order of first appearance."""
+    groups: dict[tuple[str, str, str], list[Unsupported]] = {}
+    for u in unsupported:
+        key = (u.op, u.owner, re.sub(r"'[^']*'", "'…'", u.reason)) if u.op else (u.node, "", u.reason)
+        groups.setdefault(key, []).append(u)
+    ordered = list(groups.values())
+    # The root cause is the first op that fails for itself: a parameter read fails only because the
+    # call it feeds has no layer (timm's BatchNormAct2d traced into: F.batch_norm and its weights).
+    root = next((g for g in ordered if g[0].op != "get_attr"), None)
+    return [root, *(g for g in ordered if g is not root)] if root else ordered
+
+
+def _group_line(group: list[Unsupported]) -> str:
+    first = group[0]
+    if len(group) == 1:
+        return str(first)
+    inside = f" inside {first.owner}" if first.owner else ""
+    where = f"{first.node} {first.where}".strip()
+    return f"{first.op} x{len(group)}{inside} (first: {where}): {first.reason}"
 
 
 @dataclass
@@ -73,12 +110,24 @@ class ImportResult:
 
 
 class _Tracer(fx.Tracer):
+    """Stops at every module a rule covers, wherever its class comes from (a library's subclass of a
+    torch layer, timm's BatchNormAct2d), so it imports whole; ``steps`` keeps what each becomes."""
+
     def __init__(self) -> None:
         super().__init__()
         self.record_stack_traces = True
+        self.steps: dict[str, list[Step]] = {}
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
-        return isinstance(m, leaf_classes()) or super().is_leaf_module(m, qualname)
+        if isinstance(m, leaf_classes()):
+            return True
+        if isinstance(m, nn.Sequential | nn.ModuleList | nn.ModuleDict):
+            return False
+        steps = module_steps(m)
+        if steps is not None:
+            self.steps[qualname] = steps
+            return True
+        return super().is_leaf_module(m, qualname)
 
 
 def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], num_classes: int | None = None,
@@ -102,24 +151,15 @@ def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], n
         out = values[next(n for n in gm.graph.nodes if n.op == "output").args[0]]
         graph.num_classes = int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() == 2 else 1
     _check(graph, gm, values)
-    graph.groups = _module_groups(module, converter.ids)
+    graph.groups = _module_groups(module, converter.paths)
     for node_id, pos in nested_layout(graph).items():  # block by block, like the templates
         graph.nodes[node_id].position = pos
     return ImportResult(graph, state)
 
 
-def _module_groups(module: nn.Module, ids: dict[fx.Node, str]) -> dict[str, Group]:
+def _module_groups(module: nn.Module, paths: dict[str, str]) -> dict[str, Group]:
     """Groups by the module hierarchy: ``layer1.0.conv1`` goes in ``layer1`` > ``layer1.0`` (a
     BasicBlock); an op in a block's forward (its residual add) goes in that block."""
-    paths: dict[str, str] = {}
-    for n, node_id in ids.items():
-        if n.op == "call_module":
-            paths[node_id] = str(n.target).rpartition(".")[0]
-        elif n.op in ("call_function", "call_method"):
-            stack = n.meta.get("nn_module_stack") or {}
-            paths[node_id] = next(reversed(stack.values()))[0] if stack else ""
-        else:
-            paths[node_id] = ""
     kinds = {}
     for path in {p for p in paths.values() if p}:
         parts = path.split(".")
@@ -155,11 +195,67 @@ def _input_users(gm: fx.GraphModule) -> list[fx.Node]:
 def _trace(module: nn.Module) -> fx.GraphModule:
     tracer = _Tracer()
     try:
-        graph = tracer.trace(module)
+        graph = tracer.trace(module, concrete_args=_bound_defaults(module))
     except Exception as exc:  # fx raises many kinds: control flow on tensors, unsupported Python...
-        raise ModuleImportError([], f"torch.fx cannot trace {type(module).__name__}: {type(exc).__name__}: "
-                                    f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
-    return fx.GraphModule(tracer.root, graph, type(module).__name__)
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if "control flow" in text:
+            text = "its Python control flow depends on tensor values (an if or loop on a tensor), which torch.fx " \
+                   "cannot follow symbolically"
+        raise ModuleImportError([], f"torch.fx cannot trace {type(module).__name__}{_user_line(exc)}: "
+                                    f"{type(exc).__name__}: {text}") from None
+    gm = fx.GraphModule(tracer.root, graph, type(module).__name__)
+    gm.meta["import_steps"] = tracer.steps
+    _drop_unused(gm)
+    return gm
+
+
+def _bound_defaults(module: nn.Module) -> dict[str, Any] | None:
+    """Forward's optional arguments bound to their defaults (timm's ``forward(x, attn_mask=None)``): a
+    graph has one input, so only the first argument stays symbolic."""
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    bound = {p.name: p.default for p in params[1:] if p.kind in kinds and p.default is not inspect.Parameter.empty}
+    return bound or None
+
+
+def _user_line(exc: BaseException) -> str:
+    """`` at file.py:12 `code` ``: the innermost frame of the traceback outside torch and this package."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(_TORCH_DIR) and not f.filename.startswith(os.path.dirname(__file__))]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" at {os.path.basename(f.filename)}:{f.lineno} `{(f.line or '').strip()}`"
+
+
+def _drop_unused(gm: fx.GraphModule) -> None:
+    """Remove values nothing uses (``x, _ = attn(...)``'s second output, a parameter read for nothing, size
+    arithmetic left over), so that they are neither converted nor reported."""
+    def removable(n: fx.Node) -> bool:
+        if n.op == "get_attr":
+            return True
+        return n.op == "call_function" and n.target in (operator.getitem, getattr) or (
+            n.op == "call_method" and n.target in ("size", "dim"))
+
+    for ph in [n for n in gm.graph.nodes if n.op == "placeholder" and n.args]:  # bound by _bound_defaults
+        for user in list(ph.users):  # fx's checks that the bound value is the one given
+            checks = [user, *user.users]
+            if all(getattr(c.target, "__name__", "") in ("_assert_is_none", "eq", "_assert") for c in checks):
+                for c in reversed(checks):
+                    gm.graph.erase_node(c)
+        if not ph.users:
+            gm.graph.erase_node(ph)
+    changed = True
+    while changed:
+        changed = False
+        for n in reversed(list(gm.graph.nodes)):
+            if not n.users and removable(n):
+                gm.graph.erase_node(n)
+                changed = True
+    gm.recompile()
 
 
 def _feeds_embedding(gm: fx.GraphModule) -> bool:
@@ -219,6 +315,7 @@ class _Converter:
         self.problems: list[Unsupported] = []
         self.state: dict[str, torch.Tensor] = {}
         self.called: set[str] = set()
+        self.paths: dict[str, str] = {}  # graph node -> the module path it is in, for groups
 
     def run(self) -> dict[str, torch.Tensor]:
         for n in self.gm.graph.nodes:
@@ -228,7 +325,7 @@ class _Converter:
                 self.failed.add(n)  # an input is already reported; do not report its users too
             except Unmappable as exc:
                 self.failed.add(n)
-                self.problems.append(Unsupported(n.name, _describe(self.gm, n), _where(n), str(exc)))
+                self.problems.append(Unsupported(n.name, _describe(self.gm, n), _where(n), str(exc), _owner(n)))
         if self.problems:
             raise ModuleImportError(self.problems)
         return self.state
@@ -254,24 +351,32 @@ class _Converter:
     def _module(self, n: fx.Node) -> None:
         target = str(n.target)
         mod = self.gm.get_submodule(target)
-        call = CALL_RULES.get(type(mod))
-        if call is not None:
-            mapped = call(mod, *n.args, **n.kwargs)
+        steps = self.gm.meta.get("import_steps", {}).get(target) or module_steps(mod)
+        if steps is None:
+            raise Unmappable("this module type has no catalog layer")
+        first, *rest = steps
+        if first.call:
+            mapped = first.rule(mod, *n.args, **n.kwargs)
         else:
-            rule = MODULE_RULES.get(type(mod))
-            if rule is None:
-                raise Unmappable("this module type has no catalog layer")
             if n.kwargs or not all(isinstance(a, fx.Node) for a in n.args):
                 raise Unmappable("called with extra arguments (masks, flags); only module(x) maps")
-            mapped = rule(mod, list(n.args))
+            mapped = first.rule(mod, list(n.args))
         if target in self.called and mod.state_dict():  # weights or running statistics
             raise Unmappable(f"module '{target}' is called twice; a graph node cannot share its weights")
         self.called.add(target)
         node_id = self._add(n, mapped)
         if not node_id:
             return
+        children = tuple(f"{s.child}." for s in rest)
         for k, v in mod.state_dict().items():
-            self.state[f"{node_id}.{mapped.prefix}{k}"] = v.detach()
+            if not k.startswith(children):
+                self.state[f"{node_id}.{mapped.prefix}{k}"] = v.detach()
+        for step in rest:  # a layer subclass whose forward goes on into its children (BatchNorm, then act)
+            child = step.rule(step.module, [n])
+            child_id = self._add(n, child, _safe_id(f"{node_id}_{step.child}", self.graph), sources=[node_id])
+            for k, v in step.module.state_dict().items():
+                self.state[f"{child_id}.{child.prefix}{k}"] = v.detach()
+            node_id = child_id
 
     def _function(self, n: fx.Node) -> Mapped:
         if n.op == "call_method" and n.target in ("view", "reshape") or n.target is torch.reshape:
@@ -293,6 +398,10 @@ class _Converter:
         src = n.args[0] if n.args else None
         if n.op == "call_method" and n.target == "contiguous":
             self.ids[n] = self._id_of(src)
+            return True
+        if n.target in (torch.cat, torch.concat, torch.concatenate) and isinstance(src, list | tuple) and len(
+                src) == 1:  # torch.cat([x]) is x (DenseNet's first layer)
+            self.ids[n] = self._id_of(src[0])
             return True
         if n.target is operator.getitem and isinstance(src, fx.Node) and src.op == "call_module" and isinstance(
                 self.gm.get_submodule(str(src.target)), nn.MultiheadAttention):
@@ -337,10 +446,7 @@ class _Converter:
         if (self.values[x].dim() == 3 and isinstance(index, tuple) and len(index) == 2
                 and index[0] == slice(None) and isinstance(index[1], int)):
             return Mapped("SelectToken", {"index": index[1]}, [x])
-        rule = FUNCTION_RULES.get(operator.getitem)  # slicing one dim, x[:, a:b]: Slice (ops.reshape)
-        if rule is None:
-            raise Unmappable(f"indexing x[{index!r}]; only selecting one token of a sequence, x[:, i], maps")
-        return rule(x, index)
+        raise Unmappable(f"indexing x[{index!r}]; only selecting one token of a sequence, x[:, i], maps")
 
     def _id_of(self, src: Any) -> str:
         if src in self.failed:
@@ -349,9 +455,9 @@ class _Converter:
             raise Unmappable("computes with tensor sizes or a value that is not a layer output")
         return self.ids[src]
 
-    def _add(self, n: fx.Node, mapped: Mapped, node_id: str | None = None) -> str:
+    def _add(self, n: fx.Node, mapped: Mapped, node_id: str | None = None, sources: list[str] | None = None) -> str:
         try:
-            sources = [self._id_of(x) for x in mapped.inputs]
+            sources = sources if sources is not None else [self._id_of(x) for x in mapped.inputs]
         except _Skip:
             self.failed.add(n)  # an input is already reported; do not report its users too
             return ""
@@ -369,6 +475,7 @@ class _Converter:
                 src = copy
             self.graph.connect(src, node_id, dst_port=port)
         self.ids[n] = node_id
+        self.paths[node_id] = _module_path(n)
         return node_id
 
 
@@ -380,6 +487,16 @@ def _holds_tensor(value: Any) -> bool:
 
 class _Skip(Unmappable):
     """An input of this node failed; the failure is reported once, where it happened."""
+
+
+def _module_path(n: fx.Node) -> str:
+    """The module a node's value is computed in: a module call's parent, an op's enclosing module."""
+    if n.op == "call_module":
+        return str(n.target).rpartition(".")[0]
+    if n.op in ("call_function", "call_method"):
+        stack = n.meta.get("nn_module_stack") or {}
+        return next(reversed(stack.values()))[0] if stack else ""
+    return ""
 
 
 def _readable_id(n: fx.Node) -> str:
@@ -431,6 +548,17 @@ def _describe(gm: fx.GraphModule, n: fx.Node) -> str:
                "torch.nn.functional": "F"}.get(mod, mod)
         return f"{mod}.{getattr(t, '__name__', t)}"
     return n.op
+
+
+def _owner(n: fx.Node) -> str:
+    """The class whose ``forward`` made ``n`` (its own class for a module call), as
+    ``timm BatchNormAct2d``, ``torchvision EncoderBlock`` or ``nn.LSTM``; empty at the top level."""
+    stack = list((n.meta.get("nn_module_stack") or {}).values())
+    cls = stack[-1][1] if stack else None
+    if not isinstance(cls, type):
+        return str(cls or "")
+    package = cls.__module__.split(".")[0]
+    return f"nn.{cls.__qualname__}" if package == "torch" else f"{package} {cls.__qualname__}"
 
 
 def _where(n: fx.Node) -> str:

@@ -48,7 +48,8 @@ zero_flops("BatchNorm1d", "BatchNorm2d")
 def _import_bn(m: nn.BatchNorm1d | nn.BatchNorm2d, xs: list[fx.Node]) -> Mapped:
     if not m.track_running_stats or m.momentum is None:
         raise Unmappable("BatchNorm without running statistics or with a cumulative average (momentum=None)")
-    return Mapped(type(m).__name__, {"num_features": m.num_features, "eps": m.eps, "momentum": m.momentum,
+    kind = "BatchNorm1d" if isinstance(m, nn.BatchNorm1d) else "BatchNorm2d"  # a subclass imports as its base
+    return Mapped(kind, {"num_features": m.num_features, "eps": m.eps, "momentum": m.momentum,
                                      "affine": m.affine}, xs)
 
 

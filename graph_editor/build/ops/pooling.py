@@ -57,8 +57,8 @@ def _avgpool(p: Params, xs: list[Shape]) -> Call:
 
 @module_rule(nn.AvgPool2d)
 def _import_avgpool(m: nn.AvgPool2d, xs: list[fx.Node]) -> Mapped:
-    if not m.count_include_pad or m.divisor_override is not None:
-        raise Unmappable("AvgPool2d with count_include_pad=False or a divisor_override")
+    if (not m.count_include_pad and pair(m.padding) != [0, 0]) or m.divisor_override is not None:
+        raise Unmappable("AvgPool2d with count_include_pad=False and padding, or a divisor_override")
     return Mapped("AvgPool2d", {"kernel_size": pair(m.kernel_size), "stride": _stride(m.stride, m.kernel_size),
                                 "padding": pair(m.padding), "ceil_mode": m.ceil_mode}, xs)
 
@@ -66,8 +66,8 @@ def _import_avgpool(m: nn.AvgPool2d, xs: list[fx.Node]) -> Mapped:
 @function_rule(F.avg_pool2d)
 def _f_avgpool(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: Any = None) -> Mapped:
-    if not count_include_pad or divisor_override is not None:
-        raise Unmappable("avg_pool2d with count_include_pad=False or a divisor_override")
+    if (not count_include_pad and pair(padding) != [0, 0]) or divisor_override is not None:  # no padding: no pad to count
+        raise Unmappable("avg_pool2d with count_include_pad=False and padding, or a divisor_override")
     return Mapped("AvgPool2d", {"kernel_size": pair(kernel_size), "stride": _stride(stride, kernel_size),
                                 "padding": pair(padding), "ceil_mode": ceil_mode}, [tensor(input)])
 
