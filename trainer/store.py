@@ -21,13 +21,22 @@ damaged file: :class:`StoreError` naming the URL and the problem, never a driver
 Writes retry while another process holds the SQLite write lock (with backoff, up to
 ``TORCH_STUDIO_DB_RETRY_S`` seconds, 300 by default): a transient lock never fails a run.
 
+PostgreSQL (a team's shared store): ``postgresql://user@host/db`` with the psycopg driver
+(``pip install 'psycopg[binary]'``; psycopg2 or pg8000 serve too, whichever is installed). The
+tables are made by the first program that opens the database (one at a time: an advisory lock);
+the reading commands refuse a database without them. Text columns have no length limit there and
+counts are 64-bit, as on SQLite; NaN and infinities inside JSON columns are kept as null (PostgreSQL's
+JSON has none). A URL's password never appears in a message.
+
 Schema versions: 1, the first; 2 adds ``runs.pid_started``. Opening a version-1 store upgrades it in
 place (one added column; the runs it holds are checked by pid alone, as before).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import math
 import os
 import socket
 import time
@@ -39,6 +48,7 @@ from typing import Any, TypeVar
 import platformdirs
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Float,
     ForeignKey,
     Integer,
@@ -52,7 +62,7 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -65,6 +75,10 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 T = TypeVar("T")
 STATUSES = ("running", "completed", "stopped", "early_stopped", "failed", "interrupted")
 APP = "torch-studio"
+# PostgreSQL drivers SQLAlchemy knows, in the order a bare postgresql:// URL tries them (module, dialect).
+PG_DRIVERS = (("psycopg", "psycopg"), ("psycopg2", "psycopg2"), ("pg8000", "pg8000"))
+PG_INSTALL = "pip install 'psycopg[binary]'"
+PG_SCHEMA_LOCK = 0x7473_7475_6469_6F   # pg_advisory_xact_lock key: one process creates the tables at a time
 
 
 def default_url() -> str:
@@ -87,6 +101,15 @@ class Base(DeclarativeBase):
     pass
 
 
+def _text(length: int) -> String:
+    """VARCHAR(length) on SQLite (which never enforces it), unlimited TEXT on PostgreSQL (which would):
+    a node id of 200 characters in a metric name must not fail a run."""
+    return String(length).with_variant(Text(), "postgresql")
+
+
+BIG = Integer().with_variant(BigInteger(), "postgresql")   # parameter counts and clock ticks pass 2**31
+
+
 class SchemaInfo(Base):
     __tablename__ = "schema_info"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -96,26 +119,26 @@ class SchemaInfo(Base):
 class Run(Base):
     __tablename__ = "runs"
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), default="")
-    status: Mapped[str] = mapped_column(String(20), index=True)
+    name: Mapped[str] = mapped_column(_text(200), default="")
+    status: Mapped[str] = mapped_column(_text(20), index=True)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     graph: Mapped[dict[str, Any]] = mapped_column(JSON)
-    graph_hash: Mapped[str] = mapped_column(String(64), index=True)
-    device: Mapped[str] = mapped_column(String(40), default="")
-    params: Mapped[int] = mapped_column(Integer, default=0)
-    host: Mapped[str] = mapped_column(String(200), default="")
+    graph_hash: Mapped[str] = mapped_column(_text(64), index=True)
+    device: Mapped[str] = mapped_column(_text(40), default="")
+    params: Mapped[int] = mapped_column(BIG, default=0)
+    host: Mapped[str] = mapped_column(_text(200), default="")
     pid: Mapped[int] = mapped_column(Integer, default=0)
-    pid_started: Mapped[int] = mapped_column(Integer, default=0)   # the process's start (clock ticks); 0 = unknown
+    pid_started: Mapped[int] = mapped_column(BIG, default=0)   # the process's start (clock ticks); 0 = unknown
     run_dir: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(default=_now)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     ended_at: Mapped[datetime | None] = mapped_column(default=None)
     epoch: Mapped[int] = mapped_column(Integer, default=0)
     step: Mapped[int] = mapped_column(Integer, default=0)
-    best_metric: Mapped[str] = mapped_column(String(40), default="")
+    best_metric: Mapped[str] = mapped_column(_text(40), default="")
     best_value: Mapped[float | None] = mapped_column(Float, default=None)
     summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # final test metrics etc.
-    error_kind: Mapped[str] = mapped_column(String(20), default="")
+    error_kind: Mapped[str] = mapped_column(_text(20), default="")
     error: Mapped[str] = mapped_column(Text, default="")
 
 
@@ -124,7 +147,7 @@ class Metric(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
     step: Mapped[int] = mapped_column(Integer)
-    name: Mapped[str] = mapped_column(String(60))
+    name: Mapped[str] = mapped_column(_text(60))
     value: Mapped[float | None] = mapped_column(Float)
 
 
@@ -142,7 +165,7 @@ class Checkpoint(Base):
     __tablename__ = "checkpoints"
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
-    kind: Mapped[str] = mapped_column(String(20))
+    kind: Mapped[str] = mapped_column(_text(20))
     path: Mapped[str] = mapped_column(Text)
     step: Mapped[int] = mapped_column(Integer)
     epoch: Mapped[int] = mapped_column(Integer)
@@ -154,7 +177,7 @@ class Artifact(Base):
     __tablename__ = "artifacts"
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
-    kind: Mapped[str] = mapped_column(String(40))
+    kind: Mapped[str] = mapped_column(_text(40))
     path: Mapped[str] = mapped_column(Text)
     meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(default=_now)
@@ -171,11 +194,16 @@ class StoreReadOnly(StoreError):
 def make_engine(url: str, *, create: bool = True) -> tuple[Engine, bool]:
     """An engine for ``url`` and whether it is read-only. SQLite gets WAL, a busy timeout and (when
     ``create``) its folder created; a file that cannot be written opens read-only. Raises StoreError."""
+    shown = shown_url(url)
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise StoreError(f"{url!r} is not a database URL (a SQLite file is sqlite:///PATH)") from None
-    readonly = False
+        raise StoreError(f"{shown!r} is not a database URL (a SQLite file is sqlite:///PATH)") from None
+    readonly, options = False, {}
+    if parsed.get_backend_name() in ("postgresql", "postgres"):
+        parsed = _postgres_url(parsed, shown)
+        # pre_ping: a long-open studio's idle connection that the server has dropped is replaced, not an error
+        options = {"pool_pre_ping": True, "json_serializer": _json_finite}
     if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:" \
             and not parsed.query.get("uri"):
         path = Path(parsed.database).expanduser()
@@ -184,13 +212,13 @@ def make_engine(url: str, *, create: bool = True) -> tuple[Engine, bool]:
             how = "mode=ro" if Path(f"{path}-shm").exists() or os.access(path.parent, os.W_OK) else "immutable=1"
             parsed = parsed.set(database=f"file:{path}?{how}", query={"uri": "true"})
     try:
-        engine = create_engine(parsed)
+        engine = create_engine(parsed, **options)
     except NoSuchModuleError:
-        raise StoreError(f"{url}: unknown database kind {parsed.drivername!r}") from None
+        raise StoreError(f"{shown}: unknown database kind {parsed.drivername!r}") from None
     except ImportError as exc:
-        raise StoreError(f"{url}: the database driver is not installed ({exc})") from None
+        raise StoreError(f"{shown}: the database driver is not installed ({exc})") from None
     except (ArgumentError, SQLAlchemyError) as exc:
-        raise StoreError(f"{url}: {_reason(exc)}") from None
+        raise StoreError(f"{shown}: {_reason(exc)}") from None
     if engine.dialect.name == "sqlite" and not readonly:
         busy_ms = int(os.environ.get(BUSY_ENV) or 10000)
 
@@ -202,6 +230,45 @@ def make_engine(url: str, *, create: bool = True) -> tuple[Engine, bool]:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
     return engine, readonly
+
+
+def shown_url(url: str) -> str:
+    """The URL as messages show it: its password, if any, as ***."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url
+    return url if parsed.password is None else parsed.render_as_string(hide_password=True)
+
+
+def _postgres_url(parsed: URL, shown: str) -> URL:
+    """A PostgreSQL URL with an installed driver: a bare ``postgresql://`` (or ``postgres://``) gets
+    the first of :data:`PG_DRIVERS` that is installed; none installed, or the named one missing, is
+    a StoreError that says what to install."""
+    _, _, driver = parsed.drivername.partition("+")
+    if driver:
+        module = next((m for m, d in PG_DRIVERS if d == driver), driver)
+        if importlib.util.find_spec(module) is None:
+            raise StoreError(f"{shown}: the PostgreSQL driver {driver} is not installed (pip install {module}, "
+                             f"or use postgresql:// with {PG_INSTALL})")
+        return parsed.set(drivername=f"postgresql+{driver}")
+    for module, dialect in PG_DRIVERS:
+        if importlib.util.find_spec(module) is not None:
+            return parsed.set(drivername=f"postgresql+{dialect}")
+    raise StoreError(f"{shown}: a PostgreSQL run store needs a database driver, and none is installed: {PG_INSTALL}")
+
+
+def _json_finite(value: Any) -> str:
+    """JSON for PostgreSQL, which refuses NaN and Infinity: those become null."""
+    def clean(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [clean(x) for x in v]
+        return v
+    return json.dumps(clean(value), allow_nan=False, default=str)
 
 
 def _check_sqlite_file(url: str, path: Path, create: bool) -> bool:
@@ -247,34 +314,44 @@ class RunStore:
 
     def __init__(self, url: str | None = None, *, create: bool = True) -> None:
         self.url = url or default_url()
+        self.shown = shown_url(self.url)     # for messages: no password
         self.engine, self.readonly = make_engine(self.url, create=create)
         try:
-            self._open_schema()
+            self._open_schema(create)
         except StoreError:
             self.engine.dispose()
             raise
         except SQLAlchemyError as exc:
             self.engine.dispose()
-            raise StoreError(f"{self.url}: cannot open the run store ({_reason(exc)})") from None
+            raise StoreError(f"{self.shown}: cannot open the run store ({_reason(exc)})") from None
 
-    def _open_schema(self) -> None:
+    def _open_schema(self, create: bool) -> None:
         if self.readonly:
             with Session(self.engine) as s:
                 if not inspect(s.connection()).has_table("schema_info"):
-                    raise StoreError(f"{self.url}: not a run store (read-only, and it has no runs table)")
+                    raise StoreError(f"{self.shown}: not a run store (read-only, and it has no runs table)")
                 info = s.get(SchemaInfo, 1)
                 version = info.version if info else 0
             if version != SCHEMA_VERSION:
-                raise StoreError(f"{self.url}: the run store has schema version {version} and is read-only; "
+                raise StoreError(f"{self.shown}: the run store has schema version {version} and is read-only; "
                                  f"this program reads version {SCHEMA_VERSION} (open it once where it can be written)")
             return
-        Base.metadata.create_all(self.engine)
+        shared = self.engine.dialect.name != "sqlite"
+        if not shared:
+            Base.metadata.create_all(self.engine)
         with Session(self.engine) as s, s.begin():
+            if shared:
+                if not create and not inspect(s.connection()).has_table("schema_info"):
+                    raise StoreError(f"{self.shown}: no run store in this database (it has no runs table; "
+                                     "nothing was created)")
+                if self.engine.dialect.name == "postgresql":   # writers starting at once: one creates, the others wait
+                    s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_SCHEMA_LOCK})
+                Base.metadata.create_all(s.connection())
             info = s.get(SchemaInfo, 1)
             if info is None:
                 s.add(SchemaInfo(id=1, version=SCHEMA_VERSION))
             elif info.version > SCHEMA_VERSION:
-                raise StoreError(f"{self.url}: the run store has schema version {info.version}; this program "
+                raise StoreError(f"{self.shown}: the run store has schema version {info.version}; this program "
                                  f"reads up to {SCHEMA_VERSION}")
             elif info.version < SCHEMA_VERSION:
                 _upgrade(s, info)
@@ -282,11 +359,20 @@ class RunStore:
     def close(self) -> None:
         self.engine.dispose()
 
+    def folder_name(self) -> str:
+        """A folder name of its own for a server's store (dialect, host, port, database: two stores never
+        share a run's checkpoints in the user data directory); "" for SQLite (its runs sit beside it)."""
+        u = self.engine.url
+        if u.get_backend_name() == "sqlite":
+            return ""
+        parts = (u.get_backend_name(), u.host or "local", str(u.port or ""), u.database or "")
+        return "".join(c if c.isalnum() or c in "._-" else "_" for c in "-".join(p for p in parts if p))
+
     def _write(self, what: str, fn: Callable[[], T]) -> T:
         """Run one write transaction; retry it while another process holds the lock. A read-only or
         full store raises StoreError saying so."""
         if self.readonly:
-            raise StoreReadOnly(f"{self.url}: the run store is read-only; cannot {what}")
+            raise StoreReadOnly(f"{self.shown}: the run store is read-only; cannot {what}")
         deadline = time.monotonic() + float(os.environ.get(RETRY_ENV) or 300)
         pause = 0.05
         while True:
@@ -299,12 +385,12 @@ class RunStore:
                     pause = min(pause * 2, 2.0)
                     continue
                 if "readonly" in text or "read-only" in text:
-                    raise StoreReadOnly(f"{self.url}: the run store is read-only; cannot {what}") from None
+                    raise StoreReadOnly(f"{self.shown}: the run store is read-only; cannot {what}") from None
                 if "full" in text:
-                    raise StoreError(f"{self.url}: the disk holding the run store is full; cannot {what}") \
+                    raise StoreError(f"{self.shown}: the disk holding the run store is full; cannot {what}") \
                         from None
                 if _is_locked(exc):
-                    raise StoreError(f"{self.url}: another process held the run store's lock too long; "
+                    raise StoreError(f"{self.shown}: another process held the run store's lock too long; "
                                      f"cannot {what}") from None
                 raise
 
@@ -314,7 +400,7 @@ class RunStore:
         except StoreError:
             raise
         except SQLAlchemyError as exc:
-            raise StoreError(f"{self.url}: cannot read the run store ({_reason(exc)})") from None
+            raise StoreError(f"{self.shown}: cannot read the run store ({_reason(exc)})") from None
 
     # ------------------------------------------------------------------ writing
     def create_run(self, *, name: str, spec: dict[str, Any], graph: dict[str, Any], graph_hash: str,
@@ -410,7 +496,7 @@ class RunStore:
             with Session(self.engine) as s, s.begin():
                 run = s.get(Run, run_id)
                 if run is None:
-                    raise StoreError(f"no run {run_id} in {self.url}")
+                    raise StoreError(f"no run {run_id} in {self.shown}")
                 run_dir = run.run_dir
                 for table in (Metric, EpochReport, Checkpoint, Artifact):
                     s.execute(delete(table).where(table.run_id == run_id))
@@ -448,7 +534,7 @@ class RunStore:
             with Session(self.engine, expire_on_commit=False) as s:
                 run = s.get(Run, run_id)
                 if run is None:
-                    raise StoreError(f"no run {run_id} in {self.url}")
+                    raise StoreError(f"no run {run_id} in {self.shown}")
                 s.expunge(run)
                 return _as_seen(run)
         return self._read(read)
@@ -486,7 +572,7 @@ class RunStore:
     def checkpoint_candidates(self, run_id: int, kind: str) -> list[Checkpoint]:
         """The ``kind`` checkpoint records of a run whose files exist, newest first (a resume tries
         them in this order until one verifies)."""
-        rows = [c for c in self.checkpoints(run_id) if c.kind == kind and Path(c.path).is_file()]
+        rows = [c for c in self.checkpoints(run_id) if c.kind == kind and Path(c.path).exists()]  # file or .dcp folder
         return sorted(rows, key=lambda c: (c.step, c.id), reverse=True)
 
     def checkpoint_path(self, run_id: int, kind: str = "best") -> Path | None:

@@ -48,7 +48,8 @@ def bad_stores(tmp_path: Path) -> dict[str, tuple[str, str]]:
     (tmp_path / "half.sqlite").write_bytes(data[: len(data) // 2])
     return {
         "foo://": ("an unknown kind", "unknown database kind 'foo'"),
-        "postgresql://user@localhost/runs": ("no driver", "driver is not installed"),
+        "mysql://user@localhost/runs": ("no driver", "driver is not installed"),
+        "postgresql://user@127.0.0.1:1/runs": ("no server there", "cannot open the run store (connection"),
         "runs": ("a bare word", "is not a database URL"),
         f"sqlite:///{tmp_path}": ("a folder", "is a folder, not a run store file"),
         f"sqlite:///{tmp_path / 'garbage.sqlite'}": ("garbage", "is not a SQLite database"),
