@@ -192,11 +192,11 @@ def count_params(model: torch.nn.Module) -> int:
 def default_run_dir(store: RunStore, run_id: int) -> Path:
     """Beside a SQLite store: ``<db folder>/runs/run-N`` for the usual ``runs.sqlite``, ``<db folder>/
     <stem>-runs/run-N`` for another name (two stores in one folder never share a run's checkpoints);
-    else in the user data directory."""
+    else in the user data directory (a server's store: in a folder named after it)."""
     if store.url.startswith("sqlite:///") and store.url != "sqlite:///:memory:":
         db = Path(store.url.removeprefix("sqlite:///")).expanduser()
         return db.parent / ("runs" if db.stem == "runs" else f"{db.stem}-runs") / f"run-{run_id}"
-    return default_run_root() / f"run-{run_id}"
+    return default_run_root() / store.folder_name() / f"run-{run_id}"
 
 
 def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emitter, run_id: int, run_dir: Path,
