@@ -11,6 +11,11 @@ the cursor; Home to fit; double-click a block to open it in place (brought into 
 open block's title to close it; right-click for a menu. Drops of palette layers
 (``LAYER_MIME``) and copied nodes (``GRAPH_MIME``).
 
+A canvas made with ``editable=False`` shows a graph that is not the user's design (the
+backward graph of the Inspect workspace): it selects, moves, zooms, pans and opens and closes
+blocks, but draws, cuts, deletes, drops and pastes nothing and has no edit menu or keys. Its
+``scene`` may be a :class:`GraphScene` subclass whose items draw other things.
+
 Run ``python -m graph_editor.ui.canvas FILE.graph.json`` to try it alone (see preview.py).
 """
 
@@ -60,11 +65,12 @@ class GraphCanvas(QGraphicsView):
     node_activated = Signal(str)
     hint = Signal(str)  # a line for the status bar: a refused edit, what a drag would do
 
-    def __init__(self, controller: EditorController, live: LiveAnalysis, parent: QWidget | None = None,
-                 theme: str | Theme = "dark") -> None:
+    def __init__(self, controller: EditorController, live: LiveAnalysis | None, parent: QWidget | None = None,
+                 theme: str | Theme = "dark", *, editable: bool = True,
+                 scene: type[GraphScene] = GraphScene) -> None:
         super().__init__(parent)
-        self.controller, self.live = controller, live
-        self.graph_scene = GraphScene(controller.graph, get_theme(theme) if isinstance(theme, str) else theme, self)
+        self.controller, self.live, self.editable = controller, live, editable
+        self.graph_scene = scene(controller.graph, get_theme(theme) if isinstance(theme, str) else theme, self)
         self.setScene(self.graph_scene)
         self.graph_scene.set_theme(self.graph_scene.theme)
         self.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.TextAntialiasing)
@@ -77,7 +83,7 @@ class GraphCanvas(QGraphicsView):
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setFrameShape(QGraphicsView.Shape.NoFrame)
-        self.setAcceptDrops(True)
+        self.setAcceptDrops(editable)
         self.setMouseTracking(True)
         self._space = False
         self._pan_from: QPointF | None = None
@@ -106,12 +112,13 @@ class GraphCanvas(QGraphicsView):
         controller.refused.connect(self.hint)
         self.graph_scene.selectionChanged.connect(self._selection_from_scene)
         self.graph_scene.changed.connect(lambda _: self._minimap_timer.start())
-        live.inferred.connect(self.graph_scene.apply_inference)
-        live.analyzed.connect(self._on_analyzed)
-        if live.inference is not None:
-            self.graph_scene.apply_inference(live.inference)
-        if live.analysis is not None:
-            self._on_analyzed(live.analysis, [])
+        if live is not None:
+            live.inferred.connect(self.graph_scene.apply_inference)
+            live.analyzed.connect(self._on_analyzed)
+            if live.inference is not None:
+                self.graph_scene.apply_inference(live.inference)
+            if live.analysis is not None:
+                self._on_analyzed(live.analysis, [])
 
     # ---------------------------------------------------------------- view
     @property
@@ -271,10 +278,12 @@ class GraphCanvas(QGraphicsView):
             return
         alt = mods & Qt.KeyboardModifier.AltModifier
         ctrl_right = button == Qt.MouseButton.RightButton and mods & Qt.KeyboardModifier.ControlModifier
-        if (button == Qt.MouseButton.LeftButton and alt) or ctrl_right:
+        if not self.editable:
+            pass
+        elif (button == Qt.MouseButton.LeftButton and alt) or ctrl_right:
             self._gesture = CutLine(self, pos)
             return
-        if button == Qt.MouseButton.LeftButton:
+        elif button == Qt.MouseButton.LeftButton:
             port = self.port_at(pos)
             if port is not None:
                 self._gesture = self._wire_drag(port, pos)
@@ -305,7 +314,7 @@ class GraphCanvas(QGraphicsView):
         else:
             if event.buttons() & Qt.MouseButton.LeftButton:
                 self.graph_scene.dragging = True
-            elif self._pan_from is None and not self._space:  # a port says it can be dragged from
+            elif self._pan_from is None and not self._space and self.editable:  # a port says it can be dragged from
                 over_port = self.port_at(pos) is not None
                 self.viewport().setCursor(Qt.CursorShape.CrossCursor if over_port else Qt.CursorShape.ArrowCursor)
             super().mouseMoveEvent(event)
@@ -358,7 +367,7 @@ class GraphCanvas(QGraphicsView):
             super().mouseDoubleClickEvent(event)
 
     def contextMenuEvent(self, event: QContextMenuEvent) -> None:
-        if self._gesture is None and not event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+        if self.editable and self._gesture is None and not event.modifiers() & Qt.KeyboardModifier.ControlModifier:
             show_context_menu(self, event.pos())
 
     def wheelEvent(self, event: QWheelEvent) -> None:
@@ -366,19 +375,21 @@ class GraphCanvas(QGraphicsView):
 
     # ---------------------------------------------------------------- keys
     def focusNextPrevChild(self, next: bool) -> bool:  # noqa: A002 - Qt's name; Tab opens the search
-        return False
+        return False if self.editable else super().focusNextPrevChild(next)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key = event.key()
         if key == Qt.Key.Key_Space and not event.isAutoRepeat():
             self._space = True
             self.viewport().setCursor(Qt.CursorShape.OpenHandCursor)
+        elif key == Qt.Key.Key_Home:
+            self.fit_view()
+        elif not self.editable:
+            super().keyPressEvent(event)
         elif key in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace):
             self.delete_selection()
         elif key == Qt.Key.Key_Tab:
             self.open_search()
-        elif key == Qt.Key.Key_Home:
-            self.fit_view()
         elif key == Qt.Key.Key_Escape and isinstance(self._gesture, WireDrag):
             self._gesture.cancel()
             self._gesture = None
@@ -424,7 +435,7 @@ class GraphCanvas(QGraphicsView):
 
     def _accepts(self, event: QDragEnterEvent | QDragMoveEvent | QDropEvent) -> bool:
         data = event.mimeData()
-        return data.hasFormat(LAYER_MIME) or data.hasFormat(GRAPH_MIME)
+        return self.editable and (data.hasFormat(LAYER_MIME) or data.hasFormat(GRAPH_MIME))
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if self._accepts(event):

@@ -92,8 +92,11 @@ class GroupBox(QGraphicsItem):
             self._update_tooltip()
             self.update()
 
+    def count_text(self) -> str:
+        return f"{self.count} layers"
+
     def subtitle(self) -> str:
-        return self.kind or f"{self.count} layers"
+        return self.kind or self.count_text()
 
     def stat_rows(self) -> list[tuple[str, str]]:
         return [("params", "…" if self.params is None else fmt_count(self.params)),
@@ -162,7 +165,7 @@ class GroupBox(QGraphicsItem):
         y = TITLE_H
         painter.setFont(fonts.small)
         painter.setPen(theme.text_dim)
-        count = f"{self.count} layers"
+        count = self.count_text()
         row = QRectF(pad, y, inner, ROW_H)
         # The layer count beside the kind when both fit (else the kind alone: the tooltip has the count).
         both = bool(self.kind) and metrics.advance("small", self.kind) + metrics.advance("small", count) + 8 <= inner

@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, QRectF, Qt
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
 
-from ..model import Edge, Graph, Inference, fmt_shape
+from ..model import Edge, Graph, Group, Inference, Node, fmt_shape
 from ..model.hierarchy import parents, visible
 from .groups import GroupBox, GroupFrame
 from .items import NodeItem, PortItem
@@ -120,8 +120,16 @@ class GraphScene(QGraphicsScene):
             item.setCacheMode(mode)
 
     # ---------------------------------------------------------------- model events
+    def make_node_item(self, node: Node) -> NodeItem:
+        """The item that draws ``node``: a seam for scenes that show other graphs (the backward graph)."""
+        return NodeItem(node)
+
+    def make_box(self, group: Group) -> GroupBox:
+        """The block that draws collapsed ``group`` (a seam, like :meth:`make_node_item`)."""
+        return GroupBox(self.graph, group)
+
     def _on_node_added(self, node_id: str) -> None:
-        item = NodeItem(self.graph.nodes[node_id])
+        item = self.make_node_item(self.graph.nodes[node_id])
         if not self._caching:
             item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
         self.nodes[node_id] = item
@@ -186,7 +194,7 @@ class GraphScene(QGraphicsScene):
         self.owner = shown.owner
         up = parents(self.graph.groups)
         for gid in shown.boxes:
-            box = GroupBox(self.graph, self.graph.groups[gid])
+            box = self.make_box(self.graph.groups[gid])
             self.boxes[gid] = box
             self.addItem(box)
         for gid in shown.frames:

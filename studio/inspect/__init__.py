@@ -59,27 +59,26 @@ class InspectHook(QObject):
             request_inspect=self.request,
         )
         self.workspace = InspectWorkspace(port, self)
-        for title, name, panel, area in (
-                ("Backward graph", "inspectBackwardDock", self.workspace.backward_panel,
-                 Qt.DockWidgetArea.RightDockWidgetArea),
-                ("Gradient flow", "inspectFlowDock", self.workspace.flow_panel, Qt.DockWidgetArea.BottomDockWidgetArea)):
+        for title, name, panel in (("Backward graph", "inspectBackwardDock", self.workspace.backward_panel),
+                                   ("Gradient flow", "inspectFlowDock", self.workspace.flow_panel)):
             dock = QDockWidget(title, w, objectName=name)
             dock.setWidget(panel)
-            w.addDockWidget(area, dock)
+            w.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
             self.docks.append(dock)
-        w.resizeDocks([self.docks[0]], [400], Qt.Orientation.Horizontal)   # room for the blocks and the plots
-        w.resizeDocks([self.docks[1]], [340], Qt.Orientation.Vertical)
+        # Side by side under the design: the backward graph reads left to right like the design, so it
+        # gets the wide half; the gradient-flow plot the rest.
+        w.splitDockWidget(self.docks[0], self.docks[1], Qt.Orientation.Horizontal)
+        w.resizeDocks(self.docks, [int(w.width() * 0.58), int(w.width() * 0.42)], Qt.Orientation.Horizontal)
+        w.resizeDocks([self.docks[0]], [int(w.height() * 0.47)], Qt.Orientation.Vertical)
         w.s.themes.changed.connect(self._on_theme)
         self._on_theme(w.s.themes.current)
         return self.docks
 
     def _on_theme(self, theme: Any) -> None:
-        from graph_editor.ui.style import get_theme
-
         from ..training.plot_theme import apply_plot_theme
 
         assert self.workspace is not None
-        self.workspace.view.backward.set_theme(get_theme(theme.name))
+        self.workspace.view.set_theme(theme.name)
         for panel in (self.workspace.backward_panel, self.workspace.flow_panel):
             apply_plot_theme(panel, theme.name)
 

@@ -25,7 +25,7 @@ def _make(template: str, batch: int) -> QWidget:
 
     graph = load_graph(TEMPLATES / f"{template}.graph.json")
     view = BackwardView()
-    view.set_capture(capture_autograd(graph, batch))
+    view.set_capture(capture_autograd(graph, batch), graph)
     flow, spark = GradientFlowPlot(), Sparkline()
     torch.manual_seed(0)
     model = build_module(graph, device="cpu")

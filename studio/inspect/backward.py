@@ -1,323 +1,378 @@
-"""The backward graph, grouped by graph node: one block per node holding its autograd nodes.
+"""The backward graph, drawn by the design canvas's own machinery: one block per graph node.
 
-Blocks are laid out in layers from the loss (top) towards the input (bottom), the way gradients
-flow; an arrow goes from a block to each block its gradients flow into. A block shows its node id,
-how many autograd nodes it holds and the bytes they save for backward; clicking its ▸ expands it
-to list every autograd node (name, saved bytes). Hovering shows the saved tensors. Selecting a
-block emits :attr:`BackwardView.node_selected` so the design canvas can select the same node, and
-:meth:`BackwardView.select` follows the canvas the other way.
+:func:`graph_editor.build.autograd_graph.backward_graph` turns a capture into a graph whose nodes
+are autograd nodes and whose collapsed groups are the graph nodes that made them. This module draws
+it with the canvas's :class:`~graph_editor.ui.canvas.GraphCanvas` (not editable: it selects, pans,
+zooms and opens blocks, and edits nothing), its scene, wires, routing, blocks and frames; only what
+a node and a block *say* differs, through the scene's item seams:
+
+- a block (:class:`BackwardBox`) shows its graph node's id and layer, how many autograd nodes it
+  holds, the bytes they save for backward, and, once a run was inspected, the figure chosen in the
+  heat list with its history as a sparkline; a heat bar across its top; the gradient shapes it takes
+  in and hands on (``dL/dy → dL/dx``). Double-click opens it in place, like a block of the design;
+- an autograd node (:class:`AutogradItem`) shows its name, the parameter it accumulates into or what
+  it saved; hovering a node or a block lists the saved tensors (name, shape, dtype, bytes);
+- wires carry gradients from the loss towards the input, labelled with the gradient's shape.
+
+Selecting a block (or a node in an open one) emits :attr:`BackwardView.node_selected` with the graph
+node's id so the design canvas selects it; :meth:`BackwardView.select` follows the design canvas.
 """
 
 from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen, QPolygonF, QWheelEvent
-from PySide6.QtWidgets import (
-    QGraphicsItem,
-    QGraphicsPathItem,
-    QGraphicsScene,
-    QGraphicsSceneMouseEvent,
-    QGraphicsView,
-    QStyleOptionGraphicsItem,
-    QWidget,
-)
+from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen, QPolygonF, QUndoStack
+from PySide6.QtWidgets import QStyleOptionGraphicsItem, QWidget
 
 from graph_editor.build.analysis import format_count
-from graph_editor.build.autograd import LOSS, AutogradCapture, AutogradNode, OwnerSummary
-from graph_editor.ui.style import DARK, Fonts, Theme
+from graph_editor.build.autograd import LOSS, AutogradCapture, AutogradNode, OwnerSummary, SavedTensor
+from graph_editor.build.autograd_graph import backward_graph
+from graph_editor.model import Graph, Group, Node, fmt_shape, validate
+from graph_editor.model.geometry import BOX_W, NODE_W, ROW_H, SHAPE_H, TITLE_H
+from graph_editor.model.hierarchy import ancestors
+from graph_editor.ui.canvas import GraphCanvas
+from graph_editor.ui.controller import EditorController
+from graph_editor.ui.groups import GroupBox, GroupFrame
+from graph_editor.ui.items import NodeItem, PortItem
+from graph_editor.ui.scene import GraphScene
+from graph_editor.ui.style import DARK, Theme
 
-BLOCK_W, HEAD_H, ROW_H, GAP_X, GAP_Y = 240.0, 40.0, 16.0, 36.0, 46.0
-TOGGLE = QRectF(BLOCK_W - 26, 8, 18, 18)
+from .heat import Metric, Scale, color_at
+
+LOSS_COLOUR = QColor("#b5838d")
+MAX_ROWS = 40  # saved tensors listed in a tooltip
 
 
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-class BlockItem(QGraphicsItem):
-    """One graph node's part of the backward graph."""
+def _saved_table(rows: list[tuple[str, SavedTensor]]) -> str:
+    """An HTML table of saved tensors: (node name, tensor) rows, the first MAX_ROWS of them."""
+    if not rows:
+        return "saves nothing for backward"
+    cells = []
+    for node, t in rows[:MAX_ROWS]:
+        shape = "x".join(str(d) for d in t.shape) or "scalar"
+        size = "shared" if t.shared else format_count(t.bytes, "B")
+        cells.append(f"<tr><td>{_html(node)}</td><td>{_html(t.name)}</td><td>{shape}</td><td>{t.dtype}</td>"
+                     f"<td align=right>{size}</td></tr>")
+    more = f"<br>... and {len(rows) - MAX_ROWS} more saved tensors" if len(rows) > MAX_ROWS else ""
+    return ("<table cellspacing=4><tr><th align=left>node</th><th align=left>saved</th><th align=left>shape</th>"
+            "<th align=left>dtype</th><th align=right>bytes</th></tr>" + "".join(cells) + "</table>" + more)
 
-    def __init__(self, summary: OwnerSummary, nodes: list[AutogradNode], theme: Theme, fonts: Fonts) -> None:
-        super().__init__()
-        self.node_id, self.summary, self.nodes = summary.owner, summary, nodes
-        self.theme, self.fonts = theme, fonts
-        self.expanded = False
-        self.heat: QColor | None = None
-        self.history: list[float] = []  # the node's sparkline: one figure over the run's inspections
-        self.edges: list[EdgeItem] = []
-        self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
-        self.setAcceptHoverEvents(True)
-        self.setZValue(1)
-        self.setToolTip(self._tooltip())
+
+class AutogradItem(NodeItem):
+    """One autograd node: its name in the title bar (the owner's layer colour), under it the parameter
+    it accumulates into or the tensors it saved, and their bytes."""
+
+    def __init__(self, node: Node, grad: AutogradNode, category: str) -> None:
+        self.grad = grad
+        super().__init__(node)
+        self.category = category
+        self.subtitle = (f"→ {node.label or grad.param}" if grad.param else
+                         ", ".join(dict.fromkeys(t.name for t in grad.saved)) or "saves nothing")
+        self.shape_text = (format_count(grad.saved_bytes, "B") + " saved" if grad.saved_bytes else
+                           "0 B (shared)" if grad.saved else "")
+        self._update_tooltip()
+
+    def _make_ports(self, node: Node) -> None:
+        # Gradients arrive (summed) on the left and leave for each input on the right.
+        self.in_ports["in"] = PortItem(self, node.id, "in", True, variadic=True)
+        self.out_ports["out"] = PortItem(self, node.id, "out", False)
+
+    def _update_tooltip(self) -> None:
+        grad = getattr(self, "grad", None)
+        if grad is None:  # called by NodeItem.__init__ before this item knows its node
+            return
+        head = f"<b>{_html(grad.name)}</b> of {_html(grad.owner)}"
+        if grad.param:
+            head += f"<br>accumulates the gradient of {_html(grad.param)}"
+        self.setToolTip(head + "<br>" + _saved_table([(grad.name, t) for t in grad.saved]))
+
+    def _paint_text(self, painter: QPainter, scene: GraphScene) -> None:
+        theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics
+        pad, inner = 10.0, NODE_W - 20.0
+        painter.setFont(fonts.title)
+        painter.setPen(theme.title_text)
+        painter.drawText(QRectF(pad, 0, inner, TITLE_H), Qt.AlignmentFlag.AlignVCenter,
+                         metrics.elide("title", self.title, Qt.TextElideMode.ElideRight, inner))
+        painter.setFont(fonts.small)
+        painter.setPen(theme.text_dim)
+        painter.drawText(QRectF(pad, TITLE_H, inner, ROW_H), Qt.AlignmentFlag.AlignVCenter,
+                         metrics.elide("small", self.subtitle, Qt.TextElideMode.ElideMiddle, inner))
+        y = TITLE_H + ROW_H
+        painter.setPen(QPen(theme.grid_major, 1))
+        painter.drawLine(QPointF(6, y + 2), QPointF(NODE_W - 6, y + 2))
+        painter.setFont(fonts.mono)
+        painter.setPen(theme.shape_text if self.shape_text else theme.text_dim)
+        painter.drawText(QRectF(pad, y + 3, inner, SHAPE_H), Qt.AlignmentFlag.AlignVCenter,
+                         self.shape_text or "0 B saved")
+
+
+class BackwardBox(GroupBox):
+    """A graph node's part of the backward graph, closed: its autograd nodes as one block."""
+
+    def __init__(self, graph: Graph, group: Group, summary: OwnerSummary, nodes: list[AutogradNode]) -> None:
+        self.summary, self.grads = summary, nodes
+        super().__init__(graph, group)
+        self._update_tooltip()
 
     @property
-    def height(self) -> float:
-        return HEAD_H + (len(self.nodes) * ROW_H + 6 if self.expanded else 0)
+    def node_id(self) -> str:
+        """The graph node this block stands for."""
+        return self.group_id
 
-    def boundingRect(self) -> QRectF:
-        return QRectF(-2, -2, BLOCK_W + 4, self.height + 4)
+    def count_text(self) -> str:
+        return f"{self.count} node{'s' * (self.count != 1)}"
 
-    def set_expanded(self, on: bool) -> None:
-        if on != self.expanded:
-            self.prepareGeometryChange()
-            self.expanded = on
-            scene = self.scene()
-            if isinstance(scene, BackwardScene):
-                scene.relayout()
+    def stat_rows(self) -> list[tuple[str, str]]:
+        scene = self.scene()
+        label, values = scene.figure_of(self.group_id) if isinstance(scene, BackwardScene) else ("", [])
+        figure = (label, f"{values[-1]:.3g}") if values else ("params", str(len(self.summary.params)))
+        return [("saved", format_count(self.summary.saved_bytes, "B")), figure]
 
-    def mousePressEvent(self, event: QGraphicsSceneMouseEvent) -> None:
-        if event.button() == Qt.MouseButton.LeftButton and TOGGLE.adjusted(-4, -4, 4, 4).contains(event.pos()):
-            self.set_expanded(not self.expanded)
-            event.accept()
+    def _update_tooltip(self) -> None:
+        s = getattr(self, "summary", None)
+        if s is None:  # called by GroupBox.__init__ before this block knows its summary
             return
-        super().mousePressEvent(event)
-
-    def _tooltip(self) -> str:
-        s = self.summary
-        lines = [f"<b>{_html(s.owner)}</b>: {s.nodes} autograd node(s), saves {format_count(s.saved_bytes, 'B')}"]
+        kind = f" ({_html(self.kind)})" if self.kind else ""
+        lines = [f"<b>{_html(s.owner)}</b>{kind}: {s.nodes} autograd node{'s' * (s.nodes != 1)}, "
+                 f"saves {format_count(s.saved_bytes, 'B')}"]
         if s.grads_to:
             lines.append(f"gradients flow to {_html(', '.join(s.grads_to))}")
         if s.params:
             lines.append(f"accumulates into {_html(', '.join(s.params))}")
-        rows = []
-        for n in self.nodes:
-            for t in n.saved:
-                bytes_ = format_count(t.bytes, "B") if not t.shared else "shared"
-                shape = "x".join(str(d) for d in t.shape) or "scalar"
-                rows.append(f"<tr><td>{_html(n.name)}</td><td>{_html(t.name)}</td><td>{shape}</td>"
-                            f"<td>{t.dtype}</td><td align=right>{bytes_}</td></tr>")
-        if rows:
-            lines.append("<table cellspacing=4><tr><th align=left>node</th><th align=left>saved</th>"
-                         "<th align=left>shape</th><th align=left>dtype</th><th align=right>bytes</th></tr>"
-                         + "".join(rows[:40]) + "</table>")
-            if len(rows) > 40:
-                lines.append(f"... and {len(rows) - 40} more saved tensors")
-        else:
-            lines.append("saves nothing for backward")
-        return "<br>".join(lines)
+        lines.append(_saved_table([(n.name, t) for n in self.grads for t in n.saved]))
+        lines.append("double-click to open it")
+        self.setToolTip("<br>".join(lines))
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
-        t, f = self.theme, self.fonts
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        rect = QRectF(0, 0, BLOCK_W, self.height)
-        painter.setPen(QPen(t.selected if self.isSelected() else t.node_border, 2 if self.isSelected() else 1))
-        painter.setBrush(t.node_body)
-        painter.drawRoundedRect(rect, 6, 6)
-        stripe = self.heat or (QColor("#b5838d") if self.node_id == LOSS else t.category_color("Core"))
-        painter.setPen(Qt.PenStyle.NoPen)
-        painter.setBrush(stripe)
-        painter.drawRoundedRect(QRectF(0, 0, 6, self.height), 3, 3)
-        painter.setFont(f.title)
-        painter.setPen(t.text)
-        title_w = BLOCK_W - (104 if len(self.history) > 1 else 44)   # room for the sparkline
-        painter.drawText(QRectF(14, 3, title_w, 18), Qt.AlignmentFlag.AlignVCenter,
-                         painter.fontMetrics().elidedText(self.node_id, Qt.TextElideMode.ElideMiddle, int(title_w)))
-        painter.setFont(f.small)
-        painter.setPen(t.text_dim)
-        s = self.summary
-        painter.drawText(QRectF(14, 21, BLOCK_W - 44, 16), Qt.AlignmentFlag.AlignVCenter,
-                         f"{s.nodes} node{'s' * (s.nodes != 1)} · {format_count(s.saved_bytes, 'B')} saved")
-        self._paint_sparkline(painter)
-        painter.setPen(QPen(t.text_dim, 1.4))
-        painter.setBrush(Qt.BrushStyle.NoBrush)
-        c = TOGGLE.center()
-        arrow = ([QPointF(c.x() - 4, c.y() - 2), QPointF(c.x() + 4, c.y() - 2), QPointF(c.x(), c.y() + 3)]
-                 if self.expanded else
-                 [QPointF(c.x() - 2, c.y() - 4), QPointF(c.x() - 2, c.y() + 4), QPointF(c.x() + 3, c.y())])
-        painter.setBrush(t.text_dim)
-        painter.drawPolygon(QPolygonF(arrow))
-        if not self.expanded:
+        super().paint(painter, option, widget)
+        scene = self.scene()
+        if not isinstance(scene, BackwardScene):
             return
-        painter.setFont(f.mono)
-        y = HEAD_H
-        painter.setPen(QPen(t.grid_major, 1))
-        painter.drawLine(QPointF(8, y - 2), QPointF(BLOCK_W - 8, y - 2))
-        for n in self.nodes:
-            row = QRectF(14, y, BLOCK_W - 24, ROW_H)
-            painter.setPen(t.text)
-            label = n.name if not n.param else f"{n.name} → {n.param.split('.', 1)[-1]}"
-            room = row.width() - (64 if n.saved_bytes else 0)
-            painter.drawText(row, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
-                             painter.fontMetrics().elidedText(label, Qt.TextElideMode.ElideRight, int(room)))
-            painter.setPen(t.shape_text)
-            if n.saved_bytes:
-                painter.drawText(row, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight,
-                                 format_count(n.saved_bytes, "B"))
-            y += ROW_H
+        heat = scene.heat.get(self.group_id) or (LOSS_COLOUR if self.group_id == LOSS else None)
+        if heat is not None:  # a bar across the top of the block, inside its rounded corners
+            bar = QPainterPath()
+            bar.addRoundedRect(QRectF(1, 1, BOX_W - 2, 8), 4, 4)
+            painter.fillPath(bar.intersected(_top_half(BOX_W)), heat)
+        _, values = scene.figure_of(self.group_id)
+        if len(values) > 1:
+            self._paint_sparkline(painter, scene.theme, values)
 
-
-    def _paint_sparkline(self, painter: QPainter) -> None:
-        """The history (log scale) in the header, left of the toggle; nothing until two inspections."""
-        values = [math.log10(v) for v in self.history if v > 0 and math.isfinite(v)]
-        if len(values) < 2:
+    def _paint_sparkline(self, painter: QPainter, theme: Theme, values: list[float]) -> None:
+        """The figure's history (log scale) between its name and its value in the second stat row."""
+        logs = [math.log10(v) for v in values if v > 0 and math.isfinite(v)]
+        if len(logs) < 2:
             return
-        box = QRectF(BLOCK_W - 92, 5, 58, 14)   # in the title row: the subtitle keeps its width
-        lo, hi = min(values), max(values)
+        box = QRectF(58, TITLE_H + 2 * ROW_H + 3, BOX_W - 58 - 72, ROW_H - 6)
+        lo, hi = min(logs), max(logs)
         span = hi - lo or 1.0
-        step = box.width() / (len(values) - 1)
+        step = box.width() / (len(logs) - 1)
         points = [QPointF(box.left() + i * step, box.bottom() - (v - lo) / span * box.height())
-                  for i, v in enumerate(values)]
-        painter.setPen(QPen(self.theme.shape_text, 1.2))
+                  for i, v in enumerate(logs)]
+        painter.setPen(QPen(theme.shape_text, 1.2))
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.drawPolyline(QPolygonF(points))
 
 
-class EdgeItem(QGraphicsPathItem):
-    """A gradient edge: from a block down (or across) to a block its gradients flow into."""
-
-    def __init__(self, src: BlockItem, dst: BlockItem, theme: Theme) -> None:
-        super().__init__()
-        self.src, self.dst = src, dst
-        self.setPen(QPen(theme.wire, 1.4))
-        self.setZValue(0)
-        self.head = QGraphicsPathItem(self)
-        self.head.setBrush(theme.wire)
-        self.head.setPen(Qt.PenStyle.NoPen)
-        src.edges.append(self)
-        dst.edges.append(self)
-
-    def update_path(self) -> None:
-        a = self.src.pos() + QPointF(BLOCK_W / 2, self.src.height)
-        b = self.dst.pos() + QPointF(BLOCK_W / 2, 0)
-        path = QPainterPath(a)
-        dy = max(abs(b.y() - a.y()) / 2, 20)
-        path.cubicTo(a + QPointF(0, dy), b - QPointF(0, dy), b)
-        self.setPath(path)
-        head = QPainterPath()
-        head.addPolygon(QPolygonF([b, b + QPointF(-5, -9), b + QPointF(5, -9), b]))
-        self.head.setPath(head)
+def _top_half(width: float) -> QPainterPath:
+    path = QPainterPath()
+    path.addRect(QRectF(0, 0, width, 5))
+    return path
 
 
-class BackwardScene(QGraphicsScene):
-    """Blocks and gradient edges of one capture."""
+class BackwardScene(GraphScene):
+    """The canvas's scene, with autograd items and blocks; the capture it shows sets their contents."""
 
-    def __init__(self, theme: Theme = DARK, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.theme, self.fonts = theme, Fonts()
-        self.blocks: dict[str, BlockItem] = {}
-        self.layers: list[list[str]] = []
+    def __init__(self, graph: Graph, theme: Theme = DARK, parent: QObject | None = None) -> None:
         self.capture: AutogradCapture | None = None
-        self.setBackgroundBrush(theme.background)
+        self.forward: Graph | None = None
+        self.summaries: dict[str, OwnerSummary] = {}
+        self.by_owner: dict[str, list[AutogradNode]] = {}
+        self.shapes: dict[str, str] = {}  # graph node -> its output's shape (= the shape of dL/dy)
+        self.heat: dict[str, QColor] = {}
+        self.history: dict[str, list[float]] = {}
+        self.figure = ""  # the name of the figure in ``history``
+        super().__init__(graph, theme, parent)
 
-    def set_capture(self, capture: AutogradCapture) -> None:
-        self.clear()
-        self.blocks, self.capture = {}, capture
-        by_owner = capture.by_owner()
-        summaries = capture.summaries()
-        for s in summaries:
-            block = BlockItem(s, by_owner.get(s.owner, []), self.theme, self.fonts)
-            self.addItem(block)
-            self.blocks[s.owner] = block
-        for s in summaries:
-            for target in s.grads_to:
-                if target in self.blocks:
-                    self.addItem(EdgeItem(self.blocks[s.owner], self.blocks[target], self.theme))
-        self.layers = _layers(summaries)
-        self.relayout()
+    def show_capture(self, capture: AutogradCapture, forward: Graph | None) -> None:
+        """Remember what the items of the next graph stand for (call before the graph is shown)."""
+        self.capture, self.forward = capture, forward
+        self.summaries = {s.owner: s for s in capture.summaries()}
+        self.by_owner = capture.by_owner()
+        self.shapes = {}
+        if forward is not None:
+            self.shapes = {k: fmt_shape(v) for k, v in validate(forward, capture.batch).shapes.items()}
 
-    def relayout(self) -> None:
-        y = 0.0
-        for layer in self.layers:
-            width = len(layer) * BLOCK_W + (len(layer) - 1) * GAP_X
-            x = -width / 2
-            tallest = 0.0
-            for owner in layer:
-                block = self.blocks[owner]
-                block.setPos(x, y)
-                x += BLOCK_W + GAP_X
-                tallest = max(tallest, block.height)
-            y += tallest + GAP_Y
-        for block in self.blocks.values():
-            for edge in block.edges:
-                edge.update_path()
-        self.setSceneRect(self.itemsBoundingRect().adjusted(-40, -40, 40, 40))
+    @property
+    def blocks(self) -> dict[str, GroupBox | GroupFrame]:
+        """Each graph node's block: its box when closed, its frame when open."""
+        return {**self.boxes, **self.frames}
 
-    def set_theme(self, theme: Theme) -> None:
-        """Repaint in ``theme`` (the canvas's dark or light colours)."""
-        self.theme = theme
-        self.setBackgroundBrush(theme.background)
-        for block in self.blocks.values():
-            block.theme = theme
-            block.update()
-            for edge in block.edges:
-                edge.setPen(QPen(theme.wire, 1.4))
-                edge.head.setBrush(theme.wire)
+    def figure_of(self, owner: str) -> tuple[str, list[float]]:
+        return self.figure, self.history.get(owner, [])
 
-    def set_history(self, history: dict[str, list[float]]) -> None:
-        """Each block's sparkline values (a block without any shows none)."""
-        for owner, block in self.blocks.items():
-            block.history = history.get(owner, [])
-            block.update()
+    def make_node_item(self, node: Node) -> NodeItem:
+        if self.capture is None:
+            return super().make_node_item(node)
+        grad = self.capture.nodes[node.params["autograd"]]
+        forward = self.forward.nodes.get(grad.owner) if self.forward is not None else None
+        spec = forward.spec if forward is not None else None
+        return AutogradItem(node, grad, spec.category if spec is not None else "")
 
-    def set_heat(self, colors: dict[str, QColor]) -> None:
-        for owner, block in self.blocks.items():
-            block.heat = colors.get(owner)
-            block.update()
+    def summary(self, group: Group) -> OwnerSummary:
+        """The summary of a graph node's block, or of a design block's (over the graph nodes inside)."""
+        if group.id in self.summaries:
+            return self.summaries[group.id]
+        assert self.capture is not None
+        inside = {self.graph.nodes[n].params["owner"] for n in group.nodes}
+        parts = [self.summaries[o] for o in self.summaries if o in inside]
+        names: dict[str, int] = {}
+        for p in parts:
+            for k, v in p.names.items():
+                names[k] = names.get(k, 0) + v
+        to = dict.fromkeys(t for p in parts for t in p.grads_to if t not in inside)
+        return OwnerSummary(group.id, sum(p.nodes for p in parts), names, sum(p.saved_bytes for p in parts),
+                            tuple(q for p in parts for q in p.params), tuple(to))
+
+    def make_box(self, group: Group) -> GroupBox:
+        if self.capture is None:
+            return super().make_box(group)
+        s = self.summary(group)
+        grads = [self.capture.nodes[self.graph.nodes[n].params["autograd"]] for n in group.nodes]
+        box = BackwardBox(self.graph, group, s, grads)
+        gives = [self.shapes[t] for t in s.grads_to if t in self.shapes]
+        takes = self.shapes.get(self._last(group), "") if group.id != LOSS else ""
+        box.set_state(", ".join(dict.fromkeys(gives)) or ("params" if s.params else "nothing"), False, [], takes)
+        return box
+
+    def _last(self, group: Group) -> str:
+        """The graph node whose output a block hands on: its own, or the last (in network order) inside
+        a design block."""
+        if group.id in self.summaries:
+            return group.id
+        inside = {self.graph.nodes[n].params["owner"] for n in group.nodes}
+        return next((o for o in reversed(self.capture.owners) if o in inside), "") if self.capture else ""
+
+    def label_wires(self) -> None:
+        """Each wire between two graph nodes' autograd nodes carries dL/dy of the receiving node:
+        the shape of that node's output."""
+        nodes = self.graph.nodes
+        done: set[tuple[int, int]] = set()
+        for edge, wire in self.wires.items():
+            a, b = nodes[edge.src].params["owner"], nodes[edge.dst].params["owner"]
+            # Parallel wires between two items (a gradient summed from two uses) carry one label.
+            pair = (id(wire.src.parentItem()), id(wire.dst.parentItem()))
+            shown = a != b and wire.isVisible() and pair not in done
+            wire.set_label(self.shapes.get(b, "") if shown else "")
+            if shown:
+                done.add(pair)
+
+    def _on_groups_changed(self) -> None:
+        super()._on_groups_changed()
+        if self.capture is not None:
+            self.label_wires()
+
+    def set_heat(self, colours: dict[str, QColor]) -> None:
+        self.heat = dict(colours)
+        for box in self.boxes.values():
+            box.update()
+
+    def set_history(self, history: dict[str, list[float]], figure: str = "") -> None:
+        self.history, self.figure = dict(history), figure
+        for box in self.boxes.values():
+            box.update()
 
 
-def _layers(summaries: list[OwnerSummary]) -> list[list[str]]:
-    """Blocks by their longest distance from the loss along gradient edges (the loss's layer first)."""
-    depth: dict[str, int] = {}
-    order = [s.owner for s in reversed(summaries)]  # the loss first, then backwards through the network
-    targets = {s.owner: s.grads_to for s in summaries}
-    for owner in order:
-        depth.setdefault(owner, 0)
-        for t in targets[owner]:
-            if t in targets:
-                depth[t] = max(depth.get(t, 0), depth[owner] + 1)
-    layers: dict[int, list[str]] = {}
-    for owner in order:
-        layers.setdefault(depth[owner], []).append(owner)
-    return [layers[d] for d in sorted(layers)]
-
-
-class BackwardView(QGraphicsView):
-    """The backward graph of a capture; selection in and out by graph node id."""
+class BackwardView(GraphCanvas):
+    """The backward graph of a capture, on a canvas that edits nothing; selection in and out by graph
+    node id."""
 
     node_selected = Signal(str)
 
     def __init__(self, parent: QWidget | None = None, theme: Theme = DARK) -> None:
-        super().__init__(parent)
-        self.backward = BackwardScene(theme, self)
-        self.setScene(self.backward)
-        self.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.TextAntialiasing)
-        self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
-        self.setMouseTracking(True)
-        self._syncing = False
-        self.backward.selectionChanged.connect(self._on_selection)
+        controller = EditorController(Graph(), QUndoStack())
+        super().__init__(controller, None, parent, theme, editable=False, scene=BackwardScene)
+        controller.setParent(self)
+        controller.undo_stack.setParent(self)
+        self.capture: AutogradCapture | None = None
+        self._following = False
+        controller.selection_changed.connect(self._on_selection)
 
-    def set_capture(self, capture: AutogradCapture) -> None:
-        self.backward.set_capture(capture)
-        self.resetTransform()
-        top = self.backward.sceneRect()
-        self.centerOn(QPointF(0, top.top() + self.viewport().height() / 2))
+    @property
+    def backward(self) -> BackwardScene:
+        scene = self.graph_scene
+        assert isinstance(scene, BackwardScene)
+        return scene
 
-    def block(self, node_id: str) -> BlockItem | None:
+    def set_capture(self, capture: AutogradCapture, forward: Graph | None = None) -> None:
+        """Show ``capture`` (of ``forward``, whose layers name the blocks and whose shapes label the
+        wires), every block closed, the loss's end in view."""
+        self.capture = capture
+        self.backward.show_capture(capture, forward)
+        self.controller.set_graph(backward_graph(capture, forward))
+
+    def block(self, node_id: str) -> GroupBox | GroupFrame | None:
         return self.backward.blocks.get(node_id)
 
     def select(self, node_id: str | None) -> None:
         """Select ``node_id``'s block (none for None or a node without one) and bring it into view."""
-        self._syncing = True
+        groups = self.controller.graph.groups
+        shown = node_id
+        if node_id in groups:  # inside a closed design block: that block
+            shown = next((g for g in reversed(ancestors(groups, node_id)) if groups[g].collapsed), node_id)
+        self._following = True
         try:
-            for owner, block in self.backward.blocks.items():
-                block.setSelected(owner == node_id)
-            if node_id in self.backward.blocks:
-                self.ensureVisible(self.backward.blocks[node_id], 40, 40)
+            self.controller.select([shown] if shown in groups else [])
         finally:
-            self._syncing = False
+            self._following = False
+        if shown in groups:
+            self.show_group(shown)
 
-    def _on_selection(self) -> None:
-        if self._syncing:
+    def show_heat(self, metric: Metric | None, values: dict[str, float]) -> None:
+        """Colour each block by ``metric``: a graph node's block by its value, a design block's by its
+        members' values combined as the design canvas's overlay does; None clears the colours."""
+        if metric is None:
+            self.backward.set_heat({})
             return
-        chosen = [i for i in self.backward.selectedItems() if isinstance(i, BlockItem)]
-        if chosen:
-            self.node_selected.emit(chosen[0].node_id)
+        scale = Scale(metric, values)
+        combine = {"sum": sum, "max": max, "mean": lambda vs: sum(vs) / len(vs)}[metric.combine]
+        nodes = self.controller.graph.nodes
+        colours = {}
+        for gid, group in self.controller.graph.groups.items():
+            inside = [values[o] for o in dict.fromkeys(nodes[n].params["owner"] for n in group.nodes) if o in values]
+            if inside:
+                colours[gid] = color_at(scale(float(combine(inside))))
+        self.backward.set_heat(colours)
 
-    def wheelEvent(self, event: QWheelEvent) -> None:
-        if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
-            factor = 1.15 if event.angleDelta().y() > 0 else 1 / 1.15
-            self.scale(factor, factor)
+    def selected_node(self) -> str | None:
+        """The graph node whose block (or one of whose autograd nodes) is selected first."""
+        ids = self.controller.selection
+        return self._owner(ids[0]) if ids else None
+
+    def _owner(self, item_id: str) -> str | None:
+        graph = self.controller.graph
+        return item_id if item_id in graph.groups else graph.nodes[item_id].params.get("owner")
+
+    def _on_selection(self, ids: list[str]) -> None:
+        if self._following or not ids:
             return
-        super().wheelEvent(event)
+        owner = self._owner(ids[0])
+        if owner is not None:
+            self.node_selected.emit(owner)
+
+    def show_group(self, gid: str) -> None:
+        """Bring ``gid``'s block into view at a readable zoom (the design canvas only moves there)."""
+        item = self.block(gid)
+        if item is None:
+            return
+        rect = item.rect if isinstance(item, GroupFrame) else item.sceneBoundingRect()
+        if self.zoom < 0.6:
+            self.zoom_at(0.8 / self.zoom, QPointF(self.viewport().rect().center()))
+        if not self.visible_rect().contains(rect):
+            self.centerOn(rect.center())
+        self.minimap.refresh()

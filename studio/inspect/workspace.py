@@ -31,7 +31,7 @@ from trainer.inspect import InspectHistory, InspectReport
 from ..training.tasks import BackgroundTask
 from .backward import BackwardView
 from .flow import GradientFlowPlot, Sparkline
-from .heat import METRIC_BY_KEY, METRICS, HeatOverlay, Metric, Scale, color_at
+from .heat import METRIC_BY_KEY, METRICS, HeatOverlay, Metric
 
 
 @dataclass
@@ -63,6 +63,7 @@ class InspectWorkspace(QObject):
         super().__init__(parent)
         self.port = port
         self.capture: AutogradCapture | None = None
+        self.captured_graph: Graph | None = None  # the design as it was captured
         self.history = InspectHistory()
         self.task: BackgroundTask | None = None
         self.overlay = HeatOverlay(port.canvas)
@@ -131,7 +132,7 @@ class InspectWorkspace(QObject):
         self.capture_status.setText(f"Capturing one step at batch {batch}, {precision}…")
         self.capture_button.setEnabled(False)
         self.task = BackgroundTask(lambda: capture_for(graph, batch, precision), self)
-        self.task.done.connect(self.show_capture)
+        self.task.done.connect(lambda capture: self.show_capture(capture, graph))
         self.task.error.connect(self._capture_failed)
         self.task.start()
 
@@ -139,10 +140,11 @@ class InspectWorkspace(QObject):
         self.capture_button.setEnabled(True)
         self.capture_status.setText(f"Cannot capture: {message}")
 
-    def show_capture(self, capture: AutogradCapture) -> None:
+    def show_capture(self, capture: AutogradCapture, graph: Graph | None = None) -> None:
+        """Show ``capture`` of ``graph`` (default: the graph being edited)."""
         self.capture_button.setEnabled(True)
-        self.capture = capture
-        self.view.set_capture(capture)
+        self.capture, self.captured_graph = capture, graph or self.port.graph()
+        self.view.set_capture(capture, self.captured_graph)
         from graph_editor.build.analysis import format_count
 
         note = f" ({capture.note})" if capture.note else ""
@@ -210,13 +212,12 @@ class InspectWorkspace(QObject):
         key = self.metric.currentData()
         if not key:
             self.overlay.clear()
-            self.view.backward.set_heat({})
+            self.view.show_heat(None, {})
             return
         metric = METRIC_BY_KEY[key]
         values = self.values(metric)
         self.overlay.show(metric, values)
-        scale = Scale(metric, values)
-        self.view.backward.set_heat({k: color_at(scale(v)) for k, v in values.items()})
+        self.view.show_heat(metric, values)
 
     def _on_block_selected(self, node_id: str) -> None:
         if node_id != LOSS:
@@ -232,7 +233,7 @@ class InspectWorkspace(QObject):
         key = self.metric.currentData() or "grad_w"
         key = "grad_w" if key == "saved_bytes" else key
         self.view.backward.set_history({owner: self.history.series(owner, key)[1]
-                                        for owner in self.view.backward.blocks})
+                                        for owner in self.view.controller.graph.groups}, _figure_name(key, short=True))
 
     def _refresh_spark(self, node: str | None = None) -> None:
         node = node or self._selected()
@@ -246,11 +247,15 @@ class InspectWorkspace(QObject):
         self.spark.show_series(f"{node}: {_figure_name(key)} over the run", steps, values, METRIC_BY_KEY[key].log)
 
     def _selected(self) -> str | None:
-        chosen = [b.node_id for b in self.view.backward.blocks.values() if b.isSelected()]
-        return chosen[0] if chosen else None
+        return self.view.selected_node()
 
 
-def _figure_name(key: str) -> str:
-    return {"grad_out": "||dL/dy||", "grad_w": "||dL/dW||"}.get(key, METRIC_BY_KEY[key].label if key in METRIC_BY_KEY
-                                                                  else key)
+SHORT_NAMES = {"grad_out": "||dL/dy||", "grad_w": "||dL/dW||", "update_ratio": "update", "zero_fraction": "dead",
+               "backward_s": "time"}
+
+
+def _figure_name(key: str, short: bool = False) -> str:
+    if key in ("grad_out", "grad_w") or (short and key in SHORT_NAMES):
+        return SHORT_NAMES[key]
+    return METRIC_BY_KEY[key].label if key in METRIC_BY_KEY else key
 

@@ -7,7 +7,6 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 
 from graph_editor.build import build_module
-from studio.inspect.backward import TOGGLE
 from trainer.inspect import inspected_step
 
 from .helpers import open_template
@@ -57,11 +56,19 @@ def test_capture_blocks_overlay_and_selection_both_ways(window, qtbot):
                      canvas.mapFromScene(item.mapToScene(item.boundingRect().center() + QPoint(0, 8))))
     assert window.controller.selection == ["conv3"]
     assert blocks["conv3"].isSelected() and not blocks["bn2"].isSelected()
-    # the toggle expands a block to list its autograd nodes
-    before = blocks["fc"].height
-    _click_item(ws.view, blocks["fc"], TOGGLE.center())
-    assert blocks["fc"].expanded and blocks["fc"].height > before
-    assert "NativeBatchNormBackward0" in blocks["bn1"].toolTip() and "shape" in blocks["bn1"].toolTip()
+    # a double-click opens a block in place, like a block of the design: its autograd nodes show
+    view = ws.view
+    QTest.mouseDClick(view.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                      view.mapFromScene(blocks["fc"].sceneBoundingRect().center()))
+    assert "fc" in view.backward.frames and "fc" not in view.backward.boxes
+    inside = [view.backward.nodes[n] for n in view.controller.graph.groups["fc"].nodes]
+    assert sorted(i.title for i in inside) == ["AccumulateGrad", "AccumulateGrad", "AddmmBackward0", "TBackward0"]
+    assert all(i.isVisible() for i in inside)
+    # a click on an autograd node inside selects its graph node on the design canvas
+    _click_item(view, inside[0])
+    assert window.controller.selection == ["fc"]
+    tip = view.backward.blocks["bn1"].toolTip()
+    assert "NativeBatchNormBackward0" in tip and "shape" in tip and "float32" in tip
 
 
 def test_live_reports_fill_the_plot_overlay_and_flag_exploding(window, qtbot):
@@ -119,8 +126,9 @@ def test_a_finished_run_chosen_in_runs_is_inspected_from_the_store(window, qtbot
     assert any(t.startswith("conv1") and "exploding since step 200" in t for t in texts), texts
     with qtbot.waitSignal(ws.captured, timeout=60_000):
         QTest.mouseClick(ws.capture_button, Qt.MouseButton.LeftButton)
-    blocks = ws.view.backward.blocks
-    assert blocks["conv1"].history == [0.2, 5e3] and blocks["relu1"].history == []   # the blocks' sparklines
+    history = ws.view.backward.history   # the blocks' sparklines
+    assert history["conv1"] == [0.2, 5e3] and history["relu1"] == []
+    assert ws.view.backward.boxes["conv1"].stat_rows()[1] == ("||dL/dW||", "5e+03")
 
 
 def test_capturing_a_broken_graph_says_why_and_keeps_the_last_capture(window, qtbot):
