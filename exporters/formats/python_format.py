@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import keyword
+import operator
 import re
 import sys
 import uuid
@@ -61,7 +62,7 @@ def generate(source: ExportSource, weights_name: str) -> tuple[str, dict[str, st
     gm, graph = source.module, source.graph
     calls = [n for n in gm.graph.nodes if n.op == "call_module"]
     names = attribute_names(graph, [str(n.target) for n in calls])
-    shapes = validate(graph).shapes
+    inference = validate(graph)
     classes: dict[str, str] = {}
     init: list[str] = []
     for n in calls:
@@ -83,7 +84,7 @@ def generate(source: ExportSource, weights_name: str) -> tuple[str, dict[str, st
             if names[node_id] != node_id or (node and node.label) else ""
         init.append(f"        self.{names[node_id]} = {code}{note}")
     class_name = _class_name(gm, classes)
-    forward = _forward(gm, names, shapes)
+    forward = _forward(gm, names, inference.shapes, inference.port_shapes)
     return _render(source, class_name, classes, init, forward, weights_name), names
 
 
@@ -92,7 +93,8 @@ def _class_name(gm: fx.GraphModule, taken: dict[str, str]) -> str:
     return name if name not in taken and name not in ("Module", "nn", "torch") else f"{name}Net"
 
 
-def _forward(gm: fx.GraphModule, names: dict[str, str], shapes: dict[str, tuple[int, ...]]) -> list[str]:
+def _forward(gm: fx.GraphModule, names: dict[str, str], shapes: dict[str, tuple[int, ...]],
+             parts: dict[str, list[tuple[int, ...]]] | None = None) -> list[str]:
     values: dict[str, str] = {}
     lines: list[str] = []
     for n in gm.graph.nodes:
@@ -101,15 +103,24 @@ def _forward(gm: fx.GraphModule, names: dict[str, str], shapes: dict[str, tuple[
         elif n.op == "call_module":
             var = names[str(n.target)]
             args = ", ".join(values[a.name] for a in n.args)
-            shape = shapes.get(str(n.target))
-            comment = f"  # {' x '.join(['B', *map(str, shape[1:])])}" if shape else ""
+            several = (parts or {}).get(str(n.target))  # a layer with several outputs returns a tuple
+            batch = "1" if gm.meta.get("node_types", {}).get(str(n.target)) == "Parameter" else "B"
+            described = [_batch_shape(s, batch) for s in several] if several else (
+                [_batch_shape(shapes[str(n.target)], batch)] if str(n.target) in shapes else [])
+            comment = f"  # {', '.join(described)}" if described else ""
             lines.append(f"        {var} = self.{var}({args}){comment}")
             values[n.name] = var
+        elif n.op == "call_function" and n.target is operator.getitem and n.args[0].name in values:
+            values[n.name] = f"{values[n.args[0].name]}[{int(n.args[1])}]"  # one output of such a tuple
         elif n.op == "output":
             lines.append(f"        return {values[n.args[0].name]}")
         else:
             raise ExportError(f"PyTorch source cannot express the fx operation {n.op} '{n.name}'")
     return lines
+
+
+def _batch_shape(shape: tuple[int, ...], batch: str = "B") -> str:
+    return " x ".join([batch, *map(str, shape[1:])])
 
 
 def _render(source: ExportSource, class_name: str, classes: dict[str, str], init: list[str],

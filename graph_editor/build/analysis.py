@@ -10,6 +10,7 @@ every template.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -97,7 +98,7 @@ def analyze(graph: Graph, batch: int = 1) -> Analysis:
         if node.type == "Output":
             out_shape = shape
             continue
-        in_shapes = [inf.shapes[e.src] for e in inf.in_edges[node_id]]
+        in_shapes = [inf.edge_shape(e) for e in inf.in_edges[node_id]]
         params = inf.params[node_id]
         try:
             n_params, n_train = (0, 0) if node.type in NO_MODULE else param_count(node.type, params, in_shapes)
@@ -105,9 +106,7 @@ def analyze(graph: Graph, batch: int = 1) -> Analysis:
             raise BuildError([Problem(node_id, f"PyTorch refuses this {node.type}: {exc}")]) from None
         rule = _FLOPS.get(node.type)
         flops = rule(params, in_shapes, shape) if rule else 0
-        numel = 1
-        for d in shape:
-            numel *= d
+        numel = sum(math.prod(s) for s in inf.port_shapes.get(node_id, [shape]))  # every output of a Split
         # Layers compute in float32 (the trainer's autocast is accounted for by the memory model).
         act_itemsize = itemsize if node.type == "Input" else 4
         stats.append(NodeStats(node_id, node.type, shape, n_params, n_train, flops, numel * act_itemsize))

@@ -30,12 +30,14 @@ def examples() -> dict[str, Example]:
 def example_graph(type_: str, num_classes: int = 3) -> Graph:
     """Input (the example's shape) -> the layer -> Flatten -> Linear -> Output. The layer's node id
     is ``layer``; a variadic input gets its extra wires through Identity copies of the input."""
-    example = examples()[type_]
+    example = get_example(type_)
+    if example is None:
+        raise LookupError(f"layer type {type_!r} registers no example input in graph_editor.build.ops")
     g = Graph(InputSpec(example.shape, example.dtype), num_classes, {"name": f"{type_} example"})
     g.add_node("Input", "input")
-    _add_layer(g, type_, "layer", "input", example)
+    last = _add_layer(g, type_, "layer", "input", example)
     g.chain(("Flatten", "flatten"), ("Linear", "head", {"out_features": num_classes}), ("Output", "output"),
-            start="layer")
+            start=last)
     return g
 
 
@@ -63,8 +65,8 @@ def catalog_graph(num_classes: int = 3, features: int = 8) -> Graph:
                 src = f"{src}_shape"
             sources[example.shape] = src
         base = type_.lower()
-        _add_layer(g, type_, base, src, example)
-        g.chain(("Flatten", f"{base}_flat"), start=base)
+        last = _add_layer(g, type_, base, src, example)
+        g.chain(("Flatten", f"{base}_flat"), start=last)
         flats.append(f"{base}_flat")
     g.add_node("Concat", "features", {"dim": 1})
     for flat in flats:
@@ -78,13 +80,32 @@ def code_types() -> list[str]:
     return [t for t, e in examples().items() if e.codes_below is not None or e.dtype != "float32"]
 
 
-def _add_layer(g: Graph, type_: str, node_id: str, src: str, example: Example) -> None:
+def _add_layer(g: Graph, type_: str, node_id: str, src: str, example: Example) -> str:
+    """Add the layer fed from ``src`` and return the node to read its result from: the layer, or
+    what joins it to the batch (a layer without inputs) or joins all its outputs (a Split)."""
     g.add_node(type_, node_id, dict(example.params))
     spec = g.nodes[node_id].spec
-    port = spec.inputs[0] if spec is not None and spec.inputs else None
-    wires = port.min_count if port is not None and port.variadic else 1
-    g.connect(src, node_id)
-    for i in range(1, wires):  # one wire per pair of ports: the same tensor again through a copy
-        g.add_node("Identity", f"{node_id}_copy{i}")
-        g.connect(src, f"{node_id}_copy{i}")
-        g.connect(f"{node_id}_copy{i}", node_id)
+    assert spec is not None
+    for port in spec.inputs:
+        wires = port.min_count if port.variadic else 1
+        g.connect(src, node_id, dst_port=port.name)
+        for _ in range(1, wires):  # one wire per pair of ports: the same tensor again through a copy
+            copy = g.new_id(f"{node_id}_copy")
+            g.add_node("Identity", copy)
+            g.connect(src, copy)
+            g.connect(copy, node_id, dst_port=port.name)
+    if not spec.inputs:  # a learnable tensor of batch 1: added to the input, it broadcasts over the batch
+        g.add_node("Add", f"{node_id}_plus_input")
+        g.connect(src, f"{node_id}_plus_input")
+        g.connect(node_id, f"{node_id}_plus_input")
+        return f"{node_id}_plus_input"
+    outputs = spec.outputs_for(g.nodes[node_id].params)
+    if len(outputs) == 1:
+        return node_id
+    g.add_node("Concat", f"{node_id}_outputs", {"dim": 1})  # every output used, each through its own port
+    for port_name in outputs:
+        flat = f"{node_id}_{port_name}_flat"
+        g.add_node("Flatten", flat)
+        g.connect(node_id, flat, src_port=port_name)
+        g.connect(flat, f"{node_id}_outputs")
+    return f"{node_id}_outputs"

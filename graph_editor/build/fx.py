@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 import torch
 from torch import fx, nn
 
@@ -35,15 +37,16 @@ def build_module(graph: Graph, *, batch: int = 1, device: torch.device | str | N
         raise BuildError(inf.problems)
     root = nn.Module()
     g = fx.Graph()
-    values: dict[str, fx.Node] = {}
+    values: dict[tuple[str, str], fx.Node] = {}  # (node id, output port) -> its value
     output: fx.Node | None = None
+    used = {(e.src, e.src_port) for e in graph.edges}
     with torch.device(device) if device is not None else _nullcontext():
         for node_id in inf.order:
             node = graph.nodes[node_id]
             edges = inf.in_edges.get(node_id) or graph.in_edges(node_id)
-            args = tuple(values[e.src] for e in edges)
+            args = tuple(values[(e.src, e.src_port)] for e in edges)
             if node.type == "Input":
-                values[node_id] = g.placeholder(node_id)
+                values[(node_id, "out")] = g.placeholder(node_id)
                 continue
             if node.type == "Output":
                 output = args[0]
@@ -58,11 +61,19 @@ def build_module(graph: Graph, *, batch: int = 1, device: torch.device | str | N
                                                    "rename the node", field="id")])
             try:
                 module = make(inf.params.get(node_id) or spec.check_params(node.params),
-                              [inf.shapes[e.src] for e in edges])
+                              [inf.edge_shape(e) for e in edges])
             except (ValueError, RuntimeError, TypeError) as exc:  # torch's own checks, e.g. heads vs embed_dim
                 raise BuildError([Problem(node_id, f"PyTorch refuses this {node.type}: {exc}")]) from None
             root.add_module(node_id, module)
-            values[node_id] = g.call_module(node_id, args)
+            result = g.call_module(node_id, args)
+            if not spec.multi_output:
+                values[(node_id, "out")] = result
+                continue
+            # The module returns a tuple; each output read downstream is one item of it.
+            for i, port in enumerate(spec.outputs_for(node.params)):
+                if (node_id, port) in used:
+                    values[(node_id, port)] = g.create_node("call_function", operator.getitem, (result, i),
+                                                            name=f"{node_id}_{port}")
     assert output is not None
     g.output(output)
     gm = fx.GraphModule(root, g, class_name=_class_name(graph))

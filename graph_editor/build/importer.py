@@ -36,6 +36,7 @@ from .import_rules import (
     module_steps,
     permute_dims,
 )
+from .ops.param import import_parameter
 
 _BATCH = 2  # example batch for shape propagation; 2 so that BatchNorm in training mode accepts it
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -281,6 +282,8 @@ class _Recorder(nn.Module):
             def run_node(self, n: fx.Node) -> Any:
                 out = super().run_node(n)
                 recorder.values[n] = out
+                if isinstance(out, torch.Tensor):
+                    n.meta["val"] = out  # shapes for the import rules that need them (torch.split by size)
                 return out
 
         return Interp(self.gm).run(x)
@@ -311,6 +314,8 @@ class _Converter:
     def __init__(self, gm: fx.GraphModule, values: dict[fx.Node, Any], graph: Graph) -> None:
         self.gm, self.values, self.graph = gm, values, graph
         self.ids: dict[fx.Node, str] = {}  # fx node -> the graph node holding its value
+        self.ports: dict[fx.Node, str] = {}  # fx node -> the output port of ids[n] it is, where not "out"
+        self.parameters: dict[str, str] = {}  # parameter path -> its Parameter node
         self.failed: set[fx.Node] = set()
         self.problems: list[Unsupported] = []
         self.state: dict[str, torch.Tensor] = {}
@@ -334,8 +339,7 @@ class _Converter:
         if n.op == "placeholder":
             self._add(n, Mapped("Input"), node_id="input")
         elif n.op == "get_attr":
-            raise Unmappable(f"reads the tensor attribute '{n.target}' directly; only layers and ops on the "
-                             "input map to nodes")
+            self._parameter(n)
         elif n.op == "output":
             (out,) = n.args
             if not isinstance(out, fx.Node) or not isinstance(self.values.get(out), torch.Tensor):
@@ -378,6 +382,25 @@ class _Converter:
                 self.state[f"{child_id}.{child.prefix}{k}"] = v.detach()
             node_id = child_id
 
+    def _parameter(self, n: fx.Node) -> None:
+        """A parameter read in forward (``self.cls_token``) becomes a Parameter node holding its value;
+        every read of the same parameter is that one node."""
+        target = str(n.target)
+        if target in self.parameters:
+            self.ids[n] = self.parameters[target]
+            return
+        try:
+            value = self.gm.get_parameter(target)
+        except AttributeError:
+            value = None
+        if value is None:
+            raise Unmappable(f"reads the tensor attribute '{target}' directly (a buffer or constant); only "
+                             "parameters, layers and ops on the input map to nodes")
+        mapped, data = import_parameter(value)
+        node_id = self._add(n, mapped, _safe_id(target.replace(".", "_"), self.graph))
+        self.parameters[target] = node_id
+        self.state[f"{node_id}.value"] = data
+
     def _function(self, n: fx.Node) -> Mapped:
         if n.op == "call_method" and n.target in ("view", "reshape") or n.target is torch.reshape:
             return self._reshape(n)
@@ -409,6 +432,15 @@ class _Converter:
                 raise Unmappable("uses the attention weights; only the attention output maps")
             self.ids[n] = self._id_of(src)
             return True
+        if n.target is operator.getitem and isinstance(src, fx.Node) and isinstance(n.args[1], int):
+            holder = self.graph.nodes.get(self.ids.get(src, ""))
+            spec = holder.spec if holder is not None else None
+            if spec is not None and spec.multi_output:  # parts[i] of a Split: its output port i
+                names = spec.outputs_for(holder.params)
+                if not -len(names) <= n.args[1] < len(names):
+                    raise Unmappable(f"reads part {n.args[1]} of {len(names)}")
+                self.ids[n], self.ports[n] = holder.id, names[n.args[1]]
+                return True
         return False
 
     def _helper(self, n: fx.Node) -> bool:
@@ -457,6 +489,7 @@ class _Converter:
 
     def _add(self, n: fx.Node, mapped: Mapped, node_id: str | None = None, sources: list[str] | None = None) -> str:
         try:
+            ports = ["out"] * len(sources) if sources is not None else [self.ports.get(x, "out") for x in mapped.inputs]
             sources = sources if sources is not None else [self._id_of(x) for x in mapped.inputs]
         except _Skip:
             self.failed.add(n)  # an input is already reported; do not report its users too
@@ -466,14 +499,18 @@ class _Converter:
             self.graph.add_node(mapped.type, node_id, mapped.params)
         except GraphError as exc:  # e.g. LeakyReLU(-0.1): a value the catalog does not allow
             raise Unmappable(f"{mapped.type} cannot take it: {exc.message}") from None
-        port = self.graph.nodes[node_id].spec.inputs[0].name if mapped.inputs else "in"
-        for i, src in enumerate(sources):
-            if src in sources[:i]:  # x + x: a graph has one wire per pair of ports, so pass a copy
+        inputs = self.graph.nodes[node_id].spec.inputs
+        wired: list[tuple[str, str, str]] = []
+        for i, (src, src_port) in enumerate(zip(sources, ports, strict=True)):
+            # A variadic first port takes every input; otherwise input i goes to port i (q, k, v).
+            port = inputs[0].name if inputs[0].variadic or i >= len(inputs) else inputs[i].name
+            if (src, src_port, port) in wired:  # x + x: a graph has one wire per pair of ports, so pass a copy
                 copy = _safe_id(f"{src}_copy", self.graph)
                 self.graph.add_node("Identity", copy)
-                self.graph.connect(src, copy)
-                src = copy
-            self.graph.connect(src, node_id, dst_port=port)
+                self.graph.connect(src, copy, src_port=src_port)
+                src, src_port = copy, "out"
+            wired.append((src, src_port, port))
+            self.graph.connect(src, node_id, src_port=src_port, dst_port=port)
         self.ids[n] = node_id
         self.paths[node_id] = _module_path(n)
         return node_id
@@ -528,6 +565,8 @@ def _check(graph: Graph, gm: fx.GraphModule, values: dict[fx.Node, Any]) -> None
     for node_id, shape in inf.shapes.items():
         n = by_id.get(node_id)
         value = values.get(n) if n is not None else None
+        if n is not None and n.op == "get_attr":
+            continue  # a Parameter node holds the value read: [D] as [1, D], which broadcasts alike
         if isinstance(value, torch.Tensor) and tuple(value.shape) != shape:
             problems.append(Unsupported(node_id, graph.nodes[node_id].type, "", f"PyTorch gives shape "
                                         f"{list(value.shape)}, the catalog infers {list(shape)}"))

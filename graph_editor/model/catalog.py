@@ -15,6 +15,7 @@ and a test checks that every type is complete there.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,7 +163,23 @@ class PortSpec:
     doc: str = ""
 
 
-ShapeRule = Callable[[dict[str, Any], list[Shape]], Shape]
+ShapeRule = Callable[[dict[str, Any], list[Shape]], Any]  # a Shape, or a list of them (one per output)
+OutputCount = Callable[[dict[str, Any]], int]
+
+
+def output_name(index: int) -> str:
+    """The name of output ``index`` of a layer with several outputs: ``out``, ``out1``, ``out2``...
+    Output 0 is ``out`` as on every other layer, so an edge that names no port takes the first."""
+    return "out" if index == 0 else f"out{index}"
+
+
+_OUTPUT_NAME = re.compile(r"^out([1-9][0-9]{0,5})?$")
+
+
+def output_index(name: str) -> int | None:
+    """The index of output port ``name`` (``out`` -> 0, ``out2`` -> 2), or None for another name."""
+    m = _OUTPUT_NAME.match(name) if isinstance(name, str) else None
+    return None if m is None else int(m.group(1) or 0)
 
 
 @dataclass(frozen=True)
@@ -179,6 +196,7 @@ class LayerSpec:
     display: str = ""
     prefix: str = ""
     key_params: tuple[str, ...] = ()
+    output_count: OutputCount | None = None  # several outputs, as many as this says for the params
     _by_name: dict[str, ParamSpec] = field(default_factory=dict, compare=False, repr=False)
     input_names: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
     output_names: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
@@ -219,7 +237,30 @@ class LayerSpec:
         return next((p for p in self.inputs if p.name == name), None)
 
     def output_port(self, name: str) -> PortSpec | None:
+        """The output port ``name``. A layer with several outputs has ``out``, ``out1``... up to what
+        its parameters say (see :meth:`outputs_for`); any of those names is a port here, and
+        validation reports one beyond the count, naming node and port."""
+        if self.output_count is not None:
+            return PortSpec(name) if output_index(name) is not None else None
         return next((p for p in self.outputs if p.name == name), None)
+
+    def has_output(self, name: str) -> bool:
+        return name in self.output_names or (self.output_count is not None and output_index(name) is not None)
+
+    @property
+    def multi_output(self) -> bool:
+        return self.output_count is not None
+
+    def outputs_for(self, params: dict[str, Any]) -> tuple[str, ...]:
+        """The output port names of a node with these parameters (its fixed outputs for most layers;
+        the first only while the parameters are not valid)."""
+        if self.output_count is None:
+            return tuple(p.name for p in self.outputs)
+        try:
+            count = self.output_count(self.check_params(params))
+        except (ParamError, ShapeError, TypeError, ValueError):
+            count = 1
+        return tuple(output_name(i) for i in range(max(1, count)))
 
     @property
     def is_source(self) -> bool:
@@ -252,18 +293,21 @@ def layer(
     display: str = "",
     prefix: str = "",
     key_params: Sequence[str] = (),
+    output_count: OutputCount | None = None,
 ) -> Callable[[ShapeRule], ShapeRule]:
     """Decorator: register the decorated shape rule as the layer type ``type_``.
 
     The rule receives the checked parameters and one shape (batch dimension first) per
-    wired input, and returns the output shape or raises :class:`ShapeError`.
+    wired input, and returns the output shape or raises :class:`ShapeError`. A layer with several
+    outputs gives ``output_count`` (how many, from the checked parameters) and its rule returns a
+    list of shapes, one per output.
     """
 
     def deco(rule: ShapeRule) -> ShapeRule:
         register(LayerSpec(
             type=type_, category=category, doc=doc, params=tuple(params), infer=rule,
             inputs=tuple(inputs), outputs=tuple(outputs), display=display, prefix=prefix,
-            key_params=tuple(key_params),
+            key_params=tuple(key_params), output_count=output_count,
         ))
         return rule
 

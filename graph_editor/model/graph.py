@@ -202,6 +202,8 @@ class Graph:
             return f"unknown layer type '{(src if s_spec is None else dst).type}'"
         if s_spec.output_port(edge.src_port) is None:
             return f"{src.id} has no output port '{edge.src_port}'"
+        if s_spec.multi_output and edge.src_port not in (names := s_spec.outputs_for(src.params)):
+            return f"{src.id} has {len(names)} outputs ({', '.join(names)}), not '{edge.src_port}'"
         if d_spec.input_port(edge.dst_port) is None:
             return f"{dst.id} has no input port '{edge.dst_port}'"
         if edge in self.edges:

@@ -373,7 +373,7 @@ def _decode_edge(graph: Graph, raw: Any, i: int, seen: set[Edge]) -> None:
         a, b = graph.nodes.get(src) if type(src) is str else None, graph.nodes.get(dst) if type(dst) is str else None
         if a is not None and b is not None and type(src_port) is str and type(dst_port) is str:
             sa, sb = get_layer(a.type), get_layer(b.type)
-            if (sa is None or src_port in sa.output_names) and (sb is None or dst_port in sb.input_names):
+            if (sa is None or sa.has_output(src_port)) and (sb is None or dst_port in sb.input_names):
                 edge = Edge(src, dst, src_port, dst_port)
                 if edge not in seen:  # a set: a list's `in` made loading quadratic in the edge count
                     seen.add(edge)
@@ -398,7 +398,7 @@ def _refuse_edge(graph: Graph, raw: Any, i: int, seen: set[Edge]) -> None:
         raise GraphFileError("ports must be text", field=f"edges[{i}]")
     for node_id, port, side in ((src, edge.src_port, "output"), (dst, edge.dst_port, "input")):
         spec = get_layer(nodes[node_id].type)
-        if spec is not None and port not in (spec.output_names if side == "output" else spec.input_names):
+        if spec is not None and not (spec.has_output(port) if side == "output" else port in spec.input_names):
             raise GraphFileError(f"{spec.type} has no {side} port {short_repr(port)} (edges[{i}])", node=node_id,
                                  field=f"{'src' if side == 'output' else 'dst'}_port")
     if edge in seen:

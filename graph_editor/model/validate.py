@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .catalog import INT_LIMIT, Shape, fmt_shape
+from .catalog import INT_LIMIT, Shape, fmt_shape, output_index
 from .errors import ParamError, ShapeError
 from .graph import Edge, Graph
 
@@ -44,10 +44,24 @@ class Inference:
     order: list[str] = field(default_factory=list)
     in_edges: dict[str, list[Edge]] = field(default_factory=dict)  # per node, in port order
     params: dict[str, dict[str, Any]] = field(default_factory=dict)  # checked, defaults filled in
+    # Every output's shape of the nodes with several outputs (``shapes`` holds their first).
+    port_shapes: dict[str, list[Shape]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not any(p.severity == "error" for p in self.problems)
+
+    def shape_at(self, node_id: str, port: str = "out") -> Shape | None:
+        """The shape leaving ``node_id`` at output ``port`` (None when it could not be inferred)."""
+        outs = self.port_shapes.get(node_id)
+        if outs is None:
+            return self.shapes.get(node_id)  # one output
+        i = output_index(port)
+        return outs[i] if i is not None and i < len(outs) else None
+
+    def edge_shape(self, edge: Edge) -> Shape | None:
+        """The shape an edge carries: its source's output at the edge's source port."""
+        return self.shape_at(edge.src, edge.src_port)
 
     def errors_by_node(self) -> dict[str | None, list[Problem]]:
         out: dict[str | None, list[Problem]] = {}
@@ -74,33 +88,36 @@ def validate(graph: Graph, batch: int = 1) -> Inference:
         spec = node.spec
         if spec is None:
             continue
-        if spec.is_source:
-            if node.type == "Input":
-                result.shapes[node_id] = (batch, *graph.input_spec.shape)
-                if (size := math.prod(graph.input_spec.shape)) > INT_LIMIT:
-                    problems.append(Problem(node_id, f"the input shape {fmt_shape(graph.input_spec.shape, batch=True)}"
-                                                     f" holds {size:.3g} values per sample, beyond any device "
-                                                     f"(at most {INT_LIMIT:,})", field="shape"))
-                    del result.shapes[node_id]
+        if node.type == "Input":
+            result.shapes[node_id] = (batch, *graph.input_spec.shape)
+            if (size := math.prod(graph.input_spec.shape)) > INT_LIMIT:
+                problems.append(Problem(node_id, f"the input shape {fmt_shape(graph.input_spec.shape, batch=True)}"
+                                                 f" holds {size:.3g} values per sample, beyond any device "
+                                                 f"(at most {INT_LIMIT:,})", field="shape"))
+                del result.shapes[node_id]
             continue
-        ins = _wired_inputs(graph, node_id, in_edges[node_id], problems)
-        if ins is None or node_id not in params_ok:
+        # A layer without inputs (a learnable Parameter) is a source too: its rule gets no shapes.
+        wired = _wired_inputs(graph, node_id, in_edges[node_id], problems)
+        if wired is None or node_id not in params_ok:
             continue
-        shapes = [result.shapes.get(src) for src in ins]
+        shapes = [result.edge_shape(e) for e in wired]
         if any(s is None for s in shapes):
             continue  # an upstream problem is already reported
-        if not _dtype_ok(node.type, [src in integer for src in ins], integer, node_id, problems):
+        if not _dtype_ok(node.type, [e.src in integer for e in wired], integer, node_id, problems):
             continue
         try:
             out = spec.infer(params_ok[node_id], shapes)  # type: ignore[arg-type]
         except ShapeError as exc:
             problems.append(Problem(node_id, f"{spec.display} {node.title} {exc.message}", field=exc.field))
             continue
-        if (size := math.prod(out[1:])) > INT_LIMIT:
+        outs = [tuple(o) for o in out] if spec.multi_output else [tuple(out)]
+        if (size := max(math.prod(o[1:]) for o in outs)) > INT_LIMIT:
             problems.append(Problem(node_id, f"{spec.display} {node.title} makes {size:.3g} values per sample, "
                                              f"beyond any device (at most {INT_LIMIT:,})"))
             continue
-        result.shapes[node_id] = tuple(out)
+        result.shapes[node_id] = out = outs[0]
+        if spec.multi_output:
+            result.port_shapes[node_id] = outs
         if node.type == "Output":
             _check_logits(graph, node_id, tuple(out), problems)
     _check_reachability(graph, problems)
@@ -209,12 +226,12 @@ def _check_params(graph: Graph, problems: list[Problem]) -> dict[str, dict[str, 
     return ok
 
 
-def _wired_inputs(graph: Graph, node_id: str, edges: list[Edge], problems: list[Problem]) -> list[str] | None:
-    """Sources of the node's inputs in port order, or None (with problems) when miswired."""
+def _wired_inputs(graph: Graph, node_id: str, edges: list[Edge], problems: list[Problem]) -> list[Edge] | None:
+    """The wires into the node in port order, or None (with problems) when miswired."""
     node = graph.nodes[node_id]
     spec = node.spec
     assert spec is not None
-    srcs: list[str] = []
+    srcs: list[Edge] = []
     good = True
     for port in spec.inputs:
         wires = [e for e in edges if e.dst_port == port.name]
@@ -235,12 +252,30 @@ def _wired_inputs(graph: Graph, node_id: str, edges: list[Edge], problems: list[
             froms = ", ".join(e.src for e in wires)
             problems.append(Problem(node_id, f"input '{port.name}' is connected twice ({froms})", port=port.name))
             good = False
-        srcs.extend(e.src for e in wires)
+        srcs.extend(wires)
     for e in edges:
         if spec.input_port(e.dst_port) is None:
             problems.append(Problem(node_id, f"has no input port '{e.dst_port}' (wired from {e.src})", port=e.dst_port))
             good = False
+        elif (why := _missing_output(graph, e)) is not None:
+            problems.append(Problem(node_id, f"input '{e.dst_port}' is wired from {e.src}.{e.src_port}, but {why}",
+                                    port=e.dst_port))
+            good = False
     return srcs if good else None
+
+
+def _missing_output(graph: Graph, e: Edge) -> str | None:
+    """Why the wire's source has no output ``e.src_port`` (a Split cut to fewer parts), or None."""
+    src = graph.nodes.get(e.src)
+    spec = src.spec if src is not None else None
+    if spec is None or src is None:
+        return None
+    names = spec.outputs_for(src.params)
+    if e.src_port in names:
+        return None
+    if len(names) == 1:
+        return f"{spec.display} {src.title} has one output, '{names[0]}'"
+    return f"{spec.display} {src.title} has {len(names)} outputs ({', '.join(names)})"
 
 
 def _check_logits(graph: Graph, node_id: str, shape: Shape, problems: list[Problem]) -> None:

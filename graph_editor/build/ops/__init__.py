@@ -7,4 +7,4 @@ rules and an example input the per-type tests run it on. Adding a layer type is 
 Importing this package registers every family.
 """
 
-from . import activation, attention, conv, core, merge, norm, pooling, reduce, reshape  # noqa: F401
+from . import activation, attention, conv, core, merge, norm, param, pooling, reduce, reshape, split  # noqa: F401

@@ -1,15 +1,27 @@
-"""Transformer parts: self-attention, the encoder layer, patch embedding, class token + positions."""
+"""Transformer parts: self-attention, scaled dot-product attention, the encoder layer, patch embedding,
+class token + positions."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import fx, nn
 from torch.utils.flop_counter import conv_flop_count, sdpa_flop_count
 
 from ..analysis import flop_rule, leading_rows, matmul_flops, zero_flops
-from ..import_rules import Mapped, Unmappable, call_rule, module_rule, tensor
+from ..import_rules import (
+    Mapped,
+    Unmappable,
+    attributes,
+    call_rule,
+    const,
+    function_rule,
+    module_rule,
+    tensor,
+)
 from ..modules import Call, Example, Params, Shape, builder, or_input
 
 
@@ -164,3 +176,51 @@ def _import_cls_pos(m: ClassTokenPosEmbed, xs: list[fx.Node]) -> Mapped:
     return Mapped("ClassTokenPosEmbed", {"num_tokens": m.pos_embed.shape[1] - extra,
                                          "embed_dim": m.pos_embed.shape[2], "class_token": bool(extra),
                                          "dropout": m.dropout.p}, xs)
+
+
+# ------------------------------------------------------------------ ScaledDotProductAttention
+class ScaledDotProductAttention(nn.Module):
+    """``F.scaled_dot_product_attention(q, k, v)``; its dropout acts only while training."""
+
+    def __init__(self, is_causal: bool = False, dropout_p: float = 0.0, scale: float | None = None) -> None:
+        super().__init__()
+        self.is_causal, self.dropout_p, self.scale = is_causal, dropout_p, scale
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        # nn.functional, not F: the exported model.py copies this class and imports only torch and nn.
+        return nn.functional.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.dropout_p if self.training else 0.0, is_causal=self.is_causal, scale=self.scale)
+
+    def extra_repr(self) -> str:
+        return f"is_causal={self.is_causal}, dropout_p={self.dropout_p}, scale={self.scale}"
+
+
+@builder("ScaledDotProductAttention", example=Example((2, 5, 8), {"is_causal": True}))
+def _sdpa(p: Params, xs: list[Shape]) -> Call:
+    return Call(ScaledDotProductAttention, (), {"is_causal": p["is_causal"], "dropout_p": p["dropout_p"],
+                                                "scale": p["scale"]})
+
+
+@flop_rule("ScaledDotProductAttention")
+def _sdpa_flops(p: Params, xs: list[Shape], out: Shape) -> int:
+    """Two batched products, q kᵀ and weights · v, as ``sdpa_flop_count`` counts them (the causal mask
+    and the softmax are not counted); leading dims fold into the batch."""
+    q, k, v = xs
+    rows = math.prod(q[:-2])
+    return int(sdpa_flop_count([rows, 1, q[-2], q[-1]], [rows, 1, k[-2], k[-1]], [rows, 1, v[-2], v[-1]]))
+
+
+module_rule(ScaledDotProductAttention)(attributes("ScaledDotProductAttention", "is_causal", "dropout_p", "scale"))
+
+
+@function_rule(F.scaled_dot_product_attention)
+def _f_sdpa(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: Any = 0.0, is_causal: Any = False,
+            scale: Any = None, enable_gqa: Any = False) -> Mapped:
+    if attn_mask is not None:
+        raise Unmappable("scaled_dot_product_attention with an attention mask")
+    if enable_gqa:
+        raise Unmappable("scaled_dot_product_attention with enable_gqa")
+    return Mapped("ScaledDotProductAttention", {
+        "is_causal": bool(const(is_causal, "is_causal")), "dropout_p": float(const(dropout_p, "dropout_p")),
+        "scale": None if scale is None else float(const(scale, "scale"))},
+        [tensor(query), tensor(key, "key"), tensor(value, "value")])

@@ -1,8 +1,9 @@
-"""Transformer parts: attention, encoder layer, patch embedding, class token + positions."""
+"""Transformer parts: attention, scaled dot-product attention, encoder layer, patch embedding, class token
++ positions."""
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, fmt_shape, layer
+from ..catalog import ParamSpec, PortSpec, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import need_dim, need_rank
 
@@ -72,3 +73,28 @@ def cls_pos(p, xs):
     if len(x) != 3:
         raise ShapeError(f"expects LxE, receives {fmt_shape(x)}")
     return (x[0], x[1] + (1 if p["class_token"] else 0), x[2])
+
+
+@layer("ScaledDotProductAttention", CAT, "softmax(q kᵀ · scale) v over queries q, keys k and values v "
+       "(F.scaled_dot_product_attention): [B, heads, L, E] or [B, L, E].", [
+           ParamSpec("is_causal", "bool", False, "Each query sees only keys at or before its position."),
+           ParamSpec("dropout_p", "float", 0.0, "Dropout on the attention weights while training.", minimum=0.0,
+                     maximum=1.0),
+           ParamSpec("scale", "float", None, "Scale of q kᵀ (empty: 1/sqrt(E)).", minimum=0.0, optional=True),
+       ], inputs=(PortSpec("q", doc="queries"), PortSpec("k", doc="keys"), PortSpec("v", doc="values")),
+       prefix="sdpa", display="Scaled Dot-Product Attention", key_params=("is_causal",))
+def sdpa(p, xs):
+    q, k, v = xs
+    for name, t in (("queries", q), ("keys", k), ("values", v)):
+        if len(t) < 3:
+            raise ShapeError(f"expects {name} of at least LxE per sample, receives {fmt_shape(t) or 'a scalar'}")
+    if not len(q) == len(k) == len(v) or not q[:-2] == k[:-2] == v[:-2]:
+        raise ShapeError(f"queries, keys and values must agree before their last two dims: q {fmt_shape(q)}, "
+                         f"k {fmt_shape(k)}, v {fmt_shape(v)}")
+    if k[-1] != q[-1]:
+        raise ShapeError(f"keys have {k[-1]} features, queries {q[-1]}: they must match (q {fmt_shape(q)}, "
+                         f"k {fmt_shape(k)})")
+    if v[-2] != k[-2]:
+        raise ShapeError(f"values have {v[-2]} positions, keys {k[-2]}: they must match (k {fmt_shape(k)}, "
+                         f"v {fmt_shape(v)})")
+    return (*q[:-1], v[-1])

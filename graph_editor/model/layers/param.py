@@ -1,0 +1,27 @@
+"""A learnable tensor as a node of its own: a class token, a position embedding, a layer scale.
+
+It has no input and one output of shape ``[1, *shape]``: its batch dimension is 1, so it
+broadcasts against a batch (``tokens + pos_embed``) or is expanded to it before a concatenation.
+"""
+
+from __future__ import annotations
+
+from ..catalog import INT_LIMIT, ParamSpec, layer
+from ..errors import ShapeError
+from ._rules import prod
+
+INITS = ("zeros", "ones", "normal", "trunc_normal")
+
+
+@layer("Parameter", "Transformer", "A learnable tensor of a given shape (class token 1x1xD, position "
+       "embedding 1xNxD); batch dimension 1, so it broadcasts against a batch.", [
+           ParamSpec("shape", "ints", [1, 16], "Shape after the batch dimension of 1, e.g. 1,192.", minimum=1),
+           ParamSpec("init", "choice", "trunc_normal", "How its values start.", choices=INITS),
+           ParamSpec("std", "float", 0.02, "Standard deviation of a normal start.", minimum=0.0),
+       ], inputs=(), prefix="param", key_params=("shape", "init"))
+def parameter(p, xs):
+    if xs:
+        raise ShapeError("takes no input")
+    if prod(p["shape"]) > INT_LIMIT:
+        raise ShapeError(f"holds {prod(p['shape']):.3g} values, beyond any device", field="shape")
+    return (1, *p["shape"])

@@ -1,0 +1,66 @@
+"""Layers with several outputs: Split (given sizes) and Chunk (n equal parts) along a dimension.
+
+Their outputs are ports ``out``, ``out1``, ``out2``... as many as the parameters say; an output
+nobody reads is allowed (``q, k, _ = x.split(...)``).
+"""
+
+from __future__ import annotations
+
+from ..catalog import ParamSpec, fmt_shape, layer
+from ..errors import ShapeError
+from ._rules import norm_dim
+
+CAT = "Shape"
+MAX_OUTPUTS = 64  # each output is a port on the canvas
+
+
+def _along(x, dim: int) -> int:
+    d = norm_dim(dim, len(x))
+    if d == 0:
+        raise ShapeError("cannot split the batch dimension", field="dim")
+    return d
+
+
+def _parts(x, d: int, sizes: list[int]) -> list[tuple[int, ...]]:
+    return [(*x[:d], s, *x[d + 1:]) for s in sizes]
+
+
+@layer("Split", CAT, "Cuts a tensor into parts of the given sizes along a dimension (torch.split); one "
+       "output per part.", [
+           ParamSpec("sizes", "ints", [2, 2], "Size of each part, in order; they add up to the dimension's size.",
+                     minimum=1),
+           ParamSpec("dim", "int", 1, "Dimension to cut (batch is 0)."),
+       ], prefix="split", key_params=("sizes", "dim"), output_count=lambda p: len(p["sizes"]))
+def split(p, xs):
+    (x,) = xs
+    sizes = p["sizes"]
+    if len(sizes) > MAX_OUTPUTS:
+        raise ShapeError(f"makes {len(sizes)} parts; at most {MAX_OUTPUTS}", field="sizes")
+    d = _along(x, p["dim"])
+    if sum(sizes) != x[d]:
+        raise ShapeError(f"sizes {sizes} add up to {sum(sizes)}, but dim {d} of {fmt_shape(x)} has {x[d]}",
+                         field="sizes")
+    return _parts(x, d, sizes)
+
+
+def chunk_sizes(n: int, chunks: int) -> list[int]:
+    """The sizes ``torch.chunk`` cuts ``n`` into: parts of ceil(n / chunks), the last smaller."""
+    step = -(-n // chunks)
+    return [min(step, n - i) for i in range(0, n, step)]
+
+
+@layer("Chunk", CAT, "Cuts a tensor into n parts of equal size along a dimension (torch.chunk); one output "
+       "per part.", [
+           ParamSpec("chunks", "int", 2, "Number of parts.", minimum=1, maximum=MAX_OUTPUTS),
+           ParamSpec("dim", "int", 1, "Dimension to cut (batch is 0)."),
+       ], prefix="chunk", key_params=("chunks", "dim"), output_count=lambda p: p["chunks"])
+def chunk(p, xs):
+    (x,) = xs
+    d = _along(x, p["dim"])
+    n, chunks = x[d], p["chunks"]
+    sizes = chunk_sizes(n, chunks)
+    if len(sizes) != chunks:
+        raise ShapeError(f"cannot cut dim {d} of {fmt_shape(x)} ({n}) into {chunks} parts: torch.chunk makes "
+                         f"{len(sizes)} ({', '.join(map(str, sizes))}); use a Split to choose the sizes",
+                         field="chunks")
+    return _parts(x, d, sizes)
