@@ -1,0 +1,81 @@
+"""The predicted memory of one rank (one GPU) of a DDP or FSDP2 run, from one single-process prediction.
+
+Both strategies split the global batch: each of the N ranks runs ``batch / N`` samples, so one
+:func:`trainer.memory_predict.predict_memory` at ``batch / N`` (weights W, gradients G, optimizer
+state O, saved activations A, the batch and transient buffers T, all at the peak of a step) is the
+ground both formulas stand on:
+
+* **DDP** keeps the whole model on every rank: ``W + G + O + A + T`` at ``batch / N``, plus one more
+  copy of the gradients for DDP's all-reduce buckets (``DistributedDataParallel`` copies each
+  gradient into a flat bucket unless ``gradient_as_bucket_view``; the trainer uses the default).
+* **FSDP2** shards parameters, gradients and optimizer state over the N ranks: ``(W + G + O) / N``;
+  while a unit runs its parameters are all-gathered, and in its backward its unsharded gradients live
+  until the reduce-scatter, so the largest unit adds ``2 x`` its parameter bytes (the root's own
+  parameters, those no unit holds, count as a unit); with ``reshard_after_forward`` off every unit
+  stays gathered from forward to backward, so the gathered term is the whole model's ``W`` plus the
+  largest unit's gradients. ``A + T`` at ``batch / N`` as for DDP.
+
+Communication buffers (NCCL's own, a unit prefetched while another runs) are not counted: they
+are tens of MiB, within the CUDA slack :func:`trainer.memory_predict.usable_bytes` leaves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from graph_editor.build import build_module
+from graph_editor.model import Graph
+
+from .memory_doctor import predict_for_spec
+from .memory_predict import MemoryPrediction
+from .spec import RunSpec
+
+STATE = ("weights", "gradients", "optimizer")    # what FSDP2 shards
+
+
+@dataclass
+class RankMemory:
+    """One rank's predicted peak under a strategy, and its parts (bytes)."""
+
+    strategy: str
+    world: int
+    batch: int                     # samples per rank
+    peak_bytes: int
+    parts: dict[str, int] = field(default_factory=dict)
+
+
+def unit_bytes(graph: Graph, spec: RunSpec) -> list[int]:
+    """Parameter bytes of each FSDP2 unit the trainer would make (``distributed.fsdp_units``, else every
+    top-level group) and, last, of the root's own parameters; built on the meta device (no memory)."""
+    from .distributed import fsdp_units
+
+    model = build_module(graph, device="meta")
+    owned = dict(model.named_children())
+    units = fsdp_units(graph, model, spec.distributed.fsdp_units)
+    sizes, held = [], set()
+    for unit in units:
+        params = [p for name in unit for p in owned[name].parameters()]
+        held |= {id(p) for p in params}
+        sizes.append(sum(p.numel() * p.element_size() for p in params))
+    sizes.append(sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in held))
+    return sizes
+
+
+def per_rank(graph: Graph, spec: RunSpec, world: int, *, device: str = "cuda",
+             prediction: MemoryPrediction | None = None) -> dict[str, RankMemory]:
+    """``{"ddp": ..., "fsdp2": ...}``: one rank's predicted peak for ``world`` ranks sharing the spec's
+    batch (which must divide by ``world``). ``prediction``: the one at ``batch / world``, if made."""
+    if world < 1 or spec.train.batch_size % world:
+        raise ValueError(f"train.batch_size: the global batch {spec.train.batch_size} must divide evenly among "
+                         f"{world} processes")
+    batch = spec.train.batch_size // world
+    pred = prediction or predict_for_spec(graph, spec, device=device, batch=batch)
+    p = pred.parts
+    state = sum(p[k] for k in STATE)
+    step = {k: v for k, v in p.items() if k not in STATE}     # activations, the batch, transient buffers
+    ddp = {**p, "ddp buckets": p["weights"]}                   # one gradient per weight, in the buckets
+    largest = max(unit_bytes(graph, spec))
+    gathered = 2 * largest if spec.distributed.reshard_after_forward else p["weights"] + largest
+    fsdp = {"sharded state": -(-state // world), "gathered unit": gathered, **step}
+    return {"ddp": RankMemory("ddp", world, batch, sum(ddp.values()), ddp),
+            "fsdp2": RankMemory("fsdp2", world, batch, sum(fsdp.values()), fsdp)}
