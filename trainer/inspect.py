@@ -168,11 +168,11 @@ def inspected_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor
     t0 = time.perf_counter()
     params = {name: [p for p in child.parameters() if p.requires_grad] for name, child in model.named_children()}
     flat = [p for ps in params.values() for p in ps]
+    opt.zero_grad(set_to_none=True)   # before the forward, as the loop's step: no old gradients through it
     with _Hooks(model, timed=device.type == "cpu") as hooks:
         with autocast(device, precision):
             logits = model(x)
             loss = F.cross_entropy(logits, y, label_smoothing=label_smoothing)
-        opt.zero_grad(set_to_none=True)
         (scaler.scale(loss) if scaler is not None else loss).backward()
     if scaler is not None:
         scaler.unscale_(opt)  # the figures are of the true gradients; step() does not unscale twice
@@ -237,6 +237,10 @@ class LiveInspection:
     A step is inspected when :meth:`request` was called (the ``inspect`` command) or ``every_s``
     seconds have passed since the last inspection (0 = only on request). ``publish`` gets each report
     (the worker writes it to a file, the store, and emits the event, off the training thread).
+
+    Off (``every_s`` 0 and nothing requested) a step pays one count and one flag test: ``armed`` is
+    set by a request, kept while ``every_s`` runs the clock, and true on the very first step only to
+    read where training begins.
     """
 
     def __init__(self, model: nn.Module, opt: torch.optim.Optimizer, *, device: torch.device, precision: str,
@@ -247,33 +251,44 @@ class LiveInspection:
         self.label_smoothing, self.publish, self.every_s = label_smoothing, publish, every_s
         self.scaler, self.start_step, self.clock = scaler, start_step, clock
         self.requested = False
+        self.armed = True   # the first step reads the run's step; then only a request or every_s arms it
         self.calls = 0
         self.base: int | None = None
         self.last = clock()
 
     def request(self) -> None:
-        """Inspect the next step (called from the command reader's thread: one flag, no lock needed)."""
+        """Inspect the next step (called from the command reader's thread: flags, no lock needed)."""
         self.requested = True
+        self.armed = True
 
     def due(self) -> bool:
         return self.requested or (self.every_s > 0 and self.clock() - self.last >= self.every_s)
 
     def wrap(self, step_fn: StepFn) -> StepFn:
         def step(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            if self.base is None:
-                self.base = self.start_step()   # the run's step when training begins (0, or where it resumed)
-                self.last = self.clock()        # the interval counts from training, not from the set-up
             self.calls += 1
-            if not self.due():
+            if not self.armed:   # inspection off: this test and the count are all a step pays
                 return step_fn(x, y)
-            self.requested = False
-            loss, pred, report = inspected_step(self.model, self.opt, x, y, step=self.base + self.calls,
-                                                device=self.device, precision=self.precision,
-                                                label_smoothing=self.label_smoothing, scaler=self.scaler())
-            self.last = self.clock()
-            self.publish(report)
-            return loss, pred
+            return self._step(step_fn, x, y)
         return step
+
+    def _step(self, step_fn: StepFn, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.base is None:
+            self.base = self.start_step()   # the run's step when training begins (0, or where it resumed)
+            self.last = self.clock()        # the interval counts from training, not from the set-up
+        self.armed = self.every_s > 0
+        if self.requested:                  # read after the line above: a request meanwhile keeps it armed
+            self.armed = True
+        if not self.due():
+            return step_fn(x, y)
+        self.armed = self.every_s > 0
+        self.requested = False              # after: a request meanwhile is served by this inspection
+        loss, pred, report = inspected_step(self.model, self.opt, x, y, step=self.base + self.calls,
+                                            device=self.device, precision=self.precision,
+                                            label_smoothing=self.label_smoothing, scaler=self.scaler())
+        self.last = self.clock()
+        self.publish(report)
+        return loss, pred
 
 
 def write_report(report: InspectReport, run_dir: Path) -> Path:

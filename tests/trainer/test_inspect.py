@@ -141,6 +141,44 @@ def test_live_inspection_on_request_and_every_n_seconds(tmp_path):
         read_report(tmp_path / "bad.json")
 
 
+def test_off_the_wrapper_only_counts_and_a_request_arms_it():
+    torch.manual_seed(0)
+    model = build_module(tiny_cnn(), device="cpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    published: list[InspectReport] = []
+    live = LiveInspection(model, opt, device=CPU, precision="fp32", label_smoothing=0.0,
+                          publish=published.append, every_s=0.0, start_step=lambda: 40)
+    step = live.wrap(lambda x, y: (torch.zeros(()), torch.zeros(len(y), dtype=torch.long)))
+    x, y = torch.randn(4, 1, 8, 8), torch.randint(0, 10, (4,))
+    step(x, y)                     # the first step reads where training begins, then disarms
+    assert not live.armed
+
+    def refuse() -> bool:
+        raise AssertionError("an unarmed step asked whether it was due")
+
+    live.due = refuse
+    for _ in range(5):
+        step(x, y)
+    del live.due
+    live.request()
+    step(x, y)
+    assert [r.step for r in published] == [47] and not live.armed
+
+
+def test_the_inspected_step_zeroes_gradients_before_the_forward_as_the_loop_does():
+    torch.manual_seed(0)
+    model = build_module(tiny_cnn(), device="cpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)            # the last step's gradients
+    seen = []
+    first = next(iter(model.children()))
+    first.register_forward_hook(lambda *_: seen.append([p.grad is None for p in model.parameters()]))
+    inspected_step(model, opt, torch.randn(4, 1, 8, 8), torch.randint(0, 10, (4,)), step=1, device=CPU,
+                   precision="fp32")
+    assert seen and all(seen[0])
+
+
 def test_non_finite_figures_survive_json(tmp_path):
     report = InspectReport(1, float("nan"), "cpu", [NodeFigures("fc", grad_out=float("inf"), grad_w=float("nan"))])
     back = read_report(write_report(report, tmp_path))
