@@ -45,6 +45,9 @@ MODULE_RULES: Registry[type[nn.Module], ModuleRule] = Registry("an import rule")
 CALL_RULES: Registry[type[nn.Module], FunctionRule] = Registry("an import call rule")
 FUNCTION_RULES: Registry[Any, FunctionRule] = Registry("an import rule")
 METHOD_RULES: Registry[str, FunctionRule] = Registry("an import rule for the tensor method")
+# Module rules for other libraries' classes, keyed by the class's dotted name (``timm.layers.drop.DropPath``):
+# registering them imports nothing (timm and torchvision take seconds to import); a class matches by name.
+LIBRARY_RULES: Registry[str, ModuleRule] = Registry("an import rule for the library class")
 
 
 def module_rule(*classes: type[nn.Module]) -> Callable[[ModuleRule], ModuleRule]:
@@ -52,6 +55,23 @@ def module_rule(*classes: type[nn.Module]) -> Callable[[ModuleRule], ModuleRule]
     def deco(fn: ModuleRule) -> ModuleRule:
         return MODULE_RULES.add_all(classes, fn)
     return deco
+
+
+def library_rule(*names: str) -> Callable[[ModuleRule], ModuleRule]:
+    """Decorator: a module rule for another library's classes, named ``package.module.Class`` as
+    ``cls.__module__`` and ``cls.__qualname__`` spell them (torchvision's StochasticDepth, timm's DropPath)."""
+    def deco(fn: ModuleRule) -> ModuleRule:
+        return LIBRARY_RULES.add_all(names, fn)
+    return deco
+
+
+def _own_rule(cls: type) -> tuple[Any, bool] | None:
+    """The rule registered for exactly ``cls`` (by class, or by name for a library's class), and
+    whether it is a call rule."""
+    if cls in CALL_RULES:
+        return CALL_RULES[cls], True
+    rule = MODULE_RULES.get(cls) or LIBRARY_RULES.get(f"{cls.__module__}.{cls.__qualname__}")
+    return (rule, False) if rule is not None else None
 
 
 def call_rule(*classes: type[nn.Module]) -> Callable[[FunctionRule], FunctionRule]:
@@ -100,8 +120,8 @@ def rule_for(cls: type[nn.Module]) -> tuple[Any, bool] | None:
     ancestor's when ``cls`` keeps that ancestor's ``forward`` (a subclass that only adds methods or
     changes ``__init__``, such as a library's ``Conv2d`` with a default padding)."""
     for base in cls.__mro__:
-        found = (CALL_RULES.get(base), True) if base in CALL_RULES else (MODULE_RULES.get(base), False)
-        if found[0] is not None:
+        found = _own_rule(base)
+        if found is not None:
             return found if getattr(cls, "forward", None) is getattr(base, "forward", None) else None
     return None
 

@@ -478,7 +478,10 @@ class _Converter:
         if (self.values[x].dim() == 3 and isinstance(index, tuple) and len(index) == 2
                 and index[0] == slice(None) and isinstance(index[1], int)):
             return Mapped("SelectToken", {"index": index[1]}, [x])
-        raise Unmappable(f"indexing x[{index!r}]; only selecting one token of a sequence, x[:, i], maps")
+        rule = FUNCTION_RULES.get(operator.getitem)  # slicing one dim, x[:, a:b]: Slice (ops.reshape)
+        if rule is None:
+            raise Unmappable(f"indexing x[{index!r}]; only selecting one token of a sequence, x[:, i], maps")
+        return rule(x, index)
 
     def _id_of(self, src: Any) -> str:
         if src in self.failed:

@@ -344,3 +344,50 @@ class IndexTwoDims(nn.Module):
 def test_an_index_that_does_not_map_says_why(cls, words):
     with pytest.raises(ModuleImportError, match=words):
         import_module(cls(), (4, 4))
+
+
+def library_block() -> nn.Module:
+    """torchvision's and timm's own classes of the new types, as their models use them."""
+    stochastic_depth = pytest.importorskip("torchvision.ops").StochasticDepth
+    convnext = pytest.importorskip("torchvision.models.convnext")
+    timm_layers = pytest.importorskip("timm.layers")
+
+    class LibraryBlock(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+            self.ln_timm = timm_layers.LayerNorm2d(4)
+            self.ln_tv = convnext.LayerNorm2d(4, eps=1e-6)
+            self.sd = stochastic_depth(0.2, "row")
+            self.drop = timm_layers.DropPath(0.1)
+            self.ls = timm_layers.LayerScale(4, init_values=0.3)
+            self.head = nn.Linear(4, 3)
+            with torch.no_grad():
+                self.ln_tv.weight.uniform_(0.5, 1.5)
+                self.ls.gamma.uniform_(0.1, 0.9)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.ln_tv(self.ln_timm(self.conv(x)))
+            y = y + self.sd(y)
+            tokens = y.flatten(2).transpose(1, 2)  # N x L x C, as a ViT holds them
+            tokens = tokens + self.drop(self.ls(tokens))
+            return self.head(tokens.mean(1))
+
+    return LibraryBlock()
+
+
+def test_torchvision_and_timm_classes_of_the_new_types_import_whole():
+    torch.manual_seed(0)
+    module = library_block().eval()
+    result = import_module(module, (3, 5, 5))
+    nodes = {n.id: (n.type, n.params) for n in result.graph}
+    assert nodes["ln_timm"] == ("LayerNorm2d", {"num_channels": 4, "eps": 1e-6, "elementwise_affine": True})
+    assert nodes["ln_tv"][0] == "LayerNorm2d"
+    assert nodes["sd"] == ("DropPath", {"p": 0.2, "mode": "row"}) and nodes["drop"] == ("DropPath", {"p": 0.1,
+                                                                                                    "mode": "row"})
+    assert nodes["ls"] == ("Scale", {"num_features": 4, "dim": -1, "init_value": 1e-5})  # trained: not all equal
+    again = build_module(result.graph).eval()
+    again.load_state_dict(result.state_dict)
+    x = torch.randn(3, 3, 5, 5)
+    with torch.no_grad():
+        assert (again(x) - module(x)).abs().max() < 1e-6

@@ -9,7 +9,17 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from ..analysis import flop_rule, leading_rows, matmul_flops, zero_flops
-from ..import_rules import Mapped, Unmappable, attributes, const, function_rule, module_rule, plain, tensor
+from ..import_rules import (
+    Mapped,
+    Unmappable,
+    attributes,
+    const,
+    function_rule,
+    library_rule,
+    module_rule,
+    plain,
+    tensor,
+)
 from ..modules import Call, Example, Params, Shape, builder, or_input, plain_builder
 
 
@@ -126,6 +136,14 @@ def _drop_path(p: Params, xs: list[Shape]) -> Call:
 
 zero_flops("DropPath")
 module_rule(DropPath)(attributes("DropPath", "p", "mode"))
+library_rule("torchvision.ops.stochastic_depth.StochasticDepth")(attributes("DropPath", "p", "mode"))
+
+
+@library_rule("timm.layers.drop.DropPath")
+def _import_timm_drop_path(m: Any, xs: list[fx.Node]) -> Mapped:
+    if not m.scale_by_keep:
+        raise Unmappable("timm DropPath with scale_by_keep=False (what is kept is not scaled by 1 / (1 - p))")
+    return Mapped("DropPath", {"p": float(m.drop_prob), "mode": "row"}, xs)
 
 
 # ------------------------------------------------------------------ Scale
@@ -140,7 +158,8 @@ zero_flops("Scale")  # element-wise
 
 
 @module_rule(Scale)
-def _import_scale(m: Scale, xs: list[fx.Node]) -> Mapped:
+@library_rule("timm.layers.layer_scale.LayerScale")  # gamma [C] over the last dim, x * gamma (or in place)
+def _import_scale(m: Any, xs: list[fx.Node]) -> Mapped:
     return _scale_of(m.gamma, xs)
 
 

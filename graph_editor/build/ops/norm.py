@@ -8,7 +8,7 @@ import torch
 from torch import fx, nn
 
 from ..analysis import zero_flops
-from ..import_rules import Mapped, Unmappable, module_rule
+from ..import_rules import Mapped, Unmappable, library_rule, module_rule
 from ..modules import Call, Example, Params, Shape, builder, or_input
 
 
@@ -82,7 +82,10 @@ zero_flops("LayerNorm2d")
 
 
 @module_rule(LayerNorm2d)
-def _import_ln2d(m: LayerNorm2d, xs: list[fx.Node]) -> Mapped:
+@library_rule("timm.layers.norm.LayerNorm2d", "torchvision.models.convnext.LayerNorm2d")  # same forward
+def _import_ln2d(m: nn.LayerNorm, xs: list[fx.Node]) -> Mapped:
+    if m.elementwise_affine and m.bias is None:
+        raise Unmappable("LayerNorm2d with bias=False")
     return Mapped("LayerNorm2d", {"num_channels": m.normalized_shape[0], "eps": m.eps,
                                   "elementwise_affine": m.elementwise_affine}, xs)
 
