@@ -86,6 +86,8 @@ def render(out: dict[str, Any]) -> str:
     lines = [head, f"peak {nbytes(out['peak_bytes'])} in the {out['peak_phase']}"
                    f"{' at ' + out['peak_node'] if out['peak_node'] else ''}"]
     for kind, value in out["parts"].items():
+        if kind == "data" and not value:     # the dataset counts only where a run keeps it on the device
+            continue
         share = value / max(out["peak_bytes"], 1)
         lines.append(f"  {kind:<12} {nbytes(value):>12}  {share:6.1%}")
     top = sorted(((k, v["at_peak"]) for k, v in out["nodes"].items() if v["at_peak"] > 0), key=lambda kv: -kv[1])[:5]

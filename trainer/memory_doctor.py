@@ -3,7 +3,9 @@
 :func:`diagnose` predicts a run's peak (:mod:`trainer.memory_predict`), names the graph nodes holding
 most at the peak and offers fixes, each with its own predicted peak and the spec changes that make
 it: the largest batch that fits, bf16, channels_last, SGD instead of Adam(W), and activation
-checkpointing of the graph's blocks. :func:`check_run` is the worker's gate: a run predicted not to
+checkpointing of the graph's blocks, and on CUDA streaming a device-resident dataset from the host.
+The dataset counts where the loaders keep it on the device (:func:`resident_data_bytes`, as
+``trainer.checks.setup`` decides). :func:`check_run` is the worker's gate: a run predicted not to
 fit its budget is refused before it starts. A fix is applied to a spec dict with :func:`apply_fix`.
 """
 
@@ -29,7 +31,7 @@ CONVS = {"Conv2d", "ConvTranspose2d"}
 class Fix:
     """One way to fit: the spec fields it changes (``{"train.batch_size": 74}``) and its peak."""
 
-    name: str          # "batch", "bf16", "channels_last", "sgd", "checkpoint"
+    name: str          # "batch", "bf16", "channels_last", "sgd", "checkpoint", "stream"
     label: str         # what a person reads: "batch 74 (the largest that fits)"
     changes: dict[str, Any]
     peak_bytes: int
@@ -99,8 +101,9 @@ def diagnose(graph: Graph, spec: RunSpec, budget: int, *, device: str = "cpu",
     ``stop`` is asked before each prediction (True raises memory_predict.Cancelled)."""
     pred = prediction or predict_for_spec(graph, spec, device=device, channels_last=channels_last)
     diag = Diagnosis(pred, budget)
+    resident = pred.parts.get("data", 0)
     kw = dict(optimizer=pred.optimizer, precision=pred.precision, channels_last=pred.channels_last,
-              device=device, checkpoint=pred.checkpoint)
+              device=device, checkpoint=pred.checkpoint, resident=resident)
     n, best = largest_batch(graph, budget, stop=stop, **kw)
     if best is not None and n != pred.batch:
         diag.fixes.append(Fix("batch", f"batch {n} (the largest that fits)", {"train.batch_size": n},
@@ -109,6 +112,7 @@ def diagnose(graph: Graph, spec: RunSpec, budget: int, *, device: str = "cpu",
     def add(name: str, label: str, changes: dict[str, Any], **override: Any) -> None:
         if stop is not None and stop():
             raise Cancelled
+        override.setdefault("resident", resident)
         p = predict_for_spec(graph, spec, device=device, channels_last=override.pop("channels_last", pred.channels_last),
                              **override)
         diag.fixes.append(Fix(name, label, changes, p.peak_bytes, p.peak_bytes <= budget))
@@ -123,7 +127,27 @@ def diagnose(graph: Graph, spec: RunSpec, budget: int, *, device: str = "cpu",
     if blocks and not pred.checkpoint:
         add("checkpoint", f"activation checkpointing of {len(blocks)} block(s)", {"memory.checkpoint": blocks},
             checkpoint=blocks)
+    if resident and device.startswith("cuda"):     # on the CPU the host holds the data either way
+        add("stream", f"stream the dataset ({resident / MiB:.0f} MiB) from host memory", {"data.device_budget_mb": 0},
+            resident=0)
     return diag
+
+
+def resident_data_bytes(spec: RunSpec, raw: Any) -> int:
+    """Bytes the run's loaders keep on the device: the dataset's float32 samples and int64 labels (every
+    split), or 0 when it is streamed because its floats exceed ``data.device_budget_mb`` (the rule of
+    ``trainer.checks.setup``). ``raw``: the dataset as read (:class:`trainer.data.RawData`)."""
+    own = list(raw.own_splits().values())
+    floats = 4 * (int(raw.x.size) + sum(int(x.size) for x, _ in own))
+    if floats > spec.data.device_budget_mb * MiB:
+        return 0
+    return floats + 8 * (len(raw.y) + sum(len(y) for _, y in own))
+
+
+def splits_bytes(splits: Any) -> int:
+    """Bytes of prepared splits (:class:`trainer.data.Splits`) as the device loaders hold them."""
+    return sum(s.x.numel() * s.x.element_size() + s.y.numel() * s.y.element_size()
+               for s in (splits.train, splits.val, splits.test))
 
 
 def checkpoint_blocks(graph: Graph) -> list[str]:
@@ -170,14 +194,14 @@ def run_budget(spec: RunSpec, device_type: str, total: int | None) -> int | None
 
 
 def check_run(graph: Graph, spec: RunSpec, *, device_type: str, total: int | None,
-              channels_last: bool) -> Diagnosis | None:
-    """The worker's gate: the diagnosis (with its fixes) of a run predicted not to fit, else None.
-    fp8 runs are not predicted (their layers are torchao's)."""
+              channels_last: bool, resident: int = 0) -> Diagnosis | None:
+    """The worker's gate: the diagnosis (with its fixes) of a run predicted not to fit, else None;
+    ``resident``: the dataset's bytes on the device. fp8 runs are not predicted (their layers are torchao's)."""
     budget = run_budget(spec, device_type, total)
     if budget is None or spec.precision.dtype == "fp8":
         return None
     dev = "cuda" if device_type == "cuda" else "cpu"
-    pred = predict_for_spec(graph, spec, device=dev, channels_last=channels_last)
+    pred = predict_for_spec(graph, spec, device=dev, channels_last=channels_last, resident=resident)
     if pred.peak_bytes <= budget:
         return None
     return diagnose(graph, spec, budget, device=dev, prediction=pred, channels_last=channels_last)
@@ -191,4 +215,6 @@ def gate(st: Any) -> Diagnosis | None:
         import torch
 
         total = torch.cuda.mem_get_info(st.device)[1]
-    return check_run(st.graph, st.spec, device_type=st.device.type, total=total, channels_last=st.channels_last)
+    resident = 0 if st.streamed else splits_bytes(st.splits)
+    return check_run(st.graph, st.spec, device_type=st.device.type, total=total, channels_last=st.channels_last,
+                     resident=resident)

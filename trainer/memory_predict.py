@@ -37,7 +37,7 @@ from .loop import make_train_step
 from .optim import make_optimizer
 from .spec import OPTIMIZERS, OptimSpec
 
-PARTS = ("weights", "gradients", "optimizer", "activations", "batch", "transient")
+PARTS = ("data", "weights", "gradients", "optimizer", "activations", "batch", "transient")
 PHASES = ("setup", "forward", "loss", "backward", "optimizer")
 LOSS_NODE = "(loss)"          # the pseudo node of the loss and what follows the model's output
 CUDA_BLOCK = 512              # the CUDA caching allocator rounds every block up to this
@@ -269,16 +269,20 @@ def _params(opt: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
 # ------------------------------------------------------------------------- prediction
 def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw", precision: str = "fp32",
                    channels_last: bool = False, device: str = "cpu", *,
-                   checkpoint: Sequence[str] = ()) -> MemoryPrediction:
+                   checkpoint: Sequence[str] = (), resident: int = 0) -> MemoryPrediction:
     """The peak memory of a training step of ``graph`` at ``batch`` and what holds it.
 
     ``optimizer``: a name (:data:`trainer.spec.OPTIMIZERS`) or an :class:`OptimSpec`; ``precision``:
     fp32 or bf16 (autocast, as the loop does); ``device``: "cpu" or "cuda" (CUDA: every block rounded
     up to the caching allocator's 512 bytes). ``checkpoint``: segments run under activation
-    checkpointing (group ids or 'first..last' node ranges, :mod:`trainer.checkpointing`). No real
-    memory is used.
+    checkpointing (group ids or 'first..last' node ranges, :mod:`trainer.checkpointing`).
+    ``resident``: bytes the run keeps on the device outside the step, the dataset when the loaders
+    hold it there (part "data", live at every moment; :func:`trainer.memory_doctor.resident_data_bytes`).
+    No real memory is used.
     """
     spec = _check_args(batch, optimizer, precision, device)
+    if isinstance(resident, bool) or not isinstance(resident, int) or resident < 0:
+        raise MemoryPredictionError(f"resident: must be a byte count >= 0, got {resident!r}")
     try:
         model = checkpointed_module(build_module(graph, device="meta"), graph, list(checkpoint), "checkpoint")
     except (GraphError, SegmentError) as exc:  # both name the node or entry
@@ -306,8 +310,14 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
         tracker.recording = False
         log = tracker.log
         del x, y, step_fn, opt
-    return _read(tracker, log, start, batch=batch, optimizer=spec.name, precision=precision,
+    pred = _read(tracker, log, start, batch=batch, optimizer=spec.name, precision=precision,
                  channels_last=channels_last, device=device, model=model, checkpoint=list(checkpoint))
+    if resident:      # lives through the whole step: the peak stays where it is, higher by it
+        pred.parts["data"] = resident
+        pred.peak_bytes += resident
+        for parts in pred.phase_peaks.values():
+            parts["data"] = resident
+    return pred
 
 
 def _check_args(batch: int, optimizer: str | OptimSpec, precision: str, device: str) -> OptimSpec:
@@ -396,14 +406,14 @@ def usable_bytes(total: int, device: str) -> int:
 
 def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "adamw", precision: str = "fp32",
                   channels_last: bool = False, device: str = "cpu", upper: int = 1 << 16,
-                  checkpoint: Sequence[str] = (), stop: Callable[[], bool] | None = None,
+                  checkpoint: Sequence[str] = (), stop: Callable[[], bool] | None = None, resident: int = 0,
                   ) -> tuple[int, MemoryPrediction | None]:
     """The largest batch whose predicted peak fits ``budget`` bytes, and its prediction (0 and None
     when not even batch 1 fits). Fits ``peak = c0 + c1*b`` from two predictions, then confirms or
     steps down with real predictions (attention makes the peak slightly more than linear). ``stop``
     is asked before each prediction; True raises :class:`Cancelled`."""
     kw = dict(optimizer=optimizer, precision=precision, channels_last=channels_last, device=device,
-              checkpoint=checkpoint)
+              checkpoint=checkpoint, resident=resident)
     if budget <= 0:
         raise MemoryPredictionError(f"budget: must be positive, got {budget}")
     p1 = predict_memory(graph, 1, **kw)

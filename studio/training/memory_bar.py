@@ -20,8 +20,9 @@ from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QPushButton, QSize
 
 from studio.format import nbytes
 
-# Okabe-Ito, in the bar's order; "transient" also holds the input batch.
-BANDS = (("weights", "weights", "#0072B2"), ("gradients", "grads", "#56B4E9"), ("optimizer", "optimizer", "#009E73"),
+# Okabe-Ito, in the bar's order; "transient" also holds the input batch. "data": the dataset, where the
+# loaders keep it on the device.
+BANDS = (("data", "dataset", "#999999"), ("weights", "weights", "#0072B2"), ("gradients", "grads", "#56B4E9"), ("optimizer", "optimizer", "#009E73"),
          ("activations", "activations", "#E69F00"), ("transient", "transient", "#CC79A7"))
 MiB = 2 ** 20
 SEARCH_LIMIT = 1 << 16     # memory_predict.largest_batch's default upper bound
@@ -71,6 +72,7 @@ def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None,
     from trainer.spec import spec_from_dict
 
     rs = spec_from_dict(spec)
+    resident = _resident(rs)
     kind = "cuda" if device.startswith("cuda") else "cpu"
     total = memory_mib * MiB if memory_mib else (_ram_bytes() if kind == "cpu" else None)
     budget = run_budget(rs, "cuda", total) if kind == "cuda" else (
@@ -79,7 +81,7 @@ def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None,
              f"{device} leaves for training" if kind == "cuda" else "of the machine's RAM")
     cl = rs.precision.channels_last and len(graph.input_spec.shape) == 3 and any(
         n.type in ("Conv2d", "ConvTranspose2d") for n in graph)
-    pred = predict_for_spec(graph, rs, device=kind, channels_last=cl)
+    pred = predict_for_spec(graph, rs, device=kind, channels_last=cl, resident=resident)
     figures = MemoryFigures(pred.peak_bytes, dict(pred.parts), budget, label, pred.batch, phase=pred.peak_phase,
                             node=pred.peak_node)
     if budget is None:
@@ -92,8 +94,18 @@ def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None,
     else:
         figures.largest_batch, _ = largest_batch(graph, budget, optimizer=pred.optimizer, precision=pred.precision,
                                                  channels_last=cl, device=kind, checkpoint=pred.checkpoint,
-                                                 stop=stop)
+                                                 stop=stop, resident=resident)
     return figures
+
+
+def _resident(rs: Any) -> int:
+    """The dataset's bytes on the device for run spec ``rs`` (0 when streamed, or unreadable: the
+    dialog's dataset check says why)."""
+    from trainer.checks import load_data
+    from trainer.memory_doctor import resident_data_bytes
+
+    raw = load_data(rs, [])
+    return resident_data_bytes(rs, raw) if raw is not None else 0
 
 
 def predicted_peak(spec: dict[str, Any], device: str) -> int:
@@ -108,7 +120,8 @@ def predicted_peak(spec: dict[str, Any], device: str) -> int:
     graph = load_graph(rs, problems)
     if graph is None:
         raise ValueError("; ".join(problems))
-    return predict_for_spec(graph, rs, device="cuda" if device.startswith("cuda") else "cpu").peak_bytes
+    return predict_for_spec(graph, rs, device="cuda" if device.startswith("cuda") else "cpu",
+                            resident=_resident(rs)).peak_bytes
 
 
 def _ram_bytes() -> int | None:

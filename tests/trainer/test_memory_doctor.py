@@ -6,7 +6,14 @@ import pytest
 
 from graph_editor.model import load_graph
 from tests.trainer.helpers import DIGITS_CNN, kinds, run_worker, tiny_cnn, write_spec
-from trainer.memory_doctor import apply_fix, check_run, checkpoint_blocks, predict_for_spec
+from trainer.checks import load_data
+from trainer.memory_doctor import (
+    apply_fix,
+    check_run,
+    checkpoint_blocks,
+    predict_for_spec,
+    resident_data_bytes,
+)
 from trainer.spec import RunSpec, SpecError, spec_from_dict
 
 
@@ -78,7 +85,8 @@ def test_worker_trains_with_checkpointing_and_refuses_a_bad_segment(tmp_path, db
 def test_worker_refuses_a_run_predicted_not_to_fit_before_it_starts(tmp_path, db):
     g = tiny_cnn()
     spec = digits_spec(64)
-    need = predict_for_spec(g, spec, channels_last=True).peak_bytes
+    data = resident_data_bytes(spec, load_data(spec, []))       # the digits, kept on the device
+    need = predict_for_spec(g, spec, channels_last=True, resident=data).peak_bytes
     budget_mb = need * 0.6 / 2 ** 20
     code, events, err = run_worker(write_spec(tmp_path, g, memory={"budget_mb": budget_mb}), db)
     assert code == 2 and kinds(events) == ["failed"], kinds(events)

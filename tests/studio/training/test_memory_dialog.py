@@ -36,7 +36,8 @@ def test_bar_fills_with_the_parts_and_the_largest_batch(qtbot, tmp_path):
     assert f.fits and f.batch == 64 and f.peak == sum(f.parts.values())
     assert f.largest_batch and f.largest_batch > 64
     rects = dict(d.memory.bar.band_rects())
-    assert list(rects) == ["weights", "grads", "optimizer", "activations", "transient"]
+    assert list(rects) == ["dataset", "weights", "grads", "optimizer", "activations", "transient"]
+    assert rects["dataset"].width() > 0                 # the digits live on the device during the run
     assert rects["activations"].width() > 0 and rects["optimizer"].width() > 0
     assert "Largest batch that fits: " in d.memory.verdict.text()
     assert d.start_button.isEnabled() and not d.memory.fix_buttons
