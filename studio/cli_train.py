@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer import events as ev
-from trainer.spec import COMPILE_MODES, PRECISIONS
+from trainer.spec import COMPILE_MODES, PRECISIONS, STRATEGIES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--precision", choices=PRECISIONS, help="fp32 (default), bf16, fp16, fp8")
     p.add_argument("--compile", choices=COMPILE_MODES, help="torch.compile mode (default off)")
     p.add_argument("--seed", type=int, help="seed for the split, the weights and the batches (default 0)")
+    p.add_argument("--distributed", choices=STRATEGIES, help="data parallel through torchrun: ddp or fsdp2 "
+                   "(default none: one process)")
+    p.add_argument("--nproc-per-node", type=int, help="processes (ranks) under torchrun (default 1; on the CPU "
+                   "they share its cores)")
     p.add_argument("--db", help="run store URL (default: $TORCH_STUDIO_DB or the user data directory)")
     p.add_argument("--json-events", action="store_true", help="print the worker's JSON events instead of a bar")
     p.set_defaults(func=cmd_train)
@@ -62,6 +66,9 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
                                 (args.precision, "precision", "dtype"), (args.compile, "precision", "compile")):
         if value is not None:
             spec[section][key] = value
+    strategy, nproc = getattr(args, "distributed", None), getattr(args, "nproc_per_node", None)
+    if strategy or nproc:
+        spec["distributed"] = {"strategy": strategy or "none", **({"nproc_per_node": nproc} if nproc else {})}
     return spec
 
 

@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -39,7 +40,7 @@ META_KEY = "torch_studio"
 KEEP = 2                                   # files kept per kind: the newest and the one before it
 FAULT_ENV = "TORCH_STUDIO_TEST_CHECKPOINT"  # tests only: pause or kill the worker inside a save
 FAULT_POINTS = ("written", "torn", "renamed", "recorded", "pruned")
-_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?P<step>\d+)\.safetensors$")
+_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?P<step>\d+)\.(safetensors|dcp)$")   # .dcp: a sharded checkpoint's folder
 
 
 class CheckpointError(ValueError):
@@ -93,6 +94,10 @@ def verify_checkpoint(path: Path | str, *, step: int | None = None,
     ``step`` is given (the step its store row records), it is that step's checkpoint.
     Raises :class:`CheckpointError` naming the file and the problem."""
     p = Path(path)
+    if p.is_dir():                # written by the ranks of a torchrun run (trainer.sharded_checkpoint)
+        from .sharded_checkpoint import load_full
+
+        return load_full(p, step=step)
     if not p.is_file():
         raise CheckpointError(f"{p}: no such checkpoint file")
     tensors, header = _load(p)
@@ -147,13 +152,18 @@ def _json(p: Path, text: str) -> dict[str, Any]:
 def load_checkpoint_weights(path: Path | str) -> dict[str, torch.Tensor]:
     """The model's state dict from a verified checkpoint (keys are the graph's node ids): what exporters
     load. Raises :class:`CheckpointError` for a file that is not whole."""
-    tensors, _ = verify_checkpoint(path)
+    if Path(path).is_dir():     # a sharded checkpoint: gather only the weights
+        from .sharded_checkpoint import load_full
+
+        tensors, _ = load_full(path, prefix="model.")
+    else:
+        tensors, _ = verify_checkpoint(path)
     return {k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")}
 
 
 def _files(folder: Path, kind: str | None = None) -> list[tuple[int, Path]]:
     """The checkpoint files of ``folder`` (of one kind, or all), oldest step first."""
-    return sorted((int(m["step"]), f) for f in folder.glob("*-*.safetensors")
+    return sorted((int(m["step"]), f) for f in folder.glob("*-*.*")
                   if (m := _NAME.match(f.name)) and kind in (None, m["kind"]))
 
 
@@ -163,19 +173,31 @@ def prune(folder: Path, kind: str, step: int, keep: int = KEEP) -> list[Path]:
     steps are not this save's to judge (a resume discards its own). Saves of one run never overlap."""
     files = [(s, f) for s, f in _files(folder, kind) if s <= step]
     gone = [f for _, f in files[:-keep]] if keep > 0 else [f for _, f in files]
-    gone += list(folder.glob(".*.safetensors.tmp"))
+    gone += _temporary(folder)
     for f in gone:
-        f.unlink(missing_ok=True)
+        _remove(f)
     return gone
 
 
 def discard_after(folder: Path, step: int) -> list[Path]:
     """Delete the checkpoint files of steps after ``step``: a run resumed from ``step`` makes them
     again, and until then nothing records them (a killed save, or records a resume forgot)."""
-    gone = [f for s, f in _files(folder) if s > step] + list(folder.glob(".*.safetensors.tmp"))
+    gone = [f for s, f in _files(folder) if s > step] + _temporary(folder)
     for f in gone:
-        f.unlink(missing_ok=True)
+        _remove(f)
     return gone
+
+
+def _temporary(folder: Path) -> list[Path]:
+    """What killed saves left: temporary files and sharded checkpoints' temporary folders."""
+    return [*folder.glob(".*.safetensors.tmp"), *folder.glob(".*.dcp.tmp")]
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -316,6 +316,7 @@ class CompileDone(Event):
     """The first (compiling) training step is done."""
 
     seconds: float | None = None
+    distributed: dict[str, Any] | None = optional()   # under torchrun: strategy, world_size, backend
     mode: str = ""
 
 
@@ -463,6 +464,7 @@ class Inspect(Event):
     flags: list[list[Any]] = field(default_factory=list)
 
 
+    rank: int | None = optional()   # under torchrun: the rank whose failure ended the run
 @dataclass(kw_only=True)
 class UnknownEvent(Event):
     """An event this version does not know (from a newer worker): its name, its fields in ``extra``."""

@@ -83,6 +83,7 @@ class Job:
     last_memory: float = 0.0
     recorder: Recorder = field(default_factory=Recorder)
     inspection: LiveInspection | None = None   # inspects a step on request or every inspect_every_s
+    dist: Any = None          # under torchrun: trainer.dist_run.RankRole (agreement, sharded checkpoints)
 
     @property
     def spec(self):  # noqa: ANN201 - RunSpec
@@ -227,7 +228,7 @@ def run_epochs(job: Job) -> str:
     """Train until the spec's epochs are done; returns 'completed', 'stopped' or 'early_stopped'."""
     spec, train = job.spec, job.loaders["train"]
     hooks = LoopHooks(lr_at=job.lr_at, report=lambda *a: report_metrics(job, *a), poll=job.controls.poll,
-                      interval_s=spec.train.metrics_interval_s)
+                      interval_s=spec.train.metrics_interval_s, agree=job.dist.agree if job.dist else None)
     while job.epoch < spec.train.epochs:
         epoch, t0, paused0 = job.epoch + 1, time.perf_counter(), job.controls.paused_seconds
         if job.order is None:
@@ -246,12 +247,17 @@ def run_epochs(job: Job) -> str:
         if end_of_epoch(job, epoch, seconds):
             _report_the_rest(job, hooks)
             return "early_stopped"
-        if job.controls.poll(job.step):
+        if _poll(job):
             _report_the_rest(job, hooks)
             if not spec.checkpoints.last:
                 save(job, "last")
             return "stopped"
     return "completed"
+
+
+def _poll(job: Job) -> bool:
+    stop = job.controls.poll(job.step)
+    return job.dist.agree(stop, False)[0] if job.dist else stop
 
 
 def _report_the_rest(job: Job, hooks: LoopHooks) -> None:
@@ -312,21 +318,12 @@ def evaluate_split(job: Job, name: str) -> Evaluation | None:
 # ---------------------------------------------------------------- checkpoints
 def save(job: Job, kind: str) -> Path:
     """Write the ``kind`` ("best"/"last") checkpoint, record it in the store, then emit the event."""
+    if job.dist is not None:     # every rank writes its shard (torch.distributed.checkpoint)
+        return job.dist.save(job, kind)
     job.recorder.flush()
-    opt_tensors, opt_meta = optimizer_tensors(job.opt)
-    tensors = {**{f"model.{k}": v for k, v in job.model.state_dict().items()}, **opt_tensors,
-               **rng_tensors(job.loaders["train"].generator)}
-    in_epoch = job.order is not None
-    if in_epoch:
-        tensors["loop.order"] = job.order
+    tensors, meta = checkpoint_state(job, kind)
     metric = job.spec.checkpoints.metric
     value = job.best.get(metric, [None])[0] if kind == "best" else None
-    meta: dict[str, Any] = {
-        "run_id": job.run_id, "kind": kind, "step": job.step, "epoch": job.epoch, "optimizer": opt_meta,
-        "position": job.position if in_epoch else None, "totals": asdict(job.totals) if in_epoch else None,
-        "best": job.best, "bad_epochs": job.bad_epochs, "lr_override": job.controls.lr_override,
-        "scaler": job.scaler.state_dict() if job.scaler is not None else None, "spec": job.spec.to_dict(),
-    }
     # The sequence a kill may cut anywhere: the file (one atomic unit), its record, then the older
     # files go. A file without a record is never used; a record always names a whole file.
     path = save_checkpoint(checkpoint_file(job.run_dir / "checkpoints", kind, job.step), tensors, meta)
@@ -338,6 +335,24 @@ def save(job: Job, kind: str) -> Path:
     job.emitter.emit(ev.CHECKPOINT, kind=kind, path=str(path), step=job.step, epoch=job.epoch, metric=metric,
                      value=value)
     return path
+
+
+def checkpoint_state(job: Job, kind: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """What a checkpoint holds: the tensors (weights, optimizer state, RNG, the epoch's order) and the
+    metadata that lets a resumed run end where an uninterrupted one would."""
+    opt_tensors, opt_meta = optimizer_tensors(job.opt)
+    tensors = {**{f"model.{k}": v for k, v in job.model.state_dict().items()}, **opt_tensors,
+               **rng_tensors(job.loaders["train"].generator)}
+    in_epoch = job.order is not None
+    if in_epoch:
+        tensors["loop.order"] = job.order
+    meta: dict[str, Any] = {
+        "run_id": job.run_id, "kind": kind, "step": job.step, "epoch": job.epoch, "optimizer": opt_meta,
+        "position": job.position if in_epoch else None, "totals": asdict(job.totals) if in_epoch else None,
+        "best": job.best, "bad_epochs": job.bad_epochs, "lr_override": job.controls.lr_override,
+        "scaler": job.scaler.state_dict() if job.scaler is not None else None, "spec": job.spec.to_dict(),
+    }
+    return tensors, meta
 
 
 def restore(job: Job, checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]]) -> None:
@@ -361,6 +376,8 @@ def load_best_weights(job: Job) -> bool:
     there is none."""
     if not job.spec.checkpoints.best:
         return False
+    if job.dist is not None:
+        return job.dist.load_best(job)
     for row in job.store.checkpoint_candidates(job.run_id, "best"):
         try:
             tensors, _ = verify_checkpoint(row.path, step=row.step)

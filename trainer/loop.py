@@ -84,7 +84,9 @@ class Window:
     with the training time they took.
     """
 
-    def __init__(self, capacity: int = 1024) -> None:
+    def __init__(self, capacity: int = 1024,
+                 reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+        self.reduce = reduce      # under torchrun: every rank's window made global (a collective)
         self.losses: list[torch.Tensor] = []
         self.preds: list[torch.Tensor] = []
         self.labels: list[torch.Tensor] = []
@@ -114,6 +116,8 @@ class Window:
             return [], []
         correct = (torch.stack(self.preds) == torch.stack(self.labels)).sum(1)
         stacked = torch.stack([torch.stack(self.losses).float(), correct.float()])
+        if self.reduce is not None:
+            stacked = self.reduce(stacked)
         self.losses, self.preds, self.labels = [], [], []
         losses, corrects = stacked.cpu().numpy()       # the sync
         bad = np.flatnonzero(~np.isfinite(losses))
@@ -165,6 +169,8 @@ class LoopHooks:
     poll: Callable[[int], bool]  # called after each step with the step; True = stop now
     interval_s: float = 0.25
     clock: Callable[[], float] = field(default=time.perf_counter)
+    # Under torchrun: (stop, read now) -> rank 0's, so that every rank stops and reads at the same step.
+    agree: Callable[[bool, bool], tuple[bool, bool]] | None = None
 
 
 def train_one_epoch(step_fn: StepFn, opt: torch.optim.Optimizer, batches, *, epoch: int, step: int,
@@ -188,7 +194,10 @@ def train_one_epoch(step_fn: StepFn, opt: torch.optim.Optimizer, batches, *, epo
         now = hooks.clock()
         if now - before > 0.05:
             mark += now - before              # a pause does not count as training time
-        if stop or window.full or window.pending_seconds + now - mark >= hooks.interval_s:
+        due = stop or window.full or window.pending_seconds + now - mark >= hooks.interval_s
+        if hooks.agree is not None:
+            stop, due = hooks.agree(stop, due)
+        if due:
             totals.add(*window.read(window_start, now - mark), batch_size)   # the host/device sync point
             window_start, mark = step, now
             if stop or window.pending_seconds >= hooks.interval_s:

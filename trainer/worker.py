@@ -26,11 +26,13 @@ import torch
 
 from graph_editor.build import BuildError
 
+from . import dist_launch
 from . import events as ev
 from .checkpoint import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
 from .controls import Controls
 from .data import DataError
+from .distributed import is_torchrun_child
 from .job import (
     Job,
     build_model,
@@ -44,7 +46,7 @@ from .job import (
 from .loop import NonFiniteLoss
 from .memory import memory_sample
 from .memory_doctor import gate as memory_gate
-from .spec import SpecError, load_spec, spec_from_dict
+from .spec import STRATEGIES, SpecError, load_spec, spec_from_dict
 from .store import RunStore, StoreError, default_run_root
 
 _EARLY_STOP: list[str] = []    # a SIGINT/SIGTERM that came before the run's own handlers
@@ -61,14 +63,28 @@ def main(argv: list[str] | None = None, *, early_signals: list[str] | None = Non
     p.add_argument("spec", help="a run spec (JSON)")
     p.add_argument("--db", help="SQLAlchemy URL of the run store (default: $TORCH_STUDIO_DB or the user data dir)")
     p.add_argument("--run-dir", help="folder for this run's checkpoints (default: beside the store)")
+    p.add_argument("--run-id", type=int, help=argparse.SUPPRESS)        # a rank started by our launcher
+    p.add_argument("--resume-from", help=argparse.SUPPRESS)            # its checkpoint, on a resume
     p = sub.add_parser("resume", help="continue a run from its last checkpoint")
     p.add_argument("run_id", type=int)
     p.add_argument("--db", help="SQLAlchemy URL of the run store")
+    p.add_argument("--distributed", choices=STRATEGIES, help="resume with another strategy (none: in this process)")
+    p.add_argument("--nproc-per-node", type=int, help="resume with another number of processes")
     args = parser.parse_args(argv)
     emitter = ev.Emitter()
     try:
         if args.command == "run":
+            if is_torchrun_child():   # a rank, started by our launcher or by torchrun itself
+                from .dist_run import run_rank
+
+                return run_rank(args.spec, db=args.db, run_dir=args.run_dir, run_id=args.run_id,
+                                resume_from=args.resume_from, emitter=emitter)
+            if dist_launch.wants_torchrun(args.spec):
+                return dist_launch.launch_run(args.spec, db=args.db, run_dir=args.run_dir, emitter=emitter)
             return run_spec_file(args.spec, db=args.db, run_dir=args.run_dir, emitter=emitter)
+        plan = dist_launch.resume_plan(args.run_id, args.db, args.distributed, args.nproc_per_node)
+        if plan is not None:
+            return dist_launch.resume(args.run_id, plan, db=args.db, emitter=emitter)
         return resume_run(args.run_id, db=args.db, emitter=emitter)
     except Exception as exc:  # noqa: BLE001 - before run_started anything unforeseen is a refusal, not a traceback
         return refuse(emitter, "error", f"cannot start the run: {type(exc).__name__}: {_first_line(exc)}",

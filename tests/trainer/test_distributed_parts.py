@@ -1,0 +1,176 @@
+"""The parts of the torchrun runs, in this process: torchrun's options, the failed rank found, FSDP2
+units from the graph, each rank's slice of the global batch, sharded checkpoints (a one-rank gloo
+group) written whole, verified, gathered and pruned. The runs themselves: test_distributed_runs.py."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from graph_editor.build import build_module
+from graph_editor.model import Graph, InputSpec
+from graph_editor.model.graph import Group
+from studio.cli_train import build_spec
+from trainer.checkpoint import (
+    CheckpointError,
+    discard_after,
+    load_checkpoint_weights,
+    prune,
+    verify_checkpoint,
+)
+from trainer.checkpointing import SegmentError
+from trainer.data import Split
+from trainer.data.loaders import Augment, DeviceLoader
+from trainer.dist_data import ShardLoader
+from trainer.distributed import (
+    fsdp_units,
+    is_torchrun_child,
+    resolve_backend,
+    root_cause,
+    torchrun_args,
+    write_failure,
+)
+from trainer.sharded_checkpoint import MANIFEST, checkpoint_dir, load_full, save_sharded, verify_sharded
+from trainer.spec import DistributedSpec
+
+
+def test_torchrun_options_for_one_node_and_for_several():
+    one = torchrun_args(DistributedSpec(strategy="ddp", nproc_per_node=2))
+    assert "--nproc-per-node=2" in one and "--rdzv-endpoint=localhost:0" in one and "--max-restarts=0" in one
+    many = torchrun_args(DistributedSpec(strategy="fsdp2", nproc_per_node=8, nnodes=4, node_rank=3,
+                                         rdzv_endpoint="head:29400", rdzv_id="job7"), Path("logs"))
+    assert {"--nnodes=4", "--node-rank=3", "--rdzv-endpoint=head:29400", "--rdzv-id=job7",
+            "--rdzv-backend=c10d", "--log-dir=logs"} <= set(many)
+
+
+def test_backend_and_environment():
+    assert resolve_backend("auto", torch.device("cpu")) == "gloo"
+    assert resolve_backend("auto", torch.device("cuda", 0)) == "nccl"
+    assert resolve_backend("gloo", torch.device("cuda", 0)) == "gloo"
+    assert is_torchrun_child({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"})
+    assert not is_torchrun_child({"RANK": "1"})
+
+
+@dataclass
+class FakeFailure:        # torchrun's ProcessFailure, as far as root_cause reads it
+    rank: int
+    pid: int
+    exitcode: int
+
+    def signal_name(self) -> str:
+        return "SIGKILL"
+
+
+def test_the_rank_that_died_silently_is_the_cause(tmp_path):
+    write_failure(tmp_path, 0, "error", "DistBackendError: Connection closed by peer", step=12, peer=True)
+    cause = root_cause([FakeFailure(0, 100, 1), FakeFailure(1, 101, -9)], tmp_path)
+    assert (cause.rank, cause.message) == (1, "rank 1 (pid 101) killed by SIGKILL")
+
+
+def test_a_rank_failing_on_its_own_comes_before_its_peers(tmp_path):
+    write_failure(tmp_path, 0, "error", "connection closed by peer", step=5, peer=True)
+    write_failure(tmp_path, 1, "nan", "the loss became nan at step 5", step=5)
+    cause = root_cause([FakeFailure(0, 100, 1), FakeFailure(1, 101, 1)], tmp_path)
+    assert (cause.rank, cause.kind, cause.step) == (1, "nan", 5)
+    assert cause.message == "rank 1: the loss became nan at step 5"
+
+
+def grouped_graph() -> Graph:
+    g = Graph(InputSpec((4,)), 3, {"name": "g"})
+    g.chain(("Input", "input"), ("Linear", "fc1", {"out_features": 8}), ("ReLU", "relu"),
+            ("Linear", "fc2", {"out_features": 8}), ("Linear", "head", {"out_features": 3}), ("Output", "output"))
+    g.groups["block"] = Group("block", "block", ["fc1", "relu", "fc2"])
+    return g
+
+
+def test_fsdp_units_from_groups_nodes_and_ranges():
+    g = grouped_graph()
+    model = build_module(g)
+    assert fsdp_units(g, model, []) == [["fc1", "relu", "fc2"]]       # every top-level group
+    assert fsdp_units(g, model, ["head", "fc1..fc2"]) == [["head"], ["fc1", "relu", "fc2"]]
+    assert fsdp_units(g, model, ["relu"]) == []                      # no parameters: not a unit
+    with pytest.raises(SegmentError, match=r"distributed.fsdp_units\[0\]: 'nope' is neither"):
+        fsdp_units(g, model, ["nope"])
+
+
+@pytest.mark.parametrize("augment", [Augment(False, 0), Augment(True, 1)])
+def test_the_ranks_slices_make_the_one_process_batches(augment):
+    split = Split(torch.randn(40, 1, 4, 4), torch.arange(40) % 3)
+    one = DeviceLoader(split, 8, torch.device("cpu"), train=True, augment=augment, seed=5)
+    ranks = [ShardLoader(split, 8, torch.device("cpu"), train=True, augment=augment, seed=5, rank=r, world=2)
+             for r in range(2)]
+    order = one.order()
+    assert all(torch.equal(order, r.order()) for r in ranks)         # the same seed, the same epoch
+    for (x, y, valid), *parts in zip(one.batches(order, 1), *(r.batches(order, 1) for r in ranks), strict=True):
+        assert valid == 8 and [p[2] for p in parts] == [4, 4]
+        torch.testing.assert_close(torch.cat([p[0] for p in parts]), x)
+        assert torch.equal(torch.cat([p[1] for p in parts]), y)
+
+
+@pytest.fixture
+def one_rank(tmp_path):
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def state() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return {"model.fc.weight": torch.randn(5, 3, generator=g), "model.fc.bias": torch.randn(5, generator=g),
+            "optim.0.step": torch.tensor(7.0), "rng.data": torch.arange(16, dtype=torch.uint8)}
+
+
+def test_a_sharded_checkpoint_is_whole_verified_and_gathered(tmp_path, one_rank):
+    folder = tmp_path / "checkpoints"
+    path = save_sharded(checkpoint_dir(folder, "last", 12), state(), {"step": 12, "epoch": 1}, rank=0)
+    assert path.name == "last-00000012.dcp" and (path / MANIFEST).is_file()
+    assert not list(folder.glob(".*.tmp"))
+    tensors, meta = verify_checkpoint(path, step=12)                 # the one-file checkpoint's interface
+    assert meta["step"] == 12 and meta["world_size"] == 1 and meta["format"] == "dcp"
+    for k, v in state().items():
+        assert torch.equal(tensors[k], v), k
+    assert set(load_checkpoint_weights(path)) == {"fc.weight", "fc.bias"}
+    with pytest.raises(CheckpointError, match="holds step 12, its record says step 13"):
+        verify_sharded(path, step=13)
+
+
+def test_a_damaged_or_unfinished_sharded_checkpoint_is_refused(tmp_path, one_rank):
+    path = save_sharded(checkpoint_dir(tmp_path, "last", 3), state(), {"step": 3}, rank=0)
+    shard = next(p for p in path.iterdir() if p.suffix == ".safetensors")
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="does not match its checksum"):
+        load_full(path)
+    (path / MANIFEST).unlink()
+    with pytest.raises(CheckpointError, match="no manifest.json"):
+        verify_sharded(path)
+    manifest = {"format": "dcp", "step": 3, "files": {"other.safetensors": "0"}}
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match="its manifest names"):
+        verify_sharded(path)
+
+
+def test_sharded_checkpoints_are_pruned_and_discarded_as_files_are(tmp_path, one_rank):
+    for step in (10, 20, 30):
+        save_sharded(checkpoint_dir(tmp_path, "last", step), state(), {"step": step}, rank=0)
+    (tmp_path / ".last-00000040.dcp.tmp").mkdir()                       # a killed save's folder
+    gone = prune(tmp_path, "last", 30)
+    assert sorted(p.name for p in gone) == [".last-00000040.dcp.tmp", "last-00000010.dcp"]
+    discard_after(tmp_path, 20)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "pg") == ["last-00000020.dcp"]
+
+
+def test_cli_train_flags_write_the_distributed_section():
+    args = argparse.Namespace(graph="net.graph.json", data="digits", device="cpu", epochs=None, batch_size=64,
+                              seed=None, lr=None, precision=None, compile=None, distributed="fsdp2",
+                              nproc_per_node=2)
+    assert build_spec(args)["distributed"] == {"strategy": "fsdp2", "nproc_per_node": 2}
+    args.distributed = args.nproc_per_node = None
+    assert "distributed" not in build_spec(args)
