@@ -1,8 +1,13 @@
 """A learnable tensor as a node: its module holds one ``nn.Parameter`` of shape ``[1, *shape]`` and
 returns it. An imported module's parameter read directly in ``forward`` (a class token, a position
-embedding, a layer scale) becomes such a node, carrying its value."""
+embedding, a layer scale) becomes such a node, carrying its value. ExpandBatch repeats such a
+batch-1 tensor to the batch of another input, as ``cls_token.expand(x.shape[0], -1, -1)`` does
+before the class token joins the patch tokens."""
 
 from __future__ import annotations
+
+import operator
+from typing import Any
 
 import torch
 from torch import fx, nn
@@ -66,3 +71,47 @@ def import_parameter(value: torch.Tensor) -> tuple[Mapped, torch.Tensor]:
     if value.dim() < 2 or value.shape[0] != 1:
         data = data.unsqueeze(0)
     return Mapped("Parameter", {"shape": [int(d) for d in data.shape[1:]], "init": "zeros"}, []), data
+
+
+# ------------------------------------------------------------------ ExpandBatch
+class ExpandToBatch(nn.Module):
+    """A batch-1 tensor repeated (a view, no copy) to the batch of ``like``."""
+
+    def forward(self, x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        return x.expand(like.shape[0], *x.shape[1:])
+
+
+@builder("ExpandBatch", example=Example((5, 8)))
+def _expand_batch(p: Params, xs: list[Shape]) -> Call:
+    return Call(ExpandToBatch)
+
+
+zero_flops("ExpandBatch")
+module_rule(ExpandToBatch)(lambda m, xs: Mapped("ExpandBatch", {}, xs))
+
+
+def batch_source(size: Any) -> fx.Node | None:
+    """The tensor whose batch size a traced size is (``x.shape[0]``, ``x.size(0)``, ``x.size()[0]``), or None."""
+    if not isinstance(size, fx.Node):
+        return None
+    if size.op == "call_method" and size.target == "size" and len(size.args) == 2 and size.args[1] == 0:
+        return size.args[0]
+    if size.op == "call_function" and size.target is operator.getitem and size.args[1] == 0:
+        inner = size.args[0]
+        if isinstance(inner, fx.Node) and (
+                inner.op == "call_function" and inner.target is getattr and inner.args[1] == "shape"
+                or inner.op == "call_method" and inner.target == "size" and len(inner.args) == 1):
+            return inner.args[0]
+    return None
+
+
+def expand_to_batch(x: fx.Node, batch: Any, sizes: list[Any]) -> Mapped | None:
+    """``x.expand(like.shape[0], -1, ...)`` of a batch-1 ``x`` (a class token) as ExpandBatch, or None
+    when it is not that (the batch kept, or sizes that change other dims)."""
+    like = batch_source(batch)
+    value = x.meta.get("val")
+    if like is None or not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] != 1:
+        return None
+    if any(isinstance(s, fx.Node) or s not in (-1, d) for s, d in zip(sizes, value.shape[1:], strict=False)):
+        return None
+    return Mapped("ExpandBatch", {}, [x, like])

@@ -15,6 +15,7 @@ from torch import fx, nn
 from ..analysis import zero_flops
 from ..import_rules import Mapped, Unmappable, attributes, const, function_rule, module_rule, tensor
 from ..modules import Call, Example, Params, Shape, builder
+from .param import expand_to_batch
 
 
 # ------------------------------------------------------------------ modules of our own
@@ -215,6 +216,8 @@ def _m_expand(input: Any, *sizes: Any, size: Any = None) -> Mapped:
     if not sizes:
         raise Unmappable("expand without sizes")
     batch, *rest = sizes
+    if (to_batch := expand_to_batch(input, batch, rest)) is not None:  # a class token to the tokens' batch
+        return to_batch
     if not isinstance(batch, fx.Node) and batch != -1:
         raise Unmappable(f"expands the batch dimension to {batch!r}; only per-sample dims may be expanded")
     return Mapped("Expand", {"shape": [int(const(s, "size")) for s in rest]}, [tensor(input)])

@@ -6,7 +6,7 @@ broadcasts against a batch (``tokens + pos_embed``) or is expanded to it before 
 
 from __future__ import annotations
 
-from ..catalog import INT_LIMIT, ParamSpec, layer
+from ..catalog import INT_LIMIT, ParamSpec, PortSpec, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import prod
 
@@ -25,3 +25,15 @@ def parameter(p, xs):
     if prod(p["shape"]) > INT_LIMIT:
         raise ShapeError(f"holds {prod(p['shape']):.3g} values, beyond any device", field="shape")
     return (1, *p["shape"])
+
+
+@layer("ExpandBatch", "Shape", "Repeats a tensor of batch 1 (a class token) to the batch of a second input, "
+       "without copying: cls_token.expand(x.shape[0], -1, -1).", [],
+       inputs=(PortSpec("in", doc="a tensor of batch 1"), PortSpec("like", doc="a tensor of the batch to reach")),
+       prefix="expand_batch", display="Expand to Batch")
+def expand_batch(p, xs):
+    x, like = xs
+    if x[0] not in (1, like[0]):
+        raise ShapeError(f"expects a tensor of batch 1 (a Parameter) or of the batch of 'like' ({like[0]}), "
+                         f"receives {fmt_shape(x, True)}")
+    return (like[0], *x[1:])
