@@ -15,7 +15,7 @@ from PySide6.QtTest import QTest
 
 from studio.training.memory_timeline import band_at, stack
 
-pytestmark = [pytest.mark.qt, pytest.mark.slow]
+pytestmark = [pytest.mark.qt, pytest.mark.slow, pytest.mark.process]
 WAIT = 90_000
 DIGITS_CNN = Path(__file__).resolve().parents[3] / "assets" / "templates" / "digits_cnn.graph.json"
 

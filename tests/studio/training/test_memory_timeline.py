@@ -67,3 +67,22 @@ def test_an_event_with_an_error_is_said(qtbot):
     qtbot.addWidget(view)
     view.show_trace({"error": "recording the memory timeline on CUDA is not supported yet"})
     assert view.title.text().startswith("No timeline: recording") and not view.bands
+
+
+def test_the_canvas_selection_marks_its_band_and_clear_empties_the_view(qtbot):
+    event = _event()
+    view = MemoryTimelineView(theme="dark")
+    qtbot.addWidget(view)
+    view.show_trace(event)
+    node = next(n for n in view.names if not n.startswith("(") and n != "other")
+    view.highlight(["no-such-node", node])                # the first selected node that has a band
+    k = view.names.index(node)
+    assert view.highlighted == node and view.bands[k].opacity() == 0.75
+    assert all(b.opacity() == 0.25 for i, b in enumerate(view.bands) if i != k)
+    assert view.bands[k].pen().width() == 2
+    view.set_plot_theme("light")                          # a redraw keeps the mark
+    assert view.highlighted == node and view.bands[view.names.index(node)].opacity() == 0.75
+    view.highlight([])
+    assert view.highlighted is None and {b.opacity() for b in view.bands} == {0.75}
+    view.clear()
+    assert not view.bands and not view.names and view.title.text().startswith("No memory timeline yet")
