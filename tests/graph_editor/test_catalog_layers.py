@@ -391,3 +391,43 @@ def test_torchvision_and_timm_classes_of_the_new_types_import_whole():
     x = torch.randn(3, 3, 5, 5)
     with torch.no_grad():
         assert (again(x) - module(x)).abs().max() < 1e-6
+
+
+class ForwardLayerScale(nn.Module):
+    """Layer scale as parameters read in forward: ``gamma * x`` ([C, 1, 1]), timm ConvNeXt's
+    ``x.mul(gamma.reshape(1, -1, 1, 1))`` and a ViT's ``x * gamma`` over the tokens' last dim."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.gamma = nn.Parameter(torch.rand(4, 1, 1))
+        self.block = nn.Module()
+        self.block.gamma = nn.Parameter(torch.rand(4))
+        self.tokens_gamma = nn.Parameter(torch.full((4,), 0.25))
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        y = y + self.gamma * y
+        y = y.mul(self.block.gamma.reshape(1, -1, 1, 1))
+        tokens = y.flatten(2).transpose(1, 2) * self.tokens_gamma
+        return self.head(tokens.mean(1))
+
+
+def test_layer_scale_read_in_forward_imports_as_scale_nodes_in_place():
+    torch.manual_seed(0)
+    module = ForwardLayerScale().eval()
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    result = import_module(module, (3, 5, 5))
+    scales = {n.id: n.params for n in result.graph if n.type == "Scale"}
+    assert scales == {"gamma_scale": {"num_features": 4, "dim": -3, "init_value": 1e-5},
+                      "block_gamma_scale": {"num_features": 4, "dim": -3, "init_value": 1e-5},
+                      "tokens_gamma_scale": {"num_features": 4, "dim": -1, "init_value": 0.25}}
+    assert not {"Parameter", "Multiply", "Module"} & {n.type for n in result.graph}
+    again = build_module(result.graph).eval()
+    again.load_state_dict(result.state_dict)
+    x = torch.randn(3, 3, 5, 5)
+    with torch.no_grad():
+        assert (again(x) - module(x)).abs().max() < 1e-6
+    assert [name for name, _ in module.named_modules()] == ["", "conv", "block", "head"]  # the module untouched
+    assert all(torch.equal(v, before[k]) for k, v in module.state_dict().items())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -173,6 +174,88 @@ def _scale_of(gamma: torch.Tensor, xs: list[fx.Node]) -> Mapped:
     init = float(first) if gamma.device.type != "meta" and bool((gamma == first).all()) else 1e-5
     return Mapped("Scale", {"num_features": int(gamma.shape[0]), "dim": -gamma.dim(), "init_value": float(init)},
                   xs)
+
+
+_MULTIPLY = (operator.mul, operator.imul, torch.mul)
+
+
+def fold_layer_scale(gm: fx.GraphModule) -> None:
+    """Layer scale written in a forward, ``x * self.gamma`` or ``x.mul(self.gamma.reshape(1, -1, 1, 1))``
+    (timm's ConvNeXt), becomes a call of a :class:`Scale` module holding gamma, so it imports as one
+    Scale node rather than a Parameter node and a Multiply. Only a parameter that is one factor per
+    channel (``[C]``, ``[C, 1, 1]``, leading 1s aside) and read for nothing else is folded."""
+    changed = False
+    for n in list(gm.graph.nodes):
+        if not (n.op == "call_function" and n.target in _MULTIPLY or n.op == "call_method" and n.target in (
+                "mul", "mul_")) or len(n.args) != 2 or n.kwargs:
+            continue
+        for x, factor in (n.args, n.args[::-1]):
+            found = _channel_factor(gm, factor)
+            if found is not None and isinstance(x, fx.Node) and x.op != "get_attr":
+                break
+        else:
+            continue
+        target, gamma, chain = found
+        path = _free_path(gm, f"{target}_scale")
+        module = Call(Scale, (list(gamma.shape), _scale_of(gamma, []).params["init_value"])).make()
+        with torch.no_grad():
+            module.gamma.copy_(gamma)
+        gm.add_submodule(path, module)
+        with gm.graph.inserting_before(n):
+            call = gm.graph.call_module(path, (x,))
+        call.meta = dict(n.meta)
+        n.replace_all_uses_with(call)
+        for dead in (n, *chain):
+            gm.graph.erase_node(dead)
+        changed = True
+    if changed:
+        gm.recompile()
+
+
+def _channel_factor(gm: fx.GraphModule, node: Any) -> tuple[str, torch.Tensor, list[fx.Node]] | None:
+    """(parameter path, gamma as ``[C, 1, ..., 1]``, the nodes reading it) when ``node`` is a parameter,
+    or a reshape or view of one, read only here and holding one factor per channel; else None."""
+    chain = []
+    if isinstance(node, fx.Node) and len(node.users) == 1 and (
+            node.op == "call_method" and node.target in ("reshape", "view") or node.target is torch.reshape):
+        chain.append(node)
+        node, dims = node.args[0], node.args[1:]
+    else:
+        dims = None
+    if not isinstance(node, fx.Node) or node.op != "get_attr" or len(node.users) != 1:
+        return None
+    try:
+        value = gm.get_parameter(str(node.target))
+    except AttributeError:
+        return None
+    shape = list(value.shape)
+    if dims is not None:
+        if len(dims) == 1 and isinstance(dims[0], list | tuple):
+            dims = tuple(dims[0])
+        if not all(isinstance(d, int) for d in dims):
+            return None
+        shape = list(torch.empty(shape, device="meta").reshape(dims).shape)
+    while shape and shape[0] == 1 and len(shape) > 1:
+        shape.pop(0)
+    if not shape or any(d != 1 for d in shape[1:]):
+        return None
+    return str(node.target), value.detach().reshape(shape), [*chain, node]
+
+
+def _free_path(gm: fx.GraphModule, path: str) -> str:
+    """``path`` (or ``path_2``...) free in ``gm``, inside a container that tracing made, never inside one
+    of the user's own modules (which ``add_submodule`` would change)."""
+    parent, _, name = path.rpartition(".")
+    try:
+        owner = gm.get_submodule(parent) if parent else gm
+    except AttributeError:
+        owner = None
+    if owner is not gm and type(owner) is not nn.Module:  # the user's module: stay at the top level
+        parent, name = "", path.replace(".", "_")
+    base, i = name, 2
+    while hasattr(gm.get_submodule(parent) if parent else gm, name):
+        name, i = f"{base}_{i}", i + 1
+    return f"{parent}.{name}" if parent else name
 
 
 # ------------------------------------------------------------------ Embedding
