@@ -11,9 +11,11 @@ module :func:`~graph_editor.build.fx.build_module` builds, so the weights load s
 from __future__ import annotations
 
 import inspect
+import linecache
 import operator
 import os
 import re
+import sys
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +24,7 @@ import torch
 from torch import fx, nn
 from torch.func import functional_call
 
-from ..model import Graph, GraphError, Group, InputSpec, validate
+from ..model import Edge, Graph, GraphError, Group, InputSpec, validate
 from ..model.block_layout import nested_layout
 from ..model.hierarchy import groups_from_paths
 from . import layers as L
@@ -36,11 +38,11 @@ from .import_rules import (
     module_steps,
     permute_dims,
 )
-from .ops.core import fold_layer_scale
 from .ops.param import import_parameter
 
 _BATCH = 2  # example batch for shape propagation; 2 so that BatchNorm in training mode accepts it
 _TORCH_DIR = os.path.dirname(torch.__file__)
+_HERE = os.path.dirname(__file__)
 _RESERVED = frozenset(dir(nn.Module()))  # ids that would clash with nn.Module attributes when built
 
 
@@ -117,11 +119,17 @@ class _Tracer(fx.Tracer):
 
     def __init__(self) -> None:
         super().__init__()
-        self.record_stack_traces = True
+        self.record_stack_traces = False  # fx's full stack per node costs seconds on a big model: see create_node
         self.steps: dict[str, list[Step]] = {}
+        self.own = leaf_classes()
+
+    def create_node(self, *args: Any, **kwargs: Any) -> fx.Node:
+        node = super().create_node(*args, **kwargs)
+        node.stack_trace = _user_frame()  # the one frame an error names, in the format fx writes
+        return node
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
-        if isinstance(m, leaf_classes()):
+        if isinstance(m, self.own):
             return True
         if isinstance(m, nn.Sequential | nn.ModuleList | nn.ModuleDict):
             return False
@@ -208,7 +216,6 @@ def _trace(module: nn.Module) -> fx.GraphModule:
     gm = fx.GraphModule(tracer.root, graph, type(module).__name__)
     gm.meta["import_steps"] = tracer.steps
     _drop_unused(gm)
-    fold_layer_scale(gm)  # x * self.gamma: one Scale node (ops.core)
     return gm
 
 
@@ -282,13 +289,30 @@ class _Recorder(nn.Module):
 
         class Interp(fx.Interpreter):
             def run_node(self, n: fx.Node) -> Any:
-                out = super().run_node(n)
+                out = _same_shape(self.module, n, recorder.values) if n.op == "call_module" else None
+                out = super().run_node(n) if out is None else out
                 recorder.values[n] = out
                 if isinstance(out, torch.Tensor):
                     n.meta["val"] = out  # shapes for the import rules that need them (torch.split by size)
                 return out
 
         return Interp(self.gm).run(x)
+
+
+# Modules whose output is their input's shape and dtype: on meta, batch norm alone runs through
+# Python decompositions at ~50 ms a call, most of a big network's import.
+_SHAPE_KEEPING = (nn.modules.batchnorm._BatchNorm, nn.Identity, nn.Dropout, nn.Dropout2d, nn.ReLU, nn.ReLU6, nn.SiLU,
+                  nn.GELU, nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid, nn.Tanh)
+
+
+def _same_shape(root: nn.Module, n: fx.Node, values: dict[fx.Node, Any]) -> torch.Tensor | None:
+    """The output of a shape-keeping module call, without running it; None for any other call."""
+    mod = root.get_submodule(str(n.target))
+    base = next((c for c in _SHAPE_KEEPING if isinstance(mod, c)), None)
+    if base is None or type(mod).forward is not base.forward or len(n.args) != 1 or n.kwargs:
+        return None
+    x = values.get(n.args[0]) if isinstance(n.args[0], fx.Node) else None
+    return torch.empty_like(x) if isinstance(x, torch.Tensor) and x.is_meta else None
 
 
 def _propagate(gm: fx.GraphModule, shape: tuple[int, ...], dtype: str) -> dict[fx.Node, Any]:
@@ -515,7 +539,9 @@ class _Converter:
                 self.graph.connect(src, copy, src_port=src_port)
                 src, src_port = copy, "out"
             wired.append((src, src_port, port))
-            self.graph.connect(src, node_id, src_port=src_port, dst_port=port)
+            # In fx order no wire can close a cycle, and validation checks every port: connect's
+            # per-wire checks scan all edges, quadratic over a 500-node network
+            self.graph.add_edge(Edge(src, node_id, src_port, port), check=False)
         self.ids[n] = node_id
         self.paths[node_id] = _module_path(n)
         return node_id
@@ -605,12 +631,23 @@ def _owner(n: fx.Node) -> str:
     return f"nn.{cls.__qualname__}" if package == "torch" else f"{package} {cls.__qualname__}"
 
 
+def _user_frame() -> str:
+    """The innermost caller outside torch and this package, as fx formats a stack trace frame."""
+    f = sys._getframe(2)
+    while f is not None and (f.f_code.co_filename.startswith(_TORCH_DIR) or f.f_code.co_filename.startswith(_HERE)):
+        f = f.f_back
+    if f is None:
+        return ""
+    code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return f'File "{f.f_code.co_filename}", line {f.f_lineno}, in {f.f_code.co_name}\n    {code}'
+
+
 def _where(n: fx.Node) -> str:
     stack = n.meta.get("nn_module_stack") or {}
     path = next(reversed(stack.values()))[0] if stack else ""
     if n.op == "call_module":
         path = str(n.target)
-    frames = re.findall(r'File "([^"]+)", line (\d+), in \w+\n\s*(.*)', n.stack_trace or "")
+    frames = re.findall(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*(.*)', n.stack_trace or "")
     user = [f for f in frames if not f[0].startswith(_TORCH_DIR) and not f[0].startswith(os.path.dirname(__file__))]
     parts = []
     if path:
