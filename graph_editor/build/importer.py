@@ -38,6 +38,7 @@ from .import_rules import (
     module_steps,
     permute_dims,
 )
+from .ops.core import fold_layer_scale
 from .ops.param import import_parameter
 
 _BATCH = 2  # example batch for shape propagation; 2 so that BatchNorm in training mode accepts it
@@ -216,6 +217,7 @@ def _trace(module: nn.Module) -> fx.GraphModule:
     gm = fx.GraphModule(tracer.root, graph, type(module).__name__)
     gm.meta["import_steps"] = tracer.steps
     _drop_unused(gm)
+    fold_layer_scale(gm)  # x * self.gamma: one Scale node (ops.core)
     return gm
 
 
