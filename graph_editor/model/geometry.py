@@ -46,7 +46,9 @@ def param_rows(node: Node) -> list[tuple[str, str]]:
         value = node.params.get(name, spec.param(name).default)
         if i > 0 and value == spec.param(name).default:
             continue
-        rows.append((ABBREV.get(name, name.replace("_", " ")), fmt_value(value)))
+        # A list of sizes (a Split's parts) is not a shape: "1, 2", not "1x2".
+        text = ", ".join(map(str, value)) if name == "sizes" and isinstance(value, list) else fmt_value(value)
+        rows.append((ABBREV.get(name, name.replace("_", " ")), text))
     return rows[:4]
 
 

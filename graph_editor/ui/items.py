@@ -16,6 +16,7 @@ from PySide6.QtGui import QBrush, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from ..model import Node
+from ..model.catalog import output_index
 from ..model.geometry import NODE_W, PORT_Y, ROW_H, SHAPE_H, TITLE_H, node_height, param_rows
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class PortItem(QGraphicsItem):
         self.node_id, self.name, self.is_input, self.variadic = node_id, name, is_input, variadic
         self.wires: list[WireItem] = []
         self.highlight: str | None = None  # "ok" or "error" while a wire is dragged over it
+        self.dangling = False  # an output the node no longer has (a Split cut shorter) that wires still leave
         # The owner paints its ports (into its cached pixmap): hundreds of port paint calls
         # per frame would cost more than the nodes themselves.
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemHasNoContents)
@@ -74,7 +76,8 @@ class PortItem(QGraphicsItem):
         painter.restore()
 
     def _draw(self, painter: QPainter, theme: Theme) -> None:
-        colour = {"ok": theme.ok, "error": theme.error}.get(self.highlight or "", theme.port_fill)
+        colour = {"ok": theme.ok, "error": theme.error}.get(self.highlight or "",
+                                                          theme.error if self.dangling else theme.port_fill)
         grow = 1.5 if self.highlight else 0.0
         if self.variadic:
             painter.setPen(QPen(colour, 2))
@@ -119,8 +122,28 @@ class NodeItem(QGraphicsItem):
         spec = node.spec
         for p in spec.inputs if spec else ():
             self.in_ports[p.name] = PortItem(self, node.id, p.name, True, p.variadic)
-        for p in spec.outputs if spec else ():
-            self.out_ports[p.name] = PortItem(self, node.id, p.name, False)
+        for name in spec.outputs_for(node.params) if spec else ():
+            self.out_ports[name] = PortItem(self, node.id, name, False)
+
+    def _sync_out_ports(self, node: Node) -> None:
+        """A layer with several outputs has as many ports as its parameters say: ports are added, and
+        removed unless wires still leave them (those stay, drawn as errors, as validation reports)."""
+        spec = self._spec
+        if spec is None or not spec.multi_output:
+            return
+        names = spec.outputs_for(node.params)
+        for name in names:
+            if name not in self.out_ports:
+                self.out_ports[name] = PortItem(self, node.id, name, False)
+        for name, port in list(self.out_ports.items()):
+            port.dangling = name not in names
+            if port.dangling and not port.wires:
+                del self.out_ports[name]
+                port.setParentItem(None)
+                if port.scene() is not None:
+                    port.scene().removeItem(port)
+        order = sorted(self.out_ports, key=lambda n: output_index(n) or 0)
+        self.out_ports = {n: self.out_ports[n] for n in order}
 
     def refresh(self, node: Node) -> None:
         """Re-read the node's title and parameters (after an edit)."""
@@ -130,11 +153,15 @@ class NodeItem(QGraphicsItem):
         self.category = spec.category if spec else ""
         self.subtitle = node.title
         self.rows = param_rows(node)
-        height = node_height(len(self.rows))
+        self.source = spec is not None and not spec.inputs and node.type != "Input"  # a learned tensor
+        self._sync_out_ports(node)
+        self.many_outputs = len(self.out_ports) > 1
+        height = max(node_height(len(self.rows)), PORT_Y + (len(self.out_ports) - 0.5) * ROW_H + SHAPE_H)
         if height != self.height:
             self.prepareGeometryChange()
             self.height = height
-            self._bounds = QRectF(-10, -3, NODE_W + 20, height + 6)
+            self._bounds = QRectF(-20 if self.source else -10, -3, NODE_W + (34 if self.many_outputs else 20)
+                                  + (10 if self.source else 0), height + 6)
         for k, port in enumerate(self.in_ports.values()):
             port.setPos(0, PORT_Y + k * ROW_H)
         for k, port in enumerate(self.out_ports.values()):
@@ -206,6 +233,32 @@ class NodeItem(QGraphicsItem):
         painter.drawRoundedRect(rect, RADIUS, RADIUS)
         for port in (*self.in_ports.values(), *self.out_ports.values()):
             port.draw(painter, theme)
+        if self.source:
+            self._paint_source_mark(painter, theme)
+        if self.many_outputs:
+            self._paint_port_numbers(painter, scene)
+
+    def _paint_source_mark(self, painter: QPainter, theme: Theme) -> None:
+        """A node with no input (a learned tensor) gets a band down its left edge and a tensor mark where
+        inputs would be, so it does not read as a layer with an unwired input."""
+        colour = theme.category_color(self.category)
+        band = QPainterPath()
+        band.addRoundedRect(QRectF(0, 0, 8, self.height), RADIUS, RADIUS)
+        band.addRect(QRectF(4, 0, 4, self.height))
+        painter.fillPath(band.simplified(), QBrush(colour))
+        painter.setPen(QPen(theme.title_text, 1.0))
+        painter.setBrush(colour)
+        for k in range(3):  # three stacked squares: a tensor of values
+            painter.drawRect(QRectF(-17 + 3.5 * k, PORT_Y - 2 - 3.5 * k, 9, 9))
+
+    def _paint_port_numbers(self, painter: QPainter, scene: GraphScene) -> None:
+        """Output numbers beside the ports of a layer with several outputs (0 is ``out``, 1 ``out1``...)."""
+        painter.setFont(scene.fonts.small)
+        for name, port in self.out_ports.items():
+            painter.setPen(scene.theme.error if port.dangling else scene.theme.text_dim)
+            y = port.pos().y()
+            painter.drawText(QRectF(NODE_W + 7, y - 12, 20, 11),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, str(output_index(name)))
 
     def _paint_text(self, painter: QPainter, scene: GraphScene) -> None:
         theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics

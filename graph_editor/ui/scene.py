@@ -151,7 +151,7 @@ class GraphScene(QGraphicsScene):
         self.addItem(wire)
         wire.update_path()
         if self.inference is not None:
-            shape = self.inference.shapes.get(edge.src)
+            shape = self.inference.edge_shape(edge)
             wire.set_label(fmt_shape(shape) if shape else "")
         for other in dst.wires:
             other.update_path()
@@ -289,12 +289,14 @@ class GraphScene(QGraphicsScene):
         changed = 0
         for node_id, item in self.nodes.items():
             shape = inference.shapes.get(node_id)
+            parts = inference.port_shapes.get(node_id)  # a layer with several outputs shows each
             problems = by_node.get(node_id, [])
             severity = "error" if any(p.severity == "error" for p in problems) else (
                 "warning" if problems else None)
-            changed += item.set_state(fmt_shape(shape) if shape else "", [p.message for p in problems], severity)
+            text = " | ".join(fmt_shape(s) for s in parts) if parts else fmt_shape(shape) if shape else ""
+            changed += item.set_state(text, [p.message for p in problems], severity)
         for edge, wire in self.wires.items():
-            shape = inference.shapes.get(edge.src)
+            shape = inference.edge_shape(edge)
             dst = self.nodes.get(edge.dst)
             wire.set_label(fmt_shape(shape) if shape else "", dst is not None and dst.severity == "error")
         self._paint_boxes(inference)
