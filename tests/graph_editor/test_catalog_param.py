@@ -95,7 +95,7 @@ def test_a_wire_into_a_parameter_and_a_batch_mismatch_are_named():
 
 class TinyViT(nn.Module):
     """The parameters a ViT reads in forward: class token (expanded to the batch and prepended), position
-    embedding, a layer scale gamma of shape [D]; attention on heads from a chunked qkv."""
+    embedding, a layer scale gamma, a shift of shape [D]; attention on heads from a chunked qkv."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -104,6 +104,7 @@ class TinyViT(nn.Module):
         self.pos_embed = nn.Parameter(torch.randn(1, 5, 16))
         self.qkv = nn.Linear(16, 48)
         self.gamma = nn.Parameter(torch.randn(16))
+        self.shift = nn.Parameter(torch.randn(16))
         self.head = nn.Linear(16, 3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -114,8 +115,8 @@ class TinyViT(nn.Module):
         q, k, v = (q.reshape(b, n, 2, 8).transpose(1, 2), k.reshape(b, n, 2, 8).transpose(1, 2),
                    v.reshape(b, n, 2, 8).transpose(1, 2))
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        t = t + a.transpose(1, 2).reshape(b, n, c) * self.gamma
-        return self.head(t[:, 0])
+        t = t + a.transpose(1, 2).reshape(b, n, c) * self.gamma  # a layer scale: folds into a Scale node
+        return self.head(t[:, 0] + self.shift)
 
 
 def test_parameters_read_in_forward_import_as_nodes_with_their_values():
@@ -124,10 +125,10 @@ def test_parameters_read_in_forward_import_as_nodes_with_their_values():
     result = import_module(module, (4, 8))
     g = result.graph
     params = {n.id: n.params["shape"] for n in g if n.type == "Parameter"}
-    assert params == {"cls_token": [1, 16], "pos_embed": [5, 16], "gamma": [16]}
+    assert params == {"cls_token": [1, 16], "pos_embed": [5, 16], "shift": [16]}
     assert [n.type for n in g if n.type in ("ExpandBatch", "ScaledDotProductAttention", "Chunk")] == [
         "ExpandBatch", "Chunk", "ScaledDotProductAttention"]
-    assert torch.equal(result.state_dict["gamma.value"], module.gamma.detach()[None])
+    assert torch.equal(result.state_dict["shift.value"], module.shift.detach()[None])  # [D] read as [1, D]
     rebuilt = build_module(g).eval()
     rebuilt.load_state_dict(result.state_dict)
     x = torch.randn(3, 4, 8)
