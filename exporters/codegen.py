@@ -25,6 +25,12 @@ def constructor(module: nn.Module) -> str | None:
     return call.source() if call is not None else None
 
 
+def import_line(module: nn.Module) -> str | None:
+    """The import a Module node's class needs in model.py (``from package.module import Class``), or None."""
+    line = getattr(built_call(module), "import_line", None)
+    return line() if callable(line) else None
+
+
 def local_class_source(module: nn.Module) -> str | None:
     """The source of the graph's own layer class used by ``module`` (copied into model.py), or None."""
     cls = type(module)

@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="per-sample input shape, e.g. 3,32,32 (needed unless the first layer is Linear)")
     p.add_argument("--num-classes", type=int, help="class count (default: the size of the module's output)")
     p.add_argument("--weights", metavar="OUT.safetensors", help="also write the module's weights, keyed by node id")
+    p.add_argument("--strict", action="store_true",
+                   help="fail on any op without a catalog layer instead of keeping its module whole as a Module node")
     p.set_defaults(func=cmd_import)
 
 
@@ -96,7 +98,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         fail("--num-classes must be at least 1")
     try:
         result = import_factory(args.factory, args.input_shape, args.num_classes,
-                                shape_hint="with --input-shape, e.g. --input-shape 3,32,32")
+                                shape_hint="with --input-shape, e.g. --input-shape 3,32,32", strict=args.strict)
     except GraphError as exc:
         fail(str(exc))
     try:

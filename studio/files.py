@@ -115,7 +115,8 @@ class FileActions(QObject):
         from graph_editor.build.factory import import_factory  # torch: only when asked for
 
         try:
-            graph = import_factory(request.target, request.input_shape or None, request.num_classes or None).graph
+            graph = import_factory(request.target, request.input_shape or None, request.num_classes or None,
+                                   strict=request.strict).graph
         except GraphError as exc:
             self.prompts.error(self.window, "Cannot import the module", str(exc))
             self.log(f"Cannot import {request.target}: {exc}", "error")

@@ -20,11 +20,13 @@ FILE_FILTER = "Torch Studio graphs (*.graph.json);;All files (*)"
 @dataclass(frozen=True)
 class ImportRequest:
     """What the import dialog returns: ``module:factory``, the per-sample input shape (empty:
-    guess it from the first layer) and the class count (0: the size of the module's output)."""
+    guess it from the first layer), the class count (0: the size of the module's output) and
+    ``strict`` (refuse unmapped ops instead of keeping their modules as Module nodes)."""
 
     target: str
     input_shape: tuple[int, ...]
     num_classes: int
+    strict: bool = False
 
 
 class Prompts(Protocol):

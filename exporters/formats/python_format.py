@@ -23,7 +23,7 @@ from torch import fx, nn
 
 from graph_editor.model import Graph, validate
 
-from ..codegen import constructor, local_class_source
+from ..codegen import constructor, import_line, local_class_source
 from ..errors import ExportError
 from ..locate import node_title
 from ..options import ExportOptions
@@ -64,6 +64,7 @@ def generate(source: ExportSource, weights_name: str) -> tuple[str, dict[str, st
     names = attribute_names(graph, [str(n.target) for n in calls])
     inference = validate(graph)
     classes: dict[str, str] = {}
+    imports: list[str] = []  # a Module node's class is imported from its package
     init: list[str] = []
     for n in calls:
         node_id = str(n.target)
@@ -76,6 +77,9 @@ def generate(source: ExportSource, weights_name: str) -> tuple[str, dict[str, st
             why = f"it has no source writer for {type(module).__module__}.{type(module).__qualname__}"
         if code is None:
             raise ExportError(f"PyTorch source cannot express node {node_title(graph, node_id)}: {why}", node=node_id)
+        line = import_line(module)
+        if line and line not in imports:
+            imports.append(line)
         extra = local_class_source(module)
         if extra:
             classes.setdefault(type(module).__name__, extra)
@@ -85,7 +89,7 @@ def generate(source: ExportSource, weights_name: str) -> tuple[str, dict[str, st
         init.append(f"        self.{names[node_id]} = {code}{note}")
     class_name = _class_name(gm, classes)
     forward = _forward(gm, names, inference.shapes, inference.port_shapes)
-    return _render(source, class_name, classes, init, forward, weights_name), names
+    return _render(source, class_name, classes, init, forward, weights_name, imports), names
 
 
 def _class_name(gm: fx.GraphModule, taken: dict[str, str]) -> str:
@@ -124,7 +128,7 @@ def _batch_shape(shape: tuple[int, ...], batch: str = "B") -> str:
 
 
 def _render(source: ExportSource, class_name: str, classes: dict[str, str], init: list[str],
-            forward: list[str], weights_name: str) -> str:
+            forward: list[str], weights_name: str, imports: list[str]) -> str:
     spec = source.graph.input_spec
     in_dtype = "torch.int64" if spec.dtype == "int64" else "torch.float32"
     demo = (f"torch.zeros(2, *INPUT_SHAPE, dtype={in_dtype})" if spec.dtype == "int64"
@@ -143,6 +147,7 @@ def _render(source: ExportSource, class_name: str, classes: dict[str, str], init
         "",
         "import torch",
         "from torch import nn",
+        *sorted(imports),
         "",
         f"INPUT_SHAPE = {tuple(spec.shape)!r}",
         f"NUM_CLASSES = {source.graph.num_classes}",
@@ -202,7 +207,8 @@ class PythonFormat(Format):
                ) -> tuple[list[Check], dict[str, object]]:
         path, weights = written.files
         imports = _imports(path)
-        foreign = sorted(imports - ALLOWED_IMPORTS)
+        modules = {ln.split()[1].split(".")[0] for ln in map(import_line, source.module.modules()) if ln}
+        foreign = sorted(imports - ALLOWED_IMPORTS - modules)  # a Module node's package is its own import
         checks = [Check("standalone", not foreign, "imports only " + ", ".join(sorted(imports)) if not foreign
                         else f"imports {', '.join(foreign)} besides torch")]
         model = load_generated(path).load(str(weights))

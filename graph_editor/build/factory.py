@@ -37,10 +37,11 @@ def load_factory(spec: str) -> object:
 
 
 def import_factory(spec: str, input_shape: tuple[int, ...] | None = None, num_classes: int | None = None,
-                   shape_hint: str = "e.g. 3,32,32") -> ImportResult:
+                   shape_hint: str = "e.g. 3,32,32", strict: bool = False) -> ImportResult:
     """Import the module ``spec`` builds, for per-sample ``input_shape`` (guessed when None).
 
-    ``shape_hint`` says how to give the shape where it cannot be guessed (a CLI flag, a field).
+    ``shape_hint`` says how to give the shape where it cannot be guessed (a CLI flag, a field);
+    ``strict`` refuses what does not map instead of keeping it as Module nodes.
     """
     module = load_factory(spec)
     if not isinstance(module, nn.Module):
@@ -48,4 +49,4 @@ def import_factory(spec: str, input_shape: tuple[int, ...] | None = None, num_cl
     shape = input_shape or guess_input_shape(module)
     if not shape:
         raise ModuleImportError([], f"give the per-sample input shape, {shape_hint}")
-    return import_module(module, shape, num_classes, name=spec.partition(":")[2])
+    return import_module(module, shape, num_classes, name=spec.partition(":")[2], strict=strict)

@@ -38,7 +38,9 @@ from .import_rules import (
     module_steps,
     permute_dims,
 )
+from .opaque import widen
 from .ops.core import fold_layer_scale
+from .ops.module_ref import module_node
 from .ops.param import import_parameter
 
 _BATCH = 2  # example batch for shape propagation; 2 so that BatchNorm in training mode accepts it
@@ -118,9 +120,10 @@ class _Tracer(fx.Tracer):
     """Stops at every module a rule covers, wherever its class comes from (a library's subclass of a
     torch layer, timm's BatchNormAct2d), so it imports whole; ``steps`` keeps what each becomes."""
 
-    def __init__(self) -> None:
+    def __init__(self, leaves: frozenset[str] = frozenset()) -> None:
         super().__init__()
         self.record_stack_traces = False  # fx's full stack per node costs seconds on a big model: see create_node
+        self.leaves = leaves  # module paths kept whole as Module nodes (see .opaque)
         self.steps: dict[str, list[Step]] = {}
         self.own = leaf_classes()
 
@@ -130,7 +133,7 @@ class _Tracer(fx.Tracer):
         return node
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
-        if isinstance(m, self.own):
+        if qualname in self.leaves or isinstance(m, self.own):
             return True
         if isinstance(m, nn.Sequential | nn.ModuleList | nn.ModuleDict):
             return False
@@ -142,22 +145,31 @@ class _Tracer(fx.Tracer):
 
 
 def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], num_classes: int | None = None,
-                  *, name: str | None = None) -> ImportResult:
+                  *, name: str | None = None, strict: bool = False) -> ImportResult:
     """Trace ``module`` and turn it into a graph for a per-sample ``input_shape``.
 
-    ``num_classes`` defaults to the size of the module's output. Raises
-    :class:`ModuleImportError` listing every op that does not map.
+    ``num_classes`` defaults to the size of the module's output. What does not map is kept as
+    opaque Module nodes (the smallest enclosing submodule, see :mod:`.opaque`); with ``strict``, or
+    where no submodule encloses it, raises :class:`ModuleImportError` listing every op that does not map.
     """
     shape = tuple(int(d) for d in input_shape)
     if not shape or min(shape) < 1:
         raise ModuleImportError([], f"input shape must be positive sizes, got {list(shape)}")
-    gm = _trace(module)
-    dtype = "int64" if _feeds_embedding(gm) else "float32"
-    values = _propagate(gm, shape, dtype)
-    graph = Graph(InputSpec(shape, dtype), num_classes or 1,
-                  {"name": name or type(module).__name__, "description": f"Imported from {type(module).__name__}."})
-    converter = _Converter(gm, values, graph)
-    state = converter.run()
+    leaves: frozenset[str] | None = frozenset()
+    while True:  # each round keeps the smallest modules around unmapped ops whole (Module nodes)
+        gm = _trace(module, leaves)
+        dtype = "int64" if _feeds_embedding(gm) else "float32"
+        values = _propagate(gm, shape, dtype)
+        graph = Graph(InputSpec(shape, dtype), num_classes or 1, {
+            "name": name or type(module).__name__, "description": f"Imported from {type(module).__name__}."})
+        converter = _Converter(gm, values, graph, opaque=not strict)
+        try:
+            state = converter.run()
+            break
+        except ModuleImportError as exc:
+            leaves = None if strict else widen(gm, exc.unsupported, leaves)
+            if leaves is None:
+                raise
     if num_classes is None:
         out = values[next(n for n in gm.graph.nodes if n.op == "output").args[0]]
         graph.num_classes = int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() == 2 else 1
@@ -203,8 +215,8 @@ def _input_users(gm: fx.GraphModule) -> list[fx.Node]:
     return list(first.users) if first is not None else []
 
 
-def _trace(module: nn.Module) -> fx.GraphModule:
-    tracer = _Tracer()
+def _trace(module: nn.Module, leaves: frozenset[str] = frozenset()) -> fx.GraphModule:
+    tracer = _Tracer(leaves)
     try:
         graph = tracer.trace(module, concrete_args=_bound_defaults(module))
     except Exception as exc:  # fx raises many kinds: control flow on tensors, unsupported Python...
@@ -339,8 +351,9 @@ def _propagate(gm: fx.GraphModule, shape: tuple[int, ...], dtype: str) -> dict[f
 class _Converter:
     """Walks the fx graph in order and adds one catalog node per mapped call."""
 
-    def __init__(self, gm: fx.GraphModule, values: dict[fx.Node, Any], graph: Graph) -> None:
+    def __init__(self, gm: fx.GraphModule, values: dict[fx.Node, Any], graph: Graph, opaque: bool = False) -> None:
         self.gm, self.values, self.graph = gm, values, graph
+        self.opaque = opaque  # a module without a rule becomes a Module node
         self.ids: dict[fx.Node, str] = {}  # fx node -> the graph node holding its value
         self.ports: dict[fx.Node, str] = {}  # fx node -> the output port of ids[n] it is, where not "out"
         self.parameters: dict[str, str] = {}  # parameter path -> its Parameter node
@@ -384,6 +397,8 @@ class _Converter:
         target = str(n.target)
         mod = self.gm.get_submodule(target)
         steps = self.gm.meta.get("import_steps", {}).get(target) or module_steps(mod)
+        if steps is None and self.opaque:  # the last resort: kept whole, an opaque Module node
+            steps = [Step("", mod, lambda m, *args, **kw: module_node(m, n, self.values), True)]
         if steps is None:
             raise Unmappable("this module type has no catalog layer")
         first, *rest = steps

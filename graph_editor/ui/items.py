@@ -153,6 +153,12 @@ class NodeItem(QGraphicsItem):
         self.category = spec.category if spec else ""
         self.subtitle = node.title
         self.rows = param_rows(node)
+        self.opaque = node.type == "Module"  # an imported module kept whole: its class, drawn dashed
+        if self.opaque:
+            module, _, cls = str(node.params.get("cls", "")).partition(":")
+            self.title = cls or "Module"
+            short = module if len(module) <= 24 else "…" + module.rpartition(".")[2]  # the file's own name
+            self.rows = [("from", short or "?")] + [r for r in self.rows if r[0] != "cls"]
         self.source = spec is not None and not spec.inputs and node.type != "Input"  # a learned tensor
         self._sync_out_ports(node)
         self.many_outputs = len(self.out_ports) > 1
@@ -228,7 +234,11 @@ class NodeItem(QGraphicsItem):
         painter.drawRoundedRect(rect, RADIUS, RADIUS)
         painter.fillPath(_title_bar(), QBrush(theme.error if error else theme.category_color(self.category)))
         self._paint_text(painter, scene)
-        painter.setPen(QPen(border, width))
+        pen = QPen(border, width)
+        if self.opaque:
+            pen = QPen(theme.selected if self.isSelected() else theme.text_dim if not self.severity else border,
+                       max(width, 1.5), Qt.PenStyle.DashLine)
+        painter.setPen(pen)
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.drawRoundedRect(rect, RADIUS, RADIUS)
         for port in (*self.in_ports.values(), *self.out_ports.values()):

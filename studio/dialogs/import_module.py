@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QSpinBox, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QWidget,
+)
 
 from .. import format as fmt
 from ..prompts import ImportRequest
 
 
 class ImportModuleDialog(QDialog):
-    """The three fields; OK stays refused (with the reason) until they make sense."""
+    """The three fields and Strict; OK stays refused (with the reason) until they make sense."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -19,17 +28,23 @@ class ImportModuleDialog(QDialog):
                                "returns an nn.Module (called with no arguments).")
         self.shape = QLineEdit(placeholderText="e.g. 3, 32, 32 (empty: guess from the first layer)")
         self.classes = QSpinBox(minimum=0, maximum=1_000_000, specialValueText="from the output")
+        self.strict = QCheckBox("Strict: fail on any op without a layer", objectName="strict")
+        self.strict.setToolTip("Off: a submodule whose ops have no Torch Studio layer is kept whole as one "
+                               "Module node (its class, arguments and weights). On: the import fails and "
+                               "lists those ops.")
         self.error = QLabel(objectName="fieldError", wordWrap=True)
         self.error.hide()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         form = QFormLayout(self)
-        form.addRow(QLabel("The module is traced with torch.fx; every layer must have a Torch Studio "
-                           "equivalent, or the import lists the ones that do not.", wordWrap=True))
+        form.addRow(QLabel("The module is traced with torch.fx. A submodule whose ops have no Torch Studio "
+                           "layer is kept whole as a Module node (drawn dashed), unless Strict is on.",
+                           wordWrap=True))
         form.addRow("Module:factory", self.target)
         form.addRow("Input shape", self.shape)
         form.addRow("Classes", self.classes)
+        form.addRow("", self.strict)
         form.addRow(self.error)
         form.addRow(buttons)
         self.resize(520, self.sizeHint().height())
@@ -46,7 +61,7 @@ class ImportModuleDialog(QDialog):
                 shape = fmt.parse_shape(self.shape.text())
             except ValueError as exc:
                 return str(exc)
-        return ImportRequest(target, shape, self.classes.value())
+        return ImportRequest(target, shape, self.classes.value(), self.strict.isChecked())
 
     def accept(self) -> None:
         result = self.request()

@@ -7,4 +7,17 @@ rules and an example input the per-type tests run it on. Adding a layer type is 
 Importing this package registers every family.
 """
 
-from . import activation, attention, conv, core, merge, norm, param, pooling, reduce, reshape, split  # noqa: F401
+from . import (  # noqa: F401
+    activation,
+    attention,
+    conv,
+    core,
+    merge,
+    module_ref,
+    norm,
+    param,
+    pooling,
+    reduce,
+    reshape,
+    split,
+)

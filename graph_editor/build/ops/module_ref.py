@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -59,7 +60,7 @@ def resolve(ref: str) -> type[nn.Module]:
 
 def class_ref(cls: type) -> str:
     """``package.module:Class`` for ``cls``, or Unmappable when no import can find it again."""
-    ref = f"{cls.__module__}:{cls.__qualname__}"
+    ref = f"{_public_module(cls)}:{cls.__qualname__}"
     if "<locals>" in cls.__qualname__ or cls.__module__ == "__main__":
         raise Unmappable(f"{ref} is defined where no import can find it (a function's locals or __main__)")
     try:
@@ -69,6 +70,17 @@ def class_ref(cls: type) -> str:
     if found is not cls:
         raise Unmappable(f"{ref} names another class than the module's")
     return ref
+
+
+def _public_module(cls: type) -> str:
+    """The shortest loaded package that exports ``cls`` under its name (``torch.nn`` for
+    ``torch.nn.modules.activation.Softshrink``), else the module that defines it."""
+    parts = cls.__module__.split(".")
+    for depth in range(1, len(parts)):
+        module = sys.modules.get(".".join(parts[:depth]))
+        if module is not None and getattr(module, cls.__qualname__, None) is cls:
+            return module.__name__
+    return cls.__module__
 
 
 @dataclass(frozen=True)

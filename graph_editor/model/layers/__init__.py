@@ -1,3 +1,16 @@
 """The built-in layer types; importing this package registers them all in the catalog."""
 
-from . import activation, attention, conv, core, merge, norm, param, pooling, reduce, reshape, split  # noqa: F401
+from . import (  # noqa: F401
+    activation,
+    attention,
+    conv,
+    core,
+    merge,
+    module_ref,
+    norm,
+    param,
+    pooling,
+    reduce,
+    reshape,
+    split,
+)
