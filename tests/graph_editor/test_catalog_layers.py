@@ -431,3 +431,27 @@ def test_layer_scale_read_in_forward_imports_as_scale_nodes_in_place():
         assert (again(x) - module(x)).abs().max() < 1e-6
     assert [name for name, _ in module.named_modules()] == ["", "conv", "block", "head"]  # the module untouched
     assert all(torch.equal(v, before[k]) for k, v in module.state_dict().items())
+
+
+class OneFactor(nn.Module):
+    """ReZero: one learned factor for everything, ``x * alpha`` with alpha of shape [1]."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.alpha = nn.Parameter(torch.tensor([0.3]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc(x) * self.alpha
+
+
+def test_one_factor_for_everything_stays_a_parameter_times_x():
+    module = OneFactor().eval()
+    result = import_module(module, (6,))
+    types = {n.type for n in result.graph}
+    assert "Scale" not in types and {"Parameter", "Multiply"} <= types
+    again = build_module(result.graph).eval()
+    again.load_state_dict(result.state_dict)
+    x = torch.randn(3, 6)
+    with torch.no_grad():
+        assert (again(x) - module(x)).abs().max() < 1e-6

@@ -235,10 +235,10 @@ def _channel_factor(gm: fx.GraphModule, node: Any) -> tuple[str, torch.Tensor, l
         if not all(isinstance(d, int) for d in dims):
             return None
         shape = list(torch.empty(shape, device="meta").reshape(dims).shape)
-    while shape and shape[0] == 1 and len(shape) > 1:
+    while len(shape) > 1 and shape[0] == 1:
         shape.pop(0)
-    if not shape or any(d != 1 for d in shape[1:]):
-        return None
+    if not shape or shape[0] == 1 or any(d != 1 for d in shape[1:]):
+        return None  # one factor for all (ReZero's alpha) stays a Parameter times x: it broadcasts anywhere
     return str(node.target), value.detach().reshape(shape), [*chain, node]
 
 
