@@ -165,3 +165,23 @@ def test_kill_9_of_a_rank_fails_the_run_naming_it(tmp_path):
         time.sleep(0.2)
     assert all(_gone(p) for p in pids.values())                  # nothing left running
     assert RunStore(db).metrics(1, "train/loss")                   # what was measured before stays
+
+
+def test_bf16_autocast_with_ddp_and_fsdp2(tmp_path):
+    """bf16 autocast (and channels_last: a convnet on images) under both strategies: the runs finish,
+    learn, and DDP and FSDP2 (fp32 parameters, the same autocast) still agree."""
+    dbs = {}
+    for strategy in ("ddp", "fsdp2"):
+        folder = tmp_path / strategy
+        folder.mkdir()
+        dbs[strategy] = db = f"sqlite:///{folder / 'runs.sqlite'}"
+        spec = write_spec(folder, tiny_cnn(), train={**TRAIN, "epochs": 2}, precision={"dtype": "bf16"},
+                          distributed={"strategy": strategy, "nproc_per_node": 2})
+        code, events, stderr = run_worker(spec, db, timeout=300)
+        assert code == 0, stderr[-3000:]
+        assert events[0].precision == "bf16" and events[-1].status == "completed"
+        losses = [v for _, _, v in RunStore(db).metrics(1, "epoch/train_loss")]
+        assert len(losses) == 2 and losses[1] < losses[0]
+    a, b = (_weights(db) for db in dbs.values())
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-3, atol=1e-4, msg=k)
