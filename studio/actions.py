@@ -57,6 +57,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
                "Keep the selected layers in the palette's My blocks, to drag into any graph"),
     ActionSpec("validate", "&Validate", "&Graph", "F7", "validate", True, "Check the graph now and list its problems",
                separator=True),
+    ActionSpec("check_compile", "Check &Compile", "&Graph", "Shift+F7", "", False,
+               "Run torch._dynamo.explain in the background: graph breaks of torch.compile, in Problems on their nodes"),
 )
 
 MENUS = ("&File", "&Edit", "&Graph", "&View")

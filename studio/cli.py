@@ -16,6 +16,7 @@ _COMMAND_MODULES = (
     "studio.cli_train",
     "studio.cli_inspect",
     "studio.cli_memory",
+    "studio.cli_explain",
     "studio.cli_launch",
 )
 

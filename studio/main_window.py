@@ -22,6 +22,7 @@ from graph_editor.ui.live import LiveAnalysis
 
 from .actions import build_actions, build_menus, build_toolbar, refresh_icons
 from .blocks import BlockLibrary
+from .compile_check import CompileCheck
 from .docks.inspector import InspectorDock
 from .docks.log import LogDock
 from .docks.palette import PaletteDock
@@ -96,6 +97,7 @@ class MainWindow(QMainWindow):
         self.training = TrainingHook(self, db_url=services.runs_db)
         self.export = ExportHook(self, db_url=services.runs_db, current_run=lambda: self.training.current_run)
         self.inspect = install_inspect(self)  # the Inspect workspace (studio.inspect), built on first entry
+        self.compile_check = CompileCheck(self)  # Graph > Check Compile: graph breaks into Problems
         self.export.actions["onnx"].setIcon(services.icons.icon("export"))
         self._connect()
         self._fill_recent(services.settings.recent_files())
@@ -158,7 +160,7 @@ class MainWindow(QMainWindow):
             "paste": lambda: c.paste(at=self.view_centre()), "duplicate": lambda: c.duplicate(c.selection),
             "delete": self.canvas.delete_selection, "select_all": c.select_all,
             "auto_layout": self.auto_layout, "fit_view": self.canvas.fit_view, "validate": self.validate,
-            "save_block": self.save_block,
+            "save_block": self.save_block, "check_compile": lambda: self.compile_check.run(),
         }
 
     def _connect(self) -> None:
@@ -215,6 +217,9 @@ class MainWindow(QMainWindow):
 
     def _on_analyzed(self, analysis: object, problems: object) -> None:
         self.summary.show_analysis(analysis, problems)
+        built = analysis is None and self.live.inference is not None and self.live.inference.ok
+        # a graph that validates but does not build (a Module node whose class cannot be imported): in Problems
+        self.problems.set_problems(list(problems) if built else [], source="build")  # type: ignore[call-overload]
         if analysis is None and is_blank(self.controller.graph):   # nothing to fix yet: say what to do
             self.summary.totals.setText("A new network: add layers between Input and Output to see shapes, "
                                         "parameters and FLOPs.")

@@ -14,7 +14,13 @@ reader that saw an event can find it in the store.
     (list of class names), ``start_step`` (0, or the step a resumed run continues from),
     ``precision``, ``compile``, ``run_dir``.
 ``compile_done`` (:class:`CompileDone`)
-    ``seconds`` (time of the first, compiling, training step), ``mode``. Only when compile is on.
+    ``seconds`` (time of the first, compiling, training step), ``mode``, ``graph_breaks`` and
+    ``recompiles`` (how many dynamo logged up to then). Only when compile is on.
+``graph_break`` (:class:`GraphBreakEvent`)
+    While a compiled run compiles: ``reason``, ``node`` (the graph node the break is in, or None),
+    ``where`` (file:line and code), ``count`` (breaks so far; only the first 20 are sent).
+``recompile`` (:class:`Recompile`)
+    ``function``, ``reason`` (the guard that failed), ``count`` (recompiles so far; the first 20 sent).
 ``metrics`` (:class:`Metrics`)
     ``step`` (optimizer steps done, 1-based), ``epoch`` (1-based), ``loss`` and ``accuracy`` (mean
     over the training steps since the previous metrics event), ``lr``, ``samples_per_s``.
@@ -114,6 +120,8 @@ from typing import IO, Any, ClassVar, TypeVar
 
 RUN_STARTED = "run_started"
 COMPILE_DONE = "compile_done"
+GRAPH_BREAK = "graph_break"
+RECOMPILE = "recompile"
 METRICS = "metrics"
 EPOCH_END = "epoch_end"
 MEMORY = "memory"
@@ -308,6 +316,7 @@ class RunStarted(Event):
     precision: str = ""
     compile: str = "off"
     run_dir: str = ""
+    distributed: dict[str, Any] | None = optional()   # under torchrun: strategy, world_size, backend
 
 
 @event_type(COMPILE_DONE)
@@ -316,8 +325,30 @@ class CompileDone(Event):
     """The first (compiling) training step is done."""
 
     seconds: float | None = None
-    distributed: dict[str, Any] | None = optional()   # under torchrun: strategy, world_size, backend
     mode: str = ""
+    graph_breaks: int | None = optional()   # dynamo's graph-break and recompile records up to then
+    recompiles: int | None = optional()
+
+
+@event_type(GRAPH_BREAK)
+@dataclass(kw_only=True)
+class GraphBreakEvent(Event):
+    """torch.compile split the model's graph here (from dynamo's graph_breaks log)."""
+
+    reason: str = ""
+    node: str | None = None
+    where: str = ""
+    count: int = 0
+
+
+@event_type(RECOMPILE)
+@dataclass(kw_only=True)
+class Recompile(Event):
+    """torch.compile compiled a function again: a guard failed (from dynamo's recompiles log)."""
+
+    function: str = ""
+    reason: str = ""
+    count: int = 0
 
 
 @event_type(METRICS)
@@ -433,6 +464,7 @@ class Failed(Event):
     step: int | None = None
     memory: dict[str, Any] | None = optional()
     diagnosis: dict[str, Any] | None = optional()   # "oom" refused by prediction: trainer.memory_doctor
+    rank: int | None = optional()   # under torchrun: the rank whose failure ended the run
 
 
 @event_type(MEMORY_TRACE)
@@ -464,7 +496,6 @@ class Inspect(Event):
     flags: list[list[Any]] = field(default_factory=list)
 
 
-    rank: int | None = optional()   # under torchrun: the rank whose failure ended the run
 @dataclass(kw_only=True)
 class UnknownEvent(Event):
     """An event this version does not know (from a newer worker): its name, its fields in ``extra``."""

@@ -32,6 +32,7 @@ from .checkpoint import (
 )
 from .checkpointing import SegmentError, checkpointed_module
 from .checks import Setup
+from .compile_log import watch as watch_compile
 from .controls import Controls
 from .data.loaders import Augment, DeviceLoader, StreamLoader
 from .inspect import LiveInspection, publisher
@@ -172,6 +173,7 @@ def make_loaders(setup: Setup) -> dict[str, DeviceLoader]:
 def _timed_first_call(job: Job, step_fn: StepFn) -> StepFn:
     """Time the first (compiling) step and report it; later calls pass straight through."""
     done = False
+    log = watch_compile(job.emitter, job.model)   # dynamo's graph breaks and recompiles, as events
 
     def timed(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         nonlocal done
@@ -182,7 +184,7 @@ def _timed_first_call(job: Job, step_fn: StepFn) -> StepFn:
         if job.setup.device.type == "cuda":
             torch.cuda.synchronize(job.setup.device)   # once: the compile time must include the kernels
         job.emitter.emit(ev.COMPILE_DONE, seconds=round(time.perf_counter() - t0, 3),
-                         mode=job.spec.precision.compile)
+                         mode=job.spec.precision.compile, graph_breaks=log.breaks, recompiles=log.recompiles)
         done = True
         return out
 

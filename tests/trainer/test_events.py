@@ -15,7 +15,11 @@ SAMPLES: dict[str, dict] = {
     ev.RUN_STARTED: dict(name="digits", device="cpu", params=94410, epochs=2, steps_per_epoch=19, batch_size=64,
                          train_size=1257, val_size=180, test_size=360, classes=["0", "1"], start_step=0,
                          precision="fp32", compile="off", run_dir="/runs/run-1"),
-    ev.COMPILE_DONE: dict(seconds=12.5, mode="default"),
+    ev.COMPILE_DONE: dict(seconds=12.5, mode="default", graph_breaks=1, recompiles=0),
+    ev.GRAPH_BREAK: dict(reason="Unsupported Tensor.item() call with capture_scalar_outputs=False", node="scale",
+                         where="models.py:40 `return x / x.max().item()`", count=1),
+    ev.RECOMPILE: dict(function="forward", reason="0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3",
+                       count=1),
     ev.METRICS: dict(step=5, epoch=1, loss=1.25, accuracy=0.5, lr=0.003, samples_per_s=5120.0),
     ev.EPOCH_END: dict(epoch=1, step=19, train_loss=0.9, train_accuracy=0.7, val_loss=0.8, val_accuracy=0.75,
                        lr=0.003, seconds=1.5, best=True, per_class=PER_CLASS, confusion=[[1, 1], [0, 1]],
@@ -39,7 +43,7 @@ SAMPLES: dict[str, dict] = {
 CLASSES = {ev.RUN_STARTED: ev.RunStarted, ev.COMPILE_DONE: ev.CompileDone, ev.METRICS: ev.Metrics,
            ev.EPOCH_END: ev.EpochEnd, ev.MEMORY: ev.Memory, ev.CHECKPOINT: ev.Checkpoint, ev.STATE: ev.State,
            ev.FINISHED: ev.Finished, ev.FAILED: ev.Failed, ev.INSPECT: ev.Inspect,
-           ev.MEMORY_TRACE: ev.MemoryTimeline}
+           ev.MEMORY_TRACE: ev.MemoryTimeline, ev.GRAPH_BREAK: ev.GraphBreakEvent, ev.RECOMPILE: ev.Recompile}
 
 
 def test_every_event_type_has_a_sample_and_a_class():
