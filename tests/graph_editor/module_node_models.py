@@ -49,3 +49,27 @@ def digits_sine_net() -> SineNet:
     """For the 8x8 one-channel digits with 10 classes, the worker's built-in dataset."""
     torch.manual_seed(0)
     return SineNet(channels=1, classes=10)
+
+
+class RecurrentBlock(nn.Module):
+    """A GRU over the tokens, its output sequence only: the GRU returns a tuple, so the block is kept."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.features = features
+        self.rnn = nn.GRU(features, features, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rnn(x)[0]
+
+
+class SequenceNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(6, 8)
+        self.block = RecurrentBlock(8)
+        self.flatten = nn.Flatten()
+        self.head = nn.Linear(5 * 8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.flatten(self.block(self.embed(x))))

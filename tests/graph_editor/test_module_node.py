@@ -14,7 +14,7 @@ from exporters.source import ExportSource, random_inputs
 from graph_editor.build import BuildError, ModuleImportError, analyze, build_module, import_module
 from graph_editor.model import load_graph, save_graph, validate
 from studio import cli
-from tests.graph_editor.module_node_models import SineBlock, digits_sine_net, sine_net
+from tests.graph_editor.module_node_models import SequenceNet, SineBlock, digits_sine_net, sine_net
 from tests.trainer.helpers import kinds, run_worker, write_spec
 
 SHAPE = (3, 8, 8)
@@ -139,3 +139,17 @@ def test_the_worker_trains_a_graph_with_a_module_node(tmp_path):
     code, events, stderr = run_worker(write_spec(tmp_path, graph), f"sqlite:///{tmp_path / 'runs.sqlite'}")
     assert code == 0, stderr
     assert "finished" in kinds(events) and "failed" not in kinds(events)
+
+
+def test_a_leaf_that_cannot_be_a_module_node_widens_to_the_module_around_it():
+    """nn.GRU returns a tuple (one tensor out is what a node gives): its block, which takes [0], is kept."""
+    torch.manual_seed(0)
+    net = SequenceNet().eval()
+    result = import_module(net, (5, 6))
+    node = result.graph.nodes["block"]
+    assert node.type == "Module" and node.params["cls"] == "tests.graph_editor.module_node_models:RecurrentBlock"
+    assert json.loads(node.params["kwargs"]) == {"features": 8}
+    assert [n.type for n in result.graph if n.id != "block"].count("Module") == 0
+    x = torch.randn(4, 5, 6)
+    with torch.no_grad():
+        assert torch.equal(built(result).eval()(x), net(x))
