@@ -42,6 +42,7 @@ class CompileCheck(QObject):
         self.checked = ""  # the graph the shown breaks belong to (its JSON)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         window.live.inferred.connect(self._on_edit)  # type: ignore[attr-defined]
+        window.add_close_guard(self.stop)  # type: ignore[attr-defined]
 
     @property
     def running(self) -> bool:
@@ -67,6 +68,19 @@ class CompileCheck(QObject):
         self.proc.start(sys.executable, ["-m", "trainer.explain", path, "--json"])
         self._say("Check Compile: running torch._dynamo.explain in the background…", "info")
         self.window.statusBar().showMessage("Checking where torch.compile breaks the graph…", 6000)  # type: ignore
+        return True
+
+    def stop(self) -> bool:
+        """End a running check (the window is closing: nothing waits for its answer); always True."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.finished.disconnect(self._on_finished)
+            proc.kill()
+            proc.waitForFinished(5000)
+            proc.deleteLater()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
         return True
 
     def _on_finished(self, code: int, _status: QProcess.ExitStatus) -> None:

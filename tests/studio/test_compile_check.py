@@ -4,13 +4,13 @@ Problems on the node that breaks; a click there selects that node; an edit clear
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QProcess, Qt
 from PySide6.QtTest import QTest
 
 from graph_editor.model import save_graph
 from tests.graph_editor.compile_graphs import item_graph
 
-from .helpers import settle
+from .helpers import open_template, settle
 
 pytestmark = pytest.mark.qt
 
@@ -36,3 +36,13 @@ def test_check_compile_puts_the_break_on_its_node(window, qtbot, tmp_path):
     window.controller.set_param("fc", "bias", False)  # any edit: the check it showed is stale
     settle(window)
     assert not [i for i in range(window.problems.count()) if "graph break" in window.problems.list.item(i).text()]
+
+
+def test_closing_the_window_ends_a_running_check(window, qtbot):
+    open_template(window, "lenet5")
+    QTest.keyClick(window, Qt.Key.Key_F7, Qt.KeyboardModifier.ShiftModifier)
+    proc = window.compile_check.proc
+    assert proc is not None and proc.waitForStarted(30_000)
+    window.document.undo_stack.setClean()
+    window.close()
+    assert window.compile_check.proc is None and proc.state() == QProcess.ProcessState.NotRunning
