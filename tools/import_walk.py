@@ -37,7 +37,7 @@ from graph_editor.build.importer import ImportResult, import_module
 
 TOLERANCE = 1e-5
 # Every op must map to a catalog layer: no opaque Module nodes (where the importer has them) count as imported
-_STRICT = {"strict": True} if "strict" in inspect.signature(import_module).parameters else {}
+STRICT = {"strict": True} if "strict" in inspect.signature(import_module).parameters else {}
 AUX_HEADS = ("googlenet", "inception_v3")
 # timm's small variants of the families the issue names; (name, per-sample input shape or None = its default)
 TIMM_MODELS: dict[str, list[str]] = {
@@ -190,7 +190,7 @@ def walk_one(case: Case, *, onnx: bool = True, outputs: bool = True) -> Outcome:
     try:
         model = case.build()
         t = time.perf_counter()
-        result = import_module(model, case.shape, name=case.name, **_STRICT)
+        result = import_module(model, case.shape, name=case.name, **STRICT)
         out.import_s = time.perf_counter() - t
         out.checks += check_counts(model, result, case.shape)
         if outputs:

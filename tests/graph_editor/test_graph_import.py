@@ -259,3 +259,118 @@ def test_values_outside_the_catalog_are_reported_not_raised():
         import_module(nn.Sequential(nn.Linear(4, 4), nn.LeakyReLU(-0.1)), (4,))
     (problem,) = info.value.unsupported
     assert problem.op == "nn.LeakyReLU" and "negative_slope must be >= 0, got -0.1" in problem.reason
+
+
+# ------------------------------------------------------------------ library patterns (issue 16)
+class BatchNormAct(nn.BatchNorm2d):
+    """timm's BatchNormAct2d in small: the batch norm written out in forward, then drop and act."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__(c)
+        self.drop = nn.Identity()
+        self.act = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch._assert(x.ndim == 4, "expected 4D input")
+        x = F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, self.training,
+                         self.momentum, self.eps)
+        return self.act(self.drop(x))
+
+
+class CastLinear(nn.Linear):
+    """timm's Linear: the same as nn.Linear, written out."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return F.linear(input, self.weight, self.bias)
+
+
+class PaddedConv(nn.Conv2d):
+    """A library's Conv2d that only changes the defaults: it keeps nn.Conv2d's forward."""
+
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__(cin, cout, 3, padding=1)
+
+
+class Attention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mha = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+        x, _ = self.mha(x, x, x, need_weights=False, attn_mask=attn_mask)  # the weights are not used
+        return x
+
+
+class LibraryPatterns(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = PaddedConv(3, 8)
+        self.bn = BatchNormAct(8)
+        self.pool = nn.AvgPool2d(2, count_include_pad=False)  # no padding: the flag changes nothing
+        self.attn = Attention()
+        self.fc = CastLinear(8, 4)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, scale: float = 1.0) -> torch.Tensor:
+        x = torch.cat([self.pool(self.bn(self.conv(x)))], dim=1)  # DenseNet's cat of one tensor
+        x = self.attn(x.flatten(2).transpose(1, 2), attn_mask=mask)
+        return self.fc(x[:, 0]) * scale if scale != 1.0 else self.fc(x[:, 0])
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_library_subclasses_optional_arguments_and_unused_outputs_import(training):
+    torch.manual_seed(4)
+    module = LibraryPatterns()
+    with torch.no_grad():
+        module.bn.running_mean.uniform_(-1, 1)
+        module.bn.running_var.uniform_(0.5, 2)
+    graph = round_trip(module, (3, 8, 8), training)
+    types = {n.id: n.type for n in graph}
+    assert types["conv"] == "Conv2d" and types["fc"] == "Linear" and types["pool"] == "AvgPool2d"
+    assert types["bn"] == "BatchNorm2d" and types["bn_act"] == "ReLU"  # the subclass: its layer, then its act
+    assert "bn_drop" not in types and "Concat" not in types.values()  # Identity children and cat([x]) vanish
+    assert types["attn_mha"] == "MultiheadAttention"
+
+
+def test_a_subclass_forward_that_does_more_is_traced_into():
+    class Shifted(nn.BatchNorm2d):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.1,
+                                self.eps) + 1
+
+    with pytest.raises(ModuleImportError) as info:
+        import_module(nn.Sequential(Shifted(3)), (3, 4, 4), strict=True)
+    assert "F.batch_norm" in str(info.value).splitlines()[0]  # the root cause leads
+
+
+def test_avg_pool_that_excludes_real_padding_is_refused():
+    with pytest.raises(ModuleImportError, match="count_include_pad=False and padding"):
+        import_module(nn.Sequential(nn.AvgPool2d(3, 1, 1, count_include_pad=False)), (3, 8, 8), strict=True)
+
+
+def test_data_dependent_control_flow_names_its_line():
+    class Branchy(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.sum() > 0:  # depends on the values
+                return x
+            return -x
+
+    with pytest.raises(ModuleImportError) as info:
+        import_module(Branchy(), (4,))
+    message = str(info.value)
+    assert "control flow depends on tensor values" in message
+    assert "test_graph_import.py:" in message and "`if x.sum() > 0:  # depends on the values`" in message
+
+
+def test_repeated_failures_are_grouped_under_their_root_cause():
+    class Odd(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.sin(x) + torch.cos(x)
+
+    with pytest.raises(ModuleImportError) as info:
+        import_module(nn.Sequential(*[Odd() for _ in range(6)]), (4,), strict=True)
+    assert len(info.value.unsupported) == 12  # every op is still listed for programs
+    lines = str(info.value).splitlines()
+    assert lines[0].startswith("12 op(s) have no Torch Studio layer; the root cause: torch.sin inside ")
+    assert len(lines) == 3  # one line per kind of op, with its count, class and first place
+    assert "torch.sin x6 inside " in lines[1] and "Odd" in lines[1] and "test_graph_import.py:" in lines[1]
+    assert "torch.cos x6" in lines[2]

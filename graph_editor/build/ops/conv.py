@@ -58,4 +58,5 @@ def _import_conv(m: nn.Conv1d | nn.Conv2d | nn.ConvTranspose2d, xs: list[fx.Node
               "groups": m.groups, "bias": m.bias is not None}
     if isinstance(m, nn.ConvTranspose2d):
         params["output_padding"] = list(m.output_padding)
-    return Mapped(type(m).__name__, params, xs)
+    kind = next(c.__name__ for c in type(m).__mro__ if c in (nn.Conv1d, nn.Conv2d, nn.ConvTranspose2d))
+    return Mapped(kind, params, xs)  # a library's subclass imports as the torch layer it extends
