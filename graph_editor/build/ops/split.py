@@ -106,3 +106,53 @@ def _f_chunk(input: Any, chunks: Any, dim: Any = 0) -> Mapped:
     x = tensor(input)
     dim, _ = _dim(x, dim)
     return Mapped("Chunk", {"chunks": const(chunks, "chunks"), "dim": dim}, [x])
+
+
+# ------------------------------------------------------------------ Unbind
+class Unbind(nn.Module):
+    """Takes a tensor apart along ``dim`` (of ``count`` positions); returns the slices as a tuple."""
+
+    def __init__(self, count: int, dim: int = 1) -> None:
+        super().__init__()
+        self.count = count
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.unbind(x, dim=self.dim)
+
+    def extra_repr(self) -> str:
+        return f"count={self.count}, dim={self.dim}"
+
+
+@builder("Unbind", example=Example((3, 2, 4), {"count": 2, "dim": 2}))
+def _unbind(p: Params, xs: list[Shape]) -> Call:
+    return Call(Unbind, (p["count"], p["dim"]))
+
+
+zero_flops("Unbind")
+
+
+@module_rule(Unbind)
+def _import_unbind(m: Unbind, xs: list[fx.Node]) -> Mapped:
+    return Mapped("Unbind", {"count": m.count, "dim": m.dim}, xs)
+
+
+@function_rule(torch.unbind, methods=("unbind",))
+def _f_unbind(input: Any, dim: Any = 0) -> Mapped:
+    x = tensor(input)
+    dim, n = _dim(x, dim)
+    return Mapped("Unbind", {"count": int(n), "dim": dim}, [x])
+
+
+def unbind_after_permute(x: fx.Node, dims: list[int]) -> tuple[Mapped, list[int]] | None:
+    """``x.permute(dims).unbind(0)`` where the permute moves the batch to dim 1 (timm's attention:
+    ``qkv.reshape(B, N, 3, H, d).permute(2, 0, 3, 1, 4).unbind(0)``) as an Unbind of ``x`` along
+    ``dims[0]`` and the per-sample permutation each part then needs (None when it is the identity);
+    None when the pattern does not hold."""
+    rank = len(dims)
+    if rank < 3 or dims[1] != 0 or sorted(dims) != list(range(rank)):
+        return None
+    rest = [d for d in range(rank) if d != dims[0]]  # x's dims after the slice, in order
+    order = [rest.index(d) for d in dims[1:]]  # each part's dims, the batch first
+    mapped = Mapped("Unbind", {"count": int(_traced_shape(x)[dims[0]]), "dim": dims[0]}, [x])
+    return mapped, (None if order == list(range(rank - 1)) else [d - 1 for d in order[1:]])

@@ -1,4 +1,5 @@
-"""Layers with several outputs: Split (given sizes) and Chunk (n equal parts) along a dimension.
+"""Layers with several outputs: Split (given sizes), Chunk (n equal parts) and Unbind (every position)
+along a dimension.
 
 Their outputs are ports ``out``, ``out1``, ``out2``... as many as the parameters say; an output
 nobody reads is allowed (``q, k, _ = x.split(...)``).
@@ -64,3 +65,17 @@ def chunk(p, xs):
                          f"{len(sizes)} ({', '.join(map(str, sizes))}); use a Split to choose the sizes",
                          field="chunks")
     return _parts(x, d, sizes)
+
+
+@layer("Unbind", CAT, "Takes a tensor apart along a dimension (torch.unbind): one output per position, that "
+       "dimension removed.", [
+           ParamSpec("count", "int", 3, "How many outputs: the size of the dimension.", minimum=1,
+                     maximum=MAX_OUTPUTS),
+           ParamSpec("dim", "int", 1, "Dimension to take apart (batch is 0)."),
+       ], prefix="unbind", key_params=("count", "dim"), output_count=lambda p: p["count"])
+def unbind(p, xs):
+    (x,) = xs
+    d = _along(x, p["dim"])
+    if x[d] != p["count"]:
+        raise ShapeError(f"dim {d} of {fmt_shape(x)} has {x[d]} positions, not {p['count']}", field="count")
+    return [(*x[:d], *x[d + 1:])] * p["count"]
