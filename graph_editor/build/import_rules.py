@@ -57,6 +57,46 @@ def module_rule(*classes: type[nn.Module]) -> Callable[[ModuleRule], ModuleRule]
     return deco
 
 
+GraphFold = Callable[[fx.GraphModule], None]
+FOLDS: Registry[str, GraphFold] = Registry("an import fold")
+
+
+def graph_fold(name: str) -> Callable[[GraphFold], GraphFold]:
+    """Decorator: ``fn(gm)`` rewrites the traced graph before it is converted, turning a parameter read
+    in forward and the op that uses it (``x * self.gamma``, ``F.prelu(x, self.weight)``) into a call
+    of one module, so it imports as one layer holding that parameter."""
+    def deco(fn: GraphFold) -> GraphFold:
+        return FOLDS.add(name, fn)
+    return deco
+
+
+def free_module_path(gm: fx.GraphModule, path: str) -> str:
+    """``path`` (or ``path_2``...) unused in ``gm``, for a module a fold adds: inside a container that
+    tracing made (plain ``nn.Module``), never inside one of the user's own modules, which
+    ``add_submodule`` would change; at the top level where the container is the user's."""
+    parent, _, name = path.rpartition(".")
+    try:
+        owner = gm.get_submodule(parent) if parent else gm
+    except AttributeError:
+        owner = None
+    if owner is None or (owner is not gm and type(owner) is not nn.Module):
+        parent, name, owner = "", path.replace(".", "_"), gm
+    base, i = name, 2
+    while hasattr(owner, name):
+        name, i = f"{base}_{i}", i + 1
+    return f"{parent}.{name}" if parent else name
+
+
+def parameter_read(gm: fx.GraphModule, node: Any) -> Any:
+    """The parameter ``node`` reads (a ``get_attr`` read nowhere else), or None."""
+    if not isinstance(node, fx.Node) or node.op != "get_attr" or len(node.users) != 1:
+        return None
+    try:
+        return gm.get_parameter(str(node.target))
+    except AttributeError:
+        return None
+
+
 def library_rule(*names: str) -> Callable[[ModuleRule], ModuleRule]:
     """Decorator: a module rule for another library's classes, named ``package.module.Class`` as
     ``cls.__module__`` and ``cls.__qualname__`` spell them (torchvision's StochasticDepth, timm's DropPath)."""

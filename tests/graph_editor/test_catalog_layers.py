@@ -455,3 +455,35 @@ def test_one_factor_for_everything_stays_a_parameter_times_x():
     x = torch.randn(3, 6)
     with torch.no_grad():
         assert (again(x) - module(x)).abs().max() < 1e-6
+
+
+class FunctionalPReLU(nn.Module):
+    """PReLU written as the function on the module's own slopes: one per channel, and one shared."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.slopes = nn.Parameter(torch.rand(4))
+        self.act = nn.Module()
+        self.act.weight = nn.Parameter(torch.tensor([0.2]))
+        self.mix = nn.Conv2d(4, 4, 1)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.prelu(self.conv(x), self.slopes)
+        y = torch.prelu(self.mix(y), weight=self.act.weight)
+        return self.head(y.amax((2, 3)))
+
+
+def test_prelu_as_a_function_on_a_parameter_imports_as_prelu_nodes():
+    torch.manual_seed(0)
+    module = FunctionalPReLU().eval()
+    result = import_module(module, (3, 5, 5))
+    prelus = {n.id: n.params["num_parameters"] for n in result.graph if n.type == "PReLU"}
+    assert prelus == {"slopes_prelu": 4, "act_weight_prelu": 1}
+    assert "Parameter" not in {n.type for n in result.graph}
+    again = build_module(result.graph).eval()
+    again.load_state_dict(result.state_dict)
+    x = torch.randn(3, 3, 5, 5)
+    with torch.no_grad():
+        assert (again(x) - module(x)).abs().max() < 1e-6

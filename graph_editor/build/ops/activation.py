@@ -15,8 +15,11 @@ from ..import_rules import (
     Unmappable,
     attributes,
     const,
+    free_module_path,
     function_rule,
+    graph_fold,
     module_rule,
+    parameter_read,
     plain,
     tensor,
     unary,
@@ -116,6 +119,35 @@ zero_flops("PReLU")
 def _import_prelu(m: nn.PReLU, xs: list[fx.Node]) -> Mapped:
     # init only seeds the slopes; the imported ones come with the weights
     return Mapped("PReLU", {"num_parameters": m.num_parameters, "init": float(m.init)}, xs)
+
+
+@graph_fold("prelu")
+def _fold_prelu(gm: fx.GraphModule) -> None:
+    """``F.prelu(x, self.weight)`` becomes a call of an ``nn.PReLU`` holding that weight (one slope, or
+    one per channel), so it imports as a PReLU node."""
+    changed = False
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target not in (F.prelu, torch.prelu):
+            continue
+        x = n.args[0] if n.args else n.kwargs.get("input")
+        slopes = n.args[1] if len(n.args) > 1 else n.kwargs.get("weight")
+        weight = parameter_read(gm, slopes)
+        if weight is None or weight.dim() != 1 or not isinstance(x, fx.Node):
+            continue
+        module = Call(nn.PReLU, (weight.numel(),)).make()
+        with torch.no_grad():
+            module.weight.copy_(weight)
+        path = free_module_path(gm, f"{slopes.target}_prelu")  # named after its slopes, as layer scale is
+        gm.add_submodule(path, module)
+        with gm.graph.inserting_before(n):
+            call = gm.graph.call_module(path, (x,))
+        call.meta = dict(n.meta)
+        n.replace_all_uses_with(call)
+        gm.graph.erase_node(n)
+        gm.graph.erase_node(slopes)
+        changed = True
+    if changed:
+        gm.recompile()
 
 
 # ------------------------------------------------------------------ Softmax, LogSoftmax

@@ -15,9 +15,12 @@ from ..import_rules import (
     Unmappable,
     attributes,
     const,
+    free_module_path,
     function_rule,
+    graph_fold,
     library_rule,
     module_rule,
+    parameter_read,
     plain,
     tensor,
 )
@@ -179,6 +182,7 @@ def _scale_of(gamma: torch.Tensor, xs: list[fx.Node]) -> Mapped:
 _MULTIPLY = (operator.mul, operator.imul, torch.mul)
 
 
+@graph_fold("layer scale")
 def fold_layer_scale(gm: fx.GraphModule) -> None:
     """Layer scale written in a forward, ``x * self.gamma`` or ``x.mul(self.gamma.reshape(1, -1, 1, 1))``
     (timm's ConvNeXt), becomes a call of a :class:`Scale` module holding gamma, so it imports as one
@@ -196,7 +200,7 @@ def fold_layer_scale(gm: fx.GraphModule) -> None:
         else:
             continue
         target, gamma, chain = found
-        path = _free_path(gm, f"{target}_scale")
+        path = free_module_path(gm, f"{target}_scale")
         module = Call(Scale, (list(gamma.shape), _scale_of(gamma, []).params["init_value"])).make()
         with torch.no_grad():
             module.gamma.copy_(gamma)
@@ -222,11 +226,8 @@ def _channel_factor(gm: fx.GraphModule, node: Any) -> tuple[str, torch.Tensor, l
         node, dims = node.args[0], node.args[1:]
     else:
         dims = None
-    if not isinstance(node, fx.Node) or node.op != "get_attr" or len(node.users) != 1:
-        return None
-    try:
-        value = gm.get_parameter(str(node.target))
-    except AttributeError:
+    value = parameter_read(gm, node)
+    if value is None:
         return None
     shape = list(value.shape)
     if dims is not None:
@@ -240,22 +241,6 @@ def _channel_factor(gm: fx.GraphModule, node: Any) -> tuple[str, torch.Tensor, l
     if not shape or shape[0] == 1 or any(d != 1 for d in shape[1:]):
         return None  # one factor for all (ReZero's alpha) stays a Parameter times x: it broadcasts anywhere
     return str(node.target), value.detach().reshape(shape), [*chain, node]
-
-
-def _free_path(gm: fx.GraphModule, path: str) -> str:
-    """``path`` (or ``path_2``...) free in ``gm``, inside a container that tracing made, never inside one
-    of the user's own modules (which ``add_submodule`` would change)."""
-    parent, _, name = path.rpartition(".")
-    try:
-        owner = gm.get_submodule(parent) if parent else gm
-    except AttributeError:
-        owner = None
-    if owner is not gm and type(owner) is not nn.Module:  # the user's module: stay at the top level
-        parent, name = "", path.replace(".", "_")
-    base, i = name, 2
-    while hasattr(gm.get_submodule(parent) if parent else gm, name):
-        name, i = f"{base}_{i}", i + 1
-    return f"{parent}.{name}" if parent else name
 
 
 # ------------------------------------------------------------------ Embedding
