@@ -42,6 +42,7 @@ from .import_rules import (
 from .opaque import widen
 from .ops.module_ref import module_node
 from .ops.param import import_parameter
+from .ops.split import unbind_after_permute
 
 _BATCH = 2  # example batch for shape propagation; 2 so that BatchNorm in training mode accepts it
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -357,6 +358,8 @@ class _Converter:
         self.opaque = opaque  # a module without a rule becomes a Module node
         self.ids: dict[fx.Node, str] = {}  # fx node -> the graph node holding its value
         self.ports: dict[fx.Node, str] = {}  # fx node -> the output port of ids[n] it is, where not "out"
+        self.deferred: dict[fx.Node, tuple[Mapped, list[int] | None]] = {}  # permutes an unbind takes over
+        self.part_permute: dict[fx.Node, list[int] | None] = {}  # unbind -> what each part is then permuted by
         self.parameters: dict[str, str] = {}  # parameter path -> its Parameter node
         self.failed: set[fx.Node] = set()
         self.problems: list[Unsupported] = []
@@ -446,6 +449,9 @@ class _Converter:
         self.state[f"{node_id}.value"] = data
 
     def _function(self, n: fx.Node) -> Mapped:
+        if n.target in ("unbind", torch.unbind) and n.args and n.args[0] in self.deferred:
+            mapped, self.part_permute[n] = self.deferred[n.args[0]]
+            return mapped
         if n.op == "call_method" and n.target in ("view", "reshape") or n.target is torch.reshape:
             return self._reshape(n)
         if n.target in ("permute", "transpose") or n.target in (torch.permute, torch.transpose):
@@ -477,6 +483,8 @@ class _Converter:
             self.ids[n] = self._id_of(src)
             return True
         if n.target is operator.getitem and isinstance(src, fx.Node) and isinstance(n.args[1], int):
+            if src in self.failed:
+                raise _Skip()  # reported where it failed
             holder = self.graph.nodes.get(self.ids.get(src, ""))
             spec = holder.spec if holder is not None else None
             if spec is not None and spec.multi_output:  # parts[i] of a Split: its output port i
@@ -484,8 +492,31 @@ class _Converter:
                 if not -len(names) <= n.args[1] < len(names):
                     raise Unmappable(f"reads part {n.args[1]} of {len(names)}")
                 self.ids[n], self.ports[n] = holder.id, names[n.args[1]]
+                if (dims := self.part_permute.get(src)) is not None:  # each part of a fused unbind
+                    part = _safe_id(f"{holder.id}_{n.args[1]}", self.graph)
+                    self._add(n, Mapped("Permute", {"dims": dims}, [n]), part)
+                    del self.ports[n]  # n is now the Permute's output
                 return True
-        return False
+        return n.target in ("permute", torch.permute) and self._unbind_follows(n)
+
+    def _unbind_follows(self, n: fx.Node) -> bool:
+        """A permute that moves the batch, read only by ``.unbind(0)`` (timm's attention): left to the
+        unbind, which becomes an Unbind of the permute's input (see ops.split.unbind_after_permute)."""
+        x, *rest = n.args
+        dims = list(rest[0]) if len(rest) == 1 and isinstance(rest[0], list | tuple) else list(rest)
+        dims = dims or list(n.kwargs.get("dims", ()))
+        unbinds = [u for u in n.users if u.target in ("unbind", torch.unbind)]
+        if not isinstance(x, fx.Node) or not dims or len(unbinds) != len(n.users) or any(
+                (u.args[1] if len(u.args) > 1 else u.kwargs.get("dim", 0)) != 0 for u in unbinds):
+            return False
+        try:
+            fused = unbind_after_permute(x, [int(d) % len(dims) for d in dims])
+        except Unmappable:
+            return False
+        if fused is None:
+            return False
+        self.deferred[n] = fused
+        return True
 
     def _helper(self, n: fx.Node) -> bool:
         """Size arithmetic (``x.size(0)``, ``x.shape[1] * 2``): no tensor, so no node. A reshape may
