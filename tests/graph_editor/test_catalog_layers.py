@@ -95,6 +95,7 @@ REFUSALS = [
     ("Transpose", {"dim0": 1, "dim1": 5}, (3, 4), "dim1", "out of range"),
     ("Expand", {"shape": [-1, 6]}, (3, 4), "shape", "from 4 to 6"),
     ("Expand", {"shape": [2, 3, 4]}, (3, 4), "shape", "before the batch"),
+    ("Expand", {"shape": [0, 4]}, (1, 4), "shape", "holds a 0"),
 ]
 
 

@@ -111,11 +111,13 @@ def expand(p, xs):
     if len(shape) != len(x) - 1:
         raise ShapeError(f"shape {shape} needs one size per dimension of {fmt_shape(x)} ({len(x) - 1}); new "
                          "dimensions would come before the batch", field="shape")
+    if 0 in shape:
+        raise ShapeError(f"shape {shape} holds a 0: sizes are positive, or -1 to keep the input's", field="shape")
     out = [x[0]]
     for i, (want, have) in enumerate(zip(shape, x[1:], strict=True)):
         if want == -1 or want == have:
             out.append(have)
-        elif have == 1 and want > 0:
+        elif have == 1:
             out.append(want)
         else:
             raise ShapeError(f"cannot expand dim {i + 1} of {fmt_shape(x)} from {have} to {want}: only a size of "
