@@ -307,8 +307,8 @@ class GraphScene(QGraphicsScene):
         for gid, box in self.boxes.items():
             members = self.graph.groups[gid].nodes
             outs = list(box.out_ports)
-            shapes = list(dict.fromkeys(fmt_shape(s) for n, _ in outs if (s := inference.shapes.get(n))))
-            ins = list(dict.fromkeys(fmt_shape(s) for n, _ in box.sources if (s := inference.shapes.get(n))))
+            shapes = list(dict.fromkeys(fmt_shape(s) for n, p in outs if (s := inference.shape_at(n, p))))
+            ins = list(dict.fromkeys(fmt_shape(s) for n, p in box.sources if (s := inference.shape_at(n, p))))
             problems = [p for n in members for p in by_node.get(n, [])]
             box.set_state(", ".join(shapes), any(p.severity == "error" for p in problems),
                           [str(p) for p in problems], ", ".join(ins))
