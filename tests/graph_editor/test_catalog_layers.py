@@ -26,7 +26,7 @@ from graph_editor.build.ops.reshape import Expand, Slice, Transpose, Unsqueeze
 from graph_editor.model import Graph, InputSpec, validate
 
 NEW_TYPES = {"Mean", "Sum", "Amax", "LayerNorm2d", "Scale", "DropPath", "Mish", "ELU", "Softplus", "PReLU",
-             "Slice", "Unsqueeze", "Transpose", "Expand"}
+             "Slice", "Unsqueeze", "Squeeze", "Transpose", "Expand"}
 
 
 def one_layer(type_: str, params: dict, shape: tuple[int, ...]) -> Graph:
@@ -54,6 +54,8 @@ SHAPE_CASES = [
     ("Unsqueeze", {"dim": 1}, (3, 4)),
     ("Unsqueeze", {"dim": -1}, (3, 4)),
     ("Unsqueeze", {"dim": 2}, (5,)),
+    ("Squeeze", {"dim": 1}, (1, 4)),
+    ("Squeeze", {"dim": -1}, (3, 1)),
     ("Transpose", {"dim0": 1, "dim1": 2}, (3, 4)),
     ("Transpose", {"dim0": -1, "dim1": -3}, (2, 3, 4)),
     ("Expand", {"shape": [4, -1]}, (1, 5)),
@@ -91,6 +93,8 @@ REFUSALS = [
     ("Slice", {"dim": 1, "start": 3, "end": 2}, (3, 4), "start", "keeps nothing"),
     ("Unsqueeze", {"dim": 0}, (3,), "dim", "batch dimension"),
     ("Unsqueeze", {"dim": -3}, (3,), "dim", "batch dimension"),
+    ("Squeeze", {"dim": 1}, (3, 4), "dim", "its size is 3, not 1"),
+    ("Squeeze", {"dim": -3}, (1, 1), "dim", "batch dimension"),
     ("Transpose", {"dim0": 0, "dim1": 1}, (3, 4), "dim0", "batch dimension"),
     ("Transpose", {"dim0": 1, "dim1": 5}, (3, 4), "dim1", "out of range"),
     ("Expand", {"shape": [-1, 6]}, (3, 4), "shape", "from 4 to 6"),
@@ -189,6 +193,7 @@ class Shapes(nn.Module):
         b = x.narrow(-1, 0, 2).swapaxes(1, 2)  # 2 x 6
         c = torch.unsqueeze(b, 1).expand(-1, 4, -1, -1)  # 4 x 2 x 6
         d = c.expand(x.size(0), 4, 2, 6).unsqueeze(-1).swapdims(2, 3)  # 4 x 6 x 2 x 1
+        d = torch.squeeze(d.unsqueeze(2), 2).squeeze(-1).unsqueeze(-1)  # the same, through Squeeze
         e = self.wide(self.lift(self.swap(self.cut(x))))  # 3 x 2 x 6
         return torch.cat([a.flatten(1), d.flatten(1), e.flatten(1)], 1)
 
@@ -198,7 +203,7 @@ IMPORT_CASES = [
     (TokenMean, (5, 6), {"Mean"}),
     (Activations, (6,), {"Mish", "ELU", "Softplus", "PReLU"}),
     (ConvNeXtBlock, (4, 5, 5), {"LayerNorm2d", "Scale", "DropPath"}),
-    (Shapes, (6, 5), {"Slice", "Transpose", "Unsqueeze", "Expand"}),
+    (Shapes, (6, 5), {"Slice", "Transpose", "Unsqueeze", "Squeeze", "Expand"}),
 ]
 
 
@@ -273,6 +278,7 @@ def all_new_types() -> Graph:
             ("PReLU", "prelu", {"num_parameters": 6}), ("Mish", "mish"), ("ELU", "elu", {"alpha": 0.5}),
             ("Softplus", "softplus", {"beta": 2.0}), ("Slice", "slice", {"dim": 1, "start": 1, "end": 5}),
             ("Transpose", "swap", {"dim0": 2, "dim1": 3}), ("Unsqueeze", "lift", {"dim": 2}),
+            ("Unsqueeze", "lift2", {"dim": -1}), ("Squeeze", "drop_last", {"dim": -1}),
             ("Expand", "wide", {"shape": [4, 3, 8, 8]}), ("Amax", "amax", {"dims": [2]}),
             ("Mean", "mean", {"dims": [-1], "keepdim": True}), ("Sum", "sum", {"dims": [-1]}),
             ("Flatten", "flat"), ("Linear", "head", {"out_features": 4}), ("Output", "output"))

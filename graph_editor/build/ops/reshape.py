@@ -1,4 +1,5 @@
-"""Layers that only rearrange: Flatten, Reshape, Permute, Transpose, Unsqueeze, Expand, Slice, SelectToken.
+"""Layers that only rearrange: Flatten, Reshape, Permute, Transpose, Unsqueeze, Squeeze, Expand, Slice,
+SelectToken.
 
 ``x.view(...)``, ``x.permute(...)``, ``x.transpose(...)`` and ``x[:, i]`` in traced code need the
 traced shapes, so the importer maps those calls itself; the rules here cover the modules.
@@ -88,6 +89,20 @@ class Unsqueeze(nn.Module):
         return f"dim={self.dim}"
 
 
+class Squeeze(nn.Module):
+    """Remove dimension ``dim`` of size 1 (batch is 0)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.squeeze(self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
 class Expand(nn.Module):
     """Repeat size-1 dimensions of each sample to ``shape`` without copying (-1 keeps a size)."""
 
@@ -116,7 +131,7 @@ class Slice(nn.Module):
         return f"dim={self.dim}, start={self.start}, end={self.end}, step={self.step}"
 
 
-zero_flops("Flatten", "Reshape", "Permute", "SelectToken", "Transpose", "Unsqueeze", "Expand", "Slice")
+zero_flops("Flatten", "Reshape", "Permute", "SelectToken", "Transpose", "Unsqueeze", "Squeeze", "Expand", "Slice")
 
 
 # ------------------------------------------------------------------ Flatten
@@ -192,6 +207,23 @@ module_rule(Unsqueeze)(attributes("Unsqueeze", "dim"))
 @function_rule(torch.unsqueeze, methods=("unsqueeze",))
 def _f_unsqueeze(input: Any, dim: int) -> Mapped:
     return Mapped("Unsqueeze", {"dim": const(dim, "dim")}, [tensor(input)])
+
+
+# ------------------------------------------------------------------ Squeeze
+@builder("Squeeze", example=Example((3, 1, 4), {"dim": 2}))
+def _squeeze(p: Params, xs: list[Shape]) -> Call:
+    return Call(Squeeze, (p["dim"],))
+
+
+module_rule(Squeeze)(attributes("Squeeze", "dim"))
+
+
+@function_rule(torch.squeeze, methods=("squeeze",))
+def _f_squeeze(input: Any, dim: Any = None) -> Mapped:
+    dim = const(dim, "dim")
+    if not isinstance(dim, int):  # every size-1 dim (the batch of 1 too), or several at once
+        raise Unmappable(f"squeeze with dim={dim!r}; only squeezing one given dim maps")
+    return Mapped("Squeeze", {"dim": dim}, [tensor(input)])
 
 
 # ------------------------------------------------------------------ Expand

@@ -1,4 +1,5 @@
-"""Layers that only rearrange: Flatten, Reshape, Permute, Transpose, Unsqueeze, Expand, Slice, SelectToken.
+"""Layers that only rearrange: Flatten, Reshape, Permute, Transpose, Unsqueeze, Squeeze, Expand, Slice,
+SelectToken.
 
 None of them may touch the batch dimension (dim 0): a graph's batch flows through unchanged.
 """
@@ -100,6 +101,18 @@ def unsqueeze(p, xs):
     (x,) = xs
     d = _sample_dim(p["dim"], x, "dim", rank=len(x) + 1)
     return (*x[:d], 1, *x[d:])
+
+
+@layer("Squeeze", CAT, "Removes a per-sample dimension of size 1 (batch is 0 and stays).", [
+    ParamSpec("dim", "int", -1, "Dimension to remove (batch is 0); it must have size 1."),
+], prefix="squeeze", key_params=("dim",))
+def squeeze(p, xs):
+    (x,) = xs
+    d = _sample_dim(p["dim"], x, "dim")
+    if x[d] != 1:
+        raise ShapeError(f"cannot remove dim {d} of {fmt_shape(x, batch=True)}: its size is {x[d]}, not 1",
+                         field="dim")
+    return (*x[:d], *x[d + 1:])
 
 
 @layer("Expand", CAT, "Repeats size-1 dimensions of each sample without copying (-1 keeps a size).", [
