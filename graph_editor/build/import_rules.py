@@ -10,6 +10,7 @@ in :mod:`graph_editor.build.ops`; a second rule for the same class or function i
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,7 @@ METHOD_RULES: Registry[str, FunctionRule] = Registry("an import rule for the ten
 # Module rules for other libraries' classes, keyed by the class's dotted name (``timm.layers.drop.DropPath``):
 # registering them imports nothing (timm and torchvision take seconds to import); a class matches by name.
 LIBRARY_RULES: Registry[str, ModuleRule] = Registry("an import rule for the library class")
+LIBRARY_FUNCTIONS: Registry[str, FunctionRule] = Registry("an import rule for the library function")
 
 
 def module_rule(*classes: type[nn.Module]) -> Callable[[ModuleRule], ModuleRule]:
@@ -103,6 +105,30 @@ def library_rule(*names: str) -> Callable[[ModuleRule], ModuleRule]:
     def deco(fn: ModuleRule) -> ModuleRule:
         return LIBRARY_RULES.add_all(names, fn)
     return deco
+
+
+def library_function_rule(*names: str) -> Callable[[FunctionRule], FunctionRule]:
+    """Decorator: a function rule for another library's functions, named ``package.module.function``
+    (torchvision's ``stochastic_depth``, timm's ``drop_path``); see :func:`library_functions`."""
+    def deco(fn: FunctionRule) -> FunctionRule:
+        return LIBRARY_FUNCTIONS.add_all(names, fn)
+    return deco
+
+
+def library_functions() -> tuple[Callable[..., Any], ...]:
+    """The registered library functions whose library is loaded (a model that calls one has loaded it),
+    each now with its rule in FUNCTION_RULES: the tracer keeps their calls whole (fx's autowrap), where
+    it would otherwise trace into them (and, in eval, see nothing of a stochastic depth)."""
+    found = []
+    for name, rule in LIBRARY_FUNCTIONS.items():
+        module, _, attr = name.rpartition(".")
+        fn = getattr(sys.modules.get(module), attr, None)
+        if not callable(fn):
+            continue
+        if fn not in FUNCTION_RULES:
+            FUNCTION_RULES.add(fn, rule)
+        found.append(fn)
+    return tuple(found)
 
 
 def _own_rule(cls: type) -> tuple[Any, bool] | None:

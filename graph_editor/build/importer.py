@@ -36,6 +36,7 @@ from .import_rules import (
     Step,
     Unmappable,
     leaf_classes,
+    library_functions,
     module_steps,
     permute_dims,
 )
@@ -122,7 +123,7 @@ class _Tracer(fx.Tracer):
     torch layer, timm's BatchNormAct2d), so it imports whole; ``steps`` keeps what each becomes."""
 
     def __init__(self, leaves: frozenset[str] = frozenset()) -> None:
-        super().__init__()
+        super().__init__(autowrap_functions=library_functions())  # stochastic_depth, drop_path: kept whole
         self.record_stack_traces = False  # fx's full stack per node costs seconds on a big model: see create_node
         self.leaves = leaves  # module paths kept whole as Module nodes (see .opaque)
         self.steps: dict[str, list[Step]] = {}

@@ -494,3 +494,20 @@ def test_prelu_as_a_function_on_a_parameter_imports_as_prelu_nodes():
     x = torch.randn(3, 3, 5, 5)
     with torch.no_grad():
         assert (again(x) - module(x)).abs().max() < 1e-6
+
+
+def test_stochastic_depth_called_as_a_function_imports_as_drop_path():
+    pytest.importorskip("torchvision.ops")
+    pytest.importorskip("timm.layers")
+    from tests.graph_editor.catalog_library_models import FunctionalDropPath
+
+    torch.manual_seed(0)
+    module = FunctionalDropPath().eval()  # in eval both are the identity: traced into, they would leave no node
+    result = import_module(module, (6,))
+    drops = sorted((n.params["p"], n.params["mode"]) for n in result.graph if n.type == "DropPath")
+    assert drops == [(0.1, "row"), (0.2, "batch")]
+    again = build_module(result.graph).eval()
+    again.load_state_dict(result.state_dict)
+    x = torch.randn(3, 6)
+    with torch.no_grad():
+        assert (again(x) - module(x)).abs().max() < 1e-6

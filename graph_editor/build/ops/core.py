@@ -18,6 +18,7 @@ from ..import_rules import (
     free_module_path,
     function_rule,
     graph_fold,
+    library_function_rule,
     library_rule,
     module_rule,
     parameter_read,
@@ -141,6 +142,19 @@ def _drop_path(p: Params, xs: list[Shape]) -> Call:
 zero_flops("DropPath")
 module_rule(DropPath)(attributes("DropPath", "p", "mode"))
 library_rule("torchvision.ops.stochastic_depth.StochasticDepth")(attributes("DropPath", "p", "mode"))
+
+
+@library_function_rule("torchvision.ops.stochastic_depth.stochastic_depth")
+def _f_stochastic_depth(input: Any, p: float, mode: str, training: bool = True) -> Mapped:
+    # training is the caller's mode at trace time; the DropPath node follows its graph's mode instead
+    return Mapped("DropPath", {"p": float(const(p, "p")), "mode": const(mode, "mode")}, [tensor(input)])
+
+
+@library_function_rule("timm.layers.drop.drop_path")
+def _f_drop_path(x: Any, drop_prob: float = 0.0, training: bool = False, scale_by_keep: bool = True) -> Mapped:
+    if not scale_by_keep:
+        raise Unmappable("timm drop_path with scale_by_keep=False (what is kept is not scaled by 1 / (1 - p))")
+    return Mapped("DropPath", {"p": float(const(drop_prob, "drop_prob")), "mode": "row"}, [tensor(x)])
 
 
 @library_rule("timm.layers.drop.DropPath")
