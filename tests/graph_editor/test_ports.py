@@ -218,3 +218,16 @@ def test_model_py_and_onnx_of_a_graph_with_ports(tmp_path):
     onnx = export(source, "onnx", tmp_path / "split.onnx", ExportOptions(timing_runs=1))
     assert onnx.ok, onnx.to_text()
     assert onnx.metrics["max_abs_diff"] < 1e-5
+
+
+def test_a_chunk_torch_cuts_into_fewer_parts_imports_as_the_split_it_is():
+    class Uneven(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            a, b, c = x.chunk(4, dim=1)  # 5 values: parts of 2, 2, 1
+            return torch.cat([c, a, b], dim=1)
+
+    result = import_module(Uneven(), (5,))
+    assert [(n.type, n.params) for n in result.graph if n.type in ("Split", "Chunk")] == [
+        ("Split", {"sizes": [2, 2, 1], "dim": 1})]
+    x = torch.randn(3, 5)
+    assert torch.equal(build_module(result.graph)(x), Uneven()(x))

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 
+from ...model.layers.split import chunk_sizes
 from ..analysis import zero_flops
 from ..import_rules import Mapped, Unmappable, const, function_rule, module_rule, tensor
 from ..modules import Call, Example, Params, Shape, builder
@@ -104,8 +105,12 @@ def _f_split(tensor_: Any, split_size_or_sections: Any = None, dim: Any = 0, *, 
 @function_rule(torch.chunk, methods=("chunk",))
 def _f_chunk(input: Any, chunks: Any, dim: Any = 0) -> Mapped:
     x = tensor(input)
-    dim, _ = _dim(x, dim)
-    return Mapped("Chunk", {"chunks": const(chunks, "chunks"), "dim": dim}, [x])
+    dim, n = _dim(x, dim)
+    chunks = const(chunks, "chunks")
+    sizes = chunk_sizes(n, chunks)
+    if len(sizes) != chunks:  # torch.chunk(x, 4) of 5 makes 3 parts: the Split of those sizes
+        return Mapped("Split", {"sizes": sizes, "dim": dim}, [x])
+    return Mapped("Chunk", {"chunks": chunks, "dim": dim}, [x])
 
 
 # ------------------------------------------------------------------ Unbind
