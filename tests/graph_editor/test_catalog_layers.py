@@ -368,13 +368,14 @@ def library_block() -> nn.Module:
             self.sd = stochastic_depth(0.2, "row")
             self.drop = timm_layers.DropPath(0.1)
             self.ls = timm_layers.LayerScale(4, init_values=0.3)
+            self.ls2d = timm_layers.LayerScale2d(4, init_values=0.3)  # x * gamma.view(1, -1, 1, 1)
             self.head = nn.Linear(4, 3)
             with torch.no_grad():
                 self.ln_tv.weight.uniform_(0.5, 1.5)
                 self.ls.gamma.uniform_(0.1, 0.9)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            y = self.ln_tv(self.ln_timm(self.conv(x)))
+            y = self.ls2d(self.ln_tv(self.ln_timm(self.conv(x))))
             y = y + self.sd(y)
             tokens = y.flatten(2).transpose(1, 2)  # N x L x C, as a ViT holds them
             tokens = tokens + self.drop(self.ls(tokens))
@@ -393,6 +394,7 @@ def test_torchvision_and_timm_classes_of_the_new_types_import_whole():
     assert nodes["sd"] == ("DropPath", {"p": 0.2, "mode": "row"}) and nodes["drop"] == ("DropPath", {"p": 0.1,
                                                                                                     "mode": "row"})
     assert nodes["ls"] == ("Scale", {"num_features": 4, "dim": -1, "init_value": 1e-5})  # trained: not all equal
+    assert nodes["ls2d_gamma_scale"] == ("Scale", {"num_features": 4, "dim": -3, "init_value": 0.3})  # traced into
     again = build_module(result.graph).eval()
     again.load_state_dict(result.state_dict)
     x = torch.randn(3, 3, 5, 5)

@@ -188,7 +188,8 @@ def _scale_of(gamma: torch.Tensor, xs: list[fx.Node]) -> Mapped:
                          "[C, 1, ..., 1]")
     first = gamma.detach().flatten()[0]
     # a factor still at its initial value (all equal) keeps it; trained factors come with the weights
-    init = float(first) if gamma.device.type != "meta" and bool((gamma == first).all()) else 1e-5
+    init = float(f"{float(first):.7g}") if gamma.device.type != "meta" and bool((gamma == first).all()) else 1e-5
+    # (float32's digits only: 0.3 stored in float32 reads 0.30000001192092896 as a Python float)
     return Mapped("Scale", {"num_features": int(gamma.shape[0]), "dim": -gamma.dim(), "init_value": float(init)},
                   xs)
 
