@@ -57,9 +57,16 @@ def node_height(rows: int) -> float:
     return TITLE_H + ROW_H * (1 + rows) + SHAPE_H + 4
 
 
+def outputs_height(outputs: int) -> float:
+    """The height a node needs for ``outputs`` output ports, one per row (a Split's parts)."""
+    return PORT_Y + (outputs - 0.5) * ROW_H + SHAPE_H
+
+
 def node_size(node: Node) -> tuple[float, float]:
     """(width, height) of ``node`` as the canvas draws it."""
-    return NODE_W, node_height(len(param_rows(node)))
+    spec = node.spec
+    outputs = len(spec.outputs_for(node.params)) if spec is not None else 1
+    return NODE_W, max(node_height(len(param_rows(node))), outputs_height(outputs))
 
 
 def box_height(ports: int) -> float:

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from ..model import Node
 from ..model.catalog import output_index
-from ..model.geometry import NODE_W, PORT_Y, ROW_H, SHAPE_H, TITLE_H, node_height, param_rows
+from ..model.geometry import NODE_W, PORT_Y, ROW_H, SHAPE_H, TITLE_H, node_height, outputs_height, param_rows
 
 if TYPE_CHECKING:
     from .scene import GraphScene
@@ -162,7 +162,7 @@ class NodeItem(QGraphicsItem):
         self.source = spec is not None and not spec.inputs and node.type != "Input"  # a learned tensor
         self._sync_out_ports(node)
         self.many_outputs = len(self.out_ports) > 1
-        height = max(node_height(len(self.rows)), PORT_Y + (len(self.out_ports) - 0.5) * ROW_H + SHAPE_H)
+        height = max(node_height(len(self.rows)), outputs_height(len(self.out_ports)))
         if height != self.height:
             self.prepareGeometryChange()
             self.height = height

@@ -8,6 +8,7 @@ from PySide6.QtGui import QUndoStack
 from PySide6.QtTest import QTest
 
 from graph_editor.model import Edge
+from graph_editor.model.geometry import node_size
 from graph_editor.model.layout import layered_layout
 from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.controller import EditorController
@@ -84,6 +85,15 @@ def test_ports_follow_the_parameters_and_a_read_port_stays_as_an_error(split_can
     assert editor.graph.nodes["parts"].params["sizes"] == [1, 2]
     assert list(item.out_ports) == ["out", "out1"] and not item.out_ports["out1"].dangling
     assert view.graph_scene.nodes["flat1"].severity is None
+
+
+def test_many_outputs_make_a_taller_node_and_layouts_know_it(split_canvas):
+    editor, view, live = split_canvas
+    item, g = view.graph_scene.nodes["parts"], editor.graph
+    editor.set_param("parts", "sizes", [1] * 8)  # eight ports (flat1 still reads out1)
+    assert len(item.out_ports) == 8 and item.height == node_size(g.nodes["parts"])[1]
+    assert item.height > node_size(g.nodes["flat0"])[1]
+    assert all(item.shape().contains(p.pos() - QPointF(2, 0)) for p in item.out_ports.values())
 
 
 def test_copy_paste_by_keys_keeps_the_ports(split_canvas):
