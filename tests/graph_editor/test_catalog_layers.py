@@ -513,3 +513,30 @@ def test_stochastic_depth_called_as_a_function_imports_as_drop_path():
     x = torch.randn(3, 6)
     with torch.no_grad():
         assert (again(x) - module(x)).abs().max() < 1e-6
+
+
+class GlobalMaxPool(nn.Module):
+    """Global max pooling as timm's 'max' / 'avgmax' pools write it: the module and the function."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.pool = nn.AdaptiveMaxPool2d(1)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        a = self.pool(y)
+        b = F.adaptive_max_pool2d(y, (1, 1))
+        return self.head(torch.cat([a, b], 1).flatten(1))
+
+
+def test_global_max_pooling_imports_as_amax():
+    module = GlobalMaxPool().eval()
+    result = import_module(module, (3, 5, 5))
+    assert [n.params for n in result.graph if n.type == "Amax"] == [{"dims": [2, 3], "keepdim": True}] * 2
+    again = build_module(result.graph).eval()
+    again.load_state_dict(result.state_dict)
+    x = torch.randn(3, 3, 5, 5)
+    with torch.no_grad():
+        assert (again(x) - module(x)).abs().max() < 1e-6

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import fx, nn
 
 from ..analysis import zero_flops
-from ..import_rules import Mapped, Unmappable, const, function_rule, module_rule, tensor
+from ..import_rules import Mapped, Unmappable, const, function_rule, module_rule, pair, tensor
 from ..modules import Call, Example, Params, Shape, builder
 
 
@@ -94,3 +95,25 @@ def _reduction(type_: str, cls: type[nn.Module], function: Any, method: str) -> 
 _reduction("Mean", Mean, torch.mean, "mean")
 _reduction("Sum", Sum, torch.sum, "sum")
 _reduction("Amax", Amax, torch.amax, "amax")
+
+
+# ------------------------------------------------------------------ global max pooling
+def _global_max(output_size: Any, return_indices: bool, xs: list[fx.Node]) -> Mapped:
+    """Adaptive max pooling to 1x1 is the maximum over H and W, kept as 1x1: Amax((2, 3), keepdim)."""
+    if return_indices:
+        raise Unmappable("adaptive max pooling with return_indices=True")
+    if output_size is None or (not isinstance(output_size, int) and None in tuple(output_size)) or pair(
+            output_size) != [1, 1]:
+        raise Unmappable(f"adaptive max pooling to {output_size!r}; only global max pooling (output 1) maps, as "
+                         "Amax over dims 2, 3")
+    return Mapped("Amax", {"dims": [2, 3], "keepdim": True}, xs)
+
+
+@module_rule(nn.AdaptiveMaxPool2d)
+def _import_adaptive_max(m: nn.AdaptiveMaxPool2d, xs: list[fx.Node]) -> Mapped:
+    return _global_max(m.output_size, m.return_indices, xs)
+
+
+@function_rule(F.adaptive_max_pool2d)
+def _f_adaptive_max(input: Any, output_size: Any, return_indices: bool = False) -> Mapped:
+    return _global_max(const(output_size, "output_size"), const(return_indices, "return_indices"), [tensor(input)])
