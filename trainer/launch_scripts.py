@@ -72,6 +72,11 @@ class Launch:
         return args
 
 
+def slug(name: str) -> str:
+    """A name as a file or job name: letters, digits, '_' and '.', each other run of characters one '-'."""
+    return re.sub(r"[^A-Za-z0-9_.]+", "-", name).strip("-")[:64]
+
+
 def split_endpoint(endpoint: str) -> tuple[str, int]:
     """``host:port`` (or ``[v6addr]:port``) as (host, port), by the run spec's own rule."""
     m = ENDPOINT_RE.fullmatch(endpoint)
@@ -138,7 +143,7 @@ def sbatch_script(launch: Launch, *, time_limit: str = "", partition: str = "") 
         if value and not SLURM_VALUE.fullmatch(value):
             raise ValueError(f"Slurm {what}: letters, digits and ':,._-' only, got {value!r}")
     _, port = split_endpoint(launch.rdzv_endpoint)
-    job = "".join(c if c.isalnum() or c in "-_." else "-" for c in launch.name)[:64] or "torch-studio"
+    job = slug(launch.name) or "torch-studio"
     head = ["#!/bin/bash", f"#SBATCH --job-name={job}", f"#SBATCH --nodes={launch.nnodes}",
             "#SBATCH --ntasks-per-node=1"]
     if launch.gpus:

@@ -22,8 +22,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "optim.name": ts.OPTIMIZERS, "schedule.name": ts.SCHEDULES, "precision.dtype": ts.PRECISIONS,
     "precision.compile": ts.COMPILE_MODES, "data.format": ts.FORMATS,
     "early_stopping.metric": ts.STOP_METRICS, "checkpoints.metric": ts.STOP_METRICS,
+    "distributed.strategy": ts.STRATEGIES, "distributed.backend": ts.BACKENDS,
 }
-TEXT_LISTS = {"memory.checkpoint"}   # lists of names (group ids, node ranges), not numbers
+TEXT_LISTS = {"memory.checkpoint", "distributed.fsdp_units"}   # lists of names (group ids, node ranges), not numbers
 SKIP = {"model.graph", "base_dir"}  # the graph comes from the editor, base_dir is internal
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -38,6 +38,7 @@ from trainer.spec import SpecError, spec_from_dict
 
 from .confusion import image_to_pixmap
 from .devices import Device
+from .devices_distributed import DeviceBox
 from .memory_bar import MemoryFigures, MemoryPanel, predict_for_dialog
 from .spec_form import PRESETS, SpecForm
 from .tasks import BackgroundTask
@@ -101,6 +102,7 @@ class TrainDialog(QDialog):
         self._build()
         if initial:
             self.form.load(initial)
+            self.device_box.select_for(initial)
         else:
             self.apply_preset("quick")
         self.form.changed.connect(self.refresh_problems)
@@ -174,11 +176,11 @@ class TrainDialog(QDialog):
         form.addRow("preset", self.preset)
         for p, label in RECIPE_FIELDS.items():
             form.addRow(label, self.form.editors[p])
-        self.device = QComboBox()
-        for d in self.devices:
-            self.device.addItem(d.label, d.spec)
+        self.device_box = DeviceBox(self.devices, self.form, self.spec)   # with DDP/FSDP2 over several GPUs
+        self.device = self.device_box.combo
         self.device.currentIndexChanged.connect(self.refresh_problems)
-        form.addRow("device", self.device)
+        self.device_box.predicted.connect(self.refresh_problems)
+        form.addRow("device", self.device_box)
         return box
 
     def _advanced_box(self) -> QGroupBox:
@@ -238,6 +240,8 @@ class TrainDialog(QDialog):
         problems += [str(p) for p in validate(self.graph).problems if p.severity == "error"]
         if self._memory is not None and not problems and (line := self._memory.problem()):
             problems.append(line)       # predicted not to fit: refused here, as the worker would
+        if not problems and (line := self.device_box.problem()):
+            problems.append(line)       # one GPU's share under DDP/FSDP2 does not fit
         if self._data_error:
             problems.append(f"data.dataset: {self._data_error}")
         elif self._summary is not None and not problems:
@@ -320,6 +324,7 @@ class TrainDialog(QDialog):
         spec = self.spec()
         dev = next((d for d in self.devices if d.spec == spec["device"]), None)
         self.memory.set_busy()
+        self.device_box.predict(self.graph.copy(), spec)
         self._memory_stop.set()        # the previous prediction stops at its next step; nothing waits here
         stop = self._memory_stop = threading.Event()
         graph, mib = self.graph.copy(), dev.memory_mib if dev else None
@@ -335,6 +340,7 @@ class TrainDialog(QDialog):
         thread must not outlive the dialog."""
         self._memory_timer.stop()
         self._memory_stop.set()
+        self.device_box.stop()
         for task in self._memory_tasks:
             task.wait()
         self._memory_tasks = []

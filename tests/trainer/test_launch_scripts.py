@@ -77,9 +77,9 @@ def test_the_sbatch_script_is_valid_bash_and_asks_slurm_for_the_right_allocation
         assert done.returncode == 0, done.stderr
         assert text.startswith("#!/bin/bash\n")
     directives = [line for line in gpu.splitlines() if line.startswith("#SBATCH")]
-    assert directives == ["#SBATCH --job-name=resnet-18---cifar", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1",
+    assert directives == ["#SBATCH --job-name=resnet-18-cifar", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1",
                           "#SBATCH --gpus-per-node=4", "#SBATCH --time=02:00:00", "#SBATCH --partition=gpu",
-                          "#SBATCH --output=resnet-18---cifar-%j.out"]
+                          "#SBATCH --output=resnet-18-cifar-%j.out"]
     assert "--gpus-per-node" not in cpu and "#SBATCH --nodes=3" in cpu
 
 
