@@ -258,3 +258,29 @@ def test_a_postgresql_url_without_a_driver_names_the_package_to_install(monkeypa
             RunStore(url)
     with pytest.raises(StoreError, match="the PostgreSQL driver pg8000 is not installed \\(pip install pg8000"):
         RunStore("postgresql+pg8000://team@db.lab/runs")
+
+
+@pytest.mark.qt
+def test_the_runs_dock_reads_a_postgresql_store(pg, qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    from studio.training.runs_dock import RunsPanel
+
+    writer = RunStore(pg)
+    first, second = make_run(writer, "alpha"), make_run(writer, "beta")
+    writer.add_metrics(first, [(s, "val/accuracy", 0.5 + 0.1 * s) for s in range(1, 4)])
+    writer.finish(first, "completed")
+    panel = RunsPanel(RunStore(pg, create=False))
+    qtbot.addWidget(panel)
+    panel.resize(1000, 600)
+    panel.show()
+    qtbot.waitExposed(panel)
+    assert panel.model.rowCount() == 2 and panel.row(first) is not None and panel.row(second) is not None
+    table = panel.table
+    for r in range(panel.proxy.rowCount()):
+        index = panel.proxy.index(r, 0)
+        if panel.proxy.data(index, Qt.ItemDataRole.UserRole) == first:
+            QTest.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=table.visualRect(index).center())
+    assert panel.selected_ids() == [first]
+    QTest.mouseClick(panel.buttons["Overlay"], Qt.MouseButton.LeftButton)
