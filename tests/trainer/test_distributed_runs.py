@@ -96,7 +96,9 @@ def test_fsdp2_on_two_processes_trains_as_ddp(ddp, fsdp2):
     _agree(ddp[0], fsdp2[0])
 
 
-def test_a_two_process_fsdp2_checkpoint_resumes_in_one_process(fsdp2, tmp_path):
+@pytest.mark.parametrize("how", [["--distributed", "none"], ["--nproc-per-node", "2"]], ids=["one-process", "fsdp2-2"])
+def test_a_two_process_fsdp2_checkpoint_resumes_elsewhere(fsdp2, tmp_path, how):
+    """In 1 process (gathered whole) and under FSDP2 on 2 again (each rank reads its own shards)."""
     db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     spec = write_spec(tmp_path, tiny_cnn(), train=TRAIN, distributed={"strategy": "fsdp2", "nproc_per_node": 2})
     with WorkerClient.run(spec, db=db) as w:
@@ -108,10 +110,11 @@ def test_a_two_process_fsdp2_checkpoint_resumes_in_one_process(fsdp2, tmp_path):
     assert store.run(1).status == "stopped"
     stopped_at = store.checkpoint_candidates(1, "last")[0]
     assert stopped_at.path.endswith(".dcp") and 0 < stopped_at.epoch < EPOCHS
-    with WorkerClient(["resume", "1", "--db", db, "--distributed", "none"]) as w:
+    with WorkerClient(["resume", "1", "--db", db, *how]) as w:
         events = list(w.events(timeout=300))
         assert w.wait(60) == 0, w.stderr[-3000:]
-    assert "distributed" not in events[0].to_dict()              # one process, no torchrun
+    assert events[0].distributed == (None if how[-1] == "none" else {"strategy": "fsdp2", "world_size": 2,
+                                                                      "backend": "gloo"})
     assert store.run(1).status == "completed"
     ref = _curve(fsdp2[0])
     got = _curve(db)
