@@ -9,6 +9,17 @@ How, and why this way:
 - The step runs as fake CPU tensors (:mod:`.fake`): a real CPU step's graph and bytes, no memory.
   Where fake tensors refuse an op the capture falls back to ``meta`` and says so (``device`` of the
   result); meta gets attention and autocast wrong, so it is never the first choice.
+- Device kind 'cuda' runs the step as fake CUDA tensors, so the graph is the one CUDA builds: cuDNN
+  batch norm (``CudnnBatchNormBackward0``), fused dropout saving a 1-byte mask
+  (``NativeDropoutBackward0``; the CPU multiplies by a 4-byte float mask). With a CUDA device that
+  is the whole step. Without one (a CUDA build of PyTorch on a machine with no GPU) the forward still
+  runs as fake CUDA tensors, but the backward cannot (the autograd engine asks the device for its
+  context), so it is not run: the graph and saved tensors are complete after the forward anyway.
+  What needs the device falls back to fake CPU tensors and says so in ``note``: bf16/fp16 (autocast
+  turns itself off without a CUDA device). Attention also needs the device to pick a fused kernel
+  (flash or memory-efficient, which save far less); without one it takes the unfused path, and the
+  note says the attention layers' bytes are those of that path. A CPU-only build of PyTorch captures
+  'cuda' as the CPU, and says so.
 - Attribution: a forward hook on each top-level submodule (named by its graph node id) claims every
   autograd node reachable from the module's outputs that no earlier module claimed. The loss's
   nodes go to the pseudo node :data:`LOSS`. This leaves nothing unowned on every template.
@@ -199,15 +210,22 @@ def _capture_with_fallback(module: nn.Module, shape: tuple[int, ...], dtype: tor
     notes = []
     devices = ["cpu"]
     if device_kind == "cuda":
-        if torch.backends.cuda.is_built():
-            devices.insert(0, "cuda")
-        else:  # fake CUDA tensors on a CPU-only build abort the process inside a CUDA kernel's guard
+        if not torch.backends.cuda.is_built():  # fake CUDA tensors abort a CPU-only build in a kernel's guard
             notes.append("this PyTorch has no CUDA support: captured as on the CPU")
+        elif torch.cuda.is_available() or precision == "fp32":
+            devices.insert(0, "cuda")
+        else:
+            notes.append(f"{precision} autocast needs a CUDA device and there is none here: captured as on the CPU")
     for dev in devices:
         try:
             with fake_cpu(module, channels_last=channels_last, device=dev):
                 x, y = fake_batch(shape, batch, dtype=dtype, device=dev, channels_last=channels_last)
-                return _capture(module, x, y, batch, precision, device_kind, f"fake-{dev}", "; ".join(notes))
+                no_device = dev == "cuda" and not torch.cuda.is_available()
+                captured = _capture(module, x, y, batch, precision, device_kind, f"fake-{dev}", "; ".join(notes),
+                                    backward=not no_device)
+            if no_device:
+                captured.note = "; ".join([*notes, *_no_device_notes(captured)])
+            return captured
         except Exception as exc:  # an op fake tensors refuse: say so and try the next way
             notes.append(f"fake {dev} tensors refused the step ({type(exc).__name__}: {str(exc)[:160]})")
     with empty_parameters(module, "meta", channels_last=channels_last):
@@ -216,8 +234,15 @@ def _capture_with_fallback(module: nn.Module, shape: tuple[int, ...], dtype: tor
         return _capture(module, x, y, batch, precision, device_kind, "meta", "; ".join(notes))
 
 
+def _no_device_notes(captured: AutogradCapture) -> list[str]:
+    notes = ["no CUDA device here: the graph CUDA builds in the forward, its backward not run"]
+    if any(n.name == "SafeSoftmaxBackward0" for n in captured.nodes):  # the unfused attention's softmax
+        notes.append("attention took the unfused path (a GPU picks a fused kernel that saves less)")
+    return notes
+
+
 def _capture(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int, precision: str,
-             device_kind: str, device: str, note: str) -> AutogradCapture:
+             device_kind: str, device: str, note: str, backward: bool = True) -> AutogradCapture:
     owner_of: dict[Any, str] = {}  # autograd Node -> owner (Node objects hash by identity)
     order: list[str] = []
 
@@ -254,7 +279,8 @@ def _capture(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int, pr
         skip = [s for s in (_storage(p) for p in [*module.parameters(), *module.buffers(), x]) if s is not None]
         param_names = {id(p): n for n, p in module.named_parameters()}
         nodes = _walk(loss.grad_fn, owner_of, skip, param_names)
-        loss.backward()  # the capture is of a step that runs; an op failing in backward fails here
+        if backward:
+            loss.backward()  # the capture is of a step that runs; an op failing in backward fails here
     finally:
         for h in handles:
             h.remove()
