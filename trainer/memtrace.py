@@ -35,6 +35,8 @@ NODE = "node:"
 BACKWARD = "autograd::engine::evaluate_function: "
 OPTIMIZER = "Optimizer."
 LOSS, OPT, AUTOGRAD, UNKNOWN = "(loss)", "(optimizer)", "(autograd)", "(unattributed)"
+UNATTRIBUTED = "unattributed"
+PHASES = ("forward", "loss", "backward", "optimizer", UNATTRIBUTED)   # the timeline's bands by phase
 
 
 @dataclass
@@ -79,24 +81,28 @@ class MemoryTrace:
                 "timeline": self.timeline(ranked, max_points)}
 
     def timeline(self, nodes: list[str], max_points: int) -> dict[str, Any]:
-        """Live bytes over time, total and of ``nodes`` (others as "other"), thinned to at most
-        ``max_points`` samples; each kept sample is the highest of its stretch (peaks survive)."""
-        if not self.events:
-            return {"t_ms": [], "live": [], "nodes": {n: [] for n in [*nodes, "other"]}}
-        t0 = self.events[0].t_ns
+        """Live bytes over time, total, of ``nodes`` (others as "other") and of each phase
+        (:data:`PHASES`), thinned to at most ``max_points`` samples; each kept sample is the highest
+        of its stretch (peaks survive)."""
         keys = [*nodes, "other"]
+        if not self.events:
+            return {"t_ms": [], "live": [], "nodes": {n: [] for n in keys}, "phases": {p: [] for p in PHASES}}
+        t0 = self.events[0].t_ns
         index = {n: i for i, n in enumerate(nodes)}
-        cur = [0] * len(keys)
+        phase_index = {p: len(keys) + i for i, p in enumerate(PHASES)}
+        cur = [0] * (len(keys) + len(PHASES))
         rows: list[tuple[float, int, list[int]]] = []
         live = 0
         for e in self.events:
             live += e.nbytes
             cur[index.get(e.node, len(nodes))] += e.nbytes
+            cur[phase_index.get(e.phase or UNATTRIBUTED, phase_index[UNATTRIBUTED])] += e.nbytes
             rows.append(((e.t_ns - t0) / 1e6, live, list(cur)))
         stride = max(1, -(-len(rows) // max_points))
         kept = [max(rows[i:i + stride], key=lambda r: r[1]) for i in range(0, len(rows), stride)]
         return {"t_ms": [round(r[0], 4) for r in kept], "live": [r[1] for r in kept],
-                "nodes": {k: [r[2][j] for r in kept] for j, k in enumerate(keys)}}
+                "nodes": {k: [r[2][j] for r in kept] for j, k in enumerate(keys)},
+                "phases": {p: [r[2][phase_index[p]] for r in kept] for p in PHASES}}
 
     def save(self, path: str | Path) -> Path:
         """The full record: every allocation and free (time, bytes, node, phase) and the summary. A CUDA

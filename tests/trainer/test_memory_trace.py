@@ -14,9 +14,11 @@ from tests.trainer.test_memory_predict import template
 from trainer.client import WorkerClient
 from trainer.events import MemoryTimeline, RecordMemory
 from trainer.loop import make_train_step
-from trainer.memtrace import AUTOGRAD, LOSS, OPT, UNKNOWN, read_trace, record_job_steps
+from trainer.memtrace import AUTOGRAD, LOSS, OPT, PHASES, UNKNOWN, read_trace, record_job_steps
 from trainer.optim import make_optimizer
 from trainer.spec import OptimSpec
+
+pytestmark = pytest.mark.process
 
 
 def test_two_steps_attributed_to_nodes_and_phases(tmp_path):
@@ -40,6 +42,9 @@ def test_two_steps_attributed_to_nodes_and_phases(tmp_path):
     tl = s["timeline"]
     assert 0 < len(tl["t_ms"]) <= 500 and max(tl["live"]) == s["peak_bytes"]
     assert all(len(v) == len(tl["t_ms"]) for v in tl["nodes"].values())
+    for key in ("nodes", "phases"):               # by node and by phase, the bands add up to the live bytes
+        assert [sum(col) for col in zip(*tl[key].values(), strict=True)] == tl["live"]
+    assert max(tl["phases"]["backward"]) > 0 and max(tl["phases"]["forward"]) > 0
     path = trace.save(tmp_path / "memory" / "trace-1.json")
     saved = json.loads(path.read_text())
     assert saved["version"] == 1 and len(saved["events"]) == len(trace.events)
@@ -82,6 +87,10 @@ def test_cuda_trace_entries_are_attributed_by_their_tags():
         (512, OPT, "optimizer"), (512, UNKNOWN, "")]
     s = t.summary()
     assert s["peak_bytes"] == 3584 + 512 - 512 + 512 and s["attributed"] == (4608 - 512) / 4608
+    phases = s["timeline"]["phases"]
+    assert list(phases) == list(PHASES)
+    assert [phases[p][-1] for p in PHASES] == [0, 1024, 2048, 512, 512]   # the forward's block was freed
+    assert max(phases["forward"]) == 512
 
 
 @pytest.mark.cuda
