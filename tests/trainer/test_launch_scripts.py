@@ -83,6 +83,7 @@ def test_the_sbatch_script_is_valid_bash_and_asks_slurm_for_the_right_allocation
     assert "--gpus-per-node" not in cpu and "#SBATCH --nodes=3" in cpu
 
 
+@pytest.mark.process
 @pytest.mark.skipif(BASH is None, reason="no bash")
 def test_the_sbatch_script_run_under_stand_in_slurm_commands_starts_torchrun_right(tmp_path):
     """Slurm cannot run here: scontrol, srun and torchrun are stand-ins that print what they were given."""

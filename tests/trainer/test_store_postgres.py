@@ -23,6 +23,7 @@ import pytest
 
 from trainer.store import RunStore, StoreError, run_to_dict
 
+pytestmark = pytest.mark.process     # a PostgreSQL server, writers, the worker, the CLI
 HAS_DRIVER = importlib.util.find_spec("psycopg") is not None
 ROOT = Path(__file__).resolve().parents[2]
 
