@@ -46,8 +46,8 @@ from .ops.param import import_parameter
 from .ops.split import unbind_after_permute
 
 _BATCH = 2  # example batch for shape propagation; 2 so that BatchNorm in training mode accepts it
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_HERE = os.path.dirname(__file__)
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep  # with the separator: torchvision is not torch
+_HERE = os.path.dirname(__file__) + os.sep
 _RESERVED = frozenset(dir(nn.Module()))  # ids that would clash with nn.Module attributes when built
 
 
@@ -251,7 +251,7 @@ def _bound_defaults(module: nn.Module) -> dict[str, Any] | None:
 def _user_line(exc: BaseException) -> str:
     """`` at file.py:12 `code` ``: the innermost frame of the traceback outside torch and this package."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not f.filename.startswith(_TORCH_DIR) and not f.filename.startswith(os.path.dirname(__file__))]
+              if not f.filename.startswith(_TORCH_DIR) and not f.filename.startswith(_HERE)]
     if not frames:
         return ""
     f = frames[-1]
@@ -698,7 +698,7 @@ def _where(n: fx.Node) -> str:
     if n.op == "call_module":
         path = str(n.target)
     frames = re.findall(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*(.*)', n.stack_trace or "")
-    user = [f for f in frames if not f[0].startswith(_TORCH_DIR) and not f[0].startswith(os.path.dirname(__file__))]
+    user = [f for f in frames if not f[0].startswith(_TORCH_DIR) and not f[0].startswith(_HERE)]
     parts = []
     if path:
         parts.append(f"in {path}")
