@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from studio.format import nbytes
 
@@ -24,18 +24,20 @@ EMPTY = ("No memory timeline yet. Record memory (on the dashboard, or Run > Reco
          "the next two training steps of the running job, every allocation by graph node.")
 
 
-def stack(timeline: dict[str, Any]) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """(t in ms, band names, cumulative tops in MiB: one row per band, bottom band first)."""
+def stack(timeline: dict[str, Any], by: str = "nodes") -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(t in ms, band names, cumulative tops in MiB: one row per band, bottom band first); ``by``:
+    "nodes" (graph nodes) or "phases" (forward, loss, backward, optimizer, unattributed)."""
     t = np.asarray(timeline.get("t_ms", []), dtype=float)
-    names = list(timeline.get("nodes", {}))
-    values = np.array([np.maximum(np.asarray(timeline["nodes"][n], dtype=float), 0) for n in names]) / MiB \
+    series = timeline.get(by) or {}
+    names = list(series)
+    values = np.array([np.maximum(np.asarray(series[n], dtype=float), 0) for n in names]) / MiB \
         if names else np.zeros((0, len(t)))
     return t, names, np.cumsum(values, axis=0) if len(names) else values
 
 
-def band_at(timeline: dict[str, Any], t_ms: float, mib: float) -> str | None:
-    """The band (node) under a point of the plot, or None above the stack or outside the time range."""
-    t, names, tops = stack(timeline)
+def band_at(timeline: dict[str, Any], t_ms: float, mib: float, by: str = "nodes") -> str | None:
+    """The band (node or phase) under a point of the plot, or None above the stack or outside the time range."""
+    t, names, tops = stack(timeline, by)
     if not len(t) or t_ms < t[0] or t_ms > t[-1] or mib < 0:
         return None
     i = int(np.clip(np.searchsorted(t, t_ms, side="right") - 1, 0, len(t) - 1))
@@ -54,10 +56,20 @@ class MemoryTimelineView(QWidget):
         super().__init__(parent)
         self.theme = plot_theme(theme)
         self.timeline: dict[str, Any] = {}
+        self.by = "nodes"
         lay = QVBoxLayout(self)
+        head = QHBoxLayout()
         self.title = QLabel(EMPTY)
         self.title.setWordWrap(True)
-        lay.addWidget(self.title)
+        head.addWidget(self.title, 1)
+        self.by_box = QComboBox()
+        self.by_box.addItem("by layer", "nodes")
+        self.by_box.addItem("by phase", "phases")
+        self.by_box.setToolTip("Stack the live bytes by the graph node that allocated them, or by phase "
+                               "(forward, loss, backward, optimizer)")
+        self.by_box.currentIndexChanged.connect(self._on_by)
+        head.addWidget(self.by_box, 0, Qt.AlignmentFlag.AlignTop)
+        lay.addLayout(head)
         self.plot = pg.PlotWidget()
         self.plot.setLabel("bottom", "time in the recorded steps (ms)")
         self.plot.setLabel("left", "live (MiB, above the start)")
@@ -81,6 +93,10 @@ class MemoryTimelineView(QWidget):
             ax.setTextPen(self.theme.text)
         if self.timeline:
             self._draw()
+
+    def _on_by(self) -> None:
+        self.by = self.by_box.currentData()
+        self._draw()
 
     def clear(self) -> None:
         """Back to the empty view (a new run)."""
@@ -109,6 +125,9 @@ class MemoryTimelineView(QWidget):
             self.title.setText(f"No timeline: {get('error')}")
             return
         self.timeline = get("timeline") or {}
+        if "phases" not in self.timeline:          # a worker of before: by layer only
+            self.by_box.setCurrentIndex(0)
+        self.by_box.setEnabled("phases" in self.timeline)
         self.title.setText(f"Steps {get('step')}-{get('step') + max(get('steps', 1), 1) - 1}: peak "
                            f"{nbytes(get('peak_bytes', 0))} in the {get('peak_phase')} at {get('peak_node')}; "
                            f"{get('attributed', 0):.1%} of the allocated bytes attributed. Click a band to "
@@ -121,12 +140,14 @@ class MemoryTimelineView(QWidget):
         self.bands, self.names = [], []
         self.plot.clear()
         self.legend.clear()
-        t, names, tops = stack(self.timeline)
+        t, names, tops = stack(self.timeline, self.by)
         if not len(t):
             return
-        below = pg.PlotDataItem(t, np.zeros_like(t), pen=None)
+        below = pg.PlotCurveItem(t, np.zeros_like(t))    # the base (a PlotDataItem without a pen has no path:
+        #                                                   the bottom band was never filled)
         for k, (name, top) in enumerate(zip(names, tops, strict=True)):
-            colour = self.theme.curve(PALETTE[k % len(PALETTE)]) if name != "other" else self.theme.axis
+            colour = self.theme.curve(PALETTE[k % len(PALETTE)]) if name not in ("other", "unattributed") \
+                else self.theme.axis
             curve = pg.PlotDataItem(t, top, pen=pg.mkPen(colour, width=1), name=name)
             band = pg.FillBetweenItem(below, curve, brush=pg.mkBrush(colour))
             band.setOpacity(0.75)
@@ -143,8 +164,8 @@ class MemoryTimelineView(QWidget):
         if not self.timeline or not vb.sceneBoundingRect().contains(ev.scenePos()):
             return
         p = vb.mapSceneToView(ev.scenePos())
-        node = band_at(self.timeline, p.x(), p.y())
-        if node is not None and node != "other" and not node.startswith("("):
+        node = band_at(self.timeline, p.x(), p.y(), self.by)
+        if self.by == "nodes" and node is not None and node != "other" and not node.startswith("("):
             self.node_clicked.emit(node)
 
 

@@ -86,3 +86,35 @@ def test_the_canvas_selection_marks_its_band_and_clear_empties_the_view(qtbot):
     assert view.highlighted is None and {b.opacity() for b in view.bands} == {0.75}
     view.clear()
     assert not view.bands and not view.names and view.title.text().startswith("No memory timeline yet")
+
+
+def test_the_timeline_stacks_by_phase_on_request(qtbot):
+    event = _event()
+    view = MemoryTimelineView()
+    qtbot.addWidget(view)
+    view.resize(820, 420)
+    view.show()
+    view.show_trace(event)
+    assert view.by_box.isEnabled() and view.by == "nodes"
+    QTest.keyClick(view.by_box, Qt.Key.Key_Down)          # by phase
+    assert view.by == "phases"
+    assert view.names == ["forward", "loss", "backward", "optimizer", "unattributed"]
+    t, names, tops = stack(event["timeline"], "phases")
+    assert np.allclose(tops[-1], np.asarray(event["timeline"]["live"]) / 2 ** 20)   # the phases add up
+    i = int(np.argmax(tops[2] - tops[1]))                 # where the backward holds most
+    y = (tops[1][i] + tops[2][i]) / 2
+    assert band_at(event["timeline"], t[i], y, "phases") == "backward"
+    seen = []
+    view.node_clicked.connect(seen.append)
+    vb = view.plot.getViewBox()
+    vb.autoRange()
+    qtbot.wait(50)
+    pos = view.plot.mapFromScene(vb.mapViewToScene(QPointF(t[i], y)))
+    QTest.mouseClick(view.plot.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(pos.x(), pos.y()))
+    qtbot.wait(100)
+    assert seen == []                                     # a phase is no node to select
+    QTest.keyClick(view.by_box, Qt.Key.Key_Up)
+    assert view.by == "nodes" and len(view.bands) == 6
+    old = {k: v for k, v in event["timeline"].items() if k != "phases"}
+    view.show_trace({**event, "timeline": old})           # from a worker without phases: by layer only
+    assert not view.by_box.isEnabled() and view.by == "nodes"
