@@ -14,7 +14,8 @@ from studio.training.memory_bar import predicted_peak
 from studio.training.session import TrainingSession
 from tests.trainer.test_memory_predict import template
 from trainer import events as ev
-from trainer.memory_doctor import predict_for_spec
+from trainer.checks import load_data
+from trainer.memory_doctor import predict_for_spec, resident_data_bytes
 from trainer.spec import spec_from_dict
 
 pytestmark = pytest.mark.qt
@@ -35,8 +36,10 @@ def session(qtbot, tmp_path):
 def test_predicted_peak_is_the_prediction_of_the_run_spec():
     spec = {"model": {"graph": graph_to_dict(template("digits_cnn"))}, "train": {"batch_size": 32},
             "optim": {"name": "sgd"}}
-    want = predict_for_spec(template("digits_cnn"), spec_from_dict(spec), device="cpu").peak_bytes
-    assert predicted_peak(spec, "cpu") == want > 0
+    rs = spec_from_dict(spec)
+    data = resident_data_bytes(rs, load_data(rs, []))          # the digits, kept on the device
+    want = predict_for_spec(template("digits_cnn"), rs, device="cpu", resident=data).peak_bytes
+    assert data > 0 and predicted_peak(spec, "cpu") == want
     assert predicted_peak(spec, "cuda:0") >= want     # blocks rounded up to the allocator's 512 bytes
     with pytest.raises(ValueError, match="model.graph"):
         predicted_peak({"model": {"graph": "missing.graph.json"}}, "cpu")
