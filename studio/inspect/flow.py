@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetricsF, QResizeEvent
 
 from trainer.inspect import EXPLODING, VANISHING, InspectReport
 
@@ -73,9 +74,7 @@ class GradientFlowPlot(pg.PlotWidget):
         self._paint_bars()
         xs = np.arange(len(self.nodes), dtype=float)
         self.line.setData(xs, _log(self._grad_out), connect="finite")
-        ticks = [(i, n) for i, n in enumerate(self.nodes)]
-        every = max(1, -(-len(ticks) // 9))   # at most 9 names along the axis; zoom in for the rest
-        self.getPlotItem().getAxis("bottom").setTicks([ticks[::every], ticks])
+        self._tick_names()
         self.getPlotItem().setTitle(f"gradient flow at step {report.step}", color=self.theme.text, size="9pt")
         # room on the right for the legend, so it never covers the last layers' bars
         self.getPlotItem().setXRange(-0.8, max(len(self.nodes) - 0.2, 1) + max(3, len(self.nodes) // 8), padding=0)
@@ -83,6 +82,26 @@ class GradientFlowPlot(pg.PlotWidget):
         lo = min([math.log10(VANISHING), *finite]) - 0.5
         hi = max([math.log10(EXPLODING) if max(finite, default=0) > 1 else 1.0, *finite]) + 0.5
         self.getPlotItem().setYRange(lo, hi, padding=0)
+
+    def _tick_names(self) -> None:
+        """As many layer names along the axis as fit side by side at the plot's width (the others by
+        zooming in); the unnamed layers keep a tick mark."""
+        axis = self.getPlotItem().getAxis("bottom")
+        if not self.nodes:
+            axis.setTicks(None)
+            return
+        widest = max(QFontMetricsF(axis.style.get("tickFont") or self.font()).horizontalAdvance(n)
+                     for n in self.nodes)
+        shown = len(self.nodes) + max(3, len(self.nodes) // 8)    # the x range, legend room included
+        room = max(1.0, self.width() * 0.85 / shown)              # pixels per layer
+        every = max(1, math.ceil((widest + 14) / room))
+        axis.setTicks([[(i, n) for i, n in enumerate(self.nodes)][::every],
+                       [(i, "") for i in range(len(self.nodes))]])
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if getattr(self, "nodes", None):   # a resize during PlotWidget's own set-up comes before any plot
+            self._tick_names()
 
     def _paint_bars(self) -> None:
         if not self.nodes:

@@ -9,9 +9,10 @@ the node's item drawn behind it: it moves with the node and never hides its text
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QEvent, QObject, QRectF, Qt
 from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
@@ -153,6 +154,7 @@ class HeatOverlay:
     def __init__(self, canvas: GraphCanvas) -> None:
         self.canvas = canvas
         self.legend = Legend(canvas.viewport())
+        self._follow = _ResizeFollower(canvas.viewport(), self._place_legend)
         self.halos: dict[str, HaloItem] = {}
         self.metric: Metric | None = None
         self.values: dict[str, float] = {}
@@ -199,6 +201,20 @@ class HeatOverlay:
         """Bottom right, where a left-to-right graph leaves room (beside the minimap, if shown)."""
         view = self.canvas.viewport()
         self.legend.move(view.width() - self.legend.width() - 12, view.height() - self.legend.height() - 12)
+
+
+class _ResizeFollower(QObject):
+    """Calls ``then`` after ``widget`` was resized or shown (the legend keeps to the corner as docks move)."""
+
+    def __init__(self, widget: QWidget, then: Callable[[], None]) -> None:
+        super().__init__(widget)
+        self.then = then
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() in (QEvent.Type.Resize, QEvent.Type.Show):   # a hidden canvas resizes unseen
+            self.then()
+        return False
 
 
 def _alive(item: QGraphicsItem) -> bool:
