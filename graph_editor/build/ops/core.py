@@ -216,7 +216,8 @@ def fold_layer_scale(gm: fx.GraphModule) -> None:
             continue
         target, gamma, chain = found
         path = free_module_path(gm, f"{target}_scale")
-        module = Call(Scale, (list(gamma.shape), _scale_of(gamma, []).params["init_value"])).make()
+        with torch.device(gamma.device):  # a model built on meta (counts only) has no values to copy
+            module = Call(Scale, (list(gamma.shape), _scale_of(gamma, []).params["init_value"])).make()
         with torch.no_grad():
             module.gamma.copy_(gamma)
         gm.add_submodule(path, module)
