@@ -10,6 +10,8 @@ captured at batch 32), with the size in the name when it is not 1440x900:
 
     for s in 1280x800 1440x900 1920x1080; do QT_QPA_PLATFORM=offscreen .venv/bin/python \
         docs/screenshots/shoot_workspaces.py --size $s; done
+
+``--only-inspect`` re-takes workspace_inspect alone, without the training runs.
 """
 
 from __future__ import annotations
@@ -47,12 +49,29 @@ def train(window, template: str, epochs: int, timeout_s: float = 600) -> None:
     QTest.qWait(1500)   # the last events and the store's poll
 
 
+def shoot_inspect(window, path: Path) -> None:
+    """The Inspect workspace with the open graph's backward graph captured at batch 32, conv2 selected."""
+    window.workspaces.show("Inspect")
+    ws = window.inspect.workspace
+    ws.batch.setValue(32)
+    ws.start_capture()
+    ws.task.wait()
+    QTest.qWait(300)
+    window.canvas.fit_view()
+    window.controller.select(["conv2"] if "conv2" in window.controller.graph.nodes else [])
+    ws.view.fit_view()
+    QTest.qWait(300)
+    window.grab().save(str(path))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", default="1440x900")
     parser.add_argument("--theme", default="dark", choices=("dark", "light"))
     parser.add_argument("--out", default=str(HERE))
     parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--only-inspect", action="store_true",
+                        help="re-take workspace_inspect alone (no training runs: nothing else is grabbed)")
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
     out = Path(args.out)
@@ -67,6 +86,13 @@ def main() -> None:
     window.training.work_dir = scratch / "launches"
     window.resize(width, height)
     window.show()
+    if args.only_inspect:
+        window.files.open(TEMPLATES / "digits_cnn.graph.json")
+        shoot_inspect(window, out / f"workspace_inspect{suffix}.png")
+        window.document.undo_stack.setClean()
+        window.close()
+        print(f"saved workspace_inspect{suffix}.png in {out}")
+        return
     for template, epochs in (("mlp", 2), ("digits_cnn", 2), ("mlp", 4)):
         train(window, template, epochs)
     train(window, "digits_cnn", args.epochs)
@@ -90,15 +116,7 @@ def main() -> None:
     runs.tabs.setCurrentIndex(2)                       # Details: the recipe
     QTest.qWait(400)
     window.grab().save(str(out / f"workspace_runs{suffix}.png"))
-    window.workspaces.show("Inspect")
-    ws = window.inspect.workspace
-    ws.batch.setValue(32)
-    ws.start_capture()
-    ws.task.wait()
-    QTest.qWait(300)
-    window.canvas.fit_view()
-    QTest.qWait(300)
-    window.grab().save(str(out / f"workspace_inspect{suffix}.png"))
+    shoot_inspect(window, out / f"workspace_inspect{suffix}.png")
     window.document.undo_stack.setClean()
     window.close()
     print(f"saved workspace_design{suffix}.png, workspace_train{suffix}.png, workspace_runs{suffix}.png, "

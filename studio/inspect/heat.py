@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QObject, QRectF, Qt
+from PySide6.QtCore import QEvent, QObject, QPoint, QRectF, Qt
 from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
@@ -128,7 +128,15 @@ class Legend(QWidget):
         self.title, self.low, self.high = title, low, high
         self.update()
 
+    def corner(self) -> QPoint:
+        """Bottom right of the canvas's viewport, where a left-to-right graph leaves room."""
+        parent = self.parentWidget()
+        return QPoint(parent.width() - self.width() - 12, parent.height() - self.height() - 12)
+
     def paintEvent(self, _event: object) -> None:
+        if self.pos() != self.corner():   # the viewport was resized unseen (the workspaces move docks): follow
+            self.move(self.corner())
+            return
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         p.setPen(QPen(QColor(128, 128, 128, 160)))
@@ -154,7 +162,7 @@ class HeatOverlay:
     def __init__(self, canvas: GraphCanvas) -> None:
         self.canvas = canvas
         self.legend = Legend(canvas.viewport())
-        self._follow = _ResizeFollower(canvas.viewport(), self._place_legend)
+        self._follow = _ResizeFollower(canvas, self._place_legend)
         self.halos: dict[str, HaloItem] = {}
         self.metric: Metric | None = None
         self.values: dict[str, float] = {}
@@ -199,8 +207,7 @@ class HeatOverlay:
 
     def _place_legend(self) -> None:
         """Bottom right, where a left-to-right graph leaves room (beside the minimap, if shown)."""
-        view = self.canvas.viewport()
-        self.legend.move(view.width() - self.legend.width() - 12, view.height() - self.legend.height() - 12)
+        self.legend.move(self.legend.corner())
 
 
 class _ResizeFollower(QObject):
