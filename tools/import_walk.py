@@ -18,6 +18,7 @@ the cheap ones; this walk checks them all::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import sys
 import tempfile
@@ -84,6 +85,41 @@ class Case:
         return model.eval()
 
 
+def build_without_weights(case: Case) -> nn.Module:
+    """``case``'s model with its parameters and buffers on the meta device: shapes without memory or
+    initialisation time, for the counts. Builders that compute with tensors while constructing
+    (torchvision's RegNet widths) cannot run under ``torch.device("meta")``; for them each parameter
+    and buffer is moved to meta as it is registered, so the rest of the builder runs on the CPU."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with torch.device("meta"):
+                return case.build()
+        except (NotImplementedError, RuntimeError):
+            pass
+        with _weights_on_meta():
+            return case.build()
+
+
+@contextlib.contextmanager
+def _weights_on_meta() -> Iterator[None]:
+    register_parameter, register_buffer = nn.Module.register_parameter, nn.Module.register_buffer
+
+    def parameter(self: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        if param is not None and not param.is_meta:
+            param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        register_parameter(self, name, param)
+
+    def buffer(self: nn.Module, name: str, tensor: torch.Tensor | None, persistent: bool = True) -> None:
+        register_buffer(self, name, tensor.to("meta") if tensor is not None else None, persistent)
+
+    nn.Module.register_parameter, nn.Module.register_buffer = parameter, buffer  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter, nn.Module.register_buffer = register_parameter, register_buffer
+
+
 def torchvision_cases() -> list[Case]:
     """Every classification builder in ``torchvision.models``, at its smallest documented input."""
     import torchvision
@@ -93,7 +129,9 @@ def torchvision_cases() -> list[Case]:
         weights = torchvision.models.get_model_weights(name)
         meta = next(iter(weights)).meta
         size = int(meta.get("min_size", (32, 32))[0])
-        if name.startswith(("vit_", "swin_", "maxvit")):  # position embeddings or windows fix the size
+        if name.startswith("vit_"):  # built without weights, a ViT's position embeddings are for 224x224
+            size = 224                 # (vit_h_14's min_size, 518, is its SWAG weights')
+        elif name.startswith(("swin_", "maxvit")):  # windows fix the smallest size
             size = max(size, 224)
         cases.append(Case("torchvision", name, (3, size, size), name.split("_")[0].rstrip("0123456789")))
     return cases
