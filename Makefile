@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # the registry's 2.14.1 is the CUDA build, which also runs on a CPU-only machine.
 TORCH_SPEC ?= torch==2.14.1
 
-.PHONY: install run test lint demo bench gpu-check clean templates walk
+.PHONY: install run test test-fast lint demo bench gpu-check clean templates walk
 
 install: $(STAMP)
 
@@ -25,6 +25,10 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -ra
+
+# Under a minute: no worker or other process, no export, nothing slow (tests/conftest.py enforces it).
+test-fast: install
+	QT_QPA_PLATFORM=offscreen TORCH_STUDIO_TEST_FAST=1 $(BIN)/python -m pytest -q -m "not slow and not process and not export and not cuda"
 
 lint: install
 	$(BIN)/ruff check .

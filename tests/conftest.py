@@ -1,5 +1,7 @@
 import os
+import subprocess
 
+import pytest
 from hypothesis import settings
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -9,3 +11,20 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+# `make test-fast` deselects the tests marked `process` (they start a worker, the CLI, torchrun, a
+# compile pool...), `export` and `slow`, and sets this variable: a test that starts a process anyway
+# fails, naming the marker it lacks, so the fast set stays fast as tests are added.
+FAST = os.environ.get("TORCH_STUDIO_TEST_FAST") == "1"
+
+
+@pytest.fixture(autouse=FAST)
+def _no_processes_in_the_fast_set(monkeypatch, request):
+    if not FAST:
+        return
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{request.node.nodeid} starts a process: mark its module "
+                             "`pytestmark = pytest.mark.process` (make test-fast leaves those out)")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)

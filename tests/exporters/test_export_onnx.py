@@ -12,6 +12,8 @@ from exporters.formats.onnx_format import verify_onnx
 from exporters.source import build_reference
 from tests.exporters.export_graphs import TEMPLATE_NAMES, catalog_zoos, template, tiny_ln_graph
 
+pytestmark = pytest.mark.export
+
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:

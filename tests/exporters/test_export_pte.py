@@ -14,6 +14,8 @@ import torch  # noqa: E402
 from exporters import ExportOptions, export, from_graph  # noqa: E402
 from tests.exporters.export_graphs import ZOOS, template  # noqa: E402
 
+pytestmark = pytest.mark.export
+
 
 @pytest.mark.parametrize("name", ("lenet5", "conv_zoo", "tabular_zoo"))
 def test_pte_runs_in_the_executorch_runtime_and_matches(tmp_path, name):

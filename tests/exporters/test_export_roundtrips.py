@@ -13,6 +13,8 @@ from exporters.formats.python_format import load_generated
 from graph_editor.model import all_layers
 from tests.exporters.export_graphs import ZOOS, template
 
+pytestmark = pytest.mark.export
+
 # the zoos cover every layer type; three templates add real depth (residual adds in resnet18_cifar)
 ROUND_TRIP_GRAPHS = (*ZOOS, "mlp", "lenet5", "resnet18_cifar")
 FAST = ExportOptions(timing_runs=2)

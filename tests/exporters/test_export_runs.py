@@ -14,6 +14,8 @@ from graph_editor.model import Graph, InputSpec, save_graph
 from trainer.client import WorkerClient
 from trainer.store import RunStore
 
+pytestmark = [pytest.mark.export, pytest.mark.process]
+
 
 def tiny_cnn() -> Graph:
     g = Graph(InputSpec((1, 8, 8)), 10, {"name": "tiny"})

@@ -8,7 +8,7 @@ from exporters import ExportOptions, from_graph
 from graph_editor.model import load_graph
 from tests.exporters.export_graphs import TEMPLATES, tiny_ln_graph
 
-pytestmark = pytest.mark.qt
+pytestmark = [pytest.mark.qt, pytest.mark.export]
 
 
 def test_the_dialog_shows_the_checks_and_figures_of_an_onnx_export(qtbot, tmp_path):

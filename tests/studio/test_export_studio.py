@@ -8,7 +8,7 @@ import pytest
 
 from tests.exporters.export_graphs import TEMPLATES
 
-pytestmark = pytest.mark.qt
+pytestmark = [pytest.mark.qt, pytest.mark.export]
 
 
 class NoQuestions:

@@ -14,7 +14,7 @@ from graph_editor.model.serialize import graph_to_dict
 
 from .helpers import open_template
 
-pytestmark = [pytest.mark.qt, pytest.mark.slow]
+pytestmark = [pytest.mark.qt, pytest.mark.slow, pytest.mark.process]
 WAIT = 90_000
 
 

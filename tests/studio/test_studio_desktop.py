@@ -20,6 +20,8 @@ from studio.platform_check import (
     xcb_plugin,
 )
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parents[2]
 LDD = """\
 \tlinux-vdso.so.1 (0x00007ffd)

@@ -14,7 +14,7 @@ from graph_editor.model import load_graph
 from studio.export_dialog import ExportDialog, default_export_dir
 from studio.resources import TEMPLATES
 
-pytestmark = pytest.mark.qt
+pytestmark = [pytest.mark.qt, pytest.mark.export]
 
 
 def test_a_graph_inside_the_package_exports_to_the_user_s_folder(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.qt
+pytestmark = [pytest.mark.qt, pytest.mark.process]
 
 ROOT = Path(__file__).resolve().parents[2]
 SECONDS = float(os.environ.get("TORCH_STUDIO_MONKEY_SECONDS", "20"))

@@ -15,7 +15,7 @@ import pytest
 
 from studio.recovery import RecoveryStore
 
-pytestmark = pytest.mark.qt
+pytestmark = [pytest.mark.qt, pytest.mark.process]
 ROOT = Path(__file__).resolve().parents[2]
 
 EDIT_THEN_WAIT = """

@@ -18,6 +18,8 @@ from studio import cli_train
 from trainer import events as ev
 from trainer.client import WorkerClient
 
+pytestmark = pytest.mark.process
+
 
 def small_spec(folder: Path, **train: object) -> Path:
     """A 650-parameter linear model on the embedded digits, one epoch unless ``train`` says otherwise."""

@@ -10,6 +10,8 @@ from trainer.client import WorkerClient, environ_with
 
 from .helpers import kinds, tiny_cnn, write_spec
 
+pytestmark = pytest.mark.process
+
 
 @pytest.mark.slow
 def test_compiled_run_reports_compile_time_and_keeps_one_graph(tmp_path, db):

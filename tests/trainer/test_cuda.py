@@ -15,7 +15,7 @@ from trainer.store import RunStore
 
 from .helpers import DIGITS_CNN, run_worker, write_spec
 
-pytestmark = [pytest.mark.cuda,
+pytestmark = [pytest.mark.cuda, pytest.mark.process,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 

@@ -33,6 +33,8 @@ from trainer.store import RunStore
 
 from .helpers import write_spec
 
+pytestmark = pytest.mark.process
+
 SECTIONS = dict(train={"epochs": 7, "batch_size": 64, "metrics_interval_s": 0.1},
                 optim={"name": "sgd", "lr": 0.05, "momentum": 0.9})
 

@@ -20,6 +20,8 @@ from trainer.store import RETRY_ENV, RunStore, StoreError, StoreReadOnly
 
 from .helpers import write_spec
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -17,6 +17,8 @@ from trainer.store import RunStore
 
 from .helpers import write_spec
 
+pytestmark = pytest.mark.process
+
 
 def start(args: list[str], **popen) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "trainer", *args], stdin=subprocess.PIPE,

@@ -3,12 +3,16 @@ the event and the stored figures."""
 
 from __future__ import annotations
 
+import pytest
+
 from trainer.client import WorkerClient
 from trainer.events import InspectNow
 from trainer.inspect import read_report, reports_from_metrics
 from trainer.store import RunStore
 
 from .helpers import write_spec
+
+pytestmark = pytest.mark.process
 
 
 def _until(stream, name):

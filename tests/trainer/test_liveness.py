@@ -6,8 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from trainer.liveness import process_alive, process_started
 from trainer.store import RunStore
+
+pytestmark = pytest.mark.process
 
 
 def test_a_process_is_known_by_its_pid_and_start_time():

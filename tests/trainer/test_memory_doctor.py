@@ -16,6 +16,8 @@ from trainer.memory_doctor import (
 )
 from trainer.spec import RunSpec, SpecError, spec_from_dict
 
+pytestmark = pytest.mark.process
+
 
 def digits_spec(batch: int = 256) -> RunSpec:
     spec = RunSpec()

@@ -6,9 +6,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from trainer.threads import SWITCH, configure, cpu_quota, plan, usable_cores
 
 from .helpers import ROOT
+
+pytestmark = pytest.mark.process
 
 
 def test_every_usable_core_and_passive_waiting():

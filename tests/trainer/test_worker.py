@@ -21,6 +21,8 @@ from trainer.store import RunStore
 
 from .helpers import DIGITS_CNN, kinds, run_worker, write_spec
 
+pytestmark = pytest.mark.process
+
 
 def until(events, name, count=1):
     """Consume events up to and including the ``count``-th ``name``; returns everything consumed."""

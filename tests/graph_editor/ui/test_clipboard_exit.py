@@ -12,6 +12,8 @@ from PySide6.QtWidgets import QApplication
 from graph_editor.model import Graph
 from graph_editor.ui.controller import EditorController
 
+pytestmark = pytest.mark.process
+
 app = QApplication([])
 g = Graph()
 g.chain(("Input", "x"), ("Flatten", "flat"), ("Linear", "fc", {"out_features": 10}), ("Output", "out"))

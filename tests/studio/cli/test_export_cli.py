@@ -15,6 +15,8 @@ from graph_editor.model import save_graph
 from studio.cli import main
 from tests.exporters.export_graphs import TEMPLATES, tiny_ln_graph
 
+pytestmark = pytest.mark.export
+
 
 @pytest.fixture
 def ln_graph_file(tmp_path: Path) -> Path:

@@ -13,6 +13,8 @@ from graph_editor.model import Edge, load_graph, save_graph
 from studio.cli import main
 from tests.graph_editor.graph_testing import ROOT, TEMPLATES, lenet_graph
 
+pytestmark = pytest.mark.process
+
 LENET = str(TEMPLATES / "lenet5.graph.json")
 
 

@@ -6,8 +6,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from graph_editor.model import save_graph
 from tests.trainer.helpers import tiny_cnn
+
+pytestmark = pytest.mark.process
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

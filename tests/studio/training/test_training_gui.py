@@ -18,7 +18,7 @@ from studio.training.controller import BACKGROUND, STOP
 from studio.training.runs_dock import RunsPanel
 from trainer.store import RunStore
 
-pytestmark = [pytest.mark.qt, pytest.mark.slow]
+pytestmark = [pytest.mark.qt, pytest.mark.slow, pytest.mark.process]
 WAIT = 90_000
 DIGITS_CNN = Path(__file__).resolve().parents[3] / "assets" / "templates" / "digits_cnn.graph.json"
 
