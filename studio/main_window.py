@@ -204,9 +204,7 @@ class MainWindow(QMainWindow):
 
     def _on_inferred(self, inference: Inference) -> None:
         if is_blank(self.controller.graph):  # a new network: nothing red before the user did anything
-            self.problems.set_problems([])
-            self.problems.header.setText("A new network: drag layers from Layers (or press Tab on the canvas) "
-                                         "and wire Input → … → Output.")
+            self._show_blank_problems()
             self.status.show_blank()
         else:
             self.problems.set_problems(inference.problems)
@@ -219,10 +217,20 @@ class MainWindow(QMainWindow):
         self.summary.show_analysis(analysis, problems)
         built = analysis is None and self.live.inference is not None and self.live.inference.ok
         # a graph that validates but does not build (a Module node whose class cannot be imported): in Problems
-        self.problems.set_problems(list(problems) if built else [], source="build")  # type: ignore[call-overload]
+        if is_blank(self.controller.graph):
+            self._show_blank_problems()
+        else:
+            self.problems.set_problems(list(problems) if built else [], source="build")  # type: ignore[call-overload]
         if analysis is None and is_blank(self.controller.graph):   # nothing to fix yet: say what to do
             self.summary.totals.setText("A new network: add layers between Input and Output to see shapes, "
                                         "parameters and FLOPs.")
+
+    def _show_blank_problems(self) -> None:
+        """A new network: no problems from any source, and the header says what to do first."""
+        self.problems.set_problems([])
+        self.problems.set_problems([], source="build")
+        self.problems.header.setText("A new network: drag layers from Layers (or press Tab on the canvas) "
+                                     "and wire Input → … → Output.")
 
     def _update_title(self) -> None:
         self.setWindowTitle(f"{self.document.name}[*] — {APP_NAME}")

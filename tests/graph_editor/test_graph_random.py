@@ -68,6 +68,9 @@ def random_graphs(draw: st.DrawFn) -> Graph:
         params = {p.name: draw(param_value(p, clean)) for p in spec.params if draw(st.sampled_from(changed))}
         node_id = f"n{i}"
         g.add_node(spec.type, node_id, params, check=False)  # bad values stay, as from a hand-edited file
+        if not spec.inputs:  # a source (a learnable Parameter): nothing to wire into it
+            ids.append(node_id)
+            continue
         port = spec.inputs[0]
         if clean:
             n_in = draw(st.sampled_from([2, 2, 3])) if port.variadic else 1
