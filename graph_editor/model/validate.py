@@ -119,7 +119,7 @@ def validate(graph: Graph, batch: int = 1) -> Inference:
         if spec.multi_output:
             result.port_shapes[node_id] = outs
         if node.type == "Output":
-            _check_logits(graph, node_id, tuple(out), problems)
+            _check_logits(graph, node_id, tuple(out), problems, batch)
     _check_reachability(graph, problems)
     return result
 
@@ -278,11 +278,14 @@ def _missing_output(graph: Graph, e: Edge) -> str | None:
     return f"{spec.display} {src.title} has {len(names)} outputs ({', '.join(names)})"
 
 
-def _check_logits(graph: Graph, node_id: str, shape: Shape, problems: list[Problem]) -> None:
+def _check_logits(graph: Graph, node_id: str, shape: Shape, problems: list[Problem], batch: int) -> None:
     expected = graph.num_classes
     if len(shape) != 2 or shape[1] != expected:
         problems.append(Problem(node_id, f"Output expects logits of shape {expected} (one per class), "
                                          f"receives {fmt_shape(shape)}", port="in"))
+    elif shape[0] != batch:   # e.g. a learnable Parameter that never meets the input: one row for every sample
+        problems.append(Problem(node_id, f"Output expects one row of logits per sample ({batch}), receives "
+                                         f"{shape[0]}: its input does not depend on the network's Input", port="in"))
 
 
 def _check_reachability(graph: Graph, problems: list[Problem]) -> None:

@@ -98,8 +98,8 @@ def shapes_on_meta(module: fx.GraphModule, x: torch.Tensor) -> dict[str, tuple[i
     class Recorder(fx.Interpreter):
         def run_node(self, n: fx.Node):  # noqa: ANN202
             out = super().run_node(n)
-            if n.op == "call_module":
-                seen[str(n.target)] = tuple(out.shape)
+            if n.op == "call_module":   # a layer with several outputs: validation's shape is its first
+                seen[str(n.target)] = tuple((out[0] if isinstance(out, tuple) else out).shape)
             return out
 
     Recorder(module).run(x)

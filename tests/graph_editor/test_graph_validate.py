@@ -222,3 +222,14 @@ def test_weights_past_what_torch_can_size_are_a_located_build_error_in_the_summa
     with pytest.raises(BuildError) as info:
         analyze(g)
     assert info.value.problems[0].node == "fc2" and "PyTorch refuses this Linear" in info.value.problems[0].message
+
+
+def test_logits_that_do_not_depend_on_the_input_are_refused_at_the_output():
+    """A learnable Parameter wired straight to the Output has one row for the whole batch."""
+    g = Graph(InputSpec((4,)), 3)
+    g.add_node("Input", "input")
+    g.add_node("Parameter", "p", {"shape": [3]})
+    g.add_node("Output", "output")
+    g.add_edge(Edge("p", "output"))
+    problems = [p for p in validate(g, batch=2).problems if p.node == "output"]
+    assert problems and "one row of logits per sample" in problems[0].message
