@@ -67,7 +67,7 @@ class CompileCheck(QObject):
         self.proc.finished.connect(self._on_finished)
         self.proc.start(sys.executable, ["-m", "trainer.explain", path, "--json"])
         self._say("Check Compile: running torch._dynamo.explain in the background…", "info")
-        self.window.statusBar().showMessage("Checking where torch.compile breaks the graph…", 6000)  # type: ignore
+        self.window.statusBar().showMessage("Checking where torch.compile breaks the graph…", 6000)  # type: ignore[attr-defined]
         return True
 
     def stop(self) -> bool:

@@ -98,7 +98,7 @@ def analyze(graph: Graph, batch: int = 1) -> Analysis:
         if node.type == "Output":
             out_shape = shape
             continue
-        in_shapes = [inf.edge_shape(e) for e in inf.in_edges[node_id]]
+        in_shapes = [s for e in inf.in_edges[node_id] if (s := inf.edge_shape(e)) is not None]
         params = inf.params[node_id]
         try:
             n_params, n_train = (0, 0) if node.type in NO_MODULE else param_count(node.type, params, in_shapes)

@@ -9,7 +9,7 @@ from torch import fx, nn
 
 from ..model import Graph, GraphError, Problem, validate
 from ..model.validate import Inference
-from .modules import NO_MODULE, get_builder
+from .modules import NO_MODULE, Shape, get_builder
 
 
 class BuildError(GraphError):
@@ -61,7 +61,7 @@ def build_module(graph: Graph, *, batch: int = 1, device: torch.device | str | N
                                                    "rename the node", field="id")])
             try:
                 module = make(inf.params.get(node_id) or spec.check_params(node.params),
-                              [inf.edge_shape(e) for e in edges])
+                              _known([inf.edge_shape(e) for e in edges]))
             except (ValueError, RuntimeError, TypeError) as exc:  # torch's own checks, e.g. heads vs embed_dim
                 raise BuildError([Problem(node_id, f"PyTorch refuses this {node.type}: {exc}")]) from None
             root.add_module(node_id, module)
@@ -102,3 +102,9 @@ def example_input(graph: Graph, batch: int = 1, device: torch.device | str = "cp
     if dtype == torch.int64:
         return torch.zeros(shape, dtype=dtype, device=device)
     return torch.randn(shape, device=device).to(dtype)
+
+
+def _known(shapes: list[Shape | None]) -> list[Shape]:
+    """Input shapes of a node that validated: every one is known (an unknown one was reported upstream)."""
+    assert all(s is not None for s in shapes), "a node is built only once its input shapes are known"
+    return [s for s in shapes if s is not None]

@@ -136,7 +136,7 @@ def _fold_prelu(gm: fx.GraphModule) -> None:
             continue
         module = Call(nn.PReLU, (weight.numel(),)).make()
         with torch.no_grad():
-            module.weight.copy_(weight)
+            module.get_parameter("weight").copy_(weight)
         path = free_module_path(gm, f"{slopes.target}_prelu")  # named after its slopes, as layer scale is
         gm.add_submodule(path, module)
         with gm.graph.inserting_before(n):

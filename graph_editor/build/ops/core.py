@@ -219,7 +219,7 @@ def fold_layer_scale(gm: fx.GraphModule) -> None:
         with torch.device(gamma.device):  # a model built on meta (counts only) has no values to copy
             module = Call(Scale, (list(gamma.shape), _scale_of(gamma, []).params["init_value"])).make()
         with torch.no_grad():
-            module.gamma.copy_(gamma)
+            module.get_parameter("gamma").copy_(gamma)
         gm.add_submodule(path, module)
         with gm.graph.inserting_before(n):
             call = gm.graph.call_module(path, (x,))

@@ -162,7 +162,7 @@ def module_node(module: nn.Module, n: fx.Node, values: dict[fx.Node, Any]) -> Ma
     ref = class_ref(type(module))
     kwargs = constructor_kwargs(module)
     return Mapped(TYPE, {"cls": ref, "kwargs": json.dumps(kwargs, sort_keys=True),
-                         "in_shape": list(values[inputs[0]].shape[1:]), "out_shape": list(out.shape[1:])}, inputs)
+                         "in_shape": list(values[inputs[0]].shape[1:]), "out_shape": list(out.shape[1:])}, [inputs[0]])
 
 
 def constructor_kwargs(module: nn.Module) -> dict[str, Any]:

@@ -95,14 +95,18 @@ def batch_source(size: Any) -> fx.Node | None:
     if not isinstance(size, fx.Node):
         return None
     if size.op == "call_method" and size.target == "size" and len(size.args) == 2 and size.args[1] == 0:
-        return size.args[0]
+        return _node(size.args[0])
     if size.op == "call_function" and size.target is operator.getitem and size.args[1] == 0:
         inner = size.args[0]
         if isinstance(inner, fx.Node) and (
                 inner.op == "call_function" and inner.target is getattr and inner.args[1] == "shape"
                 or inner.op == "call_method" and inner.target == "size" and len(inner.args) == 1):
-            return inner.args[0]
+            return _node(inner.args[0])
     return None
+
+
+def _node(arg: Any) -> fx.Node | None:
+    return arg if isinstance(arg, fx.Node) else None
 
 
 def expand_to_batch(x: fx.Node, batch: Any, sizes: list[Any]) -> Mapped | None:

@@ -149,7 +149,7 @@ def _f_unbind(input: Any, dim: Any = 0) -> Mapped:
     return Mapped("Unbind", {"count": int(n), "dim": dim}, [x])
 
 
-def unbind_after_permute(x: fx.Node, dims: list[int]) -> tuple[Mapped, list[int]] | None:
+def unbind_after_permute(x: fx.Node, dims: list[int]) -> tuple[Mapped, list[int] | None] | None:
     """``x.permute(dims).unbind(0)`` where the permute moves the batch to dim 1 (timm's attention:
     ``qkv.reshape(B, N, 3, H, d).permute(2, 0, 3, 1, 4).unbind(0)``) as an Unbind of ``x`` along
     ``dims[0]`` and the per-sample permutation each part then needs (None when it is the identity);
@@ -159,5 +159,6 @@ def unbind_after_permute(x: fx.Node, dims: list[int]) -> tuple[Mapped, list[int]
         return None
     rest = [d for d in range(rank) if d != dims[0]]  # x's dims after the slice, in order
     order = [rest.index(d) for d in dims[1:]]  # each part's dims, the batch first
+    perm: list[int] | None = None if order == list(range(rank - 1)) else [d - 1 for d in order[1:]]
     mapped = Mapped("Unbind", {"count": int(_traced_shape(x)[dims[0]]), "dim": dims[0]}, [x])
-    return mapped, (None if order == list(range(rank - 1)) else [d - 1 for d in order[1:]])
+    return mapped, perm

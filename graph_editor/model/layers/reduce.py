@@ -12,7 +12,7 @@ def reduced_dims(dims: list[int], x: tuple[int, ...]) -> list[int]:
     """``dims`` (batch is 0, negative counts from the end) as sorted non-negative dims of ``x``;
     the batch dimension and repeats are refused, naming the field."""
     rank = len(x)
-    out = []
+    out: list[int] = []
     for d in dims:
         if not -rank <= d < rank:
             raise ShapeError(f"cannot reduce dim {d} of {fmt_shape(x, batch=True)}: out of range for a "
