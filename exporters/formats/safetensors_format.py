@@ -7,12 +7,12 @@ in its header metadata; ``NAME.graph.json`` beside it is the same graph as a nor
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
 from graph_editor.model import dumps, load_graph, save_graph
+from graph_editor.model.serialize import current_umask
 
 from ..options import ExportOptions
 from ..registry import Format, Written, export_format
@@ -78,6 +78,4 @@ class SafetensorsFormat(Format):
 
 def _default_mode() -> int:
     """The mode a newly created file gets here (0666 less the process's umask)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
+    return 0o666 & ~current_umask()

@@ -85,10 +85,12 @@ def _mode_for(path: Path) -> int:
     try:
         return path.stat().st_mode & 0o7777
     except OSError:
-        return 0o666 & ~_umask()
+        return 0o666 & ~current_umask()
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process's umask, read without changing it where the system allows (os.umask would change
+    it for a moment for every thread: a file another thread creates then gets mode 0666)."""
     try:                        # Linux says it without changing it (os.umask would, for every thread)
         with open("/proc/self/status", encoding="ascii") as f:
             for line in f:
