@@ -6,13 +6,15 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.process
+
 SCRIPT = """
 from PySide6.QtGui import QUndoStack
 from PySide6.QtWidgets import QApplication
 from graph_editor.model import Graph
 from graph_editor.ui.controller import EditorController
-
-pytestmark = pytest.mark.process
 
 app = QApplication([])
 g = Graph()
