@@ -151,18 +151,12 @@ def resume_plan(run_id: int, db: str | None, strategy: str | None, nproc: int | 
 def resume(run_id: int, spec: dict[str, Any], *, db: str | None, emitter: ev.Emitter) -> int:
     """Continue ``run_id`` under torchrun from its last whole checkpoint, as the same run; the number
     of ranks may differ from the run's (a sharded checkpoint is read into the new layout)."""
-    from .worker import SETUP_ERRORS, refuse, refuse_setup
+    from .worker import SETUP_ERRORS, open_for_resume, refuse, refuse_setup
 
-    try:
-        store = RunStore(db, create=False)
-        run = store.run(run_id)
-    except StoreError as exc:
-        return refuse(emitter, "spec", str(exc))
-    if run.status == "running":
-        return refuse(emitter, "spec", f"run {run_id} is still running (pid {run.pid} on {run.host})")
-    if store.readonly:
-        return refuse(emitter, "spec", f"--db: {store.url}: the run store is read-only; a resumed run records "
-                                       "its progress there")
+    opened = open_for_resume(run_id, db=db, emitter=emitter)
+    if isinstance(opened, int):
+        return opened
+    store, run = opened
     try:
         st = setup(spec_from_dict(spec))
         _check(st)

@@ -47,7 +47,7 @@ from .loop import NonFiniteLoss
 from .memory import memory_sample
 from .memory_doctor import gate as memory_gate
 from .spec import STRATEGIES, SpecError, load_spec, spec_from_dict
-from .store import RunStore, StoreError, default_run_root
+from .store import Run, RunStore, StoreError, default_run_root
 
 _EARLY_STOP: list[str] = []    # a SIGINT/SIGTERM that came before the run's own handlers
 
@@ -150,8 +150,9 @@ def _record_the_dead(store: RunStore) -> None:
         store.mark_interrupted()
 
 
-def resume_run(run_id: int, *, db: str | None, emitter: ev.Emitter) -> int:
-    """Continue ``run_id`` from its last whole checkpoint, as the same run."""
+def open_for_resume(run_id: int, *, db: str | None, emitter: ev.Emitter) -> tuple[RunStore, Run] | int:
+    """The store and the run to resume (one process or under torchrun), or the exit status of the
+    refusal already emitted: no such store or run, the run still running, a read-only store."""
     try:
         store = RunStore(db, create=False)
         run = store.run(run_id)
@@ -162,6 +163,15 @@ def resume_run(run_id: int, *, db: str | None, emitter: ev.Emitter) -> int:
     if store.readonly:
         return refuse(emitter, "spec", f"--db: {store.url}: the run store is read-only; a resumed run records "
                                        "its progress there")
+    return store, run
+
+
+def resume_run(run_id: int, *, db: str | None, emitter: ev.Emitter) -> int:
+    """Continue ``run_id`` from its last whole checkpoint, as the same run."""
+    opened = open_for_resume(run_id, db=db, emitter=emitter)
+    if isinstance(opened, int):
+        return opened
+    store, run = opened
     checkpoint = usable_checkpoint(store, run_id)
     if checkpoint is None:
         return refuse(emitter, "spec", f"run {run_id} has no whole last checkpoint to resume from")
