@@ -73,3 +73,37 @@ class SequenceNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.flatten(self.block(self.embed(x))))
+
+
+class WidthlessBlock(nn.Module):
+    """Keeps no attribute for its width (like torchvision's ShiftedWindowAttention and ``dim``): only the
+    layers built from it, so the importer finds the width among the weights' sizes."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return self.proj(torch.sin(q) * k + v)
+
+
+class WidthlessNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(6, 8)
+        self.block = WidthlessBlock(8, heads=2)
+        self.flatten = nn.Flatten()
+        self.head = nn.Linear(5 * 8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.flatten(self.block(self.embed(x))))
+
+
+class TwoWidthsBlock(WidthlessBlock):
+    """Three required arguments without attributes: more than the importer searches for."""
+
+    def __init__(self, width: int, heads: int, depth: int, extra: int) -> None:
+        super().__init__(width, heads)

@@ -14,7 +14,14 @@ from exporters.source import ExportSource, random_inputs
 from graph_editor.build import BuildError, ModuleImportError, analyze, build_module, import_module
 from graph_editor.model import load_graph, save_graph, validate
 from studio import cli
-from tests.graph_editor.module_node_models import SequenceNet, SineBlock, digits_sine_net, sine_net
+from tests.graph_editor.module_node_models import (
+    SequenceNet,
+    SineBlock,
+    TwoWidthsBlock,
+    WidthlessNet,
+    digits_sine_net,
+    sine_net,
+)
 from tests.trainer.helpers import kinds, run_worker, write_spec
 
 SHAPE = (3, 8, 8)
@@ -153,3 +160,22 @@ def test_a_leaf_that_cannot_be_a_module_node_widens_to_the_module_around_it():
     x = torch.randn(4, 5, 6)
     with torch.no_grad():
         assert torch.equal(built(result).eval()(x), net(x))
+
+
+def test_a_width_the_module_keeps_no_attribute_for_is_found_among_its_weights_sizes():
+    """torchvision's ShiftedWindowAttention keeps no ``dim``: the width that rebuilds the same weights is found."""
+    torch.manual_seed(0)
+    net = WidthlessNet().eval()
+    result = import_module(net, (5, 6))
+    node = result.graph.nodes["block"]
+    assert node.type == "Module" and json.loads(node.params["kwargs"]) == {"heads": 2, "width": 8}
+    x = torch.randn(4, 5, 6)
+    with torch.no_grad():
+        assert torch.equal(built(result).eval()(x), net(x))
+
+
+def test_too_many_unrecoverable_arguments_are_refused_naming_the_first():
+    net = WidthlessNet()
+    net.block = TwoWidthsBlock(8, 2, 1, 1)
+    with pytest.raises(ModuleImportError, match="cannot recover argument 'width' of TwoWidthsBlock.*3 arguments"):
+        import_module(net, (5, 6))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import itertools
 import json
 import sys
 from dataclasses import dataclass
@@ -170,6 +171,7 @@ def constructor_kwargs(module: nn.Module) -> dict[str, Any]:
     checked by constructing it on ``meta``; Unmappable naming the argument that cannot be recovered."""
     cls = type(module)
     kwargs: dict[str, Any] = {}
+    missing: dict[str, str] = {}  # required argument -> why no attribute gives it
     for name, param in list(inspect.signature(cls.__init__).parameters.items())[1:]:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or name in ("device", "dtype"):
             continue
@@ -178,11 +180,38 @@ def constructor_kwargs(module: nn.Module) -> dict[str, Any]:
         if known and (param.default is param.empty or _plain(value) != _plain(param.default)):
             kwargs[name] = _plain(value)
         elif not known and param.default is param.empty:
-            why = "keeps no attribute of that name" if value is _MISSING else \
+            missing[name] = "keeps no attribute of that name" if value is _MISSING else \
                 f"keeps it as a {type(value).__name__}, not a literal"
-            raise Unmappable(f"cannot recover argument '{name}' of {cls.__qualname__}: the module {why}")
+    if missing:
+        return _infer_sizes(module, kwargs, missing)
     _check_rebuilds(module, kwargs)
     return kwargs
+
+
+_MAX_MISSING = 2  # required arguments searched for among the weights' sizes (candidates ** missing rebuilds)
+
+
+def _infer_sizes(module: nn.Module, kwargs: dict[str, Any], missing: dict[str, str]) -> dict[str, Any]:
+    """Required arguments the module keeps no attribute for, found among its weights' sizes: a width
+    such as torchvision's ``ShiftedWindowAttention(dim, ...)``, which stores only the layers built from
+    it (``qkv = Linear(dim, 3 * dim)``). Each candidate is checked like any recovered argument, by
+    constructing the class on ``meta`` (same weights' shapes, same plain attributes, same submodules);
+    the first that rebuilds the module is taken. Unmappable naming the argument when none does."""
+    name = type(module).__qualname__
+    first, why = next(iter(missing.items()))
+    if len(missing) > _MAX_MISSING:
+        raise Unmappable(f"cannot recover argument '{first}' of {name}: the module {why} ({len(missing)} "
+                         f"arguments without attributes; at most {_MAX_MISSING} are searched for among its weights' sizes)")
+    sizes = sorted({int(d) for t in module.state_dict().values() for d in t.shape})
+    for values in itertools.product(sizes, repeat=len(missing)):
+        candidate = {**kwargs, **dict(zip(missing, values, strict=True))}
+        try:
+            _check_rebuilds(module, candidate)
+        except Unmappable:
+            continue
+        return candidate
+    raise Unmappable(f"cannot recover argument '{first}' of {name}: the module {why}, and no size of its "
+                     "weights rebuilds it")
 
 
 _MISSING = object()
