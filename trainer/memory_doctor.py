@@ -19,7 +19,14 @@ from typing import Any
 from graph_editor.model import Graph
 
 from .checkpointing import SegmentError, resolve_segments
-from .memory_predict import Cancelled, MemoryPrediction, largest_batch, predict_memory, usable_bytes
+from .memory_predict import (
+    Cancelled,
+    DataDependentStep,
+    MemoryPrediction,
+    largest_batch,
+    predict_memory,
+    usable_bytes,
+)
 from .spec import RunSpec
 
 MiB = 2 ** 20
@@ -201,7 +208,10 @@ def check_run(graph: Graph, spec: RunSpec, *, device_type: str, total: int | Non
     if budget is None or spec.precision.dtype == "fp8":
         return None
     dev = "cuda" if device_type == "cuda" else "cpu"
-    pred = predict_for_spec(graph, spec, device=dev, channels_last=channels_last, resident=resident)
+    try:
+        pred = predict_for_spec(graph, spec, device=dev, channels_last=channels_last, resident=resident)
+    except DataDependentStep:  # a node reads the data's values: the device computes what fake tensors cannot
+        return None
     if pred.peak_bytes <= budget:
         return None
     return diagnose(graph, spec, budget, device=dev, prediction=pred, channels_last=channels_last)

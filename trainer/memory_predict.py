@@ -29,6 +29,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from graph_editor.build import build_module
 from graph_editor.build.autograd import tensors_in
+from graph_editor.build.data_dependent import describe, node_label
 from graph_editor.build.fake import fake_batch, fake_cpu
 from graph_editor.model import Graph, GraphError
 
@@ -45,7 +46,17 @@ STEPS, READ_FROM = 3, 2       # steps run, first step read
 
 
 class MemoryPredictionError(ValueError):
-    """The prediction cannot run (a bad argument, or the graph does not build)."""
+    """The prediction cannot run (a bad argument, the graph does not build, or a node needs the
+    data's values); ``node``: the graph node it is about, where there is one."""
+
+    def __init__(self, message: str, node: str | None = None) -> None:
+        super().__init__(message)
+        self.node = node
+
+
+class DataDependentStep(MemoryPredictionError):
+    """A node needs the data's values (``.item()``, a shape from the values): fake tensors have none,
+    so the step's memory cannot be predicted; a real device may still run it."""
 
 
 class Cancelled(Exception):
@@ -288,6 +299,28 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
     except (GraphError, SegmentError) as exc:  # both name the node or entry
         raise MemoryPredictionError(f"model.graph: {exc}" if isinstance(exc, GraphError) else str(exc)) from None
     tracker = _Tracker(CUDA_BLOCK if device.startswith("cuda") else 1)
+    try:
+        log, start = _run_steps(graph, model, tracker, spec, batch, precision, channels_last)
+    except Exception as exc:
+        node = tracker.node if tracker.node in graph.nodes else None
+        message = describe(exc, node_label(graph, node), "the training step's memory cannot be predicted")
+        if message is None:
+            raise
+        raise DataDependentStep(message, node) from None
+    pred = _read(tracker, log, start, batch=batch, optimizer=spec.name, precision=precision,
+                 channels_last=channels_last, device=device, model=model, checkpoint=list(checkpoint))
+    if resident:      # lives through the whole step: the peak stays where it is, higher by it
+        pred.parts["data"] = resident
+        pred.peak_bytes += resident
+        for parts in pred.phase_peaks.values():
+            parts["data"] = resident
+    return pred
+
+
+def _run_steps(graph: Graph, model: nn.Module, tracker: _Tracker, spec: OptimSpec, batch: int, precision: str,
+               channels_last: bool) -> tuple[list[tuple[int, int]], set[int]]:
+    """The trainer's step :data:`STEPS` times under ``tracker``: its log from step :data:`READ_FROM`
+    on and the blocks alive as that step started."""
     cpu, cl = torch.device("cpu"), channels_last
     with ExitStack() as stack:
         stack.enter_context(fake_cpu(model, channels_last=cl))
@@ -310,14 +343,7 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
         tracker.recording = False
         log = tracker.log
         del x, y, step_fn, opt
-    pred = _read(tracker, log, start, batch=batch, optimizer=spec.name, precision=precision,
-                 channels_last=channels_last, device=device, model=model, checkpoint=list(checkpoint))
-    if resident:      # lives through the whole step: the peak stays where it is, higher by it
-        pred.parts["data"] = resident
-        pred.peak_bytes += resident
-        for parts in pred.phase_peaks.values():
-            parts["data"] = resident
-    return pred
+    return log, start
 
 
 def _check_args(batch: int, optimizer: str | OptimSpec, precision: str, device: str) -> OptimSpec:

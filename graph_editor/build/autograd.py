@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model import Graph
+from .data_dependent import describe, node_label, tracking_nodes
 from .fake import empty_parameters, fake_batch, fake_cpu
 from .fx import build_module
 
@@ -55,7 +56,12 @@ __all__ = ["DEVICE_KINDS", "LOSS", "PRECISIONS", "AutogradCapture", "AutogradNod
 
 
 class CaptureError(ValueError):
-    """The capture was asked for something it cannot do (a bad batch, precision or device kind)."""
+    """The capture was asked for something it cannot do (a bad batch, precision or device kind), or
+    a node needs the data's values (``.item()``); ``node``: the graph node it is about, if any."""
+
+    def __init__(self, message: str, node: str | None = None) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 @dataclass(frozen=True)
@@ -197,7 +203,14 @@ def capture_autograd(source: Graph | nn.Module, batch: int = 1, precision: str =
         if input_shape is None:
             raise CaptureError("capturing an nn.Module needs its per-sample input_shape, e.g. (3, 32, 32)")
         key, module, shape, dtype = None, source, tuple(input_shape), torch.float32
-    result = _capture_with_fallback(module, shape, dtype, batch, precision, device_kind, channels_last)
+    with tracking_nodes(module) as running:
+        try:
+            result = _capture_with_fallback(module, shape, dtype, batch, precision, device_kind, channels_last)
+        except _NeedsData as exc:  # no fallback computes it: say which node and why
+            graph = source if isinstance(source, Graph) else None
+            label = node_label(graph, running[0], module)
+            raise CaptureError(describe(exc.error, label, "the backward graph cannot be captured") or str(exc.error),
+                               running[0]) from None
     if key is not None:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))
@@ -227,11 +240,26 @@ def _capture_with_fallback(module: nn.Module, shape: tuple[int, ...], dtype: tor
                 captured.note = "; ".join([*notes, *_no_device_notes(captured)])
             return captured
         except Exception as exc:  # an op fake tensors refuse: say so and try the next way
+            if describe(exc, "", "") is not None:
+                raise _NeedsData(exc) from exc  # meta cannot compute a value either
             notes.append(f"fake {dev} tensors refused the step ({type(exc).__name__}: {str(exc)[:160]})")
     with empty_parameters(module, "meta", channels_last=channels_last):
         x, y = fake_batch(shape, batch, dtype=dtype, device="meta", channels_last=channels_last)
         notes.append("captured on meta: attention and autocast may differ from the device")
-        return _capture(module, x, y, batch, precision, device_kind, "meta", "; ".join(notes))
+        try:
+            return _capture(module, x, y, batch, precision, device_kind, "meta", "; ".join(notes))
+        except Exception as exc:
+            if describe(exc, "", "") is not None:
+                raise _NeedsData(exc) from exc
+            raise
+
+
+class _NeedsData(Exception):
+    """A step failed on an op that needs the data's values (:mod:`.data_dependent`)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _no_device_notes(captured: AutogradCapture) -> list[str]:

@@ -1,0 +1,70 @@
+"""A node whose forward needs the data's values (``.item()``, a shape from the values): the autograd
+capture names the node, the cause and the line instead of raising what fake tensors or meta raise."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from graph_editor.build import build_module
+from graph_editor.build.autograd import CaptureError, capture_autograd
+from graph_editor.build.data_dependent import data_dependent_cause, describe
+from graph_editor.model import Graph, InputSpec
+from tests.graph_editor.compile_graphs import item_graph
+
+
+def _positive_count_graph() -> Graph:
+    g = Graph(InputSpec((1, 8, 8)), 10, {"name": "mask count"})
+    g.chain(("Input", "input"),
+            ("Conv2d", "conv", {"out_channels": 4, "kernel_size": [3, 3], "padding": [1, 1]}),
+            ("Module", "m3", {"cls": "tests.graph_editor.data_dependent_models:PositiveCount", "kwargs": "{}",
+                              "in_shape": [4, 8, 8], "out_shape": [4, 8, 8]}),
+            ("Flatten", "flat"), ("Linear", "fc", {"out_features": 10}), ("Output", "output"))
+    return g
+
+
+def test_capture_of_an_item_read_names_the_module_node_the_cause_and_the_line():
+    graph = item_graph()
+    with pytest.raises(CaptureError) as info:
+        capture_autograd(graph, 4, use_cache=False)
+    message = str(info.value)
+    assert info.value.node == "scale"
+    assert message.startswith("Module node scale (tests.graph_editor.module_node_models:ItemScale) calls .item() "
+                              "at module_node_models.py:40 `return x / (x.abs().max().item() + 1.0)`")
+    assert "a value that depends on the data, which a meta/fake run cannot compute" in message
+    assert "the backward graph cannot be captured" in message
+    assert graph.nodes["scale"].params["cls"].endswith(":ItemScale")   # the graph is left as it was
+    assert build_module(graph)(torch.randn(2, 1, 8, 8)).shape == (2, 10)  # and still runs on real data
+
+
+def test_capture_of_a_shape_from_the_values_names_the_op():
+    with pytest.raises(CaptureError) as info:
+        capture_autograd(_positive_count_graph(), 2, use_cache=False)
+    assert info.value.node == "m3"
+    assert str(info.value).startswith(
+        "Module node m3 (tests.graph_editor.data_dependent_models:PositiveCount) makes a tensor whose shape "
+        "depends on the values (nonzero) at data_dependent_models.py:14 `return x * x[x > 0].numel() / x.numel()`")
+
+
+def test_capture_of_a_module_names_its_child():
+    from tests.graph_editor.data_dependent_models import ItemNet
+
+    with pytest.raises(CaptureError) as info:
+        capture_autograd(ItemNet(), 2, input_shape=(1, 8, 8))
+    # the .item() is in the root's own forward, after conv ran: the last child that started is named
+    assert info.value.node == "conv"
+    assert "module conv (Conv2d) calls .item() at data_dependent_models.py:28" in str(info.value)
+
+
+def test_other_failures_are_not_called_data_dependent():
+    try:
+        nn.Linear(3, 4)(torch.empty(2, 5, device="meta"))
+    except RuntimeError as exc:
+        assert data_dependent_cause(exc) is None and describe(exc, "node fc", "x") is None
+    else:
+        pytest.fail("a shape mismatch on meta raises")
+    try:
+        torch.empty(3, device="meta").sum().item()
+    except RuntimeError as exc:
+        assert data_dependent_cause(exc) == "calls .item()"
