@@ -20,6 +20,7 @@ import inspect
 import itertools
 import json
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -196,13 +197,15 @@ def _infer_sizes(module: nn.Module, kwargs: dict[str, Any], missing: dict[str, s
     such as torchvision's ``ShiftedWindowAttention(dim, ...)``, which stores only the layers built from
     it (``qkv = Linear(dim, 3 * dim)``). Each candidate is checked like any recovered argument, by
     constructing the class on ``meta`` (same weights' shapes, same plain attributes, same submodules);
-    the first that rebuilds the module is taken. Unmappable naming the argument when none does."""
+    the first that rebuilds the module is taken, the most frequent sizes tried first. Unmappable naming the argument when none does."""
     name = type(module).__qualname__
     first, why = next(iter(missing.items()))
     if len(missing) > _MAX_MISSING:
         raise Unmappable(f"cannot recover argument '{first}' of {name}: the module {why} ({len(missing)} "
                          f"arguments without attributes; at most {_MAX_MISSING} are searched for among its weights' sizes)")
-    sizes = sorted({int(d) for t in module.state_dict().values() for d in t.shape})
+    # The most frequent sizes first: a width is in most of the weights (qkv's, proj's and its bias)
+    counts = Counter(int(d) for t in module.state_dict().values() for d in t.shape)
+    sizes = sorted(counts, key=lambda d: (-counts[d], d))
     for values in itertools.product(sizes, repeat=len(missing)):
         candidate = {**kwargs, **dict(zip(missing, values, strict=True))}
         try:
