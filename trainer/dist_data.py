@@ -11,8 +11,12 @@ the batches one process would, which is what makes 2 processes agree with 1 (the
   each batch, as ``DistributedSampler`` splits an epoch); augmentation draws from a per-rank
   generator (each rank's rows get their own draws).
 
-Evaluation loaders are not split: every rank evaluates the whole split, so every rank holds the same
-metrics and the sharded model's collectives run on all of them.
+Evaluation is split too: step ``i`` of a split's pass is the one-process batch ``i`` (``batch_size``
+rows), of which rank ``r`` runs rows ``r*b .. (r+1)*b`` at the per-rank batch ``b`` (the shape it
+trains at). Every rank takes the same number of steps (the sharded model's collectives run on all of
+them); rows past the split's end are padding (the last row repeated) and masked by the ``valid``
+count. :func:`trainer.loop.evaluate` then sums [loss sum, rows, confusion counts] over the ranks, so
+rank 0 reports exactly the rows one process evaluates, each once.
 """
 
 from __future__ import annotations
@@ -64,6 +68,46 @@ class ShardStreamLoader(StreamLoader):
             yield x, y.to(self.device, non_blocking=True), self.local
 
 
+def eval_rows(order: torch.Tensor, step: int, batch: int, rank: int, world: int) -> tuple[torch.Tensor, int]:
+    """Rank ``rank``'s rows of evaluation step ``step`` (``batch`` rows a step over all ranks), padded
+    to ``batch / world`` with the split's last row, and how many are real."""
+    local, n = batch // world, len(order)
+    lo = min(step * batch + rank * local, n)
+    idx = order[lo:min(lo + local, n)]
+    valid = len(idx)
+    if valid < local:
+        idx = torch.cat([idx, order[-1:].expand(local - valid)])
+    return idx, valid
+
+
+class ShardEvalLoader(DeviceLoader):
+    """A device-resident evaluation split; each step is this rank's share of one process's batch."""
+
+    def __init__(self, *args, rank: int, world: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.rank, self.world = rank, world
+
+    def batches(self, order: torch.Tensor, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
+        for i in range(start, self.steps):
+            idx, valid = eval_rows(order, i, self.batch_size, self.rank, self.world)
+            yield self._finish(self.x[idx]), self.y[idx], valid
+
+
+class ShardEvalStreamLoader(StreamLoader):
+    """A streamed evaluation split; this rank's workers read only its share of each step."""
+
+    def __init__(self, *args, rank: int, world: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.rank, self.world = rank, world
+
+    def batches(self, order: torch.Tensor, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
+        rows = [eval_rows(order, i, self.batch_size, self.rank, self.world) for i in range(start, self.steps)]
+        self.sampler.batches = [idx.tolist() for idx, _ in rows]
+        for (x, y), (_, valid) in zip(self.loader, rows, strict=True):
+            x = _normalised(self, x.to(self.device, non_blocking=True))
+            yield self._finish(x), y.to(self.device, non_blocking=True), valid
+
+
 def _normalised(loader: StreamLoader, x: torch.Tensor) -> torch.Tensor:
     from .data import normalise
 
@@ -71,7 +115,8 @@ def _normalised(loader: StreamLoader, x: torch.Tensor) -> torch.Tensor:
 
 
 def rank_loaders(setup: Setup, rank: int, world: int) -> dict[str, DeviceLoader]:
-    """Train: this rank's slices of the global batch (``train.batch_size``); val and test: whole."""
+    """Train: this rank's slices of the global batch (``train.batch_size``); val and test: this rank's
+    share of each evaluation step (the metrics are summed over the ranks)."""
     spec, s = setup.spec, setup.splits
     aug = Augment(spec.data.augment.flip, spec.data.augment.translate)
     kw = dict(channels_last=setup.channels_last, seed=spec.train.seed)
@@ -84,8 +129,8 @@ def rank_loaders(setup: Setup, rank: int, world: int) -> dict[str, DeviceLoader]
         out["train"] = ShardLoader(s.train, b, dev, train=True, augment=aug, rank=rank, world=world, **kw)
     for name, split in (("val", s.val), ("test", s.test)):
         if setup.streamed:
-            out[name] = StreamLoader(split, b, dev, train=False, mean=s.mean, std=s.std, workers=spec.data.workers,
-                                     augment=aug, **kw)
+            out[name] = ShardEvalStreamLoader(split, b, dev, train=False, mean=s.mean, std=s.std,
+                                              workers=spec.data.workers, augment=aug, rank=rank, world=world, **kw)
         else:
-            out[name] = DeviceLoader(split, b, dev, train=False, augment=aug, **kw)
+            out[name] = ShardEvalLoader(split, b, dev, train=False, augment=aug, rank=rank, world=world, **kw)
     return out

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from . import events as ev
 from .checkpoint import CheckpointError, fault_point, prune, verify_checkpoint
@@ -41,7 +42,7 @@ from .distributed import (
     wrap_ddp,
     write_failure,
 )
-from .job import Job, build_model, checkpoint_state, restore, run_epochs
+from .job import Job, _timed_first_call, build_model, checkpoint_state, restore, run_epochs
 from .loop import NonFiniteLoss, Window, make_train_step
 from .optim import Schedule, make_optimizer
 from .sharded_checkpoint import checkpoint_dir, load_sharded, save_sharded, to_layout, verify_sharded
@@ -64,6 +65,11 @@ class RankRole:
 
     def agree(self, stop: bool, due: bool) -> tuple[bool, bool]:
         return agree(self.ctx, stop, due)
+
+    def sum_over_ranks(self, sums: torch.Tensor) -> torch.Tensor:
+        """Every rank's evaluation sums added up (each rank evaluated its share of the split)."""
+        dist.all_reduce(sums)
+        return sums
 
     def save(self, job: Job, kind: str) -> Path:
         """Every rank writes its shard; rank 0 renames, records, prunes and reports (as job.save does)."""
@@ -151,6 +157,8 @@ def make_rank_job(st: Any, model: torch.nn.Module, ctx: Context, *, store: Any, 
     job = Job(st, store, emitter, run_id, run_dir, model, runner, opt, step_fn, scaler, schedule, loaders, controls,
               Window(reduce=window_reduce(ctx)))
     job.dist = RankRole(ctx)
+    if compiled:
+        job.step_fn = _timed_first_call(job, step_fn)    # compile_done from rank 0, as on one device
     return job
 
 

@@ -314,7 +314,7 @@ def evaluate_split(job: Job, name: str) -> Evaluation | None:
     if loader.n == 0:
         return None
     return evaluate(job.runner, loader, len(job.setup.splits.classes), device=job.setup.device,
-                    precision=job.spec.precision.dtype)
+                    precision=job.spec.precision.dtype, reduce=job.dist.sum_over_ranks if job.dist else None)
 
 
 # ---------------------------------------------------------------- checkpoints

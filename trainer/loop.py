@@ -228,8 +228,11 @@ class Evaluation:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader, num_classes: int, *, device: torch.device, precision: str) -> Evaluation:
-    """Loss, accuracy and confusion matrix over a split; one host/device sync at the end."""
+def evaluate(model: nn.Module, loader, num_classes: int, *, device: torch.device, precision: str,
+             reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Evaluation:
+    """Loss, accuracy and confusion matrix over a split; one host/device sync at the end. ``reduce``
+    (under torchrun, each rank evaluating its share): [loss sum, rows, confusion counts] summed over
+    the ranks, in float64 (counts exact to 2**53)."""
     model.eval()
     loss_sum = torch.zeros((), device=device)
     confusion = torch.zeros(num_classes * num_classes, dtype=torch.long, device=device)
@@ -242,6 +245,10 @@ def evaluate(model: nn.Module, loader, num_classes: int, *, device: torch.device
         confusion += torch.bincount(y * num_classes + logits.argmax(1), minlength=num_classes ** 2)
         n += valid
     model.train()
+    if reduce is not None:
+        sums = reduce(torch.cat([loss_sum.double().view(1), torch.tensor([float(n)], dtype=torch.float64,
+                                 device=device), confusion.double()]))
+        loss_sum, n, confusion = sums[0], int(sums[1].item()), sums[2:].round().long()
     conf = confusion.view(num_classes, num_classes).cpu().numpy()   # the sync
     total = max(n, 1)
     return Evaluation(float(loss_sum.item()) / total, float(np.trace(conf)) / total, conf)

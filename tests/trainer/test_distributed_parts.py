@@ -27,7 +27,7 @@ from trainer.checkpoint import (
 from trainer.checkpointing import SegmentError
 from trainer.data import Split
 from trainer.data.loaders import Augment, DeviceLoader
-from trainer.dist_data import ShardLoader
+from trainer.dist_data import ShardEvalLoader, ShardLoader, eval_rows
 from trainer.distributed import (
     fsdp_units,
     is_torchrun_child,
@@ -36,6 +36,7 @@ from trainer.distributed import (
     torchrun_args,
     write_failure,
 )
+from trainer.loop import evaluate
 from trainer.sharded_checkpoint import MANIFEST, checkpoint_dir, load_full, save_sharded, verify_sharded
 from trainer.spec import DistributedSpec
 
@@ -111,6 +112,42 @@ def test_the_ranks_slices_make_the_one_process_batches(augment):
         assert valid == 8 and [p[2] for p in parts] == [4, 4]
         torch.testing.assert_close(torch.cat([p[0] for p in parts]), x)
         assert torch.equal(torch.cat([p[1] for p in parts]), y)
+
+
+@pytest.mark.parametrize(("n", "world"), [(43, 2), (40, 4), (5, 4)])
+def test_each_evaluation_row_is_on_one_rank_once(n, world):
+    """Every step the ranks together run one process's batch of 8; rows past the end are padding."""
+    order = torch.arange(n) * 10
+    steps = -(-n // 8)
+    seen = []
+    for step in range(steps):
+        for rank in range(world):
+            idx, valid = eval_rows(order, step, 8, rank, world)
+            assert len(idx) == 8 // world                   # the per-rank batch, every step, every rank
+            seen += idx[:valid].tolist()
+    assert seen == order.tolist()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ranks_evaluation_sums_are_one_process_evaluation(world):
+    """Each rank evaluates its share; the sums its reduce gets, added over the ranks (what all_reduce
+    does), give one process's loss, accuracy and confusion matrix."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+    split = Split(torch.randn(41, 1, 4, 4), torch.arange(41) % 3)
+    cpu = torch.device("cpu")
+    one = evaluate(model, DeviceLoader(split, 12, cpu, train=False), 3, device=cpu, precision="fp32")
+    sums = []
+    for rank in range(world):
+        loader = ShardEvalLoader(split, 12, cpu, train=False, rank=rank, world=world)
+        assert loader.steps == 4
+        evaluate(model, loader, 3, device=cpu, precision="fp32", reduce=lambda t: sums.append(t.clone()) or t)
+    total = torch.stack(sums).sum(0)
+    got = evaluate(model, ShardEvalLoader(split, 12, cpu, train=False, rank=0, world=world), 3, device=cpu,
+                   precision="fp32", reduce=lambda t: total)
+    assert int(total[1]) == 41
+    assert got.loss == pytest.approx(one.loss, rel=1e-6) and got.accuracy == one.accuracy
+    assert (got.confusion == one.confusion).all()
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ these are ``slow``; the runs are shared by the tests through module fixtures.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -17,12 +18,12 @@ import pytest
 import torch
 
 from trainer.checkpoint import load_checkpoint_weights
-from trainer.client import WorkerClient
+from trainer.client import WorkerClient, environ_with
 from trainer.store import RunStore
 
 from .helpers import kinds, run_worker, tiny_cnn, write_spec
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 EPOCHS = 3
 TRAIN = {"epochs": EPOCHS, "batch_size": 64, "metrics_interval_s": 0.1, "seed": 3}
@@ -38,10 +39,10 @@ def _run(folder: Path, **distributed) -> tuple[str, list]:
 
 
 def _curve(db: str) -> dict[str, list[float]]:
-    """Per epoch: training loss and accuracy, validation loss (the loss curve a run keeps)."""
+    """Per epoch: training loss and accuracy, validation loss and accuracy (the curves a run keeps)."""
     store = RunStore(db)
     out = {name: [v for _, _, v in store.metrics(1, name)] for name in
-           ("epoch/train_loss", "epoch/train_accuracy", "val/loss")}
+           ("epoch/train_loss", "epoch/train_accuracy", "val/loss", "val/accuracy")}
     assert all(len(v) == EPOCHS for v in out.values()), out
     return out
 
@@ -89,6 +90,13 @@ def test_ddp_on_two_processes_trains_as_one_process(one, ddp):
     assert [r.status for r in RunStore(db).runs()] == ["completed"]     # one run, not one per rank
     _agree(one[0], db)
     assert Path(RunStore(db).checkpoint_path(1, "last")).name.endswith(".dcp")
+    # Each rank evaluated half of every val/test batch; the sums over the ranks are one process's.
+    ends = [[e for e in evs if e.event == "epoch_end"] for evs in (one[1], events)]
+    assert [e.confusion for e in ends[0]] == [e.confusion for e in ends[1]]
+    assert sum(map(sum, ends[1][-1].confusion)) == started.val_size          # every val row counted once
+    done = [evs[-1] for evs in (one[1], events)]
+    assert done[1].test_accuracy == done[0].test_accuracy
+    assert done[1].test_loss == pytest.approx(done[0].test_loss, rel=1e-5)
 
 
 def test_fsdp2_on_two_processes_trains_as_ddp(ddp, fsdp2):
@@ -188,3 +196,33 @@ def test_bf16_autocast_with_ddp_and_fsdp2(tmp_path):
     a, b = (_weights(db) for db in dbs.values())
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-3, atol=1e-4, msg=k)
+
+
+def test_compile_bf16_and_channels_last_with_ddp_and_fsdp2(tmp_path):
+    """torch.compile under torchrun (of the DDP module: DDPOptimizer splits its graph at the buckets;
+    of the root after fully_shard), with bf16 autocast and channels_last, one short epoch each: the
+    run compiles once on every rank, trains (finite losses) and finishes. Compiling costs about a
+    minute a run on 2 busy cores; the two runs share one inductor cache."""
+    env = environ_with(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), TORCHINDUCTOR_COMPILE_THREADS="1")
+    for strategy in ("ddp", "fsdp2"):
+        folder = tmp_path / strategy
+        folder.mkdir()
+        db = f"sqlite:///{folder / 'runs.sqlite'}"
+        spec = write_spec(folder, tiny_cnn(), train={**TRAIN, "epochs": 1},
+                          precision={"dtype": "bf16", "compile": "default", "channels_last": True},
+                          distributed={"strategy": strategy, "nproc_per_node": 2})
+        with WorkerClient.run(spec, db=db, env=env) as w:
+            events = list(w.events(timeout=600))
+            assert w.wait(60) == 0, w.stderr[-3000:]
+        started, compiled = events[0], [e for e in events if e.event == "compile_done"]
+        assert started.compile == "default" and started.precision == "bf16"
+        assert started.distributed["strategy"] == strategy
+        assert len(compiled) == 1 and compiled[0].seconds > 0 and compiled[0].mode == "default"
+        assert isinstance(compiled[0].graph_breaks, int) and isinstance(compiled[0].recompiles, int)
+        assert kinds(events).index("compile_done") < kinds(events).index("metrics")
+        losses = [e.loss for e in events if e.event == "metrics"]
+        assert losses and all(math.isfinite(v) for v in losses), strategy
+        end = events[-1]
+        assert end.event == "finished" and end.status == "completed" and math.isfinite(end.test_loss)
+        assert RunStore(db).run(1).status == "completed"
+    assert os.listdir(tmp_path / "inductor")
