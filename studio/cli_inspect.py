@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
-from graph_editor.build import BuildError
-from graph_editor.build.analysis import format_count
-from graph_editor.build.autograd import (
-    DEVICE_KINDS,
-    PRECISIONS,
-    AutogradCapture,
-    CaptureError,
-    capture_autograd,
-)
 from studio.cli_graph import fail, load_for_cli, parse_shape
+
+if TYPE_CHECKING:
+    from graph_editor.build.autograd import AutogradCapture
+
+
+# The autograd command's choices are named here so that building the parser needs no torch (importing
+# graph_editor.build imports it: seconds that `runs`, `show` and `train` would pay at their start);
+# capture_autograd refuses any other name, and a test checks these agree with its own.
+PRECISION_CHOICES = ("fp32", "bf16", "fp16")
+DEVICE_KIND_CHOICES = ("cpu", "cuda")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,8 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "they save for backward and where their gradients flow; then the totals.")
     p.add_argument("graph", help="a *.graph.json file")
     p.add_argument("--batch", type=int, default=1, help="batch size of the step (default 1)")
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32", help="autocast of the forward (default fp32)")
-    p.add_argument("--device-kind", choices=DEVICE_KINDS, default="cpu",
+    p.add_argument("--precision", choices=PRECISION_CHOICES, default="fp32",
+                   help="autocast of the forward (default fp32)")
+    p.add_argument("--device-kind", choices=DEVICE_KIND_CHOICES, default="cpu",
                    help="the kind of device the graph is captured for (default cpu)")
     p.add_argument("--channels-last", action="store_true", help="weights and input channels_last, as the trainer "
                                                                 "runs convnets")
@@ -46,6 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_autograd(args: argparse.Namespace) -> int:
+    from graph_editor.build import BuildError
+    from graph_editor.build.autograd import CaptureError, capture_autograd
+
     graph = load_for_cli(args.graph, args.input_shape)
     try:
         captured = capture_autograd(graph, args.batch, args.precision, args.device_kind,
@@ -58,6 +64,8 @@ def cmd_autograd(args: argparse.Namespace) -> int:
 
 def autograd_table(captured: AutogradCapture) -> str:
     """Per graph node, in network order: autograd nodes, saved bytes, gradients to; then totals."""
+    from graph_editor.build.analysis import format_count
+
     rows = [("node", "autograd", "saved", "gradients to", "autograd nodes")]
     for s in captured.summaries():
         names = ", ".join(name if n == 1 else f"{name} x{n}" for name, n in s.names.items())

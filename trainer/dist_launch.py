@@ -25,7 +25,6 @@ from .checkpointing import SegmentError
 from .checks import Setup, setup
 from .distributed import RANKS_DIR, extra_ranks_note, fsdp_units, launch, root_cause
 from .job import build_model
-from .sharded_checkpoint import verify_sharded
 from .spec import SpecError, load_spec, spec_from_dict
 from .store import RunStore, StoreError
 
@@ -177,6 +176,9 @@ def resume(run_id: int, spec: dict[str, Any], *, db: str | None, emitter: ev.Emi
 
 
 def _last_whole(store: RunStore, run_id: int) -> tuple[Path, dict[str, Any]] | None:
+    # imported here: torch.distributed.checkpoint would cost every worker seconds of imports
+    from .sharded_checkpoint import verify_sharded
+
     for row in store.checkpoint_candidates(run_id, "last"):
         try:
             p = Path(row.path)

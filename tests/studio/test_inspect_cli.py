@@ -77,3 +77,11 @@ def test_inspect_prints_a_runs_stored_figures_and_flags(capsys, tmp_path):
     assert data["step"] == 10 and data["flags"] == [] and data["steps"] == [10, 20, 30]
     code, _, err = run(capsys, "inspect", str(run_id), "--db", url, "--step", "15")
     assert code == 1 and "not inspected at step 15; inspected steps: 10, 20, 30" in err
+
+
+def test_the_parser_s_autograd_choices_are_the_capture_s():
+    """The CLI names them itself (its parser imports no torch); they must stay the capture's own."""
+    from graph_editor.build.autograd import DEVICE_KINDS, PRECISIONS
+    from studio.cli_inspect import DEVICE_KIND_CHOICES, PRECISION_CHOICES
+
+    assert PRECISION_CHOICES == PRECISIONS and DEVICE_KIND_CHOICES == DEVICE_KINDS
