@@ -4,6 +4,7 @@ a full disk are real mounts (a mount namespace of their own), skipped where the 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -16,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from trainer import events as ev
 from trainer.store import RETRY_ENV, RunStore, StoreError, StoreReadOnly
+from trainer.worker import run_spec_file
 
 from .helpers import write_spec
 
@@ -66,18 +69,32 @@ def test_bad_store_urls_and_files_are_refused_naming_the_url(tmp_path):
         assert says in str(info.value) and url.split("/")[0] in str(info.value), what
 
 
-def test_the_worker_refuses_each_bad_store_before_it_starts(tmp_path):
+def assert_refused(code: int, out: str, err: str, url: str) -> None:
+    """Exit 2, one ``failed`` event naming --db, one line on stderr and no traceback."""
+    events = [json.loads(line) for line in out.splitlines()]
+    assert code == 2, (url, err)
+    assert [e["event"] for e in events] == ["failed"], url
+    assert events[0]["problems"] and events[0]["problems"][0].startswith("--db:"), url
+    assert "Traceback" not in err and err.startswith("error: --db:"), (url, err)
+
+
+def test_the_worker_refuses_each_bad_store_before_it_starts(tmp_path, capsys):
+    """Each bad store through the worker's own run_spec_file; two of them (a URL and a file refused) through
+    the real worker process, for the exit status and the streams a caller reads (a process costs
+    seconds of imports, and all seven take the one path from RunStore's StoreError to the refusal)."""
     spec = write_spec(tmp_path)
+    bad = bad_stores(tmp_path)
+    real = ("foo://", f"sqlite:///{tmp_path / 'half.sqlite'}")
     procs = {url: subprocess.Popen([sys.executable, "-m", "trainer", "run", str(spec), "--db", url],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for url in bad_stores(tmp_path)}
+             for url in real}
+    for url in bad:
+        out = io.StringIO()
+        code = run_spec_file(str(spec), db=url, run_dir=None, emitter=ev.Emitter(out))
+        assert_refused(code, out.getvalue(), capsys.readouterr().err, url)
     for url, proc in procs.items():
         out, err = proc.communicate(timeout=300)
-        events = [json.loads(line) for line in out.splitlines()]
-        assert proc.returncode == 2, (url, err)
-        assert [e["event"] for e in events] == ["failed"], url
-        assert events[0]["problems"] and events[0]["problems"][0].startswith("--db:"), url
-        assert "Traceback" not in err and err.startswith("error: --db:"), (url, err)
+        assert_refused(proc.returncode, out, err, url)
 
 
 def test_a_typo_in_a_store_path_creates_nothing_for_a_reader(tmp_path):
