@@ -46,11 +46,17 @@ class InspectPort:
     request_inspect: Callable[[], bool]            # ask the running worker for an inspection; False: none runs
 
 
-def capture_for(graph: Graph, batch: int, precision: str) -> AutogradCapture:
-    """The capture the workspace shows (a plain function, run on a background thread)."""
-    from graph_editor.build.autograd import capture_autograd
+def capture_for(graph: Graph, batch: int, precision: str) -> AutogradCapture | Problem:
+    """The capture the workspace shows (a plain function, run on a background thread), or the
+    Problem of the node that keeps it from being captured (one that reads the data's values)."""
+    from graph_editor.build.autograd import CaptureError, capture_autograd
 
-    return capture_autograd(graph, batch, precision)
+    try:
+        return capture_autograd(graph, batch, precision)
+    except CaptureError as exc:
+        if exc.node is None or exc.node not in graph.nodes:
+            raise
+        return Problem(exc.node, str(exc), severity="warning")  # the graph trains: only the capture cannot run
 
 
 class InspectWorkspace(QObject):
@@ -132,13 +138,16 @@ class InspectWorkspace(QObject):
         self.capture_status.setText(f"Capturing one step at batch {batch}, {precision}…")
         self.capture_button.setEnabled(False)
         self.task = BackgroundTask(lambda: capture_for(graph, batch, precision), self)
-        self.task.done.connect(lambda capture: self.show_capture(capture, graph))
+        self.task.done.connect(lambda result: self._capture_failed(result.message, result)
+                               if isinstance(result, Problem) else self.show_capture(result, graph))
         self.task.error.connect(self._capture_failed)
         self.task.start()
 
-    def _capture_failed(self, message: str) -> None:
+    def _capture_failed(self, message: str, problem: Problem | None = None) -> None:
         self.capture_button.setEnabled(True)
         self.capture_status.setText(f"Cannot capture: {message}")
+        if problem is not None:  # on its node in Problems, where the user can go to it
+            self.port.set_problems([problem])
 
     def show_capture(self, capture: AutogradCapture, graph: Graph | None = None) -> None:
         """Show ``capture`` of ``graph`` (default: the graph being edited)."""
