@@ -2,7 +2,9 @@
 
 A row names the command (its key), the menu it lives in, its shortcut, icon and tip. The
 window supplies one handler per key; :func:`build_actions` refuses a table row without a
-handler, so a command cannot be listed and do nothing.
+handler, so a command cannot be listed and do nothing. A feature adds its own rows to the same
+table through the window's port (:meth:`studio.port.StudioPort.add_action`), which refuses a key
+or a shortcut the window has already.
 """
 
 from __future__ import annotations
@@ -57,8 +59,6 @@ ACTIONS: tuple[ActionSpec, ...] = (
                "Keep the selected layers in the palette's My blocks, to drag into any graph"),
     ActionSpec("validate", "&Validate", "&Graph", "F7", "validate", True, "Check the graph now and list its problems",
                separator=True),
-    ActionSpec("check_compile", "Check &Compile", "&Graph", "Shift+F7", "", False,
-               "Run torch._dynamo.explain in the background: graph breaks of torch.compile, in Problems on their nodes"),
 )
 
 MENUS = ("&File", "&Edit", "&Graph", "&View")
@@ -70,28 +70,30 @@ def build_actions(parent: QWidget, handlers: Mapping[str, Callable[[], object]],
     missing = [s.key for s in specs if s.key not in handlers]
     if missing:
         raise KeyError(f"no handler for action(s) {', '.join(missing)}")
-    actions: dict[str, QAction] = {}
-    for spec in specs:
-        action = QAction(spec.text, parent)
-        action.setObjectName(f"action_{spec.key}")
-        if isinstance(spec.shortcut, tuple):  # several: the platform's own, then the common alternative
-            keys: list[QKeySequence] = []
-            for key in spec.shortcut:
-                for seq in (QKeySequence.keyBindings(key) if isinstance(key, Key) else [QKeySequence(key)]):
-                    if seq.toString() not in [k.toString() for k in keys]:
-                        keys.append(seq)
-            action.setShortcuts(keys)
-        elif spec.shortcut is not None:
-            action.setShortcut(QKeySequence(spec.shortcut))
-        if spec.icon:
-            action.setIcon(icons.icon(spec.icon))
-        keys = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
-        action.setToolTip(f"{spec.tip} ({keys})" if keys else spec.tip)
-        action.setStatusTip(spec.tip)
-        handler = handlers[spec.key]
-        action.triggered.connect(lambda _checked=False, h=handler: h())
-        actions[spec.key] = action
-    return actions
+    return {spec.key: make_action(spec, handlers[spec.key], parent, icons) for spec in specs}
+
+
+def make_action(spec: ActionSpec, handler: Callable[[], object], parent: QWidget, icons: IconSet) -> QAction:
+    """The QAction of one table row: its text, ``action_<key>`` name, shortcut(s), icon and tip,
+    triggering ``handler``."""
+    action = QAction(spec.text, parent)
+    action.setObjectName(f"action_{spec.key}")
+    if isinstance(spec.shortcut, tuple):  # several: the platform's own, then the common alternative
+        keys: list[QKeySequence] = []
+        for key in spec.shortcut:
+            for seq in (QKeySequence.keyBindings(key) if isinstance(key, Key) else [QKeySequence(key)]):
+                if seq.toString() not in [k.toString() for k in keys]:
+                    keys.append(seq)
+        action.setShortcuts(keys)
+    elif spec.shortcut is not None:
+        action.setShortcut(QKeySequence(spec.shortcut))
+    if spec.icon:
+        action.setIcon(icons.icon(spec.icon))
+    native = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+    action.setToolTip(f"{spec.tip} ({native})" if native else spec.tip)
+    action.setStatusTip(spec.tip)
+    action.triggered.connect(lambda _checked=False, h=handler: h())
+    return action
 
 
 def build_menus(menubar: QMenuBar, actions: Mapping[str, QAction], specs: tuple[ActionSpec, ...] = ACTIONS,

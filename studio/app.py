@@ -26,16 +26,21 @@ from graph_editor.ui.controller import EditorController
 from graph_editor.ui.live import LiveAnalysis
 
 from .blocks import BlockLibrary
+from .compile_check import CompileCheck
 from .dialogs.import_module import ask_import
 from .dialogs.template_gallery import pick_template
 from .document import Document, starter_graph
+from .export_dialog import ExportHook
+from .inspect import install as install_inspect
 from .main_window import APP_NAME, MainWindow, Services
 from .platform_check import check_desktop
+from .port import StudioPort
 from .prompts import Prompts, QtPrompts
 from .recovery import AUTOSAVE_MS, RecoveryStore
 from .resources import IconSet
 from .settings import StudioSettings
 from .themes import ThemeManager
+from .training_hook import TrainingHook
 from .warmup import warm_up
 
 ORGANISATION = "TorchStudio"
@@ -60,11 +65,33 @@ def build(app: QApplication, settings: StudioSettings, prompts: Prompts, recover
     for part in (controller, live, document, themes):  # they live and die with the window
         part.setParent(window)
     controller.undo_stack.setParent(controller)
+    install_features(window, port_of(window), runs_db)
     for name in ("studio", "graph_editor"):
         logging.getLogger(name).addHandler(window.log.handler())
     settings.restore_window(window)
     window.workspaces.restore()
     return window
+
+
+def port_of(window: MainWindow) -> StudioPort:
+    """The narrow port the window's features plug in through (see :mod:`studio.port`)."""
+    s = window.s
+    return StudioPort(window, actions=window.action, menus=window.menus, toolbar=window.toolbar,
+                      workspaces=window.workspaces, icons=s.icons, themes=s.themes, prompts=s.prompts,
+                      controller=window.controller, live=window.live, document=window.document,
+                      files=window.files, log=window.log, problems=window.problems,
+                      problems_dock=window.docks["problems"], canvas=window.canvas, reveal=window.reveal,
+                      add_close_guard=window.add_close_guard)
+
+
+def install_features(window: MainWindow, port: StudioPort, runs_db: str | None) -> None:
+    """Plug the features into the window through ``port``, in menu and workspace order (Run, Export;
+    Design, Train, Runs, Inspect); the window keeps them for its lifetime."""
+    window.training = training = TrainingHook(port, db_url=runs_db)
+    window.export = ExportHook(port, db_url=runs_db, current_run=lambda: training.current_run)
+    window.inspect = install_inspect(port, training=training.built_controller,
+                                     current_run=lambda: training.current_run)
+    window.compile_check = CompileCheck(port)
 
 
 def start(window: MainWindow, paths: list[str], warming: threading.Thread | None = None) -> None:

@@ -11,38 +11,39 @@ import json
 import os
 import sys
 import tempfile
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QProcess, Signal
 
 from graph_editor.model import Graph, Problem, dumps, save_graph, validate
 from trainer.explain import Explanation
 
+from .actions import ActionSpec
+
+if TYPE_CHECKING:
+    from .port import StudioPort
+
 SOURCE = "compile"
-
-
-class Window(Protocol):  # the narrow port this feature needs of the main window
-    controller: object
-    problems: object
-    log: object
-    docks: dict
-
-    def statusBar(self) -> object: ...  # noqa: N802 (Qt's name)
+CHECK_COMPILE = ActionSpec("check_compile", "Check &Compile", "&Graph", "Shift+F7", "", False,
+                           "Run torch._dynamo.explain in the background: graph breaks of torch.compile, "
+                           "in Problems on their nodes")
 
 
 class CompileCheck(QObject):
-    """One check at a time; ``done`` carries the :class:`Explanation` (None when the check failed)."""
+    """One check at a time; ``done`` carries the :class:`Explanation` (None when the check failed).
+    Installed through the window's port: Graph > Check Compile (Shift+F7) runs it."""
 
     done = Signal(object)
 
-    def __init__(self, window: Window, parent: QObject | None = None) -> None:
-        super().__init__(parent or window)  # type: ignore[arg-type]
-        self.window = window
+    def __init__(self, port: StudioPort, parent: QObject | None = None) -> None:
+        super().__init__(parent or port.host)
+        self.port = port
         self.proc: QProcess | None = None
         self.checked = ""  # the graph the shown breaks belong to (its JSON)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        window.live.inferred.connect(self._on_edit)  # type: ignore[attr-defined]
-        window.add_close_guard(self.stop)  # type: ignore[attr-defined]
+        self.action = port.add_action(CHECK_COMPILE, self.run)
+        port.inferred.connect(self._on_edit)
+        port.add_close_guard(self.stop)
 
     @property
     def running(self) -> bool:
@@ -50,7 +51,7 @@ class CompileCheck(QObject):
 
     def run(self) -> bool:
         """Start the check of the current graph; False (saying why) when it cannot start now."""
-        graph: Graph = self.window.controller.graph  # type: ignore[attr-defined]
+        graph: Graph = self.port.graph
         if self.proc is not None:
             self._say("Check Compile: a check is already running", "warning")
             return False
@@ -67,7 +68,7 @@ class CompileCheck(QObject):
         self.proc.finished.connect(self._on_finished)
         self.proc.start(sys.executable, ["-m", "trainer.explain", path, "--json"])
         self._say("Check Compile: running torch._dynamo.explain in the background…", "info")
-        self.window.statusBar().showMessage("Checking where torch.compile breaks the graph…", 6000)  # type: ignore[attr-defined]
+        self.port.status("Checking where torch.compile breaks the graph…")
         return True
 
     def stop(self) -> bool:
@@ -105,18 +106,17 @@ class CompileCheck(QObject):
 
     def show(self, result: Explanation) -> None:
         """Put the breaks into Problems (on their nodes) and say the counts in the log."""
-        self.window.problems.set_problems(result.problems(), source=SOURCE)  # type: ignore[attr-defined]
+        self.port.set_problems(result.problems(), source=SOURCE)
         level = "warning" if result.break_count else "info"
         self._say(f"Check Compile: {result.graph_count} graph(s), {result.break_count} graph break(s)"
                   f" ({result.seconds:.1f} s on {result.inputs} inputs)", level)
         if result.breaks:
-            self.window.docks["problems"].show()
-            self.window.docks["problems"].raise_()
+            self.port.show_problems()
 
     def _on_edit(self, _inference: object) -> None:
-        if self.checked and dumps(self.window.controller.graph) != self.checked:  # type: ignore[attr-defined]
+        if self.checked and dumps(self.port.graph) != self.checked:
             self.checked = ""
-            self.window.problems.set_problems(list[Problem](), source=SOURCE)  # type: ignore[attr-defined]
+            self.port.set_problems(list[Problem](), source=SOURCE)
 
     def _say(self, text: str, level: str) -> None:
-        self.window.log.append(text, level)  # type: ignore[attr-defined]
+        self.port.log(text, level)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt, QThread, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices
@@ -29,6 +29,11 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+if TYPE_CHECKING:
+    from .port import StudioPort
+
+EXPORT_MENU = "E&xport"
 
 
 class ExportJob(QObject):
@@ -237,47 +242,36 @@ def default_export_dir(graph_path: str | Path | None) -> Path:
 
 
 class ExportHook(QObject):
-    """The Export menu and the one-click "Export ONNX" toolbar button of a main window.
+    """The Export menu and the one-click "Export ONNX" toolbar button, added through the window's port.
 
     One click exports the current run's best checkpoint (``current_run()`` gives its id) or, with no
     run, the graph being edited (a snapshot taken at the click), into ``export_dir()``, and opens the
-    report dialog. Install with ``ExportHook(window, db_url=..., current_run=...)``.
+    report dialog. Installed by the composition root: ``ExportHook(port, db_url=..., current_run=...)``.
     """
 
-    def __init__(self, window: Any, db_url: str | None = None, current_run: Callable[[], int | None] | None = None,
+    def __init__(self, port: StudioPort, db_url: str | None = None,
+                 current_run: Callable[[], int | None] | None = None,
                  export_dir: Callable[[], Path] | None = None) -> None:
-        super().__init__(window)
-        from PySide6.QtGui import QAction, QKeySequence
-        from PySide6.QtWidgets import QMenu
+        super().__init__(port.host)
+        from exporters.registry import describe_formats  # read from the format files: no torch at start-up
 
-        self.window, self.db_url = window, db_url
+        from .actions import ActionSpec
+
+        self.port, self.db_url = port, db_url
         self.current_run = current_run or (lambda: None)
         self.export_dir = export_dir or self._default_dir
         self.dialogs: list[ExportDialog] = []
-        self.menu = QMenu("E&xport", window)
-        view = window.menus["&View"]
-        window.menuBar().insertMenu(view.menuAction(), self.menu)
         self.actions: dict[str, Any] = {}
-        from exporters.registry import describe_formats  # read from the format files: no torch at start-up
-
         formats = describe_formats()
-        if any(i.toolbar for i in formats):
-            window.toolbar.addSeparator()
-        for info in formats:
-            action = QAction(info.menu_text, window, statusTip=info.tip, toolTip=info.tip,
-                             objectName=f"action_export_{info.name}")
-            action.triggered.connect(lambda _checked=False, f=info.name: self.export(f))
-            if info.shortcut:
-                action.setShortcut(QKeySequence(info.shortcut))
-            self.menu.addAction(action)
-            if info.toolbar:
-                window.toolbar.addAction(action)
-            self.actions[info.name] = action
         last = max((k for k, i in enumerate(formats) if i.toolbar), default=len(formats) - 1)
-        if last + 1 < len(formats):  # the one-click format(s) apart from the rest
-            self.menu.insertSeparator(self.menu.actions()[last + 1])
+        for k, info in enumerate(formats):
+            spec = ActionSpec(f"export_{info.name}", info.menu_text, EXPORT_MENU, info.shortcut or None,
+                              "export" if info.toolbar else "", info.toolbar, info.tip,
+                              separator=k == last + 1)   # the one-click format(s) apart from the rest
+            self.actions[info.name] = port.add_action(spec, lambda f=info.name: self.export(f))
+        self.menu = port.menu(EXPORT_MENU)
         self.menu.aboutToShow.connect(self._refresh)
-        window.add_close_guard(self.close_guard)
+        port.add_close_guard(self.close_guard)
 
     def _refresh(self) -> None:
         from exporters import get_format
@@ -294,7 +288,7 @@ class ExportHook(QObject):
         """Beside the graph file (``exports/``), unless it is one of the studio's own files (a
         template inside the installed package) or its folder is not writable: then the user's
         documents folder."""
-        return default_export_dir(self.window.document.path)
+        return default_export_dir(self.port.document_path)
 
     def export(self, fmt: str) -> ExportDialog:
         """Start exporting the current run (or graph) as ``fmt`` and show the dialog; returns it."""
@@ -305,12 +299,12 @@ class ExportHook(QObject):
             def make() -> Any:
                 return from_run(run_id, store=self.db_url)
         else:
-            graph = self.window.controller.graph.copy()  # the user may keep editing while it exports
+            graph = self.port.graph.copy()  # the user may keep editing while it exports
 
             def make() -> Any:
                 return from_graph(graph)
-        dialog = ExportDialog(make, fmt, self.export_dir(), parent=self.window, untrained=run_id is None)
-        dialog.node_chosen.connect(self.window.reveal)
+        dialog = ExportDialog(make, fmt, self.export_dir(), parent=self.port.host, untrained=run_id is None)
+        dialog.node_chosen.connect(self.port.reveal)
         dialog.done.connect(lambda ok, d=dialog: self._log(d, ok))
         self.dialogs = [d for d in self.dialogs if d.isVisible() or not d.finished_export] + [dialog]
         dialog.show()
@@ -320,9 +314,9 @@ class ExportHook(QObject):
     def _log(self, dialog: ExportDialog, ok: bool) -> None:
         if dialog.report is not None:
             level = "info" if ok else "warning"
-            self.window.log.append(f"{dialog.windowTitle()}: {dialog.verdict.text()} ({dialog.report.path})", level)
+            self.port.log(f"{dialog.windowTitle()}: {dialog.verdict.text()} ({dialog.report.path})", level)
         else:
-            self.window.log.append(f"{dialog.windowTitle()} failed: {dialog.status.text()}", "warning")
+            self.port.log(f"{dialog.windowTitle()} failed: {dialog.status.text()}", "warning")
 
     def close_guard(self) -> bool:
         """Let the window close after any export still running has ended (it writes files)."""

@@ -1,6 +1,7 @@
 """The main window: the canvas in the centre, the docks around it, menus and toolbar from the
 action table, the status bar, and the workspaces (Design, Train, Runs, ...) that show one flow's
-docks at a time (:mod:`.workspaces`; a feature adds its own with ``window.workspaces.add``).
+docks at a time (:mod:`.workspaces`). Features (training, export, inspect, the compile check) plug
+in through the narrow :class:`~studio.port.StudioPort` the composition root makes, never this class.
 It only lays things out and routes commands: files live in :mod:`.files`, edits in the
 controller, checking in the live analysis, questions in the prompts.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent
@@ -22,24 +24,26 @@ from graph_editor.ui.live import LiveAnalysis
 
 from .actions import build_actions, build_menus, build_toolbar, refresh_icons
 from .blocks import BlockLibrary
-from .compile_check import CompileCheck
 from .docks.inspector import InspectorDock
 from .docks.log import LogDock
 from .docks.palette import PaletteDock
 from .docks.problems import ProblemsDock
 from .docks.summary import SummaryDock
 from .document import Document
-from .export_dialog import ExportHook
 from .files import FileActions
-from .inspect import install as install_inspect
 from .prompts import Prompts
 from .recovery import AUTOSAVE_MS, Autosaver, RecoveryStore
 from .resources import IconSet
 from .settings import THEMES, StudioSettings
 from .status import GraphStatus, is_blank
 from .themes import Theme, ThemeManager
-from .training_hook import TrainingHook
 from .workspaces import Workspaces
+
+if TYPE_CHECKING:
+    from .compile_check import CompileCheck
+    from .export_dialog import ExportHook
+    from .inspect import InspectHook
+    from .training_hook import TrainingHook
 
 APP_NAME = "Torch Studio"
 READABLE_ZOOM = 1.0  # below this, node titles and shapes are too small to read
@@ -64,7 +68,13 @@ class Services:
 
 
 class MainWindow(QMainWindow):
-    """Torch Studio's window."""
+    """Torch Studio's window. Its features plug in through a :class:`~studio.port.StudioPort` made by
+    the composition root (:func:`studio.app.build`), which keeps them here for their lifetime."""
+
+    training: TrainingHook        # Run menu, Train and Runs workspaces
+    export: ExportHook            # Export menu, the toolbar's one-click ONNX
+    inspect: InspectHook          # the Inspect workspace
+    compile_check: CompileCheck   # Graph > Check Compile: graph breaks into Problems
 
     def __init__(self, services: Services, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -94,11 +104,6 @@ class MainWindow(QMainWindow):
         self.status = GraphStatus(self.statusBar())
         self.autosaver = Autosaver(self.document, services.recovery, services.autosave_ms, self)
         self.autosaver.failed.connect(lambda message: self.log.append(message, "error"))
-        self.training = TrainingHook(self, db_url=services.runs_db)
-        self.export = ExportHook(self, db_url=services.runs_db, current_run=lambda: self.training.current_run)
-        self.inspect = install_inspect(self)  # the Inspect workspace (studio.inspect), built on first entry
-        self.compile_check = CompileCheck(self)  # Graph > Check Compile: graph breaks into Problems
-        self.export.actions["onnx"].setIcon(services.icons.icon("export"))
         self._connect()
         self._fill_recent(services.settings.recent_files())
         self.refresh_blocks()
@@ -160,7 +165,7 @@ class MainWindow(QMainWindow):
             "paste": lambda: c.paste(at=self.view_centre()), "duplicate": lambda: c.duplicate(c.selection),
             "delete": self.canvas.delete_selection, "select_all": c.select_all,
             "auto_layout": self.auto_layout, "fit_view": self.canvas.fit_view, "validate": self.validate,
-            "save_block": self.save_block, "check_compile": lambda: self.compile_check.run(),
+            "save_block": self.save_block,
         }
 
     def _connect(self) -> None:
@@ -356,7 +361,6 @@ class MainWindow(QMainWindow):
 
     def _on_theme(self, theme: Theme) -> None:
         refresh_icons(self.action, self.s.icons)
-        self.export.actions["onnx"].setIcon(self.s.icons.icon("export"))
         self.setWindowIcon(self.s.icons.icon("app"))
         self.canvas.set_theme(theme.name)
         if self.live.inference is not None:

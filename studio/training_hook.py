@@ -1,5 +1,6 @@
-"""Training in the main window: the Run menu, the toolbar's Train button and the Train and Runs
-workspaces from the start, the training parts on first use.
+"""Training in the main window: the Run menu, the toolbar's Train button (the one Train action,
+Ctrl+T) and the Train and Runs workspaces from the start, the training parts on first use. It
+plugs in through the window's :class:`~studio.port.StudioPort`, installed by ``studio.app.build``.
 
 The training side (``studio.training``: run store, dashboard, runs dock) costs seconds of
 imports (SQLAlchemy, pyqtgraph), so the window shows without it: the first Train command or the
@@ -11,121 +12,125 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QMenu
+from PySide6.QtGui import QAction
 
+from .actions import ActionSpec
+from .port import StudioPort, shortcut_text
 from .training.plot_theme import apply_plot_theme
 from .warmup import warm_up
 
 if TYPE_CHECKING:
-    from .main_window import MainWindow
     from .themes import Theme
     from .training.controller import TrainingController
+
+RUN_MENU = "&Run"
+TRAIN = ActionSpec("train", "&Train…", RUN_MENU, "Ctrl+T", "train", True,
+                   "Train the graph being edited in a background worker process")
+RUNS = ActionSpec("runs", "&Runs", RUN_MENU, "Ctrl+Shift+R", "", False,
+                  "Every run kept in the run store: compare, reopen a run's graph")
+RECORD_MEMORY = ActionSpec("record_memory", "Record &Memory Timeline", RUN_MENU, "Ctrl+Shift+M", "", False,
+                           "Record every allocation of the running job's next two training steps by graph node "
+                           "(Train workspace, Memory timeline tab; a click on a band selects its node)")
 
 
 class TrainingHook(QObject):
     """Run > Train… and Run > Runs, backed by a TrainingController built when first needed."""
 
-    def __init__(self, window: MainWindow, db_url: str | None = None, work_dir: Path | None = None) -> None:
-        super().__init__(window)
-        self.window = window
+    def __init__(self, port: StudioPort, db_url: str | None = None, work_dir: Path | None = None) -> None:
+        super().__init__(port.host)
+        self.port = port
         self.db_url, self.work_dir = db_url, work_dir
         self._controller: TrainingController | None = None
         self.current_run: int | None = None  # the last run started from this window (exports use it)
-        self.menu = QMenu("&Run", window)
-        view = window.menus["&View"]
-        window.menuBar().insertMenu(view.menuAction(), self.menu)
-        self.train_action = self._action("&Train…", "Ctrl+T", "Train the graph being edited in a background "
-                                         "worker process", self.train)
-        self.train_action.setObjectName("action_train")
-        self.train_action.setIcon(window.s.icons.icon("train"))
-        self.runs_action = self._action("&Runs", "Ctrl+Shift+R", "Every run kept in the run store: compare, "
-                                        "reopen a run's graph", self.show_runs)
-        self.record_action = self._action("Record &Memory Timeline", "Ctrl+Shift+M", "Record every allocation of the "
-                                          "running job's next two training steps by graph node (Train workspace, "
-                                          "Memory timeline tab; a click on a band selects its node)",
-                                          self.record_memory)
-        self.record_action.setObjectName("action_record_memory")
-        window.toolbar.addSeparator()
-        window.toolbar.addAction(self.train_action)
-        window.workspaces.add("Train", docks=lambda: [self.controller().dashboard_dock],
-                              tip="The run being trained: live curves, epochs, confusion matrix")
-        window.workspaces.add("Runs", docks=lambda: [self.controller().runs_dock],
-                              tip="Every run kept: compare, details, reopen a run's graph")
-        window.s.themes.changed.connect(lambda _t: self.train_action.setIcon(window.s.icons.icon("train")))
-        window.add_close_guard(self.close_guard)
-
-    def _action(self, text: str, keys: str, tip: str, slot: Any) -> QAction:
-        action = QAction(text, self.window, shortcut=QKeySequence(keys), statusTip=tip, toolTip=tip)
-        action.triggered.connect(slot)
-        self.menu.addAction(action)
-        return action
+        self.train_action: QAction = port.add_action(TRAIN, self.train)   # the one Train: menu, toolbar, Ctrl+T
+        self.runs_action: QAction = port.add_action(RUNS, self.show_runs)
+        self.record_action: QAction = port.add_action(RECORD_MEMORY, self.record_memory)
+        self.menu = port.menu(RUN_MENU)
+        port.workspaces.add("Train", docks=lambda: [self.controller().dashboard_dock],
+                            tip="The run being trained: live curves, epochs, confusion matrix")
+        port.workspaces.add("Runs", docks=lambda: [self.controller().runs_dock],
+                            tip="Every run kept: compare, details, reopen a run's graph")
+        port.add_close_guard(self.close_guard)
 
     @property
     def built(self) -> bool:
         return self._controller is not None
+
+    def built_controller(self) -> TrainingController | None:
+        """The training controller if it is built already (None: nothing trained or shown yet)."""
+        return self._controller
+
+    def train_hint(self) -> str:
+        """How to start a run, naming the Train action's shortcut."""
+        keys = shortcut_text(self.train_action)
+        return f"Train ({keys}) starts one" if keys else "Run > Train starts one"
 
     def controller(self) -> TrainingController:
         """The training controller, built and docked on the first call."""
         if self._controller is None:
             from .training.controller import TrainingController  # seconds of imports: only when asked for
 
-            self._controller = TrainingController(lambda: self.window.controller.graph, db_url=self.db_url,
-                                                  work_dir=self.work_dir, open_graph=self.window.files.open_snapshot,
-                                                  prompts=self.window.s.prompts,
-                                                  graph_name=lambda: self.window.document.name, parent=self)
-            self._controller.install(self.window)
-            self._controller.reveal = self.window.workspaces.reveal
+            port = self.port
+            ctl = TrainingController(lambda: port.graph, db_url=self.db_url, work_dir=self.work_dir,
+                                     open_graph=port.open_snapshot, prompts=port.prompts,
+                                     graph_name=lambda: port.document_name, parent=self)
+            self._controller = ctl
+            ctl.install(port.host)
+            ctl.reveal = port.workspaces.reveal
+            if ctl.follower is None:   # the dashboard's hint names the one Train action
+                ctl.dashboard.title.setText(f"No run yet: {self.train_hint()}")
             for name in ("Train", "Runs"):   # their docks exist now: a run's dashboard is revealed in Train
-                self.window.workspaces.docks(name)
-            self.window.s.themes.changed.connect(self._on_theme)
-            self._on_theme(self.window.s.themes.current)
-            self._controller.session.run_started.connect(self._on_run_started)
-            timeline = self._controller.dashboard.timeline      # its bands and the canvas select each other
+                port.workspaces.docks(name)
+            port.theme_changed.connect(self._on_theme)
+            self._on_theme(port.theme)
+            ctl.session.run_started.connect(self._on_run_started)
+            timeline = ctl.dashboard.timeline      # its bands and the canvas select each other
             timeline.node_clicked.connect(self._select_node)
-            self.window.controller.selection_changed.connect(timeline.highlight)
-            self._controller.run_ended.connect(
-                lambda status, message: self.window.log.append(f"Run {status}: {message}".rstrip(": "),
-                                                               "info" if status in ("completed", "early_stopped", "stopped") else "warning"))
-            self.window.destroyed.connect(self._controller.shutdown)
+            port.selection_changed.connect(timeline.highlight)
+            ctl.run_ended.connect(self._on_run_ended)
+            port.host.destroyed.connect(ctl.shutdown)
         return self._controller
 
     def _on_theme(self, theme: Theme) -> None:
-        apply_plot_theme(self.window, theme.name)  # the dashboard's and the runs dock's plots
+        apply_plot_theme(self.port.host, theme.name)  # the dashboard's and the runs dock's plots
 
     def _on_run_started(self, run_id: int) -> None:
         self.current_run = run_id
 
+    def _on_run_ended(self, status: str, message: str) -> None:
+        level = "info" if status in ("completed", "early_stopped", "stopped") else "warning"
+        self.port.log(f"Run {status}: {message}".rstrip(": "), level)
+
     def train(self) -> None:
-        self.controller().open_train_dialog(self.window)
+        self.controller().open_train_dialog(self.port.host)
 
     def record_memory(self) -> None:
         """Run > Record Memory Timeline: the running job records its next steps; the Train workspace shows them."""
         ctl = self.controller()
         if not ctl.session.record_memory():
-            self.window.statusBar().showMessage("No run is training: Train (Ctrl+T) starts one.", 6000)
+            self.port.status(f"No run is training: {self.train_hint()}.")
             return
         ctl.show_dashboard()
-        self.window.statusBar().showMessage("Recording the memory of the next two training steps...", 6000)
+        self.port.status("Recording the memory of the next two training steps...")
 
     def _select_node(self, node_id: str) -> None:
         """A timeline band was clicked: select its node on the canvas (shown in Design and Inspect)."""
-        if node_id not in self.window.controller.graph.nodes:
-            self.window.statusBar().showMessage(f"{node_id} is not in the graph being edited", 6000)
+        if node_id not in self.port.graph.nodes:
+            self.port.status(f"{node_id} is not in the graph being edited")
             return
-        self.window.reveal(node_id)
-        self.window.statusBar().showMessage(f"{node_id} selected on the canvas", 6000)
+        self.port.reveal(node_id)
+        self.port.status(f"{node_id} selected on the canvas")
 
     def show_runs(self) -> None:
-        self.window.workspaces.show("Runs")
+        self.port.workspaces.show("Runs")
 
     def close_guard(self) -> bool:
         """The window may close: no training built, or no run going, or the user chose."""
-        ctl = self._controller
-        return ctl is None or ctl.close_request(self.window, ask=lambda: self.window.s.prompts.running_run(self.window))
+        ctl, host = self._controller, self.port.host
+        return ctl is None or ctl.close_request(host, ask=lambda: self.port.prompts.running_run(host))
 
     def reopen_docks(self, workspace: str | None, after: threading.Thread | None = None) -> threading.Thread | None:
         """At start: when the studio closed in the Train or Runs ``workspace``, import the training
@@ -140,7 +145,7 @@ class TrainingHook(QObject):
         def when_loaded() -> None:
             if not thread.is_alive():
                 timer.stop()
-                self.window.workspaces.show(workspace)
+                self.port.workspaces.show(workspace)
         timer.timeout.connect(when_loaded)
         timer.start()
         return thread

@@ -1,23 +1,24 @@
 """The Inspect workspace: the backward graph of the design, a heat overlay on the canvas, live
-gradient figures from a run. ``install(window)`` registers it with the window's workspaces.
+gradient figures from a run. ``install(port, training, current_run)`` registers it with the window's workspaces.
 
 The views live in :mod:`.workspace` behind :class:`~.workspace.InspectPort`; this module only
-builds the port from the main window: the canvas, the controller's selection, the Problems list,
-and the training side (built lazily by the window) for inspect events and the Inspect Now command.
+builds that port from the window's :class:`~studio.port.StudioPort`: the canvas, the selection, the
+Problems list, and the training side (built lazily, ``training()`` gives it once built) for inspect
+events and the Inspect Now command.
 Nothing heavy is imported here: torch, pyqtgraph and the views load on the first switch to the
 workspace, so the window opens as fast as without it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QDockWidget
 
 if TYPE_CHECKING:
-    from studio.main_window import MainWindow
-
+    from ..port import StudioPort
     from .workspace import InspectWorkspace
 
 __all__ = ["InspectHook", "install"]
@@ -26,17 +27,20 @@ __all__ = ["InspectHook", "install"]
 class InspectHook(QObject):
     """The Inspect workspace of one window: registered at once, its views built on first entry."""
 
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
-        self.window = window
+    def __init__(self, port: StudioPort, training: Callable[[], Any] | None = None,
+                 current_run: Callable[[], int | None] | None = None) -> None:
+        super().__init__(port.host)
+        self.port = port
+        self._training = training or (lambda: None)         # the training controller once built, else None
+        self._current_run = current_run or (lambda: None)   # the run this window started last
         self.workspace: InspectWorkspace | None = None
         self.docks: list[QDockWidget] = []
         self.bridge: Any = None
         self.run_id: int | None = None
-        window.workspaces.add("Inspect", docks=self.build, canvas=True,
-                              tip="The backward pass of the design: autograd graph, saved bytes, live gradients")
-        window.workspaces.changed.connect(self._entered)
-        window.add_close_guard(self._finish)
+        port.workspaces.add("Inspect", docks=self.build, canvas=True,
+                            tip="The backward pass of the design: autograd graph, saved bytes, live gradients")
+        port.workspaces.changed.connect(self._entered)
+        port.add_close_guard(self._finish)
 
     def _finish(self) -> bool:
         """Closing: a capture still running on its thread ends first (a second or two at most)."""
@@ -49,13 +53,13 @@ class InspectHook(QObject):
         """The views and their two docks (called by the workspaces on the first switch to Inspect)."""
         from .workspace import InspectPort, InspectWorkspace
 
-        w = self.window
+        studio, w = self.port, self.port.host
         port = InspectPort(
-            canvas=w.canvas,
-            graph=lambda: w.controller.graph,
-            select=lambda node_id: w.controller.select([node_id]),
-            selection_changed=w.controller.selection_changed,
-            set_problems=lambda problems: w.problems.set_problems(problems, source="inspect"),
+            canvas=studio.canvas,
+            graph=lambda: studio.graph,
+            select=lambda node_id: studio.select([node_id]),
+            selection_changed=studio.selection_changed,
+            set_problems=lambda problems: studio.set_problems(problems, source="inspect"),
             request_inspect=self.request,
         )
         self.workspace = InspectWorkspace(port, self)
@@ -70,8 +74,8 @@ class InspectHook(QObject):
         w.splitDockWidget(self.docks[0], self.docks[1], Qt.Orientation.Horizontal)
         w.resizeDocks(self.docks, [int(w.width() * 0.58), int(w.width() * 0.42)], Qt.Orientation.Horizontal)
         w.resizeDocks([self.docks[0]], [int(w.height() * 0.47)], Qt.Orientation.Vertical)
-        w.s.themes.changed.connect(self._on_theme)
-        self._on_theme(w.s.themes.current)
+        studio.theme_changed.connect(self._on_theme)
+        self._on_theme(studio.theme)
         return self.docks
 
     def _on_theme(self, theme: Any) -> None:
@@ -88,8 +92,8 @@ class InspectHook(QObject):
 
     # ---------------------------------------------------------------- the training side
     def training(self) -> Any:
-        hook = getattr(self.window, "training", None)
-        return hook.controller() if hook is not None and hook.built else None
+        """The training controller, once the window has built it (None before)."""
+        return self._training()
 
     def connect(self) -> None:
         """Follow the worker's events (once the training side is built); show the stored inspections of
@@ -101,7 +105,7 @@ class InspectHook(QObject):
             self.bridge = ctl.session.bridge
             self.bridge.event.connect(self._on_event)
         chosen = ctl.runs.selected_ids()
-        run_id = chosen[0] if len(chosen) == 1 else getattr(self.window.training, "current_run", None)
+        run_id = chosen[0] if len(chosen) == 1 else self._current_run()
         if run_id is not None and run_id != self.run_id:
             self.load_run(ctl.store, run_id)
 
@@ -141,9 +145,11 @@ class InspectHook(QObject):
             try:
                 self.workspace.add_report(read_report(event.path))
             except ValueError as exc:
-                self.window.log.append(f"Inspection not shown: {exc}", "warning")
+                self.port.log(f"Inspection not shown: {exc}", "warning")
 
 
-def install(window: MainWindow) -> InspectHook:
-    """Register the Inspect workspace (canvas + Backward graph + Gradient flow docks) with ``window``."""
-    return InspectHook(window)
+def install(port: StudioPort, training: Callable[[], Any] | None = None,
+            current_run: Callable[[], int | None] | None = None) -> InspectHook:
+    """Register the Inspect workspace (canvas + Backward graph + Gradient flow docks) through ``port``;
+    ``training()`` gives the training controller once built, ``current_run()`` the run started last."""
+    return InspectHook(port, training, current_run)

@@ -37,9 +37,8 @@ def window(qapp, tmp_path):
 
 
 def test_one_click_exports_the_graph_being_edited(qtbot, window, tmp_path):
-    from studio.export_dialog import ExportHook
-
-    hook = ExportHook(window, export_dir=lambda: tmp_path / "exports")
+    hook = window.export   # installed through the window's port by studio.app.build
+    hook.export_dir = lambda: tmp_path / "exports"
     assert hook.actions["onnx"] in window.toolbar.actions()
     assert window.files.open(TEMPLATES / "lenet5.graph.json")
     with qtbot.waitSignal(hook.actions["onnx"].triggered):
@@ -54,9 +53,8 @@ def test_one_click_exports_the_graph_being_edited(qtbot, window, tmp_path):
 
 
 def test_the_menu_knows_what_needs_a_run(qtbot, window, tmp_path):
-    from studio.export_dialog import ExportHook
-
-    hook = ExportHook(window, export_dir=lambda: tmp_path)
+    hook = window.export
+    hook.export_dir = lambda: tmp_path
     hook._refresh()
     assert not hook.actions["tensorboard"].isEnabled()
     assert "needs a run" in hook.actions["tensorboard"].toolTip()

@@ -1,0 +1,192 @@
+"""Features plug into the window through the narrow port (issue 12): one action table that refuses
+a second key or a taken shortcut, one Train action (menu, toolbar, Ctrl+T, the dashboard's hint),
+and no import cycle in the studio package (TYPE_CHECKING and lazy imports included)."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QToolButton
+
+pytestmark = pytest.mark.qt
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---------------------------------------------------------------------- the import graph
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports, anywhere in the file (module level, under
+    ``if TYPE_CHECKING``, inside functions); ``from .x import y`` counts as ``x.y`` when that is a module."""
+    files = {module_name(p, root): p for p in sorted((root / package).rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for mod, path in files.items():
+        here = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join([*here[:len(here) - node.level + 1], *([node.module] if node.module else [])]) \
+                    if node.level else node.module or ""
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+            else:
+                continue
+            for name in names:
+                while name and name not in files:
+                    name = name.rpartition(".")[0]
+                if name and name != mod:
+                    edges.add(name)
+        graph[mod] = edges
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles: each strongly connected group of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+@functools.cache
+def studio_imports() -> dict[str, set[str]]:
+    return import_graph(ROOT, "studio")
+
+
+def test_the_studio_package_has_no_import_cycle():
+    graph = studio_imports()
+    assert len(graph) > 40 and "studio.training_hook" in graph["studio.app"]
+    assert cycles(graph) == []
+
+
+def test_only_the_composition_root_knows_the_main_window():
+    graph = studio_imports()
+    assert sorted(m for m, edges in graph.items() if "studio.main_window" in edges) == ["studio.app"]
+
+
+def test_the_cycle_check_finds_a_type_checking_cycle(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "window.py").write_text("from .sub.hook import Hook\n")
+    (pkg / "sub" / "hook.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                         "    from ..window import Window\n")
+    (pkg / "lazy.py").write_text("def f():\n    from pkg import window\n")
+    graph = import_graph(tmp_path, "pkg")
+    assert graph["pkg.lazy"] == {"pkg.window"}
+    assert cycles(graph) == [["pkg.sub.hook", "pkg.window"]]
+
+
+# ---------------------------------------------------------------------- the port
+def ctrl_t_actions(window) -> list[QAction]:
+    return [a for a in window.findChildren(QAction) if "Ctrl+T" in [k.toString() for k in a.shortcuts()]]
+
+
+def close_train_dialogs(window) -> None:
+    """Cancel the Train dialogs once their dataset preview (a thread) has been read: a thread must
+    not outlive the window the test closes."""
+    from studio.training.train_dialog import TrainDialog
+
+    for dialog in window.findChildren(TrainDialog):
+        assert dialog.wait_preview(60_000)
+        dialog.reject()
+
+
+def test_one_train_action_from_menu_toolbar_shortcut_and_hint(window, qtbot):
+    from studio.training.train_dialog import TrainDialog
+
+    train = window.action["train"]             # in the one action table, beside the window's own rows
+    assert ctrl_t_actions(window) == [train] and train is window.training.train_action
+    assert train in window.menus["&Run"].actions() and train in window.toolbar.actions()
+    assert [a.text() for a in window.menuBar().actions()] == ["&File", "&Edit", "&Graph", "&Run", "E&xport", "&View"]
+    window.activateWindow()
+    QTest.keyClick(window, Qt.Key.Key_T, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: any(d.isVisible() for d in window.findChildren(TrainDialog)), timeout=60_000)
+    dialog = next(d for d in window.findChildren(TrainDialog) if d.isVisible())
+    close_train_dialogs(window)
+    ctl = window.training.controller()
+    assert ctl.dashboard.title.text() == "No run yet: Train (Ctrl+T) starts one"
+    window.workspaces.show("Train")            # the training side built and docked: still one Ctrl+T
+    assert ctrl_t_actions(window) == [train]
+    window.workspaces.show("Design")
+    button = window.toolbar.widgetForAction(train)
+    assert isinstance(button, QToolButton) and "(Ctrl+T)" in button.toolTip()
+    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: any(d.isVisible() for d in window.findChildren(TrainDialog) if d is not dialog),
+                    timeout=60_000)
+    close_train_dialogs(window)
+
+
+def test_the_action_table_refuses_a_second_key_or_a_taken_shortcut(window):
+    from studio.actions import ActionSpec
+    from studio.app import port_of
+
+    port = port_of(window)
+    calls: list[str] = []
+    with pytest.raises(ValueError, match="'train'.*has one already"):
+        port.add_action(ActionSpec("train", "Train again", "&Run", "Ctrl+Alt+T"), lambda: None)
+    with pytest.raises(ValueError, match="Ctrl\\+T is taken by action_train"):
+        port.add_action(ActionSpec("retrain", "Retrain", "&Run", "Ctrl+T"), lambda: None)
+    with pytest.raises(ValueError, match="Shift\\+F7 is taken by action_check_compile"):
+        port.add_action(ActionSpec("explain", "Explain", "&Graph", "Shift+F7"), lambda: None)
+    assert "retrain" not in window.action and not [a for a in window.findChildren(QAction) if a.text() == "Retrain"]
+    action = port.add_action(ActionSpec("sketch", "&Sketch", "&Tools", "Ctrl+Alt+K", "new", True, "Sketch"),
+                             lambda: calls.append("sketch"))
+    bar = window.menuBar().actions()
+    assert bar.index(window.menus["&Tools"].menuAction()) == bar.index(window.menus["&View"].menuAction()) - 1
+    assert window.action["sketch"] is action and action.objectName() == "action_sketch"
+    assert window.toolbar.actions()[-1] is action and window.toolbar.actions()[-2].isSeparator()
+    QTest.mouseClick(window.toolbar.widgetForAction(action), Qt.MouseButton.LeftButton)
+    assert calls == ["sketch"]
+    before = action.icon().cacheKey()
+    window.theme_actions["light" if window.s.themes.current.name == "dark" else "dark"].trigger()
+    assert action.icon().cacheKey() != before   # repainted in the new theme's colours
+
+
+def test_the_port_tells_the_window(window):
+    from studio.app import port_of
+
+    port = port_of(window)
+    port.log("hello from a feature", "warning")
+    assert any("hello from a feature" in line for line in window.log.lines())
+    port.status("a status line")
+    assert window.statusBar().currentMessage() == "a status line"
+    assert port.graph is window.controller.graph and port.document_name == window.document.name
+    node = next(iter(window.controller.graph.nodes))
+    port.reveal(node)
+    assert window.controller.selection == [node]
