@@ -69,6 +69,7 @@ class InspectorDock(QWidget):
         self.rows: dict[str, FieldRow] = {}
         self.editors: dict[str, ParamEditor] = {}
         self._shapes: dict[str, tuple[int, ...]] = {}
+        self._ports: dict[str, list[tuple[int, ...]]] = {}  # every output's shape, nodes with several
         self._graph: Graph | None = None
         self._rebuild_pending = False
         self.scroll = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
@@ -89,7 +90,7 @@ class InspectorDock(QWidget):
         graph.events.params_changed.connect(self._on_params_changed)
         graph.events.spec_changed.connect(self._on_spec_changed)
         graph.events.node_removed.connect(self._on_node_removed)
-        self._shapes = {}
+        self._shapes, self._ports = {}, {}
         self.rebuild()
 
     def _on_selection_changed(self, _ids: list) -> None:
@@ -128,11 +129,22 @@ class InspectorDock(QWidget):
         if node_id == self.node_id:
             self.schedule_rebuild()
 
-    def show_shapes(self, shapes: dict[str, tuple[int, ...]]) -> None:
-        """Output shapes from live validation, shown for the selected node."""
-        self._shapes = dict(shapes)
+    def show_shapes(self, shapes: dict[str, tuple[int, ...]],
+                    ports: dict[str, list[tuple[int, ...]]] | None = None) -> None:
+        """Output shapes from live validation, shown for the selected node: ``shapes`` the first
+        output's, ``ports`` every output's of the nodes with several (Split, Chunk, Unbind)."""
+        self._shapes, self._ports = dict(shapes), dict(ports or {})
         if hasattr(self, "shape_label") and self.node_id is not None:
-            self.shape_label.setText(self._shape_text(self.node_id))
+            self._show_node_shapes(self.node_id)
+
+    def _show_node_shapes(self, node_id: str) -> None:
+        ports = self._port_rows(node_id)
+        self.shape_title.setText("Outputs" if len(ports) > 1 else "Output")
+        if len(ports) > 1:   # one line per output port, numbered as on the canvas
+            width = len(ports[-1][0])
+            self.shape_label.setText("\n".join(f"{name:>{width}}   {text}" for name, text in ports))
+        else:
+            self.shape_label.setText(self._shape_text(node_id))
 
     # ------------------------------------------------------------ building
     def schedule_rebuild(self) -> None:
@@ -194,8 +206,11 @@ class InspectorDock(QWidget):
         form.addRow(self.header)
         if spec is not None:
             form.addRow(QLabel(spec.doc, objectName="inspectorDoc", wordWrap=True))
-        self.shape_label = QLabel(self._shape_text(node.id), objectName="inspectorShape")
-        form.addRow("Output", self.shape_label)
+        self.shape_label = QLabel(objectName="inspectorShape")
+        self.shape_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.shape_title = QLabel("Output")
+        form.addRow(self.shape_title, self.shape_label)
+        self._show_node_shapes(node.id)
         label = QLineEdit(node.label, placeholderText=node.id)
         label.setToolTip("A display name for the node; its id stays the same.")
         label_row = self.rows["label"] = FieldRow(label)
@@ -308,6 +323,16 @@ class InspectorDock(QWidget):
     def _shape_text(self, node_id: str) -> str:
         shape = self._shapes.get(node_id)
         return fmt.shape(shape) if shape else "—"
+
+    def _port_rows(self, node_id: str) -> list[tuple[str, str]]:
+        """(port number, shape text) for each output of a node with several; [] for the others."""
+        graph = self.controller.graph
+        node = graph.nodes.get(node_id)
+        if node is None or node.spec is None or not node.spec.multi_output:
+            return []
+        names = node.spec.outputs_for(node.params)
+        shapes = self._ports.get(node_id, [])
+        return [(str(i), fmt.shape(shapes[i]) if i < len(shapes) else "—") for i in range(len(names))]
 
 
 def _is_undo_or_redo(event: QKeyEvent) -> bool:
