@@ -1,9 +1,10 @@
 """What the main window installs for training: the dashboard and the runs docks (the Train and
 Runs workspaces show them), the session and the Train dialog.
 
-Built once in the composition root and handed the window; it owns the run store connection, the
-current :class:`TrainingSession` and the dialogs, and answers the window's close request when a
-run is going (stop it, or let it finish in the background).
+Built on first use by :class:`studio.training_hook.TrainingHook` (which owns the one Train action)
+and docked in the window it is given; it owns the run store connection, the current
+:class:`TrainingSession` and the dialogs, and answers the window's close request when a run is
+going (stop it, or let it finish in the background).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ STOP, BACKGROUND, CANCEL = "stop", "background", "cancel"
 
 
 class TrainingController(QObject):
-    """Train action + dashboard + runs dock. ``graph_provider()`` gives the graph being edited."""
+    """The Train dialog, the dashboard and the runs dock (the Train action is the hook's).
+    ``graph_provider()`` gives the graph being edited."""
 
     run_ended = Signal(str, str)
 
