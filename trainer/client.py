@@ -38,7 +38,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .events import ENDS, Command, Event, Pause, ProtocolError, Resume, RunStarted, SetLr, Stop
+from .commands import Command, Pause, Resume, SetLr, Stop
+from .events import ENDS, Event, ProtocolError, RunStarted
 
 CHUNK = 1 << 16                 # bytes per read of the worker's stdout
 MAX_PENDING_BYTES = 4 << 20     # read no further ahead of the consumer than this

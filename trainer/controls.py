@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from .events import (
+from .commands import (
     MAX_COMMAND_CHARS,
     PAUSE,
     RESUME,

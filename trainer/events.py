@@ -1,8 +1,10 @@
 """The worker's protocol: JSON-lines events on stdout, JSON-lines commands on stdin, as typed dataclasses.
 
-This module is the single source of truth for event and command names and fields; the one process
-client (:mod:`trainer.client`), the CLI and the studio read the dataclasses' fields, never string
-keys. The wire is stable: fields may be added, never renamed or removed.
+This module is the single source of truth for event names and fields, and the one import for the
+whole protocol: it re-exports the codec (:mod:`trainer.wire`: :class:`Event`, :func:`decode`,
+:class:`Emitter`...) and the commands (:mod:`trainer.commands`). The one process client
+(:mod:`trainer.client`), the CLI and the studio read the dataclasses' fields (``event.step``), never
+string keys. The wire is stable: fields may be added, never renamed or removed.
 
 Events (stdout, one JSON object per line, each with ``"event"``, ``"run_id"`` and ``"time"`` (Unix
 seconds)). Every event is written only after what it reports is committed to the run store, so a
@@ -71,25 +73,13 @@ reader that saw an event can find it in the store.
     ``inspect`` command, and every ``train.inspect_every_s`` seconds when the spec sets it. The figures
     are also stored as metrics ``inspect/<figure>/<node>``.
 
-A reader keeps what it does not know: an event name it does not know becomes an
-:class:`UnknownEvent` (its fields in ``extra``), a field it does not know goes to the event's
-``extra``; neither raises, and both are written back unchanged by :meth:`Event.to_json`.
-
-Commands (stdin, one JSON object per line): ``{"command": "pause"}`` (:class:`Pause`),
-``{"command": "resume"}`` (:class:`Resume`), ``{"command": "stop"}`` (:class:`Stop`: checkpoint,
-then end with ``finished`` status "stopped"), ``{"command": "set_lr", "lr": 0.001}`` (:class:`SetLr`:
-from the next step on the learning rate is this constant; the schedule no longer applies),
-``{"command": "inspect"}`` (:class:`InspectNow`: the next step runs with hooks, then an ``inspect``
-event), ``{"command": "record_memory"}`` (:class:`RecordMemory`: the next two steps' allocations,
-then a ``memory_trace`` event).
-:func:`parse_command` turns any line into a command or a :class:`CommandError` naming what is wrong
-(never another exception: a 400-digit number or a 100000-deep nesting is a refused line like any
-other); the worker reports refused lines on stderr and keeps reading. SIGTERM and SIGINT act as stop.
-A closed stdin or stdout never stops training.
+A reader keeps what it does not know: an unknown event becomes an :class:`UnknownEvent`, an unknown
+field goes to the event's ``extra`` (:mod:`trainer.wire`). The commands on stdin are listed in
+:mod:`trainer.commands`.
 
 Exit status: 0 completed or stopped, 1 failed while running, 2 the spec, data or graph was refused.
 
-Adding an event (or a command) is one dataclass here::
+Adding an event is one dataclass here::
 
     @event_type("inspect")
     @dataclass(kw_only=True)
@@ -108,15 +98,59 @@ the studio listens to it).
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import json
-import math
-import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, ClassVar, TypeVar
+from typing import Any, ClassVar
+
+from .commands import (
+    COMMAND_TYPES,
+    COMMANDS,
+    INSPECT,
+    MAX_COMMAND_CHARS,
+    PAUSE,
+    RECORD_MEMORY,
+    RESUME,
+    SET_LR,
+    STOP,
+    Command,
+    CommandError,
+    InspectNow,
+    Pause,
+    RecordMemory,
+    Resume,
+    SetLr,
+    Stop,
+    command_type,
+    encode_command,
+    parse_command,
+)
+from .wire import (
+    EVENT_TYPES,
+    Emitter,
+    Event,
+    ProtocolError,
+    Record,
+    UnknownEvent,
+    decode,
+    encode,
+    event_type,
+    make_event,
+    optional,
+    short,
+)
+
+__all__ = [
+    # the codec (trainer.wire) and the commands (trainer.commands), read through this one module
+    "EVENT_TYPES", "Emitter", "Event", "ProtocolError", "Record", "UnknownEvent", "decode", "encode", "event_type",
+    "make_event", "optional",
+    "COMMAND_TYPES", "COMMANDS", "MAX_COMMAND_CHARS", "PAUSE", "RECORD_MEMORY", "RESUME", "SET_LR", "STOP",
+    "Command", "CommandError", "InspectNow", "Pause", "RecordMemory", "Resume", "SetLr", "Stop", "command_type",
+    "encode_command", "parse_command",
+    # the events
+    "RUN_STARTED", "COMPILE_DONE", "GRAPH_BREAK", "RECOMPILE", "METRICS", "EPOCH_END", "MEMORY", "CHECKPOINT",
+    "STATE", "FINISHED", "FAILED", "INSPECT", "MEMORY_TRACE", "EXIT_OK", "EXIT_FAILED", "EXIT_REFUSED",
+    "PerClass", "Best", "RunStarted", "CompileDone", "GraphBreakEvent", "Recompile", "Metrics", "EpochEnd", "Memory",
+    "Checkpoint", "State", "Finished", "Failed", "MemoryTimeline", "Inspect", "ENDS", "EVENTS",
+]
 
 RUN_STARTED = "run_started"
 COMPILE_DONE = "compile_done"
@@ -129,44 +163,14 @@ CHECKPOINT = "checkpoint"
 STATE = "state"
 FINISHED = "finished"
 FAILED = "failed"
-INSPECT = "inspect"
-MEMORY_TRACE = "memory_trace"
-RECORD_MEMORY = "record_memory"
-
-PAUSE, RESUME, STOP, SET_LR = "pause", "resume", "stop", "set_lr"
+MEMORY_TRACE = "memory_trace"   # INSPECT ("inspect") names both the event and the command
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
-
-MAX_COMMAND_CHARS = 4096   # a command is a few dozen characters; a longer line is refused unread
-
-
-class ProtocolError(ValueError):
-    """A line that is not an event (not JSON, not an object, no ``"event"`` name)."""
-
-
-class CommandError(ValueError):
-    """A command line that cannot be obeyed; the message says why (the worker prints and ignores it)."""
-
-
-def optional() -> Any:
-    """A field that is left out of the JSON while it is None (so the wire only carries what applies)."""
-    return field(default=None, metadata={"optional": True})
-
-
-def _clean(value: Any) -> Any:
-    """JSON has no NaN: non-finite floats become None (the failed event says why)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
 
 
 # ---------------------------------------------------------------- nested records
 @dataclass
-class PerClass:
+class PerClass(Record):
     """Precision, recall and F1 of every class (0 where undefined) and its support, index = class."""
 
     precision: list[float]
@@ -174,7 +178,7 @@ class PerClass:
     f1: list[float]
     support: list[int]
 
-    def to_dict(self) -> dict[str, list[Any]]:
+    def to_dict(self) -> dict[str, Any]:
         return {"precision": list(self.precision), "recall": list(self.recall), "f1": list(self.f1),
                 "support": list(self.support)}
 
@@ -182,7 +186,7 @@ class PerClass:
     def from_dict(cls, obj: Any) -> PerClass:
         """Raises :class:`ProtocolError` when ``obj`` is not the four equal-length lists."""
         if not isinstance(obj, dict) or not all(isinstance(obj.get(k), list) for k in _PER_CLASS_KEYS):
-            raise ProtocolError(f"per-class figures need lists {', '.join(_PER_CLASS_KEYS)}, got {_short(obj)}")
+            raise ProtocolError(f"per-class figures need lists {', '.join(_PER_CLASS_KEYS)}, got {short(obj)}")
         if len({len(obj[k]) for k in _PER_CLASS_KEYS}) != 1:
             raise ProtocolError("per-class lists of different lengths")
         return cls(*(list(obj[k]) for k in _PER_CLASS_KEYS))
@@ -195,7 +199,7 @@ _PER_CLASS_KEYS = ("precision", "recall", "f1", "support")
 
 
 @dataclass
-class Best:
+class Best(Record):
     """The best value of the checkpoint metric and the epoch that reached it."""
 
     metric: str
@@ -208,95 +212,11 @@ class Best:
     @classmethod
     def from_dict(cls, obj: Any) -> Best:
         if not isinstance(obj, dict) or not {"metric", "value", "epoch"} <= obj.keys():
-            raise ProtocolError(f"best needs metric, value and epoch, got {_short(obj)}")
+            raise ProtocolError(f"best needs metric, value and epoch, got {short(obj)}")
         return cls(obj["metric"], obj["value"], obj["epoch"])
 
 
 # ---------------------------------------------------------------- events
-@dataclass(kw_only=True)
-class Event:
-    """One event. ``EVENT`` is its name on the wire; ``extra`` keeps fields this version does not know."""
-
-    EVENT: ClassVar[str] = ""
-    NESTED: ClassVar[dict[str, type[PerClass] | type[Best]]] = {}   # fields holding a nested record
-    run_id: int | None = None
-    time: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def event(self) -> str:
-        return self.EVENT
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object on the wire: ``event``, ``run_id``, ``time``, the fields, then unknown ones."""
-        out: dict[str, Any] = {"event": self.event, "run_id": self.run_id, "time": self.time}
-        for f in dataclasses.fields(self):
-            if f.name in _BASE_FIELDS:
-                continue
-            value = getattr(self, f.name)
-            if value is None and f.metadata.get("optional"):
-                continue
-            out[f.name] = value.to_dict() if isinstance(value, PerClass | Best) else value
-        out.update({k: v for k, v in self.extra.items() if k not in out})
-        return _clean(out)
-
-    def to_json(self) -> str:
-        """One JSON line (without the newline)."""
-        return json.dumps(self.to_dict())
-
-    @classmethod
-    def from_dict(cls, obj: dict[str, Any]) -> Event:
-        """The typed event for a JSON object; see :func:`decode`."""
-        return decode(obj)
-
-    @classmethod
-    def from_json(cls, line: str | bytes) -> Event:
-        """The typed event for one JSON line; :class:`ProtocolError` when the line is not an event."""
-        return decode(_loads(line, ProtocolError))
-
-    # Reads by key, for code written against the protocol's dicts; new code reads the attributes.
-    def __getitem__(self, key: str) -> Any:
-        if key == "event":
-            return self.event
-        if key in ("run_id", "time"):
-            return getattr(self, key)
-        if key in _field_names(type(self)):
-            value = getattr(self, key)
-            return value.to_dict() if isinstance(value, PerClass | Best) else value
-        if key in self.extra:
-            return self.extra[key]
-        raise KeyError(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __contains__(self, key: object) -> bool:
-        """A key the wire object has: the header, a field that applies (not an optional None), an extra."""
-        if not isinstance(key, str):
-            return False
-        return key in self.to_dict()
-
-
-_BASE_FIELDS = ("run_id", "time", "extra")
-
-EVENT_TYPES: dict[str, type[Event]] = {}
-E = TypeVar("E", bound=type[Event])
-
-
-def event_type(name: str) -> Callable[[E], E]:
-    """Register an event class under its wire name; a name registered twice is refused."""
-    def register(cls: E) -> E:
-        if name in EVENT_TYPES:
-            raise ValueError(f"event {name!r} is registered twice ({EVENT_TYPES[name].__name__}, {cls.__name__})")
-        cls.EVENT = name
-        EVENT_TYPES[name] = cls
-        return cls
-    return register
-
-
 @event_type(RUN_STARTED)
 @dataclass(kw_only=True)
 class RunStarted(Event):
@@ -369,7 +289,7 @@ class Metrics(Event):
 class EpochEnd(Event):
     """An epoch is trained and evaluated on the val split."""
 
-    NESTED: ClassVar[dict[str, type[PerClass] | type[Best]]] = {"per_class": PerClass}
+    NESTED: ClassVar[dict[str, type[Record]]] = {"per_class": PerClass}
     epoch: int = 0
     step: int = 0
     train_loss: float | None = None
@@ -408,7 +328,7 @@ class Memory(Event):
     def cuda(self) -> bool:
         return self.allocated is not None
 
-    def figures(self) -> dict[str, int]:
+    def figures(self) -> dict[str, float]:
         """The byte counts this sample has, by name (allocated/reserved/peak, or rss/peak_rss)."""
         return {k: v for k in self.BYTES if isinstance(v := getattr(self, k), int | float)}
 
@@ -440,7 +360,7 @@ class State(Event):
 class Finished(Event):
     """The run ended well (completed, stopped or early-stopped); the last event."""
 
-    NESTED: ClassVar[dict[str, type[PerClass] | type[Best]]] = {"test_per_class": PerClass, "best": Best}
+    NESTED: ClassVar[dict[str, type[Record]]] = {"test_per_class": PerClass, "best": Best}
     status: str = "completed"
     epoch: int = 0
     step: int = 0
@@ -496,267 +416,5 @@ class Inspect(Event):
     flags: list[list[Any]] = field(default_factory=list)
 
 
-@dataclass(kw_only=True)
-class UnknownEvent(Event):
-    """An event this version does not know (from a newer worker): its name, its fields in ``extra``."""
-
-    name: str = ""
-
-    @property
-    def event(self) -> str:
-        return self.name
-
-    def to_dict(self) -> dict[str, Any]:
-        return _clean({"event": self.name, "run_id": self.run_id, "time": self.time, **self.extra})
-
-    def __getitem__(self, key: str) -> Any:
-        if key == "event":
-            return self.name
-        if key in ("run_id", "time"):
-            return getattr(self, key)
-        return self.extra[key]
-
-
 ENDS = (Finished, Failed)   # the events that end a run
-
-
-@functools.cache
-def _field_names(cls: type[Event]) -> frozenset[str]:
-    """The fields a class declares beyond the header (cached: the GUI thread parses every event)."""
-    return frozenset(f.name for f in dataclasses.fields(cls) if f.name not in _BASE_FIELDS)
-
-
-def decode(obj: Any) -> Event:
-    """The typed event for a parsed JSON object. An unknown event name gives an :class:`UnknownEvent`;
-    unknown fields, and a nested record that does not parse, are kept in ``extra``. Raises
-    :class:`ProtocolError` only when ``obj`` is no event at all (not an object, no ``"event"`` name)."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("event"), str):
-        raise ProtocolError(f"not an event: {_short(obj)}")
-    name, run_id, at = obj["event"], obj.get("run_id"), obj.get("time")
-    rest = {k: v for k, v in obj.items() if k not in ("event", "run_id", "time")}
-    cls = EVENT_TYPES.get(name)
-    if cls is None:
-        return UnknownEvent(name=name, run_id=run_id, time=at, extra=rest)
-    known, extra = _split(cls, rest)
-    return cls(run_id=run_id, time=at, extra=extra, **known)
-
-
-def _split(cls: type[Event], fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Fields the class declares (nested records parsed) and the rest."""
-    names = _field_names(cls)
-    known, extra = {}, {}
-    for k, v in fields.items():
-        if k not in names:
-            extra[k] = v
-        elif k in cls.NESTED and v is not None and not isinstance(v, PerClass | Best):
-            try:
-                known[k] = cls.NESTED[k].from_dict(v)
-            except ProtocolError:
-                extra[k] = v          # kept as sent, never a crash of the reader
-        else:
-            known[k] = v
-    return known, extra
-
-
-def make_event(name: str, run_id: int | None = None, /, **fields: Any) -> Event:
-    """The typed event ``name`` with ``fields`` (unknown names go to ``extra``, an unknown event to
-    :class:`UnknownEvent`), stamped with the current time."""
-    cls = EVENT_TYPES.get(name)
-    at = round(time.time(), 3)
-    if cls is None:
-        return UnknownEvent(name=name, run_id=run_id, time=at, extra=dict(fields))
-    known, extra = _split(cls, fields)
-    return cls(run_id=run_id, time=at, extra=extra, **known)
-
-
-def encode(event: str, run_id: int | None, /, **fields: Any) -> str:
-    """One event as a JSON line (without the newline), through its dataclass."""
-    return make_event(event, run_id, **fields).to_json()
-
-
-# ---------------------------------------------------------------- commands
-@dataclass(kw_only=True)
-class Command:
-    """One command to the worker. ``COMMAND`` is its name on the wire."""
-
-    COMMAND: ClassVar[str] = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"command": self.COMMAND, **dataclasses.asdict(self)}
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict())
-
-    @classmethod
-    def from_dict(cls, obj: Any) -> Command:
-        return _command_from(obj)
-
-    @classmethod
-    def from_json(cls, line: str | bytes) -> Command:
-        return parse_command(line)
-
-
-COMMAND_TYPES: dict[str, type[Command]] = {}
-C = TypeVar("C", bound=type[Command])
-
-
-def command_type(name: str) -> Callable[[C], C]:
-    """Register a command class under its wire name; a name registered twice is refused."""
-    def register(cls: C) -> C:
-        if name in COMMAND_TYPES:
-            raise ValueError(f"command {name!r} is registered twice")
-        cls.COMMAND = name
-        COMMAND_TYPES[name] = cls
-        return cls
-    return register
-
-
-@command_type(PAUSE)
-@dataclass(kw_only=True)
-class Pause(Command):
-    """Pause after the current step (a ``state`` event says "paused")."""
-
-
-@command_type(RESUME)
-@dataclass(kw_only=True)
-class Resume(Command):
-    """Continue a paused run."""
-
-
-@command_type(STOP)
-@dataclass(kw_only=True)
-class Stop(Command):
-    """Checkpoint, then end with ``finished`` status "stopped"."""
-
-
-@command_type(SET_LR)
-@dataclass(kw_only=True)
-class SetLr(Command):
-    """From the next step on, train at this constant learning rate."""
-
-    lr: float
-
-    def __post_init__(self) -> None:
-        self.lr = _positive_finite(self.lr)
-
-
-@command_type(INSPECT)
-@dataclass(kw_only=True)
-class InspectNow(Command):
-    """Run the next training step with hooks and report it in an ``inspect`` event."""
-
-
-@command_type(RECORD_MEMORY)
-@dataclass(kw_only=True)
-class RecordMemory(Command):
-    """Record the allocations of the next two training steps (``trainer.memtrace``); a
-    ``memory_trace`` event reports them."""
-
-
-def _positive_finite(lr: Any) -> float:
-    if isinstance(lr, bool) or not isinstance(lr, int | float):
-        raise CommandError(f"set_lr needs a positive number 'lr', got {_short(lr)}")
-    try:
-        value = float(lr)
-    except OverflowError:
-        raise CommandError(f"set_lr: 'lr' {_short(lr, 24)} is too large") from None
-    if not (math.isfinite(value) and value > 0):
-        raise CommandError(f"set_lr needs a positive finite 'lr', got {_short(lr)}")
-    return value
-
-
-def _command_from(obj: Any) -> Command:
-    name = obj.get("command") if isinstance(obj, dict) else None
-    cls = COMMAND_TYPES.get(name) if isinstance(name, str) else None
-    if cls is None:
-        raise CommandError(f"unknown command {_short(obj)} (choose {', '.join(COMMAND_TYPES)})")
-    names = {f.name for f in dataclasses.fields(cls)}
-    missing = [n for n in names if n not in obj]
-    if missing:
-        raise CommandError(f"{name} needs {', '.join(repr(m) for m in sorted(missing))}")
-    return cls(**{k: v for k, v in obj.items() if k in names})   # unknown fields are ignored
-
-
-def parse_command(line: str | bytes) -> Command:
-    """One command line as a :class:`Command`. Anything wrong with the line, however odd (not JSON,
-    not UTF-8, too long, nested too deep, a number too large to convert), raises :class:`CommandError`
-    naming it, and nothing else."""
-    try:
-        if len(line) > MAX_COMMAND_CHARS:
-            raise CommandError(f"a command line longer than {MAX_COMMAND_CHARS} characters")
-        return _command_from(_loads(line, CommandError))
-    except CommandError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the contract: one exception type for any bad line
-        raise CommandError(f"cannot read the command ({type(exc).__name__}: {_short(str(exc))})") from None
-
-
-def encode_command(command: str | Command, /, **fields: Any) -> str:
-    """One command as a JSON line (without the newline): a :class:`Command`, or a name and fields."""
-    if isinstance(command, Command):
-        return command.to_json()
-    return _command_from({"command": command, **fields}).to_json()
-
-
-def _loads(line: str | bytes, error: type[ValueError]) -> Any:
-    try:
-        return json.loads(line)
-    except RecursionError:
-        raise error("nested too deep to read") from None
-    except (ValueError, TypeError) as exc:   # JSONDecodeError, UnicodeDecodeError, int digits limit
-        raise error(f"not JSON: {_short(str(exc))}") from None
-
-
-def _short(value: Any, most: int = 80) -> str:
-    """A repr for a message, cut to ``most`` characters (never fails, whatever the value)."""
-    try:
-        text = value if isinstance(value, str) else repr(value)
-    except Exception:  # noqa: BLE001 - e.g. an int beyond the str-conversion digit limit
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= most else text[: most - 3] + "..."
-
-
-# ---------------------------------------------------------------- writing
-class Emitter:
-    """Writes events to a stream; a closed stream (the GUI went away) silences it, training goes on.
-
-    ``emit(name, **fields)`` builds the event's dataclass (fields it does not declare are written
-    too, as ``extra``; the worker's tests check there are none); ``emit(event)`` takes one built.
-    """
-
-    def __init__(self, stream: IO[str] | None = None) -> None:
-        self.stream = stream if stream is not None else sys.stdout
-        self.run_id: int | None = None
-        self.closed = False
-
-    def emit(self, event: str | Event, /, **fields: Any) -> None:
-        if self.closed:
-            return
-        if isinstance(event, Event):
-            event.run_id = self.run_id if event.run_id is None else event.run_id
-            event.time = round(time.time(), 3) if event.time is None else event.time
-            line = event.to_json()
-        else:
-            line = encode(event, self.run_id, **fields)
-        try:
-            self.stream.write(line + "\n")
-            self.stream.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            # EPIPE or a closed file: stop writing. Point stdout at devnull so that the
-            # interpreter's final flush does not fail either.
-            self.closed = True
-            _silence(self.stream)
-
-
-def _silence(stream: IO[str]) -> None:
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
-
-
 EVENTS = tuple(EVENT_TYPES)
-COMMANDS = tuple(COMMAND_TYPES)

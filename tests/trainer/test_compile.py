@@ -23,10 +23,10 @@ def test_compiled_run_reports_compile_time_and_keeps_one_graph(tmp_path, db):
         assert w.wait(60) == 0, w.stderr
     names = kinds(events)
     assert names.count("compile_done") == 1 and names.index("compile_done") < names.index("metrics")
-    compiled = next(e for e in events if e["event"] == "compile_done")
-    assert compiled["seconds"] > 0 and compiled["mode"] == "default"
-    assert events[-1]["event"] == "finished" and events[-1]["status"] == "completed"
-    lrs = [e["lr"] for e in events if e["event"] == "metrics"]
+    compiled = next(e for e in events if e.event == "compile_done")
+    assert compiled.seconds > 0 and compiled.mode == "default"
+    assert events[-1].event == "finished" and events[-1].status == "completed"
+    lrs = [e.lr for e in events if e.event == "metrics"]
     assert len(set(lrs)) > 1      # the tensor lr changed every step...
     # ...and the training step never recompiled for it (evaluation adds its own graph once).
     assert w.stderr.count("Recompiling function") <= 1, w.stderr[-3000:]

@@ -26,11 +26,11 @@ def test_mixed_precision_runs_on_the_gpu(tmp_path, db, precision):
     code, events, stderr = run_worker(spec, db, timeout=600)
     assert code == 0, stderr
     started, finished = events[0], events[-1]
-    assert started["device"].startswith("cuda") and finished["status"] == "completed"
-    assert finished["test_accuracy"] > 0.9
-    memory = [e for e in events if e["event"] == "memory"]
-    assert memory and memory[-1]["peak"] >= memory[-1]["allocated"] > 0
-    assert ("compile_done" in [e["event"] for e in events]) == (precision["compile"] != "off")
+    assert started.device.startswith("cuda") and finished.status == "completed"
+    assert finished.test_accuracy > 0.9
+    memory = [e for e in events if e.event == "memory"]
+    assert memory and memory[-1].peak >= memory[-1].allocated > 0
+    assert ("compile_done" in [e.event for e in events]) == (precision["compile"] != "off")
 
 
 def test_resume_on_the_gpu_restores_the_grad_scaler(tmp_path, db):
@@ -39,14 +39,14 @@ def test_resume_on_the_gpu_restores_the_grad_scaler(tmp_path, db):
     spec = write_spec(tmp_path, DIGITS_CNN, device="cuda", precision={"dtype": "fp16"}, train={"epochs": 50})
     with WorkerClient.run(spec, db=db) as w:
         for e in w.events(timeout=300):
-            if e["event"] == "epoch_end":
+            if e.event == "epoch_end":
                 w.stop()
         assert w.wait(60) == 0
-    run_id = e["run_id"]
+    run_id = e.run_id
     with WorkerClient.resume(run_id, db=db) as w:
         events = list(w.events(timeout=600))
         assert w.wait(60) == 0, w.stderr
-    assert events[0]["start_step"] > 0 and events[-1]["status"] == "completed"
+    assert events[0].start_step > 0 and events[-1].status == "completed"
 
 
 def wide_mlp(width: int, hidden: int = 1) -> Graph:
@@ -76,10 +76,10 @@ def test_out_of_memory_in_training_fails_with_the_peak_figures(tmp_path, db):
     code, events, stderr = run_worker(spec, db, timeout=300)
     assert code == 1, stderr
     failed = events[-1]
-    assert failed["event"] == "failed" and failed["kind"] == "oom", failed
-    assert "out of memory on cuda:0 (peak" in failed["message"]
-    assert failed["memory"]["peak"] > 0.5 * total
-    run = RunStore(db).run(failed["run_id"])
+    assert failed.event == "failed" and failed.kind == "oom", failed
+    assert "out of memory on cuda:0 (peak" in failed.message
+    assert failed.memory["peak"] > 0.5 * total
+    run = RunStore(db).run(failed.run_id)
     assert run.status == "failed" and run.error_kind == "oom"
 
 
@@ -89,8 +89,8 @@ def test_weights_larger_than_the_card_are_refused_before_the_run(tmp_path, db):
     spec = write_spec(tmp_path, wide_mlp(width), device="cuda", data={"dataset": flat_data(tmp_path)})
     code, events, stderr = run_worker(spec, db, timeout=300)
     assert code == 2, stderr
-    assert [e["event"] for e in events] == ["failed"] and events[0]["kind"] == "oom"
-    assert events[0]["message"].startswith("model.graph: the model's weights do not fit")
+    assert [e.event for e in events] == ["failed"] and events[0].kind == "oom"
+    assert events[0].message.startswith("model.graph: the model's weights do not fit")
     assert RunStore(db).runs() == []
 
 
@@ -103,5 +103,5 @@ def test_fp8_trains_the_wide_linear_layers(tmp_path, db):
                       optim={"lr": 0.003})
     code, events, stderr = run_worker(spec, db, timeout=600)
     assert code == 0, stderr
-    assert events[-1]["status"] == "completed" and events[-1]["test_accuracy"] > 0.8
-    assert "compile_done" in [e["event"] for e in events]
+    assert events[-1].status == "completed" and events[-1].test_accuracy > 0.8
+    assert "compile_done" in [e.event for e in events]

@@ -85,14 +85,19 @@ def test_fields_that_do_not_apply_stay_off_the_wire():
     assert "problems" not in during and "memory" not in during
 
 
-def test_reads_by_key_see_the_wire_object():
+def test_events_are_read_by_field_never_by_key():
     memory = ev.Event.from_json(ev.encode(ev.MEMORY, 1, step=3, device="cpu", rss=10, peak_rss=20))
-    assert memory["event"] == "memory" and memory["rss"] == 10 and memory.get("allocated") is None
-    assert "rss" in memory and "allocated" not in memory and "run_id" in memory
+    assert isinstance(memory, ev.Memory)
+    assert memory.event == "memory" and memory.rss == 10 and memory.allocated is None and memory.run_id == 1
     end = ev.Event.from_json(ev.encode(ev.EPOCH_END, 1, **SAMPLES[ev.EPOCH_END]))
-    assert end["per_class"] == PER_CLASS            # nested records read back as the dicts they were sent as
-    with pytest.raises(KeyError):
-        end["no_such_field"]
+    assert isinstance(end, ev.EpochEnd) and end.per_class is not None and end.per_class.to_dict() == PER_CLASS
+    unknown = ev.Event.from_json(json.dumps({"event": "newer", "run_id": 1, "time": 2.0, "step": 4}))
+    for event in (memory, end, unknown):      # the dict-style reads are gone, a typo cannot read None
+        with pytest.raises(TypeError):
+            event["step"]
+        assert not hasattr(event, "get")
+        with pytest.raises(TypeError):
+            "step" in event   # noqa: B015 - the membership test itself must fail
 
 
 def test_non_finite_floats_are_null_on_the_wire():

@@ -97,8 +97,8 @@ def test_a_compiled_worker_run_reports_the_break_on_its_node(tmp_path, db):
         assert w.wait(60) == 0, w.stderr
     names = kinds(events)
     assert "graph_break" in names and names.index("graph_break") < names.index("compile_done")
-    brk = next(e for e in events if e["event"] == "graph_break")
-    assert brk["node"] == "scale" and "Tensor.item()" in brk["reason"]
-    done = next(e for e in events if e["event"] == "compile_done")
-    assert done["graph_breaks"] >= 1 and done["recompiles"] >= 0
-    assert events[-1]["event"] == "finished"
+    brk = next(e for e in events if e.event == "graph_break")
+    assert brk.node == "scale" and "Tensor.item()" in brk.reason
+    done = next(e for e in events if e.event == "compile_done")
+    assert done.graph_breaks >= 1 and done.recompiles >= 0
+    assert events[-1].event == "finished"

@@ -19,9 +19,9 @@ def _until(stream, name):
     seen = []
     for e in stream:
         seen.append(e)
-        if e["event"] == name:
+        if e.event == name:
             return seen
-    raise AssertionError(f"the stream ended before an '{name}' event: {[e['event'] for e in seen]}")
+    raise AssertionError(f"the stream ended before an '{name}' event: {[e.event for e in seen]}")
 
 
 def test_inspect_command_emits_a_report_stored_with_the_run(tmp_path, db):
@@ -34,7 +34,7 @@ def test_inspect_command_emits_a_report_stored_with_the_run(tmp_path, db):
         assert w.stop()
         rest = list(stream)
         assert w.wait(60) == 0, w.stderr
-    assert rest[-1]["event"] == "finished"
+    assert rest[-1].event == "finished"
     report = read_report(event.path)
     assert report.step == event.step > 0 and event.nodes == len(report.nodes) == 5
     assert [n.node for n in report.nodes] == ["conv", "relu", "pool", "flat", "fc"]

@@ -160,9 +160,9 @@ def test_worker_refuses_a_bad_spec_with_exit_2_and_a_failed_event(tmp_path, db):
     spec = write_spec(tmp_path, optim={"name": "adamx"})
     code, events, stderr = run_worker(spec, db)
     assert code == 2
-    assert [e["event"] for e in events] == ["failed"]
-    assert events[0]["kind"] == "spec" and events[0]["run_id"] is None
-    assert events[0]["problems"] == ["optim.name: unknown optimizer 'adamx' (choose sgd, adamw, adam, rmsprop)"]
+    assert [e.event for e in events] == ["failed"]
+    assert events[0].kind == "spec" and events[0].run_id is None
+    assert events[0].problems == ["optim.name: unknown optimizer 'adamx' (choose sgd, adamw, adam, rmsprop)"]
     assert "optim.name" in stderr and "Traceback" not in stderr
 
 
@@ -237,15 +237,15 @@ def test_the_mlp_template_trains_on_the_digits_in_the_real_worker(tmp_path, db):
     spec = write_spec(tmp_path, MLP, train={"epochs": 2, "batch_size": 64})
     code, events, err = run_worker(spec, db)
     assert code == 0, err
-    started = next(e for e in events if e["event"] == "run_started")
+    started = next(e for e in events if e.event == "run_started")
     finished = events[-1]
-    assert started["train_size"] + started["val_size"] + started["test_size"] == 1797
-    assert finished["event"] == "finished" and finished["test_accuracy"] > 0.8
+    assert started.train_size + started.val_size + started.test_size == 1797
+    assert finished.event == "finished" and finished.test_accuracy > 0.8
     # The studio's re-evaluation of a confusion cell feeds the samples as the worker did.
-    last_epoch = [e for e in events if e["event"] == "epoch_end"][-1]
-    last = [e for e in events if e["event"] == "checkpoint" and e["kind"] == "last"][-1]
-    found = predict_validation(json.loads(spec.read_text()), last["path"], base_dir=tmp_path)
-    assert found.images.shape[1:] == (1, 8, 8) and found.matrix().tolist() == last_epoch["confusion"]
+    last_epoch = [e for e in events if e.event == "epoch_end"][-1]
+    last = [e for e in events if e.event == "checkpoint" and e.kind == "last"][-1]
+    found = predict_validation(json.loads(spec.read_text()), last.path, base_dir=tmp_path)
+    assert found.images.shape[1:] == (1, 8, 8) and found.matrix().tolist() == last_epoch.confusion
 
 
 @pytest.mark.parametrize("device", ["cuda:abc", "cuda:-1", "cuda: 1", "cuda:99999999999999999999", "gpu"])
@@ -288,8 +288,8 @@ def test_hostile_datasets_are_refused_by_setup_naming_the_dataset(tmp_path):
 def test_the_worker_refuses_a_latin1_csv_before_the_run_starts(tmp_path, db):
     _hostile_datasets(tmp_path)
     code, events, err = run_worker(write_spec(tmp_path, tiny_mlp(2, 2), data={"dataset": "latin1.csv"}), db)
-    assert code == 2 and [e["event"] for e in events] == ["failed"]
-    assert events[0]["problems"][0].startswith("data.dataset: ") and "is not UTF-8 text" in events[0]["problems"][0]
+    assert code == 2 and [e.event for e in events] == ["failed"]
+    assert events[0].problems[0].startswith("data.dataset: ") and "is not UTF-8 text" in events[0].problems[0]
     assert "Traceback" not in err
 
 

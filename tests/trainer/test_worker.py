@@ -17,6 +17,7 @@ from graph_editor.build import build_module
 from graph_editor.model import load_graph
 from trainer.checkpoint import load_checkpoint_weights, verify_checkpoint
 from trainer.client import WorkerClient
+from trainer.events import PerClass
 from trainer.store import RunStore
 
 from .helpers import DIGITS_CNN, kinds, run_worker, write_spec
@@ -29,7 +30,7 @@ def until(events, name, count=1):
     seen = []
     for e in events:
         seen.append(e)
-        if sum(x["event"] == name for x in seen) == count:
+        if sum(x.event == name for x in seen) == count:
             return seen
     raise AssertionError(f"the stream ended before {count} '{name}' events: {kinds(seen)}")
 
@@ -45,23 +46,23 @@ def test_digits_cnn_end_to_end_events_match_the_store(tmp_path, db):
     assert names.count("epoch_end") == 2 and "memory" in names and "checkpoint" in names
     assert len(events) / elapsed < 15   # throttled at the source (startup time included in elapsed)
     started, finished = events[0], events[-1]
-    assert started["params"] == 94410 and started["device"] == "cpu" and started["steps_per_epoch"] == 19
-    metrics = [e for e in events if e["event"] == "metrics"]
-    steps = [e["step"] for e in metrics]
+    assert started.params == 94410 and started.device == "cpu" and started.steps_per_epoch == 19
+    metrics = [e for e in events if e.event == "metrics"]
+    steps = [e.step for e in metrics]
     assert steps == sorted(steps) and steps[-1] == 38
-    end = [e for e in events if e["event"] == "epoch_end"][-1]
-    assert len(end["confusion"]) == 10 and sum(map(sum, end["confusion"])) == started["val_size"]
-    assert set(end["per_class"]) == {"precision", "recall", "f1", "support"}
-    assert finished["status"] == "completed" and finished["test_accuracy"] > 0.8
+    end = [e for e in events if e.event == "epoch_end"][-1]
+    assert len(end.confusion) == 10 and sum(map(sum, end.confusion)) == started.val_size
+    assert isinstance(end.per_class, PerClass) and len(end.per_class) == 10
+    assert finished.status == "completed" and finished.test_accuracy > 0.8
 
     store = RunStore(db)
-    run = store.run(started["run_id"])
+    run = store.run(started.run_id)
     assert run.status == "completed" and run.params == 94410 and run.epoch == 2 and run.step == 38
-    assert run.summary["test_accuracy"] == pytest.approx(finished["test_accuracy"])
+    assert run.summary["test_accuracy"] == pytest.approx(finished.test_accuracy)
     stored_loss = {s: v for s, _, v in store.metrics(run.id, "train/loss")}
-    assert {e["step"]: e["loss"] for e in metrics} == pytest.approx(stored_loss)
+    assert {e.step: e.loss for e in metrics} == pytest.approx(stored_loss)
     reports = store.epoch_reports(run.id)
-    assert [r["epoch"] for r in reports] == [1, 2] and reports[-1]["confusion"] == end["confusion"]
+    assert [r["epoch"] for r in reports] == [1, 2] and reports[-1]["confusion"] == end.confusion
     assert run.graph["num_classes"] == 10 and len(run.graph_hash) == 64
     assert run.spec["model"]["graph"] == run.graph
 
@@ -81,21 +82,21 @@ def test_commands_pause_set_lr_resume_stop(tmp_path, db):
         until(stream, "metrics")
         assert w.pause()
         seen = until(stream, "state")
-        assert seen[-1]["state"] == "paused"
+        assert seen[-1].state == "paused"
         assert w.set_lr(0.0123)
         time.sleep(0.6)
         assert w.poll() == []             # paused: nothing trains, nothing is emitted
         assert w.resume_training()
-        assert next(stream)["state"] == "running"
+        assert next(stream).state == "running"
         after = until(stream, "metrics", 2)   # the first one still holds the step made before the pause
-        assert after[-1]["lr"] == pytest.approx(0.0123)
+        assert after[-1].lr == pytest.approx(0.0123)
         assert w.stop()
         rest = list(stream)
         assert w.wait(60) == 0
-    assert [e["state"] for e in rest if e["event"] == "state"] == ["stopping"]
-    assert rest[-1]["event"] == "finished" and rest[-1]["status"] == "stopped"
-    assert any(e["event"] == "checkpoint" and e["kind"] == "last" for e in rest)
-    assert RunStore(db).run(rest[-1]["run_id"]).status == "stopped"
+    assert [e.state for e in rest if e.event == "state"] == ["stopping"]
+    assert rest[-1].event == "finished" and rest[-1].status == "stopped"
+    assert any(e.event == "checkpoint" and e.kind == "last" for e in rest)
+    assert RunStore(db).run(rest[-1].run_id).status == "stopped"
 
 
 def test_sigterm_saves_a_checkpoint_and_ends_cleanly(tmp_path, db):
@@ -106,10 +107,10 @@ def test_sigterm_saves_a_checkpoint_and_ends_cleanly(tmp_path, db):
         w.terminate()
         rest = list(stream)
         assert w.wait(60) == 0
-    assert rest[-1]["event"] == "finished" and rest[-1]["status"] == "stopped"
+    assert rest[-1].event == "finished" and rest[-1].status == "stopped"
     store = RunStore(db)
-    assert store.run(first[0]["run_id"]).status == "stopped"
-    assert store.checkpoint_path(first[0]["run_id"], "last") is not None
+    assert store.run(first[0].run_id).status == "stopped"
+    assert store.checkpoint_path(first[0].run_id, "last") is not None
 
 
 def test_closed_stdout_does_not_stop_training(tmp_path, db):
@@ -131,12 +132,12 @@ def test_kill_9_keeps_written_metrics_and_marks_the_run_interrupted(tmp_path, db
         seen = until(w.events(timeout=60), "epoch_end", 2)
         os.kill(w.proc.pid, signal.SIGKILL)
         w.wait(30)
-    run_id = seen[0]["run_id"]
+    run_id = seen[0].run_id
     store = RunStore(db)                  # reopen, as the studio would after the crash
     run = store.run(run_id)
     assert run.status == "interrupted" and "ended without finishing" in run.error
     stored = {s for s, _, _ in store.metrics(run_id, "train/loss")}
-    assert {e["step"] for e in seen if e["event"] == "metrics"} <= stored
+    assert {e.step for e in seen if e.event == "metrics"} <= stored
     assert len(store.epoch_reports(run_id)) >= 2
     assert store.checkpoint_path(run_id, "last") is not None
 
@@ -155,23 +156,23 @@ def test_resume_ends_at_the_metrics_of_an_uninterrupted_run(tmp_path):
         until(stream, "metrics")          # stop in the middle of epoch 2
         w.stop()
         first_part = list(stream)
-    assert first_part[-1]["status"] == "stopped"
-    stopped_at = first_part[-1]["step"]
+    assert first_part[-1].status == "stopped"
+    stopped_at = first_part[-1].step
     assert 39 < stopped_at < 117
-    with WorkerClient.resume(first_part[-1]["run_id"], db=db_b) as w:
+    with WorkerClient.resume(first_part[-1].run_id, db=db_b) as w:
         resumed = list(w.events(timeout=60))
         assert w.wait(60) == 0, w.stderr
-    assert resumed[0]["event"] == "run_started" and resumed[0]["start_step"] == stopped_at
-    assert resumed[0]["run_id"] == first_part[-1]["run_id"]
+    assert resumed[0].event == "run_started" and resumed[0].start_step == stopped_at
+    assert resumed[0].run_id == first_part[-1].run_id
     a_end, b_end = straight[-1], resumed[-1]
-    assert b_end["status"] == "completed" and b_end["step"] == a_end["step"] == 117
-    last_a = [e for e in straight if e["event"] == "epoch_end"][-1]
-    last_b = [e for e in resumed if e["event"] == "epoch_end"][-1]
+    assert b_end.status == "completed" and b_end.step == a_end.step == 117
+    last_a = [e for e in straight if e.event == "epoch_end"][-1]
+    last_b = [e for e in resumed if e.event == "epoch_end"][-1]
     for key in ("train_loss", "train_accuracy", "val_loss", "val_accuracy"):
-        assert last_b[key] == pytest.approx(last_a[key], rel=1e-5, abs=1e-7), key
-    assert b_end["test_loss"] == pytest.approx(a_end["test_loss"], rel=1e-5)
-    assert b_end["test_confusion"] == a_end["test_confusion"]
-    assert RunStore(db_b).run(b_end["run_id"]).status == "completed"
+        assert getattr(last_b, key) == pytest.approx(getattr(last_a, key), rel=1e-5, abs=1e-7), key
+    assert b_end.test_loss == pytest.approx(a_end.test_loss, rel=1e-5)
+    assert b_end.test_confusion == a_end.test_confusion
+    assert RunStore(db_b).run(b_end.run_id).status == "completed"
 
 
 def test_nan_loss_fails_naming_the_step(tmp_path, db):
@@ -180,10 +181,10 @@ def test_nan_loss_fails_naming_the_step(tmp_path, db):
     code, events, stderr = run_worker(spec, db)
     assert code == 1
     failed = events[-1]
-    assert failed["event"] == "failed" and failed["kind"] == "nan"
-    assert isinstance(failed["step"], int) and f"at step {failed['step']}" in failed["message"]
-    run = RunStore(db).run(failed["run_id"])
-    assert run.status == "failed" and run.error_kind == "nan" and f"step {failed['step']}" in run.error
+    assert failed.event == "failed" and failed.kind == "nan"
+    assert isinstance(failed.step, int) and f"at step {failed.step}" in failed.message
+    run = RunStore(db).run(failed.run_id)
+    assert run.status == "failed" and run.error_kind == "nan" and f"step {failed.step}" in run.error
     assert "Traceback" not in stderr
 
 
@@ -227,8 +228,8 @@ def test_csv_data_over_the_device_budget_streams_through_a_dataloader(tmp_path, 
                       data={"dataset": "table.csv", "device_budget_mb": 0, "workers": 1}, optim={"lr": 0.01})
     code, events, stderr = run_worker(spec, db)
     assert code == 0, stderr
-    assert events[0]["classes"] == ["neg", "pos"] and events[-1]["status"] == "completed"
-    assert events[-1]["test_accuracy"] > 0.7
+    assert events[0].classes == ["neg", "pos"] and events[-1].status == "completed"
+    assert events[-1].test_accuracy > 0.7
 
 
 def test_image_folder_with_its_own_splits_trains_and_its_validation_is_predicted_again(tmp_path, db):
@@ -249,10 +250,10 @@ def test_image_folder_with_its_own_splits_trains_and_its_validation_is_predicted
                       data={"dataset": "shapes"})
     code, events, stderr = run_worker(spec, db)
     assert code == 0, stderr
-    last_epoch = [e for e in events if e["event"] == "epoch_end"][-1]
+    last_epoch = [e for e in events if e.event == "epoch_end"][-1]
     finished = events[-1]
-    assert sum(map(sum, last_epoch["confusion"])) == 12 and sum(map(sum, finished["test_confusion"])) == 16
-    last = [e for e in events if e["event"] == "checkpoint" and e["kind"] == "last"][-1]
-    found = predict_validation(json.loads(spec.read_text()), last["path"], base_dir=tmp_path)
+    assert sum(map(sum, last_epoch.confusion)) == 12 and sum(map(sum, finished.test_confusion)) == 16
+    last = [e for e in events if e.event == "checkpoint" and e.kind == "last"][-1]
+    found = predict_validation(json.loads(spec.read_text()), last.path, base_dir=tmp_path)
     assert found.images.shape == (12, 1, 8, 8) and found.rows.tolist() == list(range(12))
-    assert found.matrix().tolist() == last_epoch["confusion"]     # the worker's own validation, sample for sample
+    assert found.matrix().tolist() == last_epoch.confusion     # the worker's own validation, sample for sample
