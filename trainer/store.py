@@ -28,57 +28,38 @@ the reading commands refuse a database without them. Text columns have no length
 counts are 64-bit, as on SQLite; NaN and infinities inside JSON columns are kept as null (PostgreSQL's
 JSON has none). A URL's password never appears in a message.
 
-Schema versions: 1, the first; 2 adds ``runs.pid_started``. Opening a version-1 store upgrades it in
-place (one added column; the runs it holds are checked by pid alone, as before).
+Three modules: this one (:class:`RunStore`: the writes and the run queries), :mod:`trainer.store_engine`
+(a URL to an engine, :class:`StoreError`) and :mod:`trainer.store_schema` (the tables, the schema
+version and its upgrades).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import math
 import os
 import socket
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import platformdirs
-from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Float,
-    ForeignKey,
-    Integer,
-    String,
-    Text,
-    create_engine,
-    delete,
-    event,
-    func,
-    inspect,
-    select,
-    text,
-)
-from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from .liveness import process_alive, process_started
+from .store_engine import StoreError, StoreReadOnly, is_locked, make_engine, reason, shown_url
+from .store_schema import Artifact, Checkpoint, EpochReport, Metric, Run, open_schema, utc_now
 
-SCHEMA_VERSION = 2
+__all__ = ["RunStore", "StoreError", "StoreReadOnly", "Run", "Checkpoint", "Artifact", "default_url",
+           "default_run_root", "run_to_dict", "ENV_VAR", "RETRY_ENV", "STATUSES", "INTERRUPTED"]
+
 ENV_VAR = "TORCH_STUDIO_DB"
-RETRY_ENV, BUSY_ENV = "TORCH_STUDIO_DB_RETRY_S", "TORCH_STUDIO_DB_BUSY_MS"
-SQLITE_MAGIC = b"SQLite format 3\x00"
+RETRY_ENV = "TORCH_STUDIO_DB_RETRY_S"
 T = TypeVar("T")
 STATUSES = ("running", "completed", "stopped", "early_stopped", "failed", "interrupted")
 APP = "torch-studio"
-# PostgreSQL drivers SQLAlchemy knows, in the order a bare postgresql:// URL tries them (module, dialect).
-PG_DRIVERS = (("psycopg", "psycopg"), ("psycopg2", "psycopg2"), ("pg8000", "pg8000"))
-PG_INSTALL = "pip install 'psycopg[binary]'"
-PG_SCHEMA_LOCK = 0x7473_7475_6469_6F   # pg_advisory_xact_lock key: one process creates the tables at a time
 
 
 def default_url() -> str:
@@ -93,219 +74,6 @@ def default_run_root() -> Path:
     return Path(platformdirs.user_data_dir(APP)) / "runs"
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-def _text(length: int) -> String:
-    """VARCHAR(length) on SQLite (which never enforces it), unlimited TEXT on PostgreSQL (which would):
-    a node id of 200 characters in a metric name must not fail a run."""
-    return String(length).with_variant(Text(), "postgresql")
-
-
-BIG = Integer().with_variant(BigInteger(), "postgresql")   # parameter counts and clock ticks pass 2**31
-
-
-class SchemaInfo(Base):
-    __tablename__ = "schema_info"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    version: Mapped[int] = mapped_column(Integer)
-
-
-class Run(Base):
-    __tablename__ = "runs"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(_text(200), default="")
-    status: Mapped[str] = mapped_column(_text(20), index=True)
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
-    graph: Mapped[dict[str, Any]] = mapped_column(JSON)
-    graph_hash: Mapped[str] = mapped_column(_text(64), index=True)
-    device: Mapped[str] = mapped_column(_text(40), default="")
-    params: Mapped[int] = mapped_column(BIG, default=0)
-    host: Mapped[str] = mapped_column(_text(200), default="")
-    pid: Mapped[int] = mapped_column(Integer, default=0)
-    pid_started: Mapped[int] = mapped_column(BIG, default=0)   # the process's start (clock ticks); 0 = unknown
-    run_dir: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-    started_at: Mapped[datetime | None] = mapped_column(default=None)
-    ended_at: Mapped[datetime | None] = mapped_column(default=None)
-    epoch: Mapped[int] = mapped_column(Integer, default=0)
-    step: Mapped[int] = mapped_column(Integer, default=0)
-    best_metric: Mapped[str] = mapped_column(_text(40), default="")
-    best_value: Mapped[float | None] = mapped_column(Float, default=None)
-    summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # final test metrics etc.
-    error_kind: Mapped[str] = mapped_column(_text(20), default="")
-    error: Mapped[str] = mapped_column(Text, default="")
-
-
-class Metric(Base):
-    __tablename__ = "metrics"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
-    step: Mapped[int] = mapped_column(Integer)
-    name: Mapped[str] = mapped_column(_text(60))
-    value: Mapped[float | None] = mapped_column(Float)
-
-
-class EpochReport(Base):
-    """Per-epoch evaluation detail (per-class figures and confusion matrix) as JSON."""
-
-    __tablename__ = "epoch_reports"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
-    epoch: Mapped[int] = mapped_column(Integer)
-    report: Mapped[dict[str, Any]] = mapped_column(JSON)
-
-
-class Checkpoint(Base):
-    __tablename__ = "checkpoints"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
-    kind: Mapped[str] = mapped_column(_text(20))
-    path: Mapped[str] = mapped_column(Text)
-    step: Mapped[int] = mapped_column(Integer)
-    epoch: Mapped[int] = mapped_column(Integer)
-    metric: Mapped[float | None] = mapped_column(Float, default=None)
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-
-
-class Artifact(Base):
-    __tablename__ = "artifacts"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
-    kind: Mapped[str] = mapped_column(_text(40))
-    path: Mapped[str] = mapped_column(Text)
-    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-
-
-class StoreError(RuntimeError):
-    pass
-
-
-class StoreReadOnly(StoreError):
-    """The store can be read, not written (read-only media, no permission)."""
-
-
-def make_engine(url: str, *, create: bool = True) -> tuple[Engine, bool]:
-    """An engine for ``url`` and whether it is read-only. SQLite gets WAL, a busy timeout and (when
-    ``create``) its folder created; a file that cannot be written opens read-only. Raises StoreError."""
-    shown = shown_url(url)
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        raise StoreError(f"{shown!r} is not a database URL (a SQLite file is sqlite:///PATH)") from None
-    readonly, options = False, {}
-    if parsed.get_backend_name() in ("postgresql", "postgres"):
-        parsed = _postgres_url(parsed, shown)
-        # pre_ping: a long-open studio's idle connection that the server has dropped is replaced, not an error
-        options = {"pool_pre_ping": True, "json_serializer": _json_finite}
-    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:" \
-            and not parsed.query.get("uri"):
-        path = Path(parsed.database).expanduser()
-        readonly = _check_sqlite_file(url, path, create)
-        if readonly:   # no -shm file and no way to make one (read-only media): nothing can change the file
-            how = "mode=ro" if Path(f"{path}-shm").exists() or os.access(path.parent, os.W_OK) else "immutable=1"
-            parsed = parsed.set(database=f"file:{path}?{how}", query={"uri": "true"})
-    try:
-        engine = create_engine(parsed, **options)
-    except NoSuchModuleError:
-        raise StoreError(f"{shown}: unknown database kind {parsed.drivername!r}") from None
-    except ImportError as exc:
-        raise StoreError(f"{shown}: the database driver is not installed ({exc})") from None
-    except (ArgumentError, SQLAlchemyError) as exc:
-        raise StoreError(f"{shown}: {_reason(exc)}") from None
-    if engine.dialect.name == "sqlite" and not readonly:
-        busy_ms = int(os.environ.get(BUSY_ENV) or 10000)
-
-        @event.listens_for(engine, "connect")
-        def _pragmas(conn: Any, _record: Any) -> None:
-            cur = conn.cursor()
-            cur.execute(f"PRAGMA busy_timeout={busy_ms}")   # first: setting WAL may itself wait for a lock
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.close()
-    return engine, readonly
-
-
-def shown_url(url: str) -> str:
-    """The URL as messages show it: its password, if any, as ***."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return url
-    return url if parsed.password is None else parsed.render_as_string(hide_password=True)
-
-
-def _postgres_url(parsed: URL, shown: str) -> URL:
-    """A PostgreSQL URL with an installed driver: a bare ``postgresql://`` (or ``postgres://``) gets
-    the first of :data:`PG_DRIVERS` that is installed; none installed, or the named one missing, is
-    a StoreError that says what to install."""
-    _, _, driver = parsed.drivername.partition("+")
-    if driver:
-        module = next((m for m, d in PG_DRIVERS if d == driver), driver)
-        if importlib.util.find_spec(module) is None:
-            raise StoreError(f"{shown}: the PostgreSQL driver {driver} is not installed (pip install {module}, "
-                             f"or use postgresql:// with {PG_INSTALL})")
-        return parsed.set(drivername=f"postgresql+{driver}")
-    for module, dialect in PG_DRIVERS:
-        if importlib.util.find_spec(module) is not None:
-            return parsed.set(drivername=f"postgresql+{dialect}")
-    raise StoreError(f"{shown}: a PostgreSQL run store needs a database driver, and none is installed: {PG_INSTALL}")
-
-
-def _json_finite(value: Any) -> str:
-    """JSON for PostgreSQL, which refuses NaN and Infinity: those become null."""
-    def clean(v: Any) -> Any:
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return [clean(x) for x in v]
-        return v
-    return json.dumps(clean(value), allow_nan=False, default=str)
-
-
-def _check_sqlite_file(url: str, path: Path, create: bool) -> bool:
-    """Refuse what cannot be a SQLite store; True when the file exists but cannot be written."""
-    if path.is_dir():
-        raise StoreError(f"{url}: {path} is a folder, not a run store file")
-    if not path.exists():
-        if not create:
-            raise StoreError(f"{url}: no run store at {path} (check the path; nothing was created)")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"{url}: cannot create the folder {path.parent} ({exc.strerror or exc})") from None
-        return False
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(len(SQLITE_MAGIC))
-    except OSError as exc:
-        raise StoreError(f"{url}: cannot read {path} ({exc.strerror or exc})") from None
-    if magic and magic != SQLITE_MAGIC:
-        raise StoreError(f"{url}: {path} is not a SQLite database")
-    if not magic and not create:
-        raise StoreError(f"{url}: {path} is empty, not a run store")
-    return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
-
-
-def _reason(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None)
-    text = str(orig if orig is not None else exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
-def _is_locked(exc: DBAPIError) -> bool:
-    text = str(exc.orig).lower()
-    return "locked" in text or "busy" in text
-
-
 class RunStore:
     """Reads and writes runs. Cheap to open; safe to open in several processes on one SQLite file.
 
@@ -317,44 +85,13 @@ class RunStore:
         self.shown = shown_url(self.url)     # for messages: no password
         self.engine, self.readonly = make_engine(self.url, create=create)
         try:
-            self._open_schema(create)
+            open_schema(self.engine, readonly=self.readonly, create=create, shown=self.shown)
         except StoreError:
             self.engine.dispose()
             raise
         except SQLAlchemyError as exc:
             self.engine.dispose()
-            raise StoreError(f"{self.shown}: cannot open the run store ({_reason(exc)})") from None
-
-    def _open_schema(self, create: bool) -> None:
-        if self.readonly:
-            with Session(self.engine) as s:
-                if not inspect(s.connection()).has_table("schema_info"):
-                    raise StoreError(f"{self.shown}: not a run store (read-only, and it has no runs table)")
-                info = s.get(SchemaInfo, 1)
-                version = info.version if info else 0
-            if version != SCHEMA_VERSION:
-                raise StoreError(f"{self.shown}: the run store has schema version {version} and is read-only; "
-                                 f"this program reads version {SCHEMA_VERSION} (open it once where it can be written)")
-            return
-        shared = self.engine.dialect.name != "sqlite"
-        if not shared:
-            Base.metadata.create_all(self.engine)
-        with Session(self.engine) as s, s.begin():
-            if shared:
-                if not create and not inspect(s.connection()).has_table("schema_info"):
-                    raise StoreError(f"{self.shown}: no run store in this database (it has no runs table; "
-                                     "nothing was created)")
-                if self.engine.dialect.name == "postgresql":   # writers starting at once: one creates, the others wait
-                    s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_SCHEMA_LOCK})
-                Base.metadata.create_all(s.connection())
-            info = s.get(SchemaInfo, 1)
-            if info is None:
-                s.add(SchemaInfo(id=1, version=SCHEMA_VERSION))
-            elif info.version > SCHEMA_VERSION:
-                raise StoreError(f"{self.shown}: the run store has schema version {info.version}; this program "
-                                 f"reads up to {SCHEMA_VERSION}")
-            elif info.version < SCHEMA_VERSION:
-                _upgrade(s, info)
+            raise StoreError(f"{self.shown}: cannot open the run store ({reason(exc)})") from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -380,7 +117,7 @@ class RunStore:
                 return fn()
             except OperationalError as exc:
                 text = str(exc.orig).lower()
-                if _is_locked(exc) and time.monotonic() < deadline:
+                if is_locked(exc) and time.monotonic() < deadline:
                     time.sleep(pause)
                     pause = min(pause * 2, 2.0)
                     continue
@@ -389,7 +126,7 @@ class RunStore:
                 if "full" in text:
                     raise StoreError(f"{self.shown}: the disk holding the run store is full; cannot {what}") \
                         from None
-                if _is_locked(exc):
+                if is_locked(exc):
                     raise StoreError(f"{self.shown}: another process held the run store's lock too long; "
                                      f"cannot {what}") from None
                 raise
@@ -400,7 +137,7 @@ class RunStore:
         except StoreError:
             raise
         except SQLAlchemyError as exc:
-            raise StoreError(f"{self.shown}: cannot read the run store ({_reason(exc)})") from None
+            raise StoreError(f"{self.shown}: cannot read the run store ({reason(exc)})") from None
 
     # ------------------------------------------------------------------ writing
     def create_run(self, *, name: str, spec: dict[str, Any], graph: dict[str, Any], graph_hash: str,
@@ -409,7 +146,7 @@ class RunStore:
             with Session(self.engine) as s, s.begin():
                 run = Run(name=name, status="running", spec=spec, graph=graph, graph_hash=graph_hash, device=device,
                           params=params, host=socket.gethostname(), pid=os.getpid(),
-                          pid_started=process_started(os.getpid()), run_dir=run_dir, started_at=_now())
+                          pid_started=process_started(os.getpid()), run_dir=run_dir, started_at=utc_now())
                 s.add(run)
                 s.flush()
                 return run.id
@@ -448,7 +185,7 @@ class RunStore:
     def finish(self, run_id: int, status: str, *, error_kind: str = "", error: str = "",
                summary: dict[str, Any] | None = None, **progress: int) -> None:
         """Record how a run ended (and, in ``progress``, its last ``epoch``/``step``), in one write."""
-        values: dict[str, Any] = {"status": status, "ended_at": _now(), "error_kind": error_kind, "error": error,
+        values: dict[str, Any] = {"status": status, "ended_at": utc_now(), "error_kind": error_kind, "error": error,
                                   **progress}
         if summary is not None:
             values["summary"] = summary
@@ -462,7 +199,7 @@ class RunStore:
 
         def write() -> None:   # a Core insert on a connection: half the cost of going through an ORM session
             with self.engine.begin() as conn:
-                conn.execute(Metric.__table__.insert(), values)
+                conn.execute(insert(Metric), values)
         self._write("record metrics", write)
 
     def add_epoch_report(self, run_id: int, epoch: int, report: dict[str, Any]) -> None:
@@ -513,7 +250,7 @@ class RunStore:
             with Session(self.engine) as s, s.begin():
                 for run in s.scalars(select(Run).where(Run.status == "running", Run.host == host)):
                     if _dead(run, host):
-                        run.status, run.ended_at = "interrupted", _now()
+                        run.status, run.ended_at = "interrupted", utc_now()
                         run.error = run.error or INTERRUPTED
                         gone.append(run.id)
         self._write("mark interrupted runs", write)
@@ -600,17 +337,9 @@ def _dead(run: Run, host: str) -> bool:
 def _as_seen(run: Run) -> Run:
     """A detached run as a reader should see it: 'interrupted' when its worker on this host is gone."""
     if _dead(run, socket.gethostname()):
-        run.status, run.ended_at = "interrupted", run.ended_at or _now()
+        run.status, run.ended_at = "interrupted", run.ended_at or utc_now()
         run.error = run.error or INTERRUPTED
     return run
-
-
-def _upgrade(s: Session, info: SchemaInfo) -> None:
-    """Bring a store written by an older version of the schema up to this one, in the open transaction."""
-    columns = {c["name"] for c in inspect(s.connection()).get_columns("runs")}
-    if "pid_started" not in columns:       # version 1 -> 2
-        s.execute(text("ALTER TABLE runs ADD COLUMN pid_started INTEGER NOT NULL DEFAULT 0"))
-    info.version = SCHEMA_VERSION
 
 
 def run_to_dict(run: Run) -> dict[str, Any]:

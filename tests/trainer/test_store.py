@@ -9,7 +9,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from trainer.store import RunStore, StoreError, process_alive, run_to_dict
+from trainer.liveness import process_alive
+from trainer.store import RunStore, StoreError, run_to_dict
 
 
 def make_run(store: RunStore) -> int:
