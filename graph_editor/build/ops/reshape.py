@@ -125,7 +125,8 @@ class Slice(nn.Module):
         self.dim, self.start, self.end, self.step = dim, start, end, step
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x[(slice(None),) * self.dim + (slice(self.start, self.end, self.step),)]
+        dim = self.dim % x.dim()   # a negative dim counts from the end, as the graph says it
+        return x[(slice(None),) * dim + (slice(self.start, self.end, self.step),)]
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, start={self.start}, end={self.end}, step={self.step}"
@@ -258,7 +259,7 @@ def _m_expand(input: Any, *sizes: Any, size: Any = None) -> Mapped:
 # ------------------------------------------------------------------ Slice
 @builder("Slice", example=Example((6, 5), {"dim": 1, "start": 1, "end": -1, "step": 2}))
 def _slice(p: Params, xs: list[Shape]) -> Call:
-    return Call(Slice, (p["dim"] % len(xs[0]), p["start"], p["end"], p["step"]))
+    return Call(Slice, (p["dim"], p["start"], p["end"], p["step"]))   # as written: it imports back the same
 
 
 module_rule(Slice)(attributes("Slice", "dim", "start", "end", "step"))
