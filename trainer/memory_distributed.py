@@ -8,12 +8,16 @@ ground both formulas stand on:
 * **DDP** keeps the whole model on every rank: ``W + G + O + A + T`` at ``batch / N``, plus one more
   copy of the gradients for DDP's all-reduce buckets (``DistributedDataParallel`` copies each
   gradient into a flat bucket unless ``gradient_as_bucket_view``; the trainer uses the default).
-* **FSDP2** shards parameters, gradients and optimizer state over the N ranks: ``(W + G + O) / N``;
+* **FSDP2** shards parameters, gradients and optimizer state over the N ranks: ``W/N + G/N + O/N``;
   while a unit runs its parameters are all-gathered, and in its backward its unsharded gradients live
   until the reduce-scatter, so the largest unit adds ``2 x`` its parameter bytes (the root's own
   parameters, those no unit holds, count as a unit); with ``reshard_after_forward`` off every unit
   stays gathered from forward to backward, so the gathered term is the whole model's ``W`` plus the
   largest unit's gradients. ``A + T`` at ``batch / N`` as for DDP.
+
+The dataset, where the loaders keep it on the device (``resident``: part "data"), is held whole by
+every rank under both strategies: each rank gathers its rows of every global batch from the whole
+split (:mod:`trainer.dist_data`), so it is not divided by N.
 
 Communication buffers (NCCL's own, a unit prefetched while another runs) are not counted: they
 are tens of MiB, within the CUDA slack :func:`trainer.memory_predict.usable_bytes` leaves.
@@ -62,20 +66,24 @@ def unit_bytes(graph: Graph, spec: RunSpec) -> list[int]:
 
 
 def per_rank(graph: Graph, spec: RunSpec, world: int, *, device: str = "cuda",
-             prediction: MemoryPrediction | None = None) -> dict[str, RankMemory]:
+             prediction: MemoryPrediction | None = None, resident: int = 0) -> dict[str, RankMemory]:
     """``{"ddp": ..., "fsdp2": ...}``: one rank's predicted peak for ``world`` ranks sharing the spec's
-    batch (which must divide by ``world``). ``prediction``: the one at ``batch / world``, if made."""
+    batch (which must divide by ``world``). ``prediction``: the one at ``batch / world``, if made;
+    ``resident``: the dataset's bytes on the device (every rank holds it whole).
+
+    The parts keep the single-process names where they are the same thing (FSDP2's "weights",
+    "gradients" and "optimizer" are each one rank's shard); DDP adds "ddp buckets", FSDP2 "gathered
+    unit"."""
     if world < 1 or spec.train.batch_size % world:
         raise ValueError(f"train.batch_size: the global batch {spec.train.batch_size} must divide evenly among "
                          f"{world} processes")
     batch = spec.train.batch_size // world
-    pred = prediction or predict_for_spec(graph, spec, device=device, batch=batch)
+    pred = prediction or predict_for_spec(graph, spec, device=device, batch=batch, resident=resident)
     p = pred.parts
-    state = sum(p[k] for k in STATE)
-    step = {k: v for k, v in p.items() if k not in STATE}     # activations, the batch, transient buffers
+    step = {k: v for k, v in p.items() if k not in STATE}     # data, activations, the batch, transient buffers
     ddp = {**p, "ddp buckets": p["weights"]}                   # one gradient per weight, in the buckets
     largest = max(unit_bytes(graph, spec))
     gathered = 2 * largest if spec.distributed.reshard_after_forward else p["weights"] + largest
-    fsdp = {"sharded state": -(-state // world), "gathered unit": gathered, **step}
+    fsdp = {**{k: -(-p[k] // world) for k in STATE}, "gathered unit": gathered, **step}
     return {"ddp": RankMemory("ddp", world, batch, sum(ddp.values()), ddp),
             "fsdp2": RankMemory("fsdp2", world, batch, sum(fsdp.values()), fsdp)}

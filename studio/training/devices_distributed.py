@@ -79,7 +79,10 @@ def per_gpu_for_dialog(graph: Any, spec: dict[str, Any], n: int, memory_mib: int
     from trainer.memory_predict import usable_bytes
     from trainer.spec import spec_from_dict
 
-    ranks = per_rank(graph, spec_from_dict(spec), n, device="cuda")
+    from .memory_bar import _resident
+
+    rs = spec_from_dict(spec)
+    ranks = per_rank(graph, rs, n, device="cuda", resident=_resident(rs))   # every rank holds the dataset
     return PerGpu(dict(ranks), usable_bytes(memory_mib * MiB, "cuda") if memory_mib else None)
 
 

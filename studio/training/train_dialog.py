@@ -109,6 +109,8 @@ class TrainDialog(QDialog):
         self.form.changed.connect(self._sync_preset)
         self.form.changed.connect(self._memory_timer.start)
         self.device.currentIndexChanged.connect(self._memory_timer.start)
+        self.device.currentIndexChanged.connect(self._show_panel)
+        self.device_box.predicted.connect(self._show_panel)
         self._memory_timer.start()
         self._sync_preset()
         self.form.editors["data.dataset"].textChanged.connect(self._preview_timer.start)
@@ -238,7 +240,8 @@ class TrainDialog(QDialog):
             except SpecError as exc:
                 problems += exc.problems
         problems += [str(p) for p in validate(self.graph).problems if p.severity == "error"]
-        if self._memory is not None and not problems and (line := self._memory.problem()):
+        one_process = self.device_box.choice().strategy == "none"
+        if one_process and self._memory is not None and not problems and (line := self._memory.problem()):
             problems.append(line)       # predicted not to fit: refused here, as the worker would
         if not problems and (line := self.device_box.problem()):
             problems.append(line)       # one GPU's share under DDP/FSDP2 does not fit
@@ -355,8 +358,24 @@ class TrainDialog(QDialog):
 
     def _show_memory(self, figures: MemoryFigures) -> None:
         self._memory = figures
-        self.memory.set_figures(figures)
+        self._show_panel()
         self.refresh_problems()
+
+    def _show_panel(self) -> None:
+        """The memory panel shows the chosen device's figures: one process's peak, or under DDP/FSDP2
+        one GPU's (each rank's batch, its share of the state)."""
+        choice = self.device_box.choice()
+        if choice.strategy == "none":
+            self.memory.setTitle(PANEL_TITLE)
+            if self._memory is not None:
+                self.memory.set_figures(self._memory)
+            return
+        self.memory.setTitle(f"{PANEL_TITLE[:-1]} on each of {choice.nproc} GPUs, {choice.strategy.upper()})")
+        per_gpu = self.device_box.per_gpu
+        if per_gpu is None:
+            self.memory.set_busy("Predicting one GPU's share...")
+        else:
+            self.memory.set_figures(rank_figures(per_gpu.ranks[choice.strategy], per_gpu.usable))
 
     def wait_memory(self, ms: int = 60_000) -> bool:
         """Start any pending prediction now and wait for it (tests)."""
@@ -364,6 +383,20 @@ class TrainDialog(QDialog):
             self._memory_timer.stop()
             self._predict_memory()
         return self._memory_task.wait(ms) if self._memory_task else True
+
+
+PANEL_TITLE = "Memory (predicted peak of a training step)"
+
+
+def rank_figures(rank: Any, usable: int | None) -> MemoryFigures:
+    """One rank's predicted peak (``trainer.memory_distributed.RankMemory``) as the memory bar's bands:
+    DDP's bucket copy of the gradients joins the gradients, FSDP2's gathered unit the weights (each
+    rank's shards). No search for the largest batch or fixes: those are one process's."""
+    parts = dict(rank.parts)
+    parts["gradients"] = parts.get("gradients", 0) + parts.pop("ddp buckets", 0)
+    parts["weights"] = parts.get("weights", 0) + parts.pop("gathered unit", 0)
+    label = f"one GPU leaves for training ({rank.strategy.upper()} over {rank.world})"
+    return MemoryFigures(rank.peak_bytes, parts, usable, label, rank.batch)
 
 
 def matching_preset(form: SpecForm) -> str:

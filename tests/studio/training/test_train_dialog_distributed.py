@@ -22,8 +22,10 @@ from studio.format import nbytes
 from studio.training import devices
 from studio.training.devices import Device
 from studio.training.train_dialog import TrainDialog
+from trainer.checks import load_data
 from trainer.launch_scripts import commands_text, launch_from_spec
 from trainer.memory_distributed import per_rank
+from trainer.memory_doctor import resident_data_bytes
 from trainer.spec import load_spec, spec_from_dict
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -69,7 +71,7 @@ def test_ddp_and_fsdp2_write_the_distributed_section_with_per_gpu_memory(qtbot, 
     assert d.device_box.wait()
     qtbot.waitUntil(lambda: d.device_box.per_gpu is not None, timeout=60_000)
     spec = spec_from_dict(d.spec())
-    expected = per_rank(load_graph(DIGITS_CNN), spec, 4, device="cuda")   # the oracle: the trainer's formulas
+    expected = oracle(spec, 4)
     for strategy, label in (("ddp", "all 4 GPUs (DDP)"), ("fsdp2", "FSDP2 over 4 GPUs")):
         choose(d, label)
         assert d.device.currentText() == f"{label}: {nbytes(expected[strategy].peak_bytes)} per GPU"
@@ -83,6 +85,39 @@ def test_ddp_and_fsdp2_write_the_distributed_section_with_per_gpu_memory(qtbot, 
     spec = spec_from_dict(d.spec())
     assert (spec.device, spec.distributed.strategy, spec.distributed.nproc_per_node) == ("cpu", "none", 1)
     assert not d.device_box.figures.isVisible()
+
+
+def oracle(spec, n: int):
+    """The trainer's formulas, with the digits held on the device by every rank."""
+    resident = resident_data_bytes(spec, load_data(spec, []))
+    assert resident > 0
+    return per_rank(load_graph(DIGITS_CNN), spec, n, device="cuda", resident=resident)
+
+
+def test_the_memory_panel_shows_one_gpus_share_of_the_chosen_strategy(qtbot, monkeypatch):
+    d = dialog(qtbot, monkeypatch, gpus(4))
+    d.wait_memory()
+    one_process = d._memory
+    assert d.memory.bar.figures is one_process and d.memory.title() == "Memory (predicted peak of a training step)"
+    for strategy, label in (("ddp", "all 4 GPUs (DDP)"), ("fsdp2", "FSDP2 over 4 GPUs")):
+        choose(d, label)
+        d.wait_memory()
+        assert d.device_box.wait()
+        tag = f"one GPU leaves for training ({strategy.upper()} over 4)"
+        qtbot.waitUntil(lambda tag=tag: tag in d.memory.verdict.text(), timeout=60_000)   # both predictions shown
+        rank = oracle(spec_from_dict(d.spec()), 4)[strategy]
+        shown = d.memory.bar.figures
+        assert d.memory.title() == f"Memory (predicted peak of a training step on each of 4 GPUs, {strategy.upper()})"
+        assert (shown.peak, shown.batch) == (rank.peak_bytes, 16)
+        assert sum(v for _, v, _ in shown.bands()) == rank.peak_bytes           # every part in a band
+        bands = dict((label, v) for label, v, _ in shown.bands())
+        assert bands["dataset"] == rank.parts["data"]                           # the whole dataset on each GPU
+        assert f"Peak {nbytes(rank.peak_bytes)} at batch 16" in d.memory.verdict.text()
+    choose(d, "CPU")
+    d.wait_memory()
+    qtbot.waitUntil(lambda: d.memory.title() == "Memory (predicted peak of a training step)", timeout=60_000)
+    qtbot.waitUntil(lambda: d.memory.bar.figures is d._memory and d._memory is not None, timeout=60_000)
+    assert d.memory.bar.figures.batch == 64
 
 
 def test_a_share_that_does_not_fit_its_gpus_blocks_the_start(qtbot, monkeypatch):
