@@ -27,7 +27,7 @@ from trainer.checkpoint import (
 from trainer.checkpointing import SegmentError
 from trainer.data import Split
 from trainer.data.loaders import Augment, DeviceLoader
-from trainer.dist_data import ShardEvalLoader, ShardLoader, eval_rows
+from trainer.dist_data import ShardEvalLoader, ShardEvalStreamLoader, ShardLoader, eval_rows
 from trainer.distributed import (
     fsdp_units,
     is_torchrun_child,
@@ -126,6 +126,21 @@ def test_each_evaluation_row_is_on_one_rank_once(n, world):
             assert len(idx) == 8 // world                   # the per-rank batch, every step, every rank
             seen += idx[:valid].tolist()
     assert seen == order.tolist()
+
+
+def test_a_streamed_split_is_shared_as_a_held_one():
+    """The streamed evaluation loader (workers read the rows) gives each rank the held loader's rows."""
+    split = Split(torch.randint(0, 255, (21, 1, 4, 4), dtype=torch.uint8), torch.arange(21) % 3)
+    cpu, zero, one = torch.device("cpu"), torch.zeros(1), torch.ones(1)
+    for rank in range(2):
+        held = ShardEvalLoader(Split(split.x.float(), split.y), 8, cpu, train=False, rank=rank, world=2)
+        streamed = ShardEvalStreamLoader(split, 8, cpu, train=False, mean=zero, std=one, workers=0, rank=rank,
+                                         world=2)
+        pairs = list(zip(held.batches(held.order()), streamed.batches(streamed.order()), strict=True))
+        assert len(pairs) == 3
+        for (hx, hy, hv), (sx, sy, sv) in pairs:
+            assert hv == sv and torch.equal(hy, sy)
+            torch.testing.assert_close(hx, sx)
 
 
 @pytest.mark.parametrize("world", [2, 3])
