@@ -10,7 +10,7 @@ What each feature uses:
   ``document_name``, ``prompts``, ``log``, ``status``, ``reveal``, ``icon``/``theme``, a close guard.
 - ``ExportHook``: ``add_action`` and ``menu`` (Export menu, the toolbar's ONNX), ``host`` (dialogs),
   ``graph``, ``document_path``, ``log``, ``reveal``, a close guard.
-- ``InspectHook``: ``workspaces`` (Inspect), ``host`` (its docks), ``canvas``, ``graph``, ``select``,
+- ``InspectHook``: ``workspaces`` (Inspect), ``add_docks``, ``canvas``, ``graph``, ``select``,
   ``selection_changed``, ``set_problems``, ``theme``, ``log``, a close guard.
 - ``CompileCheck``: ``add_action`` (Graph > Check Compile), ``inferred``, ``graph``,
   ``set_problems``/``show_problems``, ``log``, ``status``, a close guard.
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import SignalInstance
+from PySide6.QtCore import Qt, SignalInstance
 from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu, QToolBar
 
@@ -48,7 +48,7 @@ class StudioPort:
     """What a feature may do to the main window, and nothing more.
 
     ``host`` is the window as a plain ``QMainWindow``: the parent of a feature's dialogs and
-    objects and the place its docks go. The rest are the window's parts, passed in by the
+    objects (and of the training controller's docks, which ``install`` themselves). The rest are the window's parts, passed in by the
     composition root.
     """
 
@@ -121,6 +121,20 @@ class StudioPort:
             if other is not action and keys & {k.toString() for k in other.shortcuts() if not k.isEmpty()}:
                 return other.objectName() or other.text().replace("&", "")
         return None
+
+    def add_docks(self, docks: Sequence[QDockWidget], widths: Sequence[float] = (), height: float = 0.0,
+                  area: Qt.DockWidgetArea = Qt.DockWidgetArea.BottomDockWidgetArea) -> None:
+        """Dock ``docks`` side by side in ``area`` (the bottom by default), each ``widths[i]`` of the
+        window's width and ``height`` of its height where given (fractions)."""
+        w = self.host
+        for dock in docks:
+            w.addDockWidget(area, dock)
+        for left, right in zip(docks, docks[1:], strict=False):
+            w.splitDockWidget(left, right, Qt.Orientation.Horizontal)
+        if widths:
+            w.resizeDocks(list(docks), [int(w.width() * f) for f in widths], Qt.Orientation.Horizontal)
+        if height:
+            w.resizeDocks([docks[0]], [int(w.height() * height)], Qt.Orientation.Vertical)
 
     def add_close_guard(self, guard: Callable[[], bool]) -> None:
         """``guard()`` is asked, after unsaved changes, whether the window may close."""

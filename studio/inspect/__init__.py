@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QDockWidget
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class InspectHook(QObject):
         """The views and their two docks (called by the workspaces on the first switch to Inspect)."""
         from .workspace import InspectPort, InspectWorkspace
 
-        studio, w = self.port, self.port.host
+        studio = self.port
         port = InspectPort(
             canvas=studio.canvas,
             graph=lambda: studio.graph,
@@ -65,15 +65,12 @@ class InspectHook(QObject):
         self.workspace = InspectWorkspace(port, self)
         for title, name, panel in (("Backward graph", "inspectBackwardDock", self.workspace.backward_panel),
                                    ("Gradient flow", "inspectFlowDock", self.workspace.flow_panel)):
-            dock = QDockWidget(title, w, objectName=name)
+            dock = QDockWidget(title, studio.host, objectName=name)
             dock.setWidget(panel)
-            w.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
             self.docks.append(dock)
         # Side by side under the design: the backward graph reads left to right like the design, so it
         # gets the wide half; the gradient-flow plot the rest.
-        w.splitDockWidget(self.docks[0], self.docks[1], Qt.Orientation.Horizontal)
-        w.resizeDocks(self.docks, [int(w.width() * 0.58), int(w.width() * 0.42)], Qt.Orientation.Horizontal)
-        w.resizeDocks([self.docks[0]], [int(w.height() * 0.47)], Qt.Orientation.Vertical)
+        studio.add_docks(self.docks, widths=(0.58, 0.42), height=0.47)
         studio.theme_changed.connect(self._on_theme)
         self._on_theme(studio.theme)
         return self.docks

@@ -190,3 +190,28 @@ def test_the_port_tells_the_window(window):
     node = next(iter(window.controller.graph.nodes))
     port.reveal(node)
     assert window.controller.selection == [node]
+
+
+def test_the_port_docks_side_by_side(window, qtbot):
+    from PySide6.QtWidgets import QDockWidget, QLabel
+
+    from studio.app import port_of
+
+    window.resize(1440, 900)
+    port = port_of(window)
+    docks = [QDockWidget(title, window, objectName=f"{title}Dock") for title in ("Wide", "Narrow")]
+    for dock in docks:
+        dock.setWidget(QLabel(dock.windowTitle()))
+
+    def build() -> list[QDockWidget]:   # as the Inspect workspace builds its docks on first entry
+        port.add_docks(docks, widths=(0.7, 0.3), height=0.4)
+        return docks
+
+    port.workspaces.add("Sketch", docks=build, canvas=True)
+    port.workspaces.show("Sketch")
+    qtbot.waitUntil(lambda: all(d.isVisible() for d in docks))
+    wide, narrow = docks
+    assert {window.dockWidgetArea(d) for d in docks} == {Qt.DockWidgetArea.BottomDockWidgetArea}
+    assert wide.geometry().right() < narrow.geometry().left()        # side by side, the wide one first
+    assert wide.width() > 1.5 * narrow.width()
+    assert abs(wide.height() - 0.4 * window.height()) < 0.1 * window.height()
