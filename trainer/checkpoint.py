@@ -119,16 +119,6 @@ def verify_checkpoint(path: Path | str, *, step: int | None = None,
     return tensors, meta
 
 
-def checkpoint_step(path: Path | str) -> int | None:
-    """The step a checkpoint file's header names, read without loading its tensors; None when unreadable."""
-    try:
-        with safe_open(str(path), "pt") as f:
-            header = (f.metadata() or {}).get(META_KEY)
-        return int(json.loads(header)["step"]) if header else None
-    except Exception:  # noqa: BLE001 - any unreadable file is simply not a usable checkpoint
-        return None
-
-
 def _load(p: Path) -> tuple[dict[str, torch.Tensor], str | None]:
     try:
         with safe_open(str(p), "pt") as f:
@@ -228,6 +218,8 @@ def fault_point(point: str, tmp: Path | None = None) -> None:
         time.sleep(float(rest or 0.05))
         return
     target, _, nth = rest.partition(":")
+    if action == "kill" and target not in FAULT_POINTS:
+        raise ValueError(f"${FAULT_ENV}={plan!r}: no save point {target!r} (choose {', '.join(FAULT_POINTS)})")
     if point == "written" and target == "torn":
         point = "torn"
     if action != "kill" or point != target:

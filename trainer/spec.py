@@ -230,10 +230,6 @@ def spec_from_dict(data: Any) -> RunSpec:
     return spec
 
 
-def save_spec(spec: RunSpec, path: str | os.PathLike[str]) -> None:
-    Path(path).write_text(json.dumps(spec.to_dict(), indent=1) + "\n", encoding="utf-8")
-
-
 # schema_version -> function that upgrades a dict of that version to the next one.
 _MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 

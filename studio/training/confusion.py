@@ -365,9 +365,6 @@ class ConfusionPanel(QWidget):
         self.set_predictions(result.images, result.true, result.pred, source)
         self.show_cell(t, p)
 
-    def has_predictions(self) -> bool:
-        return self._pred is not None
-
     def show_cell(self, t: int, p: int) -> None:
         self.matrix_view.select((t, p))
         name = self._name
