@@ -1,4 +1,4 @@
-"""Input, Output, Linear, Identity, Scale, Dropout, Dropout2d, DropPath and Embedding."""
+"""Input, Output, Linear, Identity, Scale, ScaleBy, Dropout, Dropout2d, DropPath and Embedding."""
 
 from __future__ import annotations
 
@@ -162,6 +162,53 @@ def _import_timm_drop_path(m: Any, xs: list[fx.Node]) -> Mapped:
     if not m.scale_by_keep:
         raise Unmappable("timm DropPath with scale_by_keep=False (what is kept is not scaled by 1 / (1 - p))")
     return Mapped("DropPath", {"p": float(m.drop_prob), "mode": "row"}, xs)
+
+
+# ------------------------------------------------------------------ ScaleBy
+class ScaleBy(nn.Module):
+    """Multiplies (or divides) by a fixed number; nothing learned."""
+
+    def __init__(self, factor: float, divide: bool = False) -> None:
+        super().__init__()
+        self.factor, self.divide = factor, divide
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / self.factor if self.divide else x * self.factor
+
+    def extra_repr(self) -> str:
+        return f"factor={self.factor}, divide={self.divide}"
+
+
+@builder("ScaleBy", example=Example((3, 4), {"factor": 0.125, "divide": False}))
+def _scale_by(p: Params, xs: list[Shape]) -> Call:
+    return Call(ScaleBy, (float(p["factor"]), bool(p["divide"])))
+
+
+zero_flops("ScaleBy")  # element-wise: FlopCounterMode counts none
+
+
+@module_rule(ScaleBy)
+def _import_scale_by(m: ScaleBy, xs: list[fx.Node]) -> Mapped:
+    return Mapped("ScaleBy", {"factor": float(m.factor), "divide": bool(m.divide)}, xs)
+
+
+def number(value: Any) -> float | None:
+    """``value`` as a float when it is a plain number (not a bool, not a traced value), else None."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@function_rule(operator.truediv, operator.itruediv, torch.div, torch.true_divide, methods=("div", "div_",
+                                                                                          "true_divide"))
+def _f_divide(input: Any, other: Any, *, rounding_mode: Any = None, out: Any = None) -> Mapped:
+    if rounding_mode is not None:
+        raise Unmappable(f"division with rounding_mode={rounding_mode!r}")
+    factor = number(other)
+    if factor is None:
+        what = "a number by a tensor" if number(input) is not None else "a tensor by a tensor"
+        raise Unmappable(f"divides {what}; only a division by a fixed number (ScaleBy) has a layer")
+    if factor == 0:
+        raise Unmappable("divides by zero")
+    return Mapped("ScaleBy", {"factor": factor, "divide": True}, [tensor(input)])
 
 
 # ------------------------------------------------------------------ Scale

@@ -11,6 +11,7 @@ from torch import fx, nn
 from ..analysis import zero_flops
 from ..import_rules import FunctionRule, Mapped, Unmappable, const, function_rule, module_rule, plain, tensor
 from ..modules import Call, Example, Params, Shape, builder, plain_builder
+from .core import number
 
 
 # ------------------------------------------------------------------ modules of our own
@@ -53,6 +54,10 @@ def _binary(type_: str) -> FunctionRule:
     def rule(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Mapped:
         if alpha != 1:
             raise Unmappable(f"{type_.lower()} with alpha={alpha!r}")
+        if type_ == "Multiply":   # x * 0.5, 2 * x: a fixed factor is ScaleBy
+            for x, factor in ((input, number(other)), (other, number(input))):
+                if factor is not None and isinstance(x, fx.Node):
+                    return Mapped("ScaleBy", {"factor": factor, "divide": False}, [tensor(x)])
         return Mapped(type_, {}, [tensor(input), tensor(other, "second operand")])
     return rule
 

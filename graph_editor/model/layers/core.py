@@ -1,4 +1,4 @@
-"""Input, Output, Linear, Identity, Scale, Dropout, Dropout2d, DropPath and Embedding."""
+"""Input, Output, Linear, Identity, Scale, ScaleBy, Dropout, Dropout2d, DropPath and Embedding."""
 
 from __future__ import annotations
 
@@ -67,6 +67,17 @@ def scale(p, xs):
     if n is not None and x[d] != n:
         raise ShapeError(f"expects {n} channels in dim {d}, receives {x[d]} ({fmt_shape(x)})", field="num_features")
     return x
+
+
+@layer("ScaleBy", CAT, "Multiplies or divides by a fixed number, nothing learned: x * factor or x / factor "
+       "(DeiT's two heads averaged, (x + x_dist) / 2; attention's q * scale).", [
+    ParamSpec("factor", "float", 1.0, "The number every element is multiplied (or divided) by."),
+    ParamSpec("divide", "bool", False, "Divide by the factor instead of multiplying (x / factor, as written)."),
+], display="Scale by", prefix="scale_by", key_params=("factor", "divide"))
+def scale_by(p, xs):
+    if p["divide"] and p["factor"] == 0:
+        raise ShapeError("divides by zero", field="factor")
+    return xs[0]
 
 
 @layer("Dropout", "Regularisation", "Zeroes elements with probability p while training.", [
