@@ -214,7 +214,7 @@ class MainWindow(QMainWindow):
         else:
             self.problems.set_problems(inference.problems)
             self.status.show_inference(inference)
-        self.inspector.show_shapes(inference.shapes)
+        self.inspector.show_shapes(inference.shapes, inference.port_shapes)
         graph = self.controller.graph
         self.summary.show_inference(inference.shapes, {i: n.type for i, n in graph.nodes.items()}, inference.order)
 

@@ -10,12 +10,15 @@ from PySide6.QtGui import QUndoStack
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QHBoxLayout, QSpinBox, QWidget
 
+from graph_editor.model import save_graph
 from graph_editor.model.layout import layered_layout
 from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.controller import EditorController
 from graph_editor.ui.live import LiveAnalysis
 from studio.docks.inspector import InspectorDock
 from tests.graph_editor.test_ports import split_net
+
+from .helpers import settle
 
 pytestmark = pytest.mark.qt
 
@@ -67,3 +70,13 @@ def test_each_output_port_has_its_shape(qtbot, tmp_path):
     assert dock.shape_label.text().splitlines() == ["0   2", "1   2", "2   2", "3   2"]
     _click_node(view, "fc")                          # one output: as before
     assert dock.shape_title.text() == "Output" and dock.shape_label.text() == "12"
+
+
+def test_the_main_window_gives_the_inspector_every_output(window, tmp_path):
+    path = tmp_path / "split.graph.json"
+    save_graph(split_net(), path)
+    assert window.files.open(path)
+    settle(window)
+    _click_node(window.canvas, "parts")
+    assert window.controller.selection == ["parts"]
+    assert window.inspector.shape_label.text().splitlines() == ["0   1x4", "1   2x4"]
