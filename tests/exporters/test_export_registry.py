@@ -67,6 +67,23 @@ def test_comparison_follows_torch_testing_tolerances():
     assert not compare_outputs(e, torch.full_like(e, float("nan")), 1e-3, 1e-5).check("x", 1e-3, 1e-5).passed
 
 
+def test_float32_error_at_the_output_scale_passes_and_stays_strict_for_ordinary_logits():
+    """A logit near 0 among logits of 1.4e8 (untrained inception_v3) may differ by tens of float32 ulps
+    of 1.4e8; among logits of 5 the same rule allows 5e-5 near 0 and no more."""
+    import numpy as np
+
+    big = np.array([[1.4e8, 8797.0, -3.0e7], [2.0, 1.0, 0.5]])
+    assert compare_outputs(big, big + [[0.0, 80.0, 0.0], [0.0, 0.0, 0.0]], 1e-3, 1e-5).allclose
+    off = compare_outputs(big, big + [[0.0, 1e4, 0.0], [0.0, 0.0, 0.0]], 1e-3, 1e-5)  # 7e-5 of the largest
+    assert not off.allclose and off.mismatched == 1
+    assert not compare_outputs(big, big + [[0.0, 80.0, 0.0], [0.0, 80.0, 0.0]], 1e-3, 1e-5).allclose  # per sample
+    small = np.array([[5.0, 1e-3]])
+    assert compare_outputs(small, small + [[0.0, 5e-5]], 1e-3, 1e-5).allclose
+    strict = compare_outputs(small, small + [[0.0, 1e-4]], 1e-3, 1e-5)
+    assert not strict.allclose and "1e-05 of the sample's largest" in strict.check("x", 1e-3, 1e-5).detail
+    assert not compare_outputs(small, small + [[0.0, 5e-5]], 1e-3, 1e-5, scale_rtol=0.0).allclose
+
+
 def test_report_files(tmp_path):
     report = ExportReport("onnx", str(tmp_path / "m.onnx"), "graph 'g'", checks=[Check("a", True, "fine"),
                                                                                   Check("b", False, "broken")],
