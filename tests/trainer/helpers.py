@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,11 @@ from trainer.events import Event
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS_CNN = ROOT / "assets" / "templates" / "digits_cnn.graph.json"
+
+# `make test` makes each claim with the fewest repetitions that make it (6 random kills, one memory case
+# per template family and precision); TORCH_STUDIO_TEST_THOROUGH=1 runs the full counts (20 kills, every
+# template at every precision and batch) before a release or after a change to what they prove.
+THOROUGH = os.environ.get("TORCH_STUDIO_TEST_THOROUGH") == "1"
 
 
 def tiny_cnn(channels: int = 1, size: int = 8, classes: int = 10) -> Graph:
