@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model import Graph
-from .data_dependent import describe, node_label, tracking_nodes
+from .data_dependent import data_dependent_cause, describe, node_label, tracking_nodes
 from .fake import empty_parameters, fake_batch, fake_cpu
 from .fx import build_module
 
@@ -240,7 +240,7 @@ def _capture_with_fallback(module: nn.Module, shape: tuple[int, ...], dtype: tor
                 captured.note = "; ".join([*notes, *_no_device_notes(captured)])
             return captured
         except Exception as exc:  # an op fake tensors refuse: say so and try the next way
-            if describe(exc, "", "") is not None:
+            if data_dependent_cause(exc) is not None:
                 raise _NeedsData(exc) from exc  # meta cannot compute a value either
             notes.append(f"fake {dev} tensors refused the step ({type(exc).__name__}: {str(exc)[:160]})")
     with empty_parameters(module, "meta", channels_last=channels_last):
@@ -249,7 +249,7 @@ def _capture_with_fallback(module: nn.Module, shape: tuple[int, ...], dtype: tor
         try:
             return _capture(module, x, y, batch, precision, device_kind, "meta", "; ".join(notes))
         except Exception as exc:
-            if describe(exc, "", "") is not None:
+            if data_dependent_cause(exc) is not None:
                 raise _NeedsData(exc) from exc
             raise
 
