@@ -48,8 +48,8 @@ class StudioPort:
     """What a feature may do to the main window, and nothing more.
 
     ``host`` is the window as a plain ``QMainWindow``: the parent of a feature's dialogs and
-    objects (and of the training controller's docks, which ``install`` themselves). The rest are the window's parts, passed in by the
-    composition root.
+    objects (and of the training controller's docks, which ``install`` themselves). The rest are
+    the window's parts, passed in by the composition root (:func:`studio.app.port_of`).
     """
 
     def __init__(self, host: QMainWindow, *, actions: dict[str, QAction], menus: dict[str, QMenu],
@@ -108,10 +108,6 @@ class StudioPort:
                 bar.addMenu(menu)
             self._menus[name] = menu
         return self._menus[name]
-
-    def action(self, key: str) -> QAction:
-        """The table's action ``key`` (KeyError when it has none)."""
-        return self._actions[key]
 
     def _shortcut_holder(self, action: QAction) -> str | None:
         keys = {k.toString() for k in action.shortcuts() if not k.isEmpty()}
