@@ -2,7 +2,8 @@
 ``resume`` continues exactly where the last whole checkpoint was (issue 18, D1 and its "done when").
 
 The worker is killed for real (SIGKILL): at each named point of the save sequence (the test hook
-``TORCH_STUDIO_TEST_CHECKPOINT``), and at random moments of a run.
+``TORCH_STUDIO_TEST_CHECKPOINT``), and at random moments of a run (6 kills; the issue's 20 with
+``TORCH_STUDIO_TEST_THOROUGH=1``). Both compare their end with one uninterrupted run of the same spec.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +33,14 @@ from trainer.checkpoint import (
 )
 from trainer.store import RunStore
 
-from .helpers import write_spec
+from .helpers import THOROUGH, write_spec
 
 pytestmark = pytest.mark.process
 
-SECTIONS = dict(train={"epochs": 7, "batch_size": 64, "metrics_interval_s": 0.1},
+# 12 epochs: room for the random kills' resumes (one may get two epochs further before its kill)
+SECTIONS = dict(train={"epochs": 12, "batch_size": 64, "metrics_interval_s": 0.1},
                 optim={"name": "sgd", "lr": 0.05, "momentum": 0.9})
+RANDOM_KILLS = 20 if THOROUGH else 6
 
 
 # ---------------------------------------------------------------- the file itself
@@ -129,13 +133,26 @@ def expected_resume(db: str, run_id: int) -> tuple[int, int]:
     return good
 
 
-def straight_run(tmp_path: Path, sections: dict[str, Any]) -> dict[str, Any]:
-    (tmp_path / "straight").mkdir()
-    db = f"sqlite:///{tmp_path / 'straight' / 'runs.sqlite'}"
-    proc = start(["run", str(write_spec(tmp_path / "straight", **sections))], db)
-    events, err = read_events(proc)
-    assert proc.returncode == 0, err
-    return events[-1]
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> Iterator[Callable[[], dict[str, Any]]]:
+    """The last event of one uninterrupted run of SECTIONS (in a store of its own), the end every killed
+    and resumed run of this module must reach. It runs while the first test kills its worker (a second
+    core is not idle meanwhile); the test asks for its end when it needs it."""
+    folder = tmp_path_factory.mktemp("straight")
+    proc = start(["run", str(write_spec(folder, **SECTIONS))], f"sqlite:///{folder / 'runs.sqlite'}")
+    end: list[dict[str, Any]] = []
+
+    def finished() -> dict[str, Any]:
+        if not end:
+            events, err = read_events(proc)
+            assert proc.returncode == 0, err
+            end.append(events[-1])
+        return end[0]
+
+    yield finished
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
 
 
 def assert_same_end(resumed: dict[str, Any], straight: dict[str, Any]) -> None:
@@ -154,10 +171,9 @@ def assert_store_has_each_step_once(db: str, run_id: int, epochs: int) -> None:
     store.close()
 
 
-def test_a_kill_at_each_point_of_the_save_sequence_then_resume(tmp_path):
+def test_a_kill_at_each_point_of_the_save_sequence_then_resume(tmp_path, straight):
     """SIGKILL inside saves, one point after another on the same run; every resume starts at the
     last whole checkpoint, and the run ends exactly where an uninterrupted one does."""
-    straight = straight_run(tmp_path, SECTIONS)
     db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     spec = write_spec(tmp_path, **SECTIONS)
     run_id, expected = None, 0
@@ -176,7 +192,7 @@ def test_a_kill_at_each_point_of_the_save_sequence_then_resume(tmp_path):
     events, err = read_events(proc)
     assert proc.returncode == 0, err
     assert events[0]["start_step"] == expected
-    assert_same_end(events[-1], straight)
+    assert_same_end(events[-1], straight())
     assert_store_has_each_step_once(db, run_id, SECTIONS["train"]["epochs"])
     folder = tmp_path / "runs" / f"run-{run_id}" / "checkpoints"
     assert not list(folder.glob(".*")), "a killed save's temporary file was left behind"
@@ -184,7 +200,7 @@ def test_a_kill_at_each_point_of_the_save_sequence_then_resume(tmp_path):
 
 
 def test_a_run_killed_before_its_first_last_record_has_nothing_to_resume(tmp_path):
-    """The exact sequence the 20-kill test once met when it killed its first run at a random moment
+    """The exact sequence the random-kill test once met when it killed its first run at a random moment
     (0.19 s after run_started, under load still inside epoch 1): no 'last' record exists yet, so
     there is nothing to resume, and that is not a loss of data. Here deterministically: killed in
     epoch 1's 'last' save after the rename, before the record (its 'best' is recorded). The unrecorded
@@ -212,18 +228,17 @@ def test_a_run_killed_before_its_first_last_record_has_nothing_to_resume(tmp_pat
 
 
 @pytest.mark.slow
-def test_twenty_kills_at_random_moments_then_resume_continues_exactly(tmp_path):
-    """The issue's "done when": 20 SIGKILLs at random moments of one run (half of them while a save
-    is paused at one of its points), each followed by a resume that starts at the last whole
-    checkpoint; the run then ends exactly as an uninterrupted one."""
-    sections = {**SECTIONS, "train": {**SECTIONS["train"], "epochs": 12}}
-    straight = straight_run(tmp_path, sections)
+def test_kills_at_random_moments_then_resume_continues_exactly(tmp_path, straight):
+    """The issue's "done when": SIGKILLs at random moments of one run (half of them while a save is
+    paused at one of its points), each followed by a resume that starts at the last whole checkpoint;
+    the run then ends exactly as an uninterrupted one. 6 kills in `make test` (3 inside saves, 3 at
+    any moment), the issue's 20 over 12 epochs with TORCH_STUDIO_TEST_THOROUGH=1."""
     db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
-    spec = write_spec(tmp_path, **sections)
+    spec = write_spec(tmp_path, **SECTIONS)
     rng = random.Random(18)
     run_id, expected, in_saves = None, 0, 0
     pause = {FAULT_ENV: "pause:0.05"}       # saves take a few times longer: kills land inside them
-    for i in range(20):
+    for i in range(RANDOM_KILLS):
         args = ["run", str(spec)] if run_id is None else ["resume", str(run_id)]
         proc = start(args, db, pause)
         first = json.loads(proc.stdout.readline())
@@ -249,6 +264,6 @@ def test_twenty_kills_at_random_moments_then_resume_continues_exactly(tmp_path):
     events, err = read_events(proc)
     assert proc.returncode == 0, err
     assert events[0]["start_step"] == expected
-    assert_same_end(events[-1], straight)
-    assert_store_has_each_step_once(db, run_id, sections["train"]["epochs"])
-    assert in_saves >= 5
+    assert_same_end(events[-1], straight())
+    assert_store_has_each_step_once(db, run_id, SECTIONS["train"]["epochs"])
+    assert in_saves >= max(2, RANDOM_KILLS // 4)      # at least half of the kills aimed at a save land in one
