@@ -91,6 +91,7 @@ class TrainDialog(QDialog):
         self._summary: dict[str, Any] | None = None
         self._data_error = ""
         self._task: BackgroundTask | None = None
+        self._preview_tasks: list[BackgroundTask] = []    # a superseded read still runs to its end
         self._preview_timer = QTimer(self, singleShot=True, interval=300)
         self._preview_timer.timeout.connect(self._read_preview)
         self._memory: MemoryFigures | None = None   # the predicted peak of the spec as it is now
@@ -278,6 +279,7 @@ class TrainDialog(QDialog):
         task.done.connect(lambda s, t=task: self._show_preview(s) if t is self._task else None)
         task.error.connect(lambda m, t=task: self._show_error(m) if t is self._task else None)
         self._task = task.start()
+        self._preview_tasks = [t for t in self._preview_tasks if t.is_running()] + [task]
 
     def _show_preview(self, summary: dict[str, Any]) -> None:
         self._summary = summary
@@ -339,14 +341,15 @@ class TrainDialog(QDialog):
         self._memory_tasks = [t for t in self._memory_tasks if t.is_running()] + [task]
 
     def _stop_memory(self) -> None:
-        """Ask a running prediction to end (it does between two predictions) and wait for it: its
-        thread must not outlive the dialog."""
+        """Ask a running prediction to end (it does between two predictions) and wait for it and for
+        the dataset preview's reads: no thread may outlive the dialog (Qt aborts on a QThread
+        destroyed while running)."""
         self._memory_timer.stop()
         self._memory_stop.set()
         self.device_box.stop()
-        for task in self._memory_tasks:
+        for task in self._memory_tasks + self._preview_tasks:
             task.wait()
-        self._memory_tasks = []
+        self._memory_tasks, self._preview_tasks = [], []
 
     def done(self, result: int) -> None:
         self._stop_memory()

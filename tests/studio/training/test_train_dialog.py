@@ -143,3 +143,17 @@ def test_a_flat_input_takes_the_digits_flattened_as_the_worker_does(qtbot):
     must not refuse it ('samples of shape 1x8x8 do not fit the graph's input 64')."""
     d = _dialog(qtbot, load_graph(ROOT / "assets/templates/mlp.graph.json"))
     assert d.problem_list() == [] and d.start_button.isEnabled()
+
+
+def test_closing_while_the_preview_still_reads_waits_for_every_read(qtbot, tmp_path):
+    """A dataset edit starts a new read while the first still runs; closing the dialog then must
+    wait for both (a QThread destroyed while running aborts the whole studio)."""
+    graph = load_graph(ROOT / "assets/templates/digits_cnn.graph.json")
+    d = TrainDialog(graph, [cpu_device()])
+    qtbot.addWidget(d)
+    d.show()
+    d.form.editors["data.dataset"].setText(str(tmp_path / "elsewhere.npz"))  # a second, superseding read
+    reads = list(d._preview_tasks)
+    assert reads
+    d.reject()
+    assert not any(t.is_running() for t in reads) and d._preview_tasks == []
