@@ -13,6 +13,10 @@ imported/total per source. ``tests/graph_editor/test_import_zoo.py`` runs the sa
 the cheap ones; this walk checks them all::
 
     python tools/import_walk.py [--only NAME ...] [--skip-onnx] [--source torchvision|timm]
+    python tools/import_walk.py --only swin_t maxvit_t --no-strict  # Module nodes where no layer maps
+
+Strict (the default) asks for catalog layers only; ``--no-strict`` keeps what does not map as opaque
+Module nodes and prints how many each model has.
 """
 
 from __future__ import annotations
