@@ -14,7 +14,7 @@ from graph_editor.model import Graph, InputSpec
 from tests.graph_editor.compile_graphs import item_graph
 
 
-def _positive_count_graph() -> Graph:
+def positive_count_graph() -> Graph:
     g = Graph(InputSpec((1, 8, 8)), 10, {"name": "mask count"})
     g.chain(("Input", "input"),
             ("Conv2d", "conv", {"out_channels": 4, "kernel_size": [3, 3], "padding": [1, 1]}),
@@ -40,7 +40,7 @@ def test_capture_of_an_item_read_names_the_module_node_the_cause_and_the_line():
 
 def test_capture_of_a_shape_from_the_values_names_the_op():
     with pytest.raises(CaptureError) as info:
-        capture_autograd(_positive_count_graph(), 2, use_cache=False)
+        capture_autograd(positive_count_graph(), 2, use_cache=False)
     assert info.value.node == "m3"
     assert str(info.value).startswith(
         "Module node m3 (tests.graph_editor.data_dependent_models:PositiveCount) makes a tensor whose shape "
