@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # the registry's 2.14.1 is the CUDA build, which also runs on a CPU-only machine.
 TORCH_SPEC ?= torch==2.14.1
 
-.PHONY: install run test test-fast lint demo bench gpu-check clean templates walk
+.PHONY: install run test test-fast test-thorough lint demo bench gpu-check clean templates walk
 
 install: $(STAMP)
 
@@ -25,6 +25,11 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -ra
+
+# `make test` with the full repetition counts: 20 random kills of a worker, every memory-prediction case,
+# every template's ONNX proof (TORCH_STUDIO_TEST_THOROUGH=1; before a release).
+test-thorough: install
+	TORCH_STUDIO_TEST_THOROUGH=1 $(MAKE) test
 
 # Under a minute: no worker or other process, no export, nothing slow (tests/conftest.py enforces it).
 test-fast: install
