@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DIGITS_CNN = ROOT / "assets" / "templates" / "digits_cnn.graph.json"
 
 # `make test` makes each claim with the fewest repetitions that make it (6 random kills, one memory case
-# per template family and precision); TORCH_STUDIO_TEST_THOROUGH=1 runs the full counts (20 kills, every
-# template at every precision and batch) before a release or after a change to what they prove.
+# per template family and precision, one ONNX template per family); TORCH_STUDIO_TEST_THOROUGH=1 (make
+# test-thorough) runs the full counts (20 kills, every template at every precision and batch, every
+# template in ONNX) before a release or after a change to what they prove.
 THOROUGH = os.environ.get("TORCH_STUDIO_TEST_THOROUGH") == "1"
 
 
