@@ -114,7 +114,21 @@ def test_without_strict_the_rest_imports_with_module_nodes(case):
     assert len(kept) == MODULE_NODES[case.id] and set(kept) <= KEPT_WHOLE, kept
     walk.check_counts(model, result, case.shape)
     if real:
-        walk.check_outputs(model, result, case.shape)
+        built = walk.check_outputs(model, result, case.shape)
+        _trains_through_the_kept_blocks(built, result, case.shape)
+
+
+def _trains_through_the_kept_blocks(built, result, shape) -> None:
+    """One backward pass reaches the weights inside every Module node (Swin's relative position bias);
+    in eval mode, where stochastic depth cannot drop a whole block at random."""
+    import torch
+
+    built.eval()
+    loss = torch.nn.functional.cross_entropy(built(torch.randn(1, *shape)), torch.tensor([3]))
+    loss.backward()
+    for node in (n for n in result.graph if n.type == "Module"):
+        grads = [p.grad for p in built.get_submodule(node.id).parameters()]
+        assert grads and all(g is not None and bool(g.abs().sum() > 0) for g in grads), node.id
 
 
 def test_an_error_in_a_library_names_the_library_line():
