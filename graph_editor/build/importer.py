@@ -51,7 +51,7 @@ def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], n
     shape = tuple(int(d) for d in input_shape)
     if not shape or min(shape) < 1:
         raise ModuleImportError([], f"input shape must be positive sizes, got {list(shape)}")
-    leaves: frozenset[str] | None = frozenset()
+    leaves: frozenset[str] = frozenset()
     while True:  # each round keeps the smallest modules around unmapped ops whole (Module nodes)
         gm = trace(module, leaves)
         dtype = "int64" if feeds_embedding(gm) else "float32"
@@ -63,9 +63,10 @@ def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], n
             state = converter.run()
             break
         except ModuleImportError as exc:
-            leaves = None if strict else widen(gm, exc.unsupported, leaves)
-            if leaves is None:
+            wider = None if strict else widen(gm, exc.unsupported, leaves)
+            if wider is None:
                 raise
+            leaves = wider
     if num_classes is None:
         out = values[next(n for n in gm.graph.nodes if n.op == "output").args[0]]
         graph.num_classes = int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() == 2 else 1
