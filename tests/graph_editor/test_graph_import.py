@@ -229,11 +229,17 @@ class SizeArithmetic(nn.Module):
         return self.fc(y.view(x.size(0), -1)) * 2
 
 
-def test_size_arithmetic_feeds_reshapes_but_not_layers():
-    with pytest.raises(ModuleImportError) as info:
-        import_module(SizeArithmetic(), (3, 8, 8))
-    (problem,) = info.value.unsupported  # only the scaling by a constant; the size arithmetic is fine
-    assert problem.node == "mul_1" and "constant (2)" in problem.reason
+def test_size_arithmetic_feeds_reshapes_and_a_constant_factor_is_a_scale_by():
+    module = SizeArithmetic()
+    result = import_module(module, (3, 8, 8))
+    types = sorted(n.type for n in result.graph.nodes.values())
+    assert types.count("ScaleBy") == 1  # the `* 2` of the logits; `shape[1] * 2` is size arithmetic
+    (scale,) = [n for n in result.graph.nodes.values() if n.type == "ScaleBy"]
+    assert scale.params["factor"] == 2
+    built = build_module(result.graph)
+    built.load_state_dict(result.state_dict)
+    x = torch.randn(2, 3, 8, 8)
+    torch.testing.assert_close(built(x), module(x))
 
 
 def test_the_same_tensor_twice_into_a_merge():
