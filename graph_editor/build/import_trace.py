@@ -17,7 +17,8 @@ from torch import fx, nn
 from torch.func import functional_call
 
 from . import layers as L
-from .import_errors import ModuleImportError, user_frame, user_line
+from .data_dependent import data_dependent_cause, describe
+from .import_errors import ModuleImportError, user_frame, user_line, where
 from .import_rules import FOLDS, Step, leaf_classes, library_functions, module_steps
 
 BATCH = 2  # example batch for shape propagation; 2 so that BatchNorm in training mode accepts it
@@ -130,12 +131,14 @@ class _Recorder(nn.Module):
         super().__init__()
         self.gm = gm
         self.values: dict[fx.Node, Any] = {}
+        self.running: fx.Node | None = None  # the node whose run raised, when one did
 
     def forward(self, x: torch.Tensor) -> Any:
         recorder = self
 
         class Interp(fx.Interpreter):
             def run_node(self, n: fx.Node) -> Any:
+                recorder.running = n
                 out = _same_shape(self.module, n, recorder.values) if n.op == "call_module" else None
                 out = super().run_node(n) if out is None else out
                 recorder.values[n] = out
@@ -163,7 +166,8 @@ def _same_shape(root: nn.Module, n: fx.Node, values: dict[fx.Node, Any]) -> torc
 
 
 def propagate(gm: fx.GraphModule, shape: tuple[int, ...], dtype: str) -> dict[fx.Node, Any]:
-    """Every fx node's value on the meta device; the module's own tensors are never touched."""
+    """Every fx node's value on the meta device; the module's own tensors are never touched. A
+    module that needs its data's values (``.item()``) runs once on a small real batch instead."""
     n_inputs = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
     if n_inputs != 1:
         raise ModuleImportError([], f"the module's forward takes {n_inputs} inputs; a graph has exactly one")
@@ -176,6 +180,52 @@ def propagate(gm: fx.GraphModule, shape: tuple[int, ...], dtype: str) -> dict[fx
     try:
         functional_call(probe, tensors, (x,))
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModuleImportError([], f"the module fails on an input of shape {list(shape)}: {first}") from None
+        if data_dependent_cause(exc) is None:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModuleImportError([], f"the module fails on an input of shape {list(shape)}: {first}") from None
+        return _propagate_real(gm, shape, dtype, exc, probe.running)
     return probe.values
+
+
+def _propagate_real(gm: fx.GraphModule, shape: tuple[int, ...], dtype: str, meta_exc: Exception,
+                    running: fx.Node | None) -> dict[fx.Node, Any]:
+    """The values on a small real batch, for a module that reads its data's values (``.item()``, a
+    boolean mask) where meta tensors have none. Runs on copies of the module's weights, so running
+    statistics are left as they were; weights that are themselves on ``meta`` cannot run."""
+    probe = _Recorder(gm)
+    owned = [*probe.named_parameters(), *probe.named_buffers()]
+    if any(v.is_meta for _, v in owned):
+        raise ModuleImportError([], _value_read(gm, running, meta_exc, "its shapes need a run on real weights, "
+                                                "and these are on the meta device")) from None
+    tensors = {k: v.detach().clone() for k, v in owned}
+    if dtype == "int64":
+        x = torch.zeros((BATCH, *shape), dtype=torch.int64)
+    else:
+        x = torch.rand((BATCH, *shape), generator=torch.Generator().manual_seed(0))
+    try:
+        with torch.no_grad():
+            functional_call(probe, tensors, (x,))
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModuleImportError([], _value_read(gm, running, meta_exc, f"and a real run of shape {list(shape)} "
+                                                f"failed too: {first}")) from None
+    return probe.values
+
+
+def _value_read(gm: fx.GraphModule, n: fx.Node | None, exc: Exception, consequence: str) -> str:
+    """'module scale (ItemScale) calls .item() at mod.py:40 `...`: a value that depends on the data, ...'
+    for the traced call ``n`` that raised ``exc`` on meta."""
+    if n is not None and n.op == "call_module":
+        label = f"module {n.target} ({type(gm.get_submodule(str(n.target))).__name__})"
+    elif n is not None and (stack := list((n.meta.get("nn_module_stack") or {}).values())):
+        path, cls = stack[-1]
+        label = f"module {path} ({getattr(cls, '__name__', cls)})"
+    else:
+        label = f"the module ({type(gm).__name__})"
+    message = describe(exc, label, consequence) or f"{label}: {exc}; {consequence}"
+    if n is not None and " at " not in message.split(":")[0]:
+        line = where(n).partition(" at ")[2]  # the traceback ran in fx's code; the traced frame has the line
+        if line:
+            message = message.replace(f"{label} {data_dependent_cause(exc)}", f"{label} {data_dependent_cause(exc)} "
+                                      f"at {line}", 1)
+    return message

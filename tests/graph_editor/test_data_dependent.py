@@ -68,3 +68,45 @@ def test_other_failures_are_not_called_data_dependent():
         torch.empty(3, device="meta").sum().item()
     except RuntimeError as exc:
         assert data_dependent_cause(exc) == "calls .item()"
+
+
+class _ItemNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        from tests.graph_editor.module_node_models import ItemScale
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.scale = ItemScale()
+        self.flat = nn.Flatten()
+        self.fc = nn.Linear(4 * 8 * 8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.flat(self.scale(self.bn(self.conv(x)))))
+
+
+def test_a_module_that_reads_a_value_imports_with_it_kept_whole_and_its_weights_untouched():
+    """Meta tensors have no values, so the importer's shapes come from one run on a small real
+    batch with copies of the weights: batch norm's running statistics stay as they were."""
+    from graph_editor.build import import_module
+    torch.manual_seed(0)
+    net = _ItemNet()
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    result = import_module(net, (1, 8, 8))
+    assert {k: torch.equal(v, before[k]) for k, v in net.state_dict().items()} == dict.fromkeys(before, True)
+    scale = result.graph.nodes["scale"]
+    assert scale.type == "Module" and scale.params["cls"].endswith(":ItemScale")
+    built = build_module(result.graph)
+    built.load_state_dict(result.state_dict)
+    x = torch.randn(3, 1, 8, 8)
+    torch.testing.assert_close(built.eval()(x), net.eval()(x))
+
+
+def test_a_value_read_with_weights_on_meta_names_the_module_and_the_line():
+    from graph_editor.build import ModuleImportError, import_module
+    with torch.device("meta"):
+        net = _ItemNet()
+    with pytest.raises(ModuleImportError) as info:
+        import_module(net, (1, 8, 8))
+    message = str(info.value)
+    assert "module scale (ItemScale) calls .item() at module_node_models.py:40" in message
+    assert "weights" in message and "meta device" in message
