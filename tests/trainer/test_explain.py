@@ -88,10 +88,10 @@ def test_a_handler_past_its_limit_only_counts():
 
 
 @pytest.mark.slow
-def test_a_compiled_worker_run_reports_the_break_on_its_node(tmp_path, db):
+def test_a_compiled_worker_run_reports_the_break_on_its_node(tmp_path, db, inductor_cache):
     spec = write_spec(tmp_path, item_graph(), train={"epochs": 1, "batch_size": 128},
                       precision={"compile": "default"})
-    env = environ_with(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    env = environ_with(TORCHINDUCTOR_CACHE_DIR=str(inductor_cache))
     with WorkerClient.run(spec, db=db, env=env) as w:
         events = list(w.events(timeout=600))
         assert w.wait(60) == 0, w.stderr
