@@ -25,9 +25,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +32,18 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-META_VERSION = 2
-META_KEY = "torch_studio"
+from .checkpoint_base import (  # noqa: F401  (public here too: trainer.checkpoint.CheckpointError, ...)
+    FAULT_ENV,
+    FAULT_POINTS,
+    META_KEY,
+    META_VERSION,
+    CheckpointError,
+    _fsync_dir,
+    fault_point,
+)
+
 KEEP = 2                                   # files kept per kind: the newest and the one before it
-FAULT_ENV = "TORCH_STUDIO_TEST_CHECKPOINT"  # tests only: pause or kill the worker inside a save
-FAULT_POINTS = ("written", "torn", "renamed", "recorded", "pruned")
 _NAME = re.compile(r"^(?P<kind>[a-z]+)-(?P<step>\d+)\.(safetensors|dcp)$")   # .dcp: a sharded checkpoint's folder
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file that cannot be used: missing, truncated, corrupt, or not the step it claims."""
 
 
 def checkpoint_file(folder: Path, kind: str, step: int) -> Path:
@@ -190,50 +189,6 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def fault_point(point: str, tmp: Path | None = None) -> None:
-    """A named point of the save sequence, where tests pause or kill the worker (``$TORCH_STUDIO_TEST_CHECKPOINT``).
-
-    ``pause:SECONDS`` sleeps at every point after saying its name on stderr; ``kill:POINT[:N]`` kills
-    the process with SIGKILL the N-th time (default first) it reaches POINT; ``torn`` is ``written``
-    with the temporary file cut to half first. Unset, this costs one dictionary lookup."""
-    plan = os.environ.get(FAULT_ENV)
-    if not plan:
-        return
-    action, _, rest = plan.partition(":")
-    if action == "pause":
-        print(f"checkpoint-point {point}", file=sys.stderr, flush=True)
-        time.sleep(float(rest or 0.05))
-        return
-    target, _, nth = rest.partition(":")
-    if action == "kill" and target not in FAULT_POINTS:
-        raise ValueError(f"${FAULT_ENV}={plan!r}: no save point {target!r} (choose {', '.join(FAULT_POINTS)})")
-    if point == "written" and target == "torn":
-        point = "torn"
-    if action != "kill" or point != target:
-        return
-    _FAULT_COUNTS[point] = _FAULT_COUNTS.get(point, 0) + 1
-    if _FAULT_COUNTS[point] < int(nth or 1):
-        return
-    if point == "torn" and tmp is not None:
-        with open(tmp, "rb+") as f:
-            f.truncate(max(tmp.stat().st_size // 2, 1))
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-_FAULT_COUNTS: dict[str, int] = {}
 def optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Flatten an optimizer state dict: tensors for safetensors, the rest (groups, scalars) for JSON."""
     sd = opt.state_dict()

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
-from .checkpoint import META_VERSION, CheckpointError, _fsync_dir, fault_point
+from .checkpoint_base import META_VERSION, CheckpointError, _fsync_dir, fault_point
 
 MANIFEST = "manifest.json"
 SUFFIX = ".dcp"
