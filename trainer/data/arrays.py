@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .formats import DataError
+from .raw import DataError
 
 
 def samples(x: np.ndarray, where: Path) -> np.ndarray:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .formats import DataError, RawData
+from .raw import DataError, RawData
 
 
 def check_raw(raw: RawData, where: Path) -> None:

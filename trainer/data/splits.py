@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .formats import DataError, RawData
+from .raw import DataError, RawData
 
 
 @dataclass
