@@ -16,31 +16,27 @@ trainer). Cost: about a second for resnet18 at batch 32 after a few seconds' fir
 from __future__ import annotations
 
 import math
-import weakref
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.weak import WeakIdKeyDictionary
 
 from graph_editor.build import build_module
-from graph_editor.build.autograd import tensors_in
 from graph_editor.build.data_dependent import describe, node_label
 from graph_editor.build.fake import fake_batch, fake_cpu
 from graph_editor.model import Graph, GraphError
 
 from .checkpointing import SegmentError, checkpointed_module
 from .loop import make_train_step
+from .memory_tracker import Block, StorageTracker, attributed
 from .optim import make_optimizer
 from .spec import OPTIMIZERS, OptimSpec
 
 PARTS = ("data", "weights", "gradients", "optimizer", "activations", "batch", "transient")
 PHASES = ("setup", "forward", "loss", "backward", "optimizer")
-LOSS_NODE = "(loss)"          # the pseudo node of the loss and what follows the model's output
 CUDA_BLOCK = 512              # the CUDA caching allocator rounds every block up to this
 STEPS, READ_FROM = 3, 2       # steps run, first step read
 
@@ -99,184 +95,6 @@ class MemoryPrediction:
                 "checkpoint": list(self.checkpoint), "nodes": {k: dict(v) for k, v in self.nodes.items()}}
 
 
-# ------------------------------------------------------------------------- the tracker
-@dataclass
-class _Block:
-    nbytes: int
-    kind: str
-    node: str
-    phase: str
-
-
-class _Tracker(TorchDispatchMode):
-    """Records each new storage an op returns and, through ``weakref.finalize``, its free.
-
-    ``log`` holds (block key, +-bytes) while ``recording``; ``where`` is the (phase, node) the
-    next allocation is attributed to (the backward's node comes from the running autograd node).
-    """
-
-    def __init__(self, round_to: int = 1) -> None:
-        super().__init__()
-        self.keys = WeakIdKeyDictionary()
-        self.blocks: dict[int, _Block] = {}
-        self.alive: set[int] = set()
-        self.live = 0
-        self.round_to = round_to
-        self.recording = False
-        self.log: list[tuple[int, int]] = []
-        self.phase, self.node = "setup", ""
-        self.kind = "transient"      # the kind new storages get (weights while materialising, batch ...)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-        out = func(*args, **(kwargs or {}))
-        for t in tensors_in(out):
-            self.track(t)
-        scratch = _conv_scratch(func, args, out)
-        if scratch:
-            self.spike(scratch)
-        return out
-
-    def spike(self, nbytes: int) -> None:
-        """A kernel's workspace: allocated and freed inside one op, invisible to fake tensors."""
-        key = len(self.blocks)
-        self.blocks[key] = _Block(nbytes, "transient", self.node, self.phase)
-        if self.recording:
-            self.log += [(key, nbytes), (key, -nbytes)]
-
-    def track(self, t: torch.Tensor) -> int | None:
-        st = t.untyped_storage()
-        key = self.keys.get(st)
-        if key is not None:
-            return key
-        nbytes = st.nbytes()
-        if self.round_to > 1:
-            nbytes = -(-nbytes // self.round_to) * self.round_to
-        key = len(self.blocks)
-        running = torch._C._current_autograd_node()      # set while the engine runs a backward node
-        if running is not None:
-            self.phase = "backward"
-        elif self.phase == "backward":
-            self.phase, self.node = "loss", LOSS_NODE     # after the backward, before the optimizer step
-        phase, node = self.phase, self.node
-        if running is not None:
-            node = running.metadata.get("studio_node", LOSS_NODE)
-        self.blocks[key] = _Block(nbytes, self.kind, node, phase)
-        self.keys[st] = key
-        self.live += nbytes
-        self.alive.add(key)
-        if self.recording:
-            self.log.append((key, nbytes))
-        weakref.finalize(st, self._free, key)
-        return key
-
-    def _free(self, key: int) -> None:
-        nbytes = self.blocks[key].nbytes
-        self.live -= nbytes
-        self.alive.discard(key)
-        if self.recording:
-            self.log.append((key, -nbytes))
-
-    def mark(self, t: torch.Tensor | None, kind: str, *, only_from: str | None = None) -> None:
-        """Class the storage of ``t`` as ``kind`` (when it is still of kind ``only_from``, if given)."""
-        if t is None:
-            return
-        key = self.keys.get(t.untyped_storage())
-        if key is None:
-            key = self.track(t)
-        block = self.blocks[key]
-        if only_from is None or block.kind == only_from:
-            block.kind = kind
-
-
-def _conv_scratch(func: Any, args: tuple, out: Any) -> int:
-    """The column buffer (im2col) of PyTorch's slow CPU convolution, which runs 2-D convolutions in
-    a dtype oneDNN does not take on this CPU (bf16 without AVX512-BF16/AMX, say): one buffer of
-    batch x in_channels/groups x kh x kw x output pixels, in forward and again in backward."""
-    if func is torch.ops.aten.convolution.default:
-        x, w, transposed, out_hw = args[0], args[1], args[6], out.shape[2:]
-    elif func is torch.ops.aten.convolution_backward.default:
-        x, w, transposed, out_hw = args[1], args[2], args[7], args[0].shape[2:]
-    else:
-        return 0
-    if x.device.type != "cpu" or w.dim() != 4 or transposed or not _slow_cpu_conv(x.dtype):
-        return 0
-    return x.shape[0] * w.shape[1] * w.shape[2] * w.shape[3] * out_hw[0] * out_hw[1] * x.element_size()
-
-
-def _slow_cpu_conv(dtype: torch.dtype) -> bool:
-    if dtype == torch.bfloat16:
-        return not torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    if dtype == torch.float16:
-        return not torch.ops.mkldnn._is_mkldnn_fp16_supported()
-    return False
-
-
-# ------------------------------------------------------------------------- attribution hooks
-def _stamp(outputs: Any, owner: str) -> None:
-    """Give ``owner`` every autograd node reachable from ``outputs`` that no earlier module owns."""
-    todo = [t.grad_fn for t in tensors_in(outputs) if t.grad_fn is not None]
-    while todo:
-        fn = todo.pop()
-        md = fn.metadata
-        if "studio_node" in md:
-            continue
-        md["studio_node"] = owner
-        todo.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
-
-
-@contextmanager
-def _attributed(model: nn.Module, opt: torch.optim.Optimizer, tracker: _Tracker) -> Iterator[None]:
-    """Forward hooks on each graph node's module set the phase and node; optimizer hooks mark the
-    gradients (as the step starts) and the optimizer's state (as it ends)."""
-    handles = []
-
-    def pre(name: str) -> Callable:
-        def hook(_m: nn.Module, _args: Any) -> None:
-            tracker.phase, tracker.node = "forward", name
-        return hook
-
-    def post(name: str) -> Callable:
-        def hook(_m: nn.Module, _args: Any, out: Any) -> None:
-            _stamp(out, name)
-            tracker.phase, tracker.node = "loss", LOSS_NODE
-        return hook
-
-    for name, child in model.named_children():
-        handles.append(child.register_forward_pre_hook(pre(name)))
-        handles.append(child.register_forward_hook(post(name)))
-
-    def opt_pre(*_a: Any) -> None:
-        for p in _params(opt):
-            tracker.mark(p.grad, "gradients")
-        tracker.phase, tracker.node = "optimizer", "(optimizer)"
-
-    def opt_post(*_a: Any) -> None:
-        for state in opt.state.values():
-            for v in state.values():
-                if isinstance(v, torch.Tensor):
-                    tracker.mark(v, "optimizer")
-        tracker.phase, tracker.node = "setup", ""
-
-    handles.append(opt.register_step_pre_hook(opt_pre))
-    handles.append(opt.register_step_post_hook(opt_post))
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        tracker.mark(t, "activations", only_from="transient")
-        return t
-
-    try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            yield
-    finally:
-        for h in handles:
-            h.remove()
-
-
-def _params(opt: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
-    for group in opt.param_groups:
-        yield from group["params"]
-
-
 # ------------------------------------------------------------------------- prediction
 def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw", precision: str = "fp32",
                    channels_last: bool = False, device: str = "cpu", *,
@@ -298,7 +116,7 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
         model = checkpointed_module(build_module(graph, device="meta"), graph, list(checkpoint), "checkpoint")
     except (GraphError, SegmentError) as exc:  # both name the node or entry
         raise MemoryPredictionError(f"model.graph: {exc}" if isinstance(exc, GraphError) else str(exc)) from None
-    tracker = _Tracker(CUDA_BLOCK if device.startswith("cuda") else 1)
+    tracker = StorageTracker(CUDA_BLOCK if device.startswith("cuda") else 1)
     try:
         log, start = _run_steps(graph, model, tracker, spec, batch, precision, channels_last)
     except Exception as exc:
@@ -317,7 +135,7 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
     return pred
 
 
-def _run_steps(graph: Graph, model: nn.Module, tracker: _Tracker, spec: OptimSpec, batch: int, precision: str,
+def _run_steps(graph: Graph, model: nn.Module, tracker: StorageTracker, spec: OptimSpec, batch: int, precision: str,
                channels_last: bool) -> tuple[list[tuple[int, int]], set[int]]:
     """The trainer's step :data:`STEPS` times under ``tracker``: its log from step :data:`READ_FROM`
     on and the blocks alive as that step started."""
@@ -329,7 +147,7 @@ def _run_steps(graph: Graph, model: nn.Module, tracker: _Tracker, spec: OptimSpe
             tracker.mark(t, "weights")
         opt = make_optimizer(model, spec)
         step_fn, _ = make_train_step(model, opt, device=cpu, precision=precision, label_smoothing=0.0)
-        stack.enter_context(_attributed(model, opt, tracker))
+        stack.enter_context(attributed(model, opt, tracker))
         x = y = None
         for step in range(1, STEPS + 1):
             if step == READ_FROM:
@@ -359,7 +177,7 @@ def _check_args(batch: int, optimizer: str | OptimSpec, precision: str, device: 
     return spec
 
 
-def _read(tracker: _Tracker, log: list[tuple[int, int]], start: set[int], *, model: nn.Module,
+def _read(tracker: StorageTracker, log: list[tuple[int, int]], start: set[int], *, model: nn.Module,
           **info: Any) -> MemoryPrediction:
     """Replay the recorded steps: the peak, its live blocks by kind and node, each phase's high point."""
     live = sum(tracker.blocks[k].nbytes for k in start)
@@ -389,7 +207,7 @@ def _read(tracker: _Tracker, log: list[tuple[int, int]], start: set[int], *, mod
         v["saved"] //= recorded
     for name, child in model.named_children():
         _node(nodes, name)["weights"] += sum(p.numel() * p.element_size() for p in child.parameters())
-    last = tracker.blocks[log[peak_at][0]] if peak_at >= 0 else _Block(0, "", "", "setup")
+    last = tracker.blocks[log[peak_at][0]] if peak_at >= 0 else Block(0, "", "", "setup")
     phase_peaks = {ph: _parts(tracker, _alive_at(start, log, i)) for ph, (_, i) in phase_at.items()}
     return MemoryPrediction(peak_bytes=sum(parts.values()), parts=parts, peak_phase=last.phase,
                             peak_node=last.node, nodes=nodes, phase_peaks=phase_peaks, **info)
@@ -405,7 +223,7 @@ def _alive_at(start: set[int], log: list[tuple[int, int]], index: int) -> set[in
     return alive
 
 
-def _parts(tracker: _Tracker, keys: set[int]) -> dict[str, int]:
+def _parts(tracker: StorageTracker, keys: set[int]) -> dict[str, int]:
     parts = dict.fromkeys(PARTS, 0)
     for key in keys:
         b = tracker.blocks[key]
