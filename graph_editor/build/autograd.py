@@ -56,8 +56,9 @@ __all__ = ["DEVICE_KINDS", "LOSS", "PRECISIONS", "AutogradCapture", "AutogradNod
 
 
 class CaptureError(ValueError):
-    """The capture was asked for something it cannot do (a bad batch, precision or device kind), or
-    a node needs the data's values (``.item()``); ``node``: the graph node it is about, if any."""
+    """The capture was asked for something it cannot do (a bad batch, precision or device kind), a
+    node needs the data's values (``.item()``), or the training step itself fails on a node (batch
+    norm at batch 1); ``node``: the graph node it is about, if any."""
 
     def __init__(self, message: str, node: str | None = None) -> None:
         super().__init__(message)
@@ -211,6 +212,15 @@ def capture_autograd(source: Graph | nn.Module, batch: int = 1, precision: str =
             label = node_label(graph, running[0], module)
             raise CaptureError(describe(exc.error, label, "the backward graph cannot be captured") or str(exc.error),
                                running[0]) from None
+        except CaptureError:
+            raise
+        except Exception as exc:  # the step itself fails (batch norm at batch 1, a shape the graph refuses)
+            graph = source if isinstance(source, Graph) else None
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            hint = ("; batch norm in training mode needs a batch of 2 or more"
+                    if "more than 1 value per channel" in first else "")
+            raise CaptureError(f"{node_label(graph, running[0], module)} fails in a training step at batch {batch}: "
+                               f"{first}{hint}", running[0]) from None
     if key is not None:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))

@@ -205,3 +205,15 @@ def test_an_op_fake_tensors_refuse_falls_back_to_meta_and_says_so():
     [saved] = captured.by_owner()["odd"][0].saved       # x * 2 saves only its scalar, as a 0-d tensor
     assert (saved.name, saved.shape) == ("other", ())
     assert all(p.device.type == "cpu" for p in net.parameters())   # the module is left as it was
+
+
+def test_a_step_the_graph_cannot_take_names_its_node_not_a_traceback():
+    """The mlp template's BatchNorm1d cannot train on a batch of one: the capture says which node
+    and why, with what to change (it was a bare ValueError from F.batch_norm)."""
+    graph = load_graph(TEMPLATES / "mlp.graph.json")
+    with pytest.raises(CaptureError) as info:
+        capture_autograd(graph, 1, use_cache=False)
+    message = str(info.value)
+    assert message.startswith("node bn1 (BatchNorm1d) fails in a training step at batch 1: Expected more than 1 value")
+    assert message.endswith("needs a batch of 2 or more") and info.value.node == "bn1"
+    assert capture_autograd(graph, 2, use_cache=False).nodes  # a batch of two captures
