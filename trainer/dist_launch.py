@@ -25,6 +25,16 @@ from .checkpointing import SegmentError
 from .checks import Setup, setup
 from .distributed import RANKS_DIR, extra_ranks_note, fsdp_units, launch, root_cause
 from .job import build_model
+from .run_outcome import (
+    SETUP_ERRORS,
+    count_params,
+    default_run_dir,
+    open_for_resume,
+    record_failure,
+    refuse,
+    refuse_setup,
+    stored_spec,
+)
 from .spec import SpecError, load_spec, spec_from_dict
 from .store import RunStore, StoreError
 
@@ -48,15 +58,6 @@ def _check(st: Setup) -> None:
 
 def launch_run(spec_path: str, *, db: str | None, run_dir: str | None, emitter: ev.Emitter) -> int:
     """Check, create the run, start the ranks, record how they ended; the exit status."""
-    from .worker import (
-        SETUP_ERRORS,
-        count_params,
-        default_run_dir,
-        refuse,
-        refuse_setup,
-        stored_spec,
-    )
-
     try:
         store = RunStore(db)
     except StoreError as exc:
@@ -121,9 +122,7 @@ def _ended_by_signal(store: RunStore, emitter: ev.Emitter, run_id: int, exc: Exc
 
 def _record(store: RunStore, emitter: ev.Emitter, run_id: int, kind: str, message: str, *, step: int | None = None,
             tb: str = "", rank: int | None = None) -> int:
-    from .worker import _record_failure
-
-    message = _record_failure(store, run_id, kind, message)
+    message = record_failure(store, run_id, kind, message)
     extra = {"rank": rank} if rank is not None else {}
     emitter.emit(ev.FAILED, kind=kind, message=message, traceback=tb, step=step, **extra)
     print(f"error: {message}", file=sys.stderr, flush=True)
@@ -150,8 +149,6 @@ def resume_plan(run_id: int, db: str | None, strategy: str | None, nproc: int | 
 def resume(run_id: int, spec: dict[str, Any], *, db: str | None, emitter: ev.Emitter) -> int:
     """Continue ``run_id`` under torchrun from its last whole checkpoint, as the same run; the number
     of ranks may differ from the run's (a sharded checkpoint is read into the new layout)."""
-    from .worker import SETUP_ERRORS, open_for_resume, refuse, refuse_setup
-
     opened = open_for_resume(run_id, db=db, emitter=emitter)
     if isinstance(opened, int):
         return opened

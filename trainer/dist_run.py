@@ -45,6 +45,7 @@ from .distributed import (
 from .job import Job, _timed_first_call, build_model, checkpoint_state, restore, run_epochs
 from .loop import NonFiniteLoss, Window, make_train_step
 from .optim import Schedule, make_optimizer
+from .run_outcome import count_params, default_run_dir, fail, finish, first_line, stored_spec
 from .sharded_checkpoint import checkpoint_dir, load_sharded, save_sharded, to_layout, verify_sharded
 from .spec import load_spec
 from .store import RunStore
@@ -194,8 +195,6 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
         controls.install_sigterm()   # on every rank: a SIGTERM ends the run at rank 0's next step
         _started(job, ctx)
         t0 = time.perf_counter()
-        from .worker import finish
-
         finish(job, run_epochs(job), time.perf_counter() - t0)
         close()
         return ev.EXIT_OK
@@ -205,19 +204,12 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
     except torch.OutOfMemoryError as exc:
         return _failed(job, rank, folder, launched, "oom", f"out of memory: {exc}", tb=traceback.format_exc())
     except Exception as exc:  # noqa: BLE001 - reported (by file or by rank 0), never lost
-        return _failed(job, rank, folder, launched, "error", f"{type(exc).__name__}: {_first_line(exc)}",
+        return _failed(job, rank, folder, launched, "error", f"{type(exc).__name__}: {first_line(exc)}",
                        tb=traceback.format_exc(), peer=is_peer_error(exc))
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else ""
 
 
 def _create_run(store: RunStore, st: Any, model: torch.nn.Module, spec_path: str,
                 run_dir: str | None) -> tuple[int, Path]:
-    from .worker import count_params, default_run_dir, stored_spec
-
     run_id = store.create_run(name=st.spec.name or Path(spec_path).stem, spec=stored_spec(st), graph=st.graph_dict,
                               graph_hash=st.graph_hash, device=str(st.device), params=count_params(model))
     folder = (Path(run_dir) if run_dir else default_run_dir(store, run_id)).resolve()
@@ -246,8 +238,6 @@ def _failed(job: Job | None, rank: int, folder: Path | None, launched: bool, kin
     if launched and folder is not None:
         write_failure(folder, rank, kind, message, step=step, tb=tb, peer=peer)
     elif rank == 0 and job is not None:
-        from .worker import fail
-
         fail(job, kind, f"rank 0: {message}", tb=tb, step=step, rank=0)
     print(f"error: rank {rank}: {message}", file=sys.stderr, flush=True)
     return ev.EXIT_FAILED     # the process group is left as it is: a peer may be gone, torchrun ends the rest
