@@ -4,7 +4,6 @@ and no import cycle in the studio package (TYPE_CHECKING and lazy imports includ
 
 from __future__ import annotations
 
-import ast
 import functools
 from pathlib import Path
 
@@ -14,74 +13,13 @@ from PySide6.QtGui import QAction
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QToolButton
 
+from tests.import_graph import cycles, import_graph
+
 pytestmark = pytest.mark.qt
 ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------------- the import graph
-def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def import_graph(root: Path, package: str) -> dict[str, set[str]]:
-    """Module -> the modules of ``package`` it imports, anywhere in the file (module level, under
-    ``if TYPE_CHECKING``, inside functions); ``from .x import y`` counts as ``x.y`` when that is a module."""
-    files = {module_name(p, root): p for p in sorted((root / package).rglob("*.py"))}
-    graph: dict[str, set[str]] = {}
-    for mod, path in files.items():
-        here = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
-        edges: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = ".".join([*here[:len(here) - node.level + 1], *([node.module] if node.module else [])]) \
-                    if node.level else node.module or ""
-                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
-            else:
-                continue
-            for name in names:
-                while name and name not in files:
-                    name = name.rpartition(".")[0]
-                if name and name != mod:
-                    edges.add(name)
-        graph[mod] = edges
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import cycles: each strongly connected group of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    groups: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                groups.append(sorted(group))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return groups
-
-
 @functools.cache
 def studio_imports() -> dict[str, set[str]]:
     return import_graph(ROOT, "studio")
