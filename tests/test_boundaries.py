@@ -126,10 +126,6 @@ ALLOWED_BACK_EDGES: dict[tuple[str, str], str] = {
        "type-only (TYPE_CHECKING): the canvas builds its overlays, gestures and menus and hands "
        "them itself; they annotate what they are handed"
        for helper in ("breadcrumbs", "gestures", "menus", "minimap")},
-    **{(f"graph_editor.ui.{item}", "graph_editor.ui.scene"):
-       "type-only (TYPE_CHECKING): the scene makes its node, wire and group items; they annotate "
-       "the scene they paint in"
-       for item in ("items", "wires", "groups")},
     ("graph_editor.ui.items", "graph_editor.ui.wires"):
         "type-only (TYPE_CHECKING): a port lists the wires on it, a wire joins two ports",
 }

@@ -23,7 +23,7 @@ from ..model.hierarchy import external_ports
 from .items import RADIUS, SIMPLE_LOD, PortItem, lod_of
 
 if TYPE_CHECKING:
-    from .scene import GraphScene
+    from .look import SceneLook
 
 __all__ = ["BOX_W", "FRAME_HEADER", "FRAME_MARGIN", "GroupBox", "GroupFrame"]
 
@@ -127,7 +127,7 @@ class GroupBox(QGraphicsItem):
         return super().itemChange(change, value)
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
-        scene: GraphScene = self.scene()
+        scene: SceneLook = self.scene()
         theme = scene.theme
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         rect = QRectF(0, 0, BOX_W, self.height)
@@ -152,7 +152,7 @@ class GroupBox(QGraphicsItem):
             text = QFontMetricsF(font).elidedText(self.name, Qt.TextElideMode.ElideRight, BOX_W - 8)
             painter.drawText(QRectF(4, 0, BOX_W - 8, self.height), Qt.AlignmentFlag.AlignCenter, text)
 
-    def _paint_text(self, painter: QPainter, scene: GraphScene) -> None:
+    def _paint_text(self, painter: QPainter, scene: SceneLook) -> None:
         theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics
         pad = 10.0
         inner = BOX_W - 2 * pad
@@ -241,7 +241,7 @@ class GroupFrame(QGraphicsItem):
         return self.rect.adjusted(-2, -2, 2, 2)
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
-        scene: GraphScene = self.scene()
+        scene: SceneLook = self.scene()
         theme, fonts = scene.theme, scene.fonts
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         pen = QPen(theme.selected if self.isSelected() else theme.group_border, 1.5, Qt.PenStyle.DashLine)

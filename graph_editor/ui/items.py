@@ -20,7 +20,7 @@ from ..model.catalog import output_index
 from ..model.geometry import NODE_W, PORT_Y, ROW_H, SHAPE_H, TITLE_H, node_height, outputs_height, param_rows
 
 if TYPE_CHECKING:
-    from .scene import GraphScene
+    from .look import SceneLook
     from .style import Theme
     from .wires import WireItem
 
@@ -216,7 +216,7 @@ class NodeItem(QGraphicsItem):
 
     # ---------------------------------------------------------------- painting
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
-        scene: GraphScene = self.scene()
+        scene: SceneLook = self.scene()
         theme = scene.theme
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         rect = QRectF(0, 0, NODE_W, self.height)
@@ -261,7 +261,7 @@ class NodeItem(QGraphicsItem):
         for k in range(3):  # three stacked squares: a tensor of values
             painter.drawRect(QRectF(-17 + 3.5 * k, PORT_Y - 2 - 3.5 * k, 9, 9))
 
-    def _paint_port_numbers(self, painter: QPainter, scene: GraphScene) -> None:
+    def _paint_port_numbers(self, painter: QPainter, scene: SceneLook) -> None:
         """Output numbers beside the ports of a layer with several outputs (0 is ``out``, 1 ``out1``...)."""
         painter.setFont(scene.fonts.small)
         for name, port in self.out_ports.items():
@@ -270,7 +270,7 @@ class NodeItem(QGraphicsItem):
             painter.drawText(QRectF(NODE_W + 7, y - 12, 20, 11),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, str(output_index(name)))
 
-    def _paint_text(self, painter: QPainter, scene: GraphScene) -> None:
+    def _paint_text(self, painter: QPainter, scene: SceneLook) -> None:
         theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics
         pad = 10.0
         inner = NODE_W - 2 * pad

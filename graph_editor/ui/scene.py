@@ -7,45 +7,16 @@ the editing canvas and, alone, by the thumbnail renderer.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QRectF, Qt
-from PySide6.QtGui import QFontMetricsF
+from PySide6.QtCore import QObject, QRectF
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
 
 from ..model import Edge, Graph, Group, Inference, Node, fmt_shape
 from ..model.hierarchy import parents, visible
 from .groups import GroupBox, GroupFrame
 from .items import NodeItem, PortItem
+from .look import Metrics
 from .style import DARK, Fonts, Theme
 from .wires import WireItem
-
-
-class Metrics:
-    """Font metrics of the canvas fonts, with elided texts remembered (items repaint often,
-    their texts rarely change)."""
-
-    def __init__(self, fonts: Fonts) -> None:
-        self.title = QFontMetricsF(fonts.title)
-        self.body = QFontMetricsF(fonts.body)
-        self.small = QFontMetricsF(fonts.small)
-        self.mono = QFontMetricsF(fonts.mono)
-        self._elided: dict[tuple, str] = {}
-        self._advance: dict[tuple[str, str], float] = {}
-
-    def elide(self, font: str, text: str, mode: Qt.TextElideMode, width: float) -> str:
-        key = (font, text, mode, width)
-        found = self._elided.get(key)
-        if found is None:
-            if len(self._elided) > 20000:
-                self._elided.clear()
-            found = self._elided[key] = getattr(self, font).elidedText(text, mode, width)
-        return found
-
-    def advance(self, font: str, text: str) -> float:
-        key = (font, text)
-        found = self._advance.get(key)
-        if found is None:
-            found = self._advance[key] = getattr(self, font).horizontalAdvance(text)
-        return found
 
 
 class GraphScene(QGraphicsScene):

@@ -25,7 +25,7 @@ from ..model import Edge
 from .items import NODE_W, PORT_Y, PortItem, lod_of
 
 if TYPE_CHECKING:
-    from .scene import GraphScene
+    from .look import SceneLook
 
 LABEL_PAD = 5.0
 LABEL_GROW = 1.7  # the most a label grows when zoomed out
@@ -121,7 +121,7 @@ class WireItem(QGraphicsItem):
 
     def _layout_label(self) -> None:
         """The label's box at scale 1, centred on the curve, and the wire's length."""
-        scene: GraphScene | None = self.scene()
+        scene: SceneLook | None = self.scene()
         rect = QRectF()
         if self.label and scene is not None and not self._path.isEmpty():
             width = scene.metrics.mono.horizontalAdvance(self.label) + 2 * LABEL_PAD
