@@ -11,7 +11,7 @@ cycles. ``scope`` picks which imports count:
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -80,7 +80,7 @@ def import_graph(root: Path = ROOT, packages: str | Iterable[str] = PACKAGES,
     return graph
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+def cycles(graph: Mapping[str, Collection[str]]) -> list[list[str]]:
     """The import cycles: each strongly connected group of more than one module (Tarjan), sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
