@@ -105,8 +105,8 @@ def apply_checkpointing(gm: fx.GraphModule, segments: Sequence[Sequence[str]]) -
         if len(outputs) == 1:
             env[outputs[0]] = call
         else:
-            for j, out in enumerate(outputs):
-                env[out] = new.call_function(operator.getitem, (call, j))
+            for j, seg_out in enumerate(outputs):
+                env[seg_out] = new.call_function(operator.getitem, (call, j))
         done.add(seg_i)
     root = nn.Module()
     for name, module in modules.items():

@@ -150,7 +150,8 @@ def make_rank_job(st: Any, model: torch.nn.Module, ctx: Context, *, store: Any, 
     compiled = spec.precision.compile != "off"
     opt = make_optimizer(model, spec.optim, lr_tensor=compiled, device=dev)
     if compiled:
-        runner = torch.compile(runner, mode=spec.precision.compile)
+        # torch.compile of a module returns an OptimizedModule (an nn.Module); the stub says a plain callable
+        runner = torch.compile(runner, mode=spec.precision.compile)  # type: ignore[assignment]
     step_fn, scaler = make_train_step(runner, opt, device=dev, precision=spec.precision.dtype,
                                       label_smoothing=spec.optim.label_smoothing, compile_mode=spec.precision.compile)
     loaders = rank_loaders(st, ctx.rank, ctx.world)
@@ -190,8 +191,11 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
             restore_from(job, Path(resume_from))
         if ctx.main:
             controls.listen()
-            controls.on_state = lambda state, reason: (job.recorder.flush(),
-                                                       emitter.emit(ev.STATE, state=state, reason=reason))
+
+            def on_state(state: str, reason: str) -> None:
+                job.recorder.flush()
+                emitter.emit(ev.STATE, state=state, reason=reason)
+            controls.on_state = on_state
         controls.install_sigterm()   # on every rank: a SIGTERM ends the run at rank 0's next step
         _started(job, ctx)
         t0 = time.perf_counter()

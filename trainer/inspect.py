@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -218,7 +218,7 @@ def inspected_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor
     return loss.detach(), logits.detach().argmax(1), report
 
 
-def _norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+def _norms(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return list(torch._foreach_norm([t.float() for t in tensors])) if tensors else []
 
 

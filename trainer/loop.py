@@ -49,7 +49,7 @@ def make_train_step(model: nn.Module, opt: torch.optim.Optimizer, *, device: tor
     """One optimizer step on a batch, returning (loss, predicted classes) as device tensors, never
     synced; and the fp16 grad scaler (None otherwise), whose state checkpoints keep."""
     scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
-    opt_step = opt.step
+    opt_step: Callable[..., object] = opt.step
     if compile_mode != "off":
         # The optimizer step compiles into a few fused kernels; its lr is a tensor, so changing it
         # does not recompile.

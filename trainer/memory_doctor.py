@@ -109,9 +109,9 @@ def diagnose(graph: Graph, spec: RunSpec, budget: int, *, device: str = "cpu",
     pred = prediction or predict_for_spec(graph, spec, device=device, channels_last=channels_last)
     diag = Diagnosis(pred, budget)
     resident = pred.parts.get("data", 0)
-    kw = dict(optimizer=pred.optimizer, precision=pred.precision, channels_last=pred.channels_last,
-              device=device, checkpoint=pred.checkpoint, resident=resident)
-    n, best = largest_batch(graph, budget, stop=stop, **kw)
+    n, best = largest_batch(graph, budget, stop=stop, optimizer=pred.optimizer, precision=pred.precision,
+                            channels_last=pred.channels_last, device=device, checkpoint=pred.checkpoint,
+                            resident=resident)
     if best is not None and n != pred.batch:
         diag.fixes.append(Fix("batch", f"batch {n} (the largest that fits)", {"train.batch_size": n},
                               best.peak_bytes, True))

@@ -329,10 +329,12 @@ class CudaRecording:
             seen: set[Any] = set()
             while todo:
                 fn = todo.pop()
-                if fn in seen or fn.metadata.get("studio_tagged"):
+                # torch's Node ABC declares metadata() a method; a grad_fn exposes it as a dict attribute
+                meta: dict[str, Any] = fn.metadata  # type: ignore[assignment]
+                if fn in seen or meta.get("studio_tagged"):
                     continue
                 seen.add(fn)
-                fn.metadata["studio_tagged"] = True
+                meta["studio_tagged"] = True
                 fn.register_prehook(lambda _g, tag="bw:" + name: torch.cuda.memory._set_memory_metadata(tag))
                 todo.extend(n for n, _ in fn.next_functions if n is not None)
         return hook

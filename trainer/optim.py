@@ -37,9 +37,9 @@ def make_optimizer(model: nn.Module, spec: OptimSpec, *, lr_tensor: bool = False
     if spec.name == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=spec.momentum, nesterov=spec.nesterov, **kw)
     if spec.name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, betas=tuple(spec.betas), **kw)
+        return torch.optim.AdamW(groups, lr=lr, betas=(spec.betas[0], spec.betas[1]), **kw)
     if spec.name == "adam":
-        return torch.optim.Adam(groups, lr=lr, betas=tuple(spec.betas), **kw)
+        return torch.optim.Adam(groups, lr=lr, betas=(spec.betas[0], spec.betas[1]), **kw)
     if spec.name == "rmsprop":
         return torch.optim.RMSprop(groups, lr=lr, momentum=spec.momentum, **kw)
     raise ValueError(f"optim.name: unknown optimizer '{spec.name}'")

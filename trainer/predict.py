@@ -60,7 +60,7 @@ def predict_validation(spec_dict: dict[str, Any], checkpoint: str | Path, base_d
     d = spec.data
     raw = load_raw(d.dataset, d.format, base, target=d.target, image_size=d.image_size or None)
     if raw.x_val is not None:                      # the dataset's own validation split
-        shown, va = raw.x_val, np.arange(len(raw.y_val))
+        shown, va = raw.x_val, np.arange(len(raw.x_val))
     else:
         _, va, _ = split_rows(raw, d.val_fraction, d.test_fraction, spec.train.seed)
         shown = raw.x[va]

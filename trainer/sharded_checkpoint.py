@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
 from .checkpoint_base import META_VERSION, CheckpointError, _fsync_dir, fault_point
 
@@ -106,7 +107,12 @@ def verify_sharded(path: Path | str, *, step: int | None = None) -> dict[str, An
 
 def _layout(path: Path) -> dict[str, tuple[torch.Size, torch.dtype]]:
     reader = dcp.HuggingFaceStorageReader(str(path))
-    return {k: (m.size, m.properties.dtype) for k, m in reader.read_metadata().state_dict_metadata.items()}
+    layout = {}
+    for k, m in reader.read_metadata().state_dict_metadata.items():
+        if not isinstance(m, TensorStorageMetadata):   # safetensors shards hold tensors only
+            raise CheckpointError(f"{path}: entry '{k}' is not a tensor ({type(m).__name__})")
+        layout[k] = (m.size, m.properties.dtype)
+    return layout
 
 
 def load_full(path: Path | str, *, step: int | None = None,

@@ -173,8 +173,11 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
         job = make_job(st, model, store=store, emitter=emitter, run_id=run_id, run_dir=run_dir, controls=controls)
         if checkpoint is not None:
             restore(job, checkpoint)
-        controls.on_state = lambda state, reason: (job.recorder.flush(),
-                                                   emitter.emit(ev.STATE, state=state, reason=reason))
+
+        def on_state(state: str, reason: str) -> None:
+            job.recorder.flush()
+            emitter.emit(ev.STATE, state=state, reason=reason)
+        controls.on_state = on_state
     except Exception as exc:  # noqa: BLE001 - reported as a failed run, never lost
         message = f"cannot start the run: {type(exc).__name__}: {exc}"
         kind = "oom" if isinstance(exc, torch.OutOfMemoryError) else "error"   # the data did not fit, say
@@ -200,7 +203,9 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
         fail(job, "nan", f"{exc}: training diverged (try a lower optim.lr)", step=exc.step)
     except torch.OutOfMemoryError as exc:
         figures = memory_sample(st.device)
-        fail(job, "oom", f"out of memory on {st.device} (peak {figures.get('peak', 0) / 2**20:.0f} MiB): {exc}",
+        peak = figures.get("peak", 0)
+        peak_mib = peak / 2**20 if isinstance(peak, int) else 0
+        fail(job, "oom", f"out of memory on {st.device} (peak {peak_mib:.0f} MiB): {exc}",
              tb=traceback.format_exc(), memory=figures)
     except Exception as exc:  # noqa: BLE001 - any crash is reported as a failed run, never lost
         fail(job, "error", f"{type(exc).__name__}: {exc}", tb=traceback.format_exc())

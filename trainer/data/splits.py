@@ -67,19 +67,21 @@ def prepare(raw: RawData, *, val_fraction: float, test_fraction: float, seed: in
     for streaming, where the loader normalises each batch on the device.
     """
     tr, va, te = split_rows(raw, val_fraction, test_fraction, seed)
+    own = raw.own_splits()
     parts = [(raw.x[tr], raw.y[tr]),
-             (raw.x_val, raw.y_val) if raw.x_val is not None else (raw.x[va], raw.y[va]),
-             (raw.x_test, raw.y_test) if raw.x_test is not None else (raw.x[te], raw.y[te])]
+             own["val"] if "val" in own else (raw.x[va], raw.y[va]),
+             own["test"] if "test" in own else (raw.x[te], raw.y[te])]
     if len(parts[0][1]) == 0:
         raise DataError("the train split is empty: the dataset is too small for these fractions")
     mean, std = _stats(parts[0][0], normalize)
-    splits = []
+    splits: list[Split] = []
     for x, y in parts:
         xt = torch.from_numpy(np.ascontiguousarray(x))
         if not keep_raw:
             xt = normalise(xt, mean, std)
         splits.append(Split(xt, torch.from_numpy(np.ascontiguousarray(y))))
-    return Splits(*splits, classes=list(raw.classes), mean=mean, std=std)
+    train, val, test = splits
+    return Splits(train, val, test, classes=list(raw.classes), mean=mean, std=std)
 
 
 def _stats(x: np.ndarray, normalize: bool) -> tuple[torch.Tensor, torch.Tensor]:

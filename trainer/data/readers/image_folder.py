@@ -89,9 +89,9 @@ def _images(files: list[tuple[str, int, Path]], image_size: tuple[int, int] | No
     mode = "L" if all(im.mode in ("L", "1", "I;16") for im in opened) else "RGB"
     size: tuple[int, int] | None = (image_size[1], image_size[0]) if image_size else None
     images: list[np.ndarray] = []
-    for im in opened:
-        im = im.convert(mode)
-        size = size or im.size
-        arr = np.asarray(im.resize(size) if im.size != size else im, dtype=np.uint8)
+    for image in opened:
+        img = image.convert(mode)
+        size = size or img.size
+        arr = np.asarray(img.resize(size) if img.size != size else img, dtype=np.uint8)
         images.append(arr[None] if arr.ndim == 2 else arr.transpose(2, 0, 1))
     return np.stack(images), np.array([c for _, c, _ in files], dtype=np.int64)

@@ -38,14 +38,14 @@ def read_csv(path: Path, options: ReadOptions) -> RawData:
             names.extend(value_names)
     if not columns:
         raise DataError(f"{path}: no feature columns besides the target '{target}'")
-    values = [r[t].strip() for _, r in body]
-    if "" in values:
-        line = lines[values.index("")]
+    labels = [r[t].strip() for _, r in body]
+    if "" in labels:
+        line = lines[labels.index("")]
         raise DataError(f"{path}: line {line} has no value in the target column '{target}' "
-                        f"({values.count('')} row(s) without a class): fill or remove them")
-    classes = _sorted_names(set(values))
+                        f"({labels.count('')} row(s) without a class): fill or remove them")
+    classes = _sorted_names(set(labels))
     index = {c: i for i, c in enumerate(classes)}
-    y = np.array([index[v] for v in values], dtype=np.int64)
+    y = np.array([index[v] for v in labels], dtype=np.int64)
     return RawData(np.concatenate(columns, axis=1), y, classes, features=names)
 
 
