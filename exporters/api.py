@@ -62,7 +62,7 @@ def export(source: ExportSource, fmt: str, output: str | Path, options: ExportOp
     if not report.ok:
         _set_aside(report, written)
     if source.run_id is not None:
-        _record_artifact(source, report, path)
+        _record_artifact(source, source.run_id, report, path)
     report.save(path)
     return report
 
@@ -94,7 +94,7 @@ def _set_aside(report: ExportReport, written: Written) -> None:
                         "verified export")
 
 
-def _record_artifact(source: ExportSource, report: ExportReport, path: Path) -> None:
+def _record_artifact(source: ExportSource, run_id: int, report: ExportReport, path: Path) -> None:
     """Add the export to the run's artifacts; a store that cannot take it (read-only, gone, full) leaves
     the verified files as they are and a note in the report saying the export is not recorded."""
     from trainer.store import RunStore, StoreError
@@ -102,15 +102,15 @@ def _record_artifact(source: ExportSource, report: ExportReport, path: Path) -> 
     try:
         store = RunStore(source.store_url, create=False)
     except StoreError as exc:
-        report.notes.append(f"not recorded with run {source.run_id}: {exc}")
+        report.notes.append(f"not recorded with run {run_id}: {exc}")
         return
     try:
         meta = {"ok": report.ok, "verified": report.verified, "metrics": report.metrics,
                 "report": str(path.with_name(path.name + ".report.json")), "files": report.files,
                 "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in report.checks]}
-        artifact = store.add_artifact(source.run_id, f"export.{report.format}", report.path, meta)
+        artifact = store.add_artifact(run_id, f"export.{report.format}", report.path, meta)
         report.metrics["artifact_id"] = artifact
     except StoreError as exc:
-        report.notes.append(f"not recorded with run {source.run_id}: {exc}")
+        report.notes.append(f"not recorded with run {run_id}: {exc}")
     finally:
         store.close()

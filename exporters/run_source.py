@@ -7,6 +7,7 @@ Reads the store through the trainer's public API (``RunStore``, ``load_checkpoin
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -22,6 +23,9 @@ from .source import (
     random_inputs,
     read_weights,
 )
+
+if TYPE_CHECKING:
+    from trainer.store import RunStore
 
 CHECKPOINT_KINDS = ("best", "last")
 
@@ -79,7 +83,7 @@ def _stem_of(text: str) -> str:
     return _stem(Graph(metadata={"name": text}))
 
 
-def _checkpoint(runs: object, run_id: int, checkpoint: str | Path) -> tuple[Path, str]:
+def _checkpoint(runs: RunStore, run_id: int, checkpoint: str | Path) -> tuple[Path, str]:
     if str(checkpoint) not in CHECKPOINT_KINDS:
         return Path(checkpoint), f"checkpoint file {checkpoint}"
     path = runs.checkpoint_path(run_id, str(checkpoint))

@@ -194,6 +194,7 @@ def capture_autograd(source: Graph | nn.Module, batch: int = 1, precision: str =
         raise CaptureError(f"precision '{precision}' is not one of {', '.join(PRECISIONS)}")
     if device_kind not in DEVICE_KINDS:
         raise CaptureError(f"device kind '{device_kind}' is not one of {', '.join(DEVICE_KINDS)}")
+    module: nn.Module
     if isinstance(source, Graph):
         key = (graph_content_hash(source), batch, precision, device_kind, channels_last)
         if use_cache and key in _CACHE:
@@ -285,7 +286,8 @@ def _capture(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int, pr
     order: list[str] = []
 
     def claim(owner: str, outputs: Any) -> None:
-        stack = [t.grad_fn for t in tensors_in(outputs) if t.grad_fn is not None]
+        stack: list[torch.autograd.graph.Node | None] = [t.grad_fn for t in tensors_in(outputs)
+                                                         if t.grad_fn is not None]
         while stack:
             fn = stack.pop()
             if fn is None or fn in owner_of:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import nn
@@ -55,7 +56,8 @@ def empty_parameters(module: nn.Module, device: torch.device | str = "cpu", *,
     """
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     made: dict[int, torch.Tensor] = {}
-    saved: list[tuple[dict[str, torch.Tensor | None], str, torch.Tensor]] = []
+    # _parameters holds Parameters, _buffers tensors: one entry type covers both tables
+    saved: list[tuple[dict[str, Any], str, torch.Tensor]] = []
 
     def empty_like(t: torch.Tensor) -> torch.Tensor:
         if id(t) not in made:
@@ -66,7 +68,8 @@ def empty_parameters(module: nn.Module, device: torch.device | str = "cpu", *,
 
     try:
         for mod in module.modules():
-            for table in (mod._parameters, mod._buffers):
+            tables: tuple[dict[str, Any], dict[str, Any]] = (mod._parameters, mod._buffers)
+            for table in tables:
                 for name, t in list(table.items()):
                     if t is not None:
                         saved.append((table, name, t))

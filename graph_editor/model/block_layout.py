@@ -20,6 +20,7 @@ FRAME_MARGIN = 14.0  # the frame the canvas draws around an expanded group's con
 FRAME_HEADER = 22.0
 
 Size = tuple[float, float]
+Unit = str | tuple[str, str]  # a node id, or ("group", group id) for a sub-group laid out as one box
 
 
 def nested_layout(graph: Graph, sizes: dict[str, Size] | None = None, wrap: float | None = None,
@@ -55,7 +56,7 @@ def nested_layout(graph: Graph, sizes: dict[str, Size] | None = None, wrap: floa
     return {n: (round(x + origin[0], 1), round(y + origin[1], 1)) for n, (x, y) in rel.items()}
 
 
-def _scope(graph: Graph, gid: str | None, unit_of: Callable[[str, str | None], object],
+def _scope(graph: Graph, gid: str | None, unit_of: Callable[[str, str | None], Unit],
            node_box: Callable[[str], Size], inner: dict, extent: dict,
            wrap: float | None) -> tuple[dict[str, tuple[float, float]], Size]:
     """Lay out the units directly inside ``gid``; returns its nodes' positions and its size."""
@@ -86,7 +87,7 @@ def _scope(graph: Graph, gid: str | None, unit_of: Callable[[str, str | None], o
     return out, (width, height)
 
 
-def _unit_map(graph: Graph, up: dict[str, str | None]) -> Callable[[str, str | None], object]:
+def _unit_map(graph: Graph, up: dict[str, str | None]) -> Callable[[str, str | None], Unit]:
     """unit(node, scope): the node itself when it is directly in ``scope``, else ("group",
     the sub-group of ``scope`` that holds it)."""
     innermost: dict[str, str] = {}
@@ -94,12 +95,12 @@ def _unit_map(graph: Graph, up: dict[str, str | None]) -> Callable[[str, str | N
         for n in graph.groups[gid].nodes:
             innermost[n] = gid  # smaller groups come later and win
 
-    def unit(node: str, scope: str | None) -> object:
+    def unit(node: str, scope: str | None) -> Unit:
         g = innermost.get(node)
         if g is None or g == scope:
             return node
-        while up[g] != scope:
-            g = up[g]
+        while (parent := up[g]) != scope and parent is not None:  # scope is an ancestor of g
+            g = parent
         return ("group", g)
 
     return unit
@@ -157,14 +158,14 @@ def make_room(graph: Graph, gid: str, expand: bool, sizes: dict[str, Size] | Non
     return out
 
 
-def _visible_units(graph: Graph, sizes: dict[str, Size], exclude: str) -> dict[object, Rect]:
+def _visible_units(graph: Graph, sizes: dict[str, Size], exclude: str) -> dict[Unit, Rect]:
     """Rectangles of what the canvas shows outside group ``exclude``: blocks and nodes (an
     expanded group's frame is its nodes and blocks)."""
     from .hierarchy import visible
 
     shown = visible(graph.groups)
     skip = set(graph.groups[exclude].nodes)
-    out: dict[object, Rect] = {}
+    out: dict[Unit, Rect] = {}
     for k in shown.boxes:
         if k == exclude or set(graph.groups[k].nodes) <= skip:
             continue

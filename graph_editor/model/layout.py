@@ -82,14 +82,14 @@ def _acyclic(ids: list, edges: Iterable[tuple]) -> nx.DiGraph:
     return dag
 
 
-def _layers_with_virtuals(dag: nx.DiGraph) -> list[list[str]]:
+def _layers_with_virtuals(dag: nx.DiGraph) -> list[list[Any]]:
     import networkx as nx
 
     rank = {}
     for depth, generation in enumerate(nx.topological_generations(dag)):
         for n in generation:
             rank[n] = depth
-    layers: list[list[str]] = [[] for _ in range(max(rank.values()) + 1)]
+    layers: list[list[Any]] = [[] for _ in range(max(rank.values()) + 1)]  # ids and virtual nodes
     for n in dag.nodes:  # insertion order = the graph's order: a stable start
         layers[rank[n]].append(n)
     for u, v in list(dag.edges):

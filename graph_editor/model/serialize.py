@@ -373,7 +373,8 @@ def _decode_edge(graph: Graph, raw: Any, i: int, seen: set[Edge]) -> None:
         src, dst = raw.get("src"), raw.get("dst")
         src_port, dst_port = raw.get("src_port", "out"), raw.get("dst_port", "in")
         a, b = graph.nodes.get(src) if type(src) is str else None, graph.nodes.get(dst) if type(dst) is str else None
-        if a is not None and b is not None and type(src_port) is str and type(dst_port) is str:
+        if (a is not None and b is not None and isinstance(src, str) and isinstance(dst, str)
+                and type(src_port) is str and type(dst_port) is str):
             sa, sb = get_layer(a.type), get_layer(b.type)
             if (sa is None or sa.has_output(src_port)) and (sb is None or dst_port in sb.input_names):
                 edge = Edge(src, dst, src_port, dst_port)
