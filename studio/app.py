@@ -114,7 +114,8 @@ def run(paths: list[str]) -> int:
     if problem is not None:
         print(problem, file=sys.stderr, flush=True)
         return 1
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     app.setOrganizationName(ORGANISATION)
     app.setApplicationName(APP_NAME)
     settings = StudioSettings(QSettings())

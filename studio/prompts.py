@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QAbstractButton, QFileDialog, QInputDialog, QMessageBox, QWidget
 
 FILE_FILTER = "Torch Studio graphs (*.graph.json);;All files (*)"
 
@@ -125,7 +125,8 @@ def ask_about_running_run(parent: QWidget | None) -> str:
     keep = box.addButton("Let it finish", QMessageBox.ButtonRole.AcceptRole)
     box.setDefaultButton(keep)
     box.exec()
-    return {stop: "stop", keep: "background"}.get(box.clickedButton(), "cancel")
+    answers: dict[QAbstractButton, str] = {stop: "stop", keep: "background"}
+    return answers.get(box.clickedButton(), "cancel")
 
 
 def ask_delete_runs(parent: QWidget | None, description: str) -> bool:

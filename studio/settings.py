@@ -34,9 +34,12 @@ class StudioSettings:
         return cls(QSettings(str(path), QSettings.Format.IniFormat))
 
     def _int(self, key: str, default: int) -> int:
+        value = self.q.value(key, default)
+        if not isinstance(value, int | float | str):   # an INI file gives strings, the registry numbers
+            return default
         try:
-            return int(self.q.value(key, default))
-        except (TypeError, ValueError):
+            return int(value)
+        except ValueError:
             return default
 
     # ------------------------------------------------------------- recent files
@@ -44,7 +47,8 @@ class StudioSettings:
         value = self.q.value("files/recent", [])
         if isinstance(value, str):  # QSettings returns a lone string for a one-item list
             value = [value]
-        return [str(v) for v in (value or []) if v][:MAX_RECENT]
+        items = value if isinstance(value, list | tuple) else []
+        return [str(v) for v in items if v][:MAX_RECENT]
 
     def add_recent(self, path: str | Path) -> list[str]:
         """Put ``path`` first in the recent files (no duplicates, at most MAX_RECENT)."""

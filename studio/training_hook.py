@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QAction
@@ -23,6 +23,8 @@ from .training.plot_theme import apply_plot_theme
 from .warmup import warm_up
 
 if TYPE_CHECKING:
+    from PySide6.QtWidgets import QDockWidget
+
     from .themes import Theme
     from .training.controller import TrainingController
 
@@ -49,11 +51,17 @@ class TrainingHook(QObject):
         self.runs_action: QAction = port.add_action(RUNS, self.show_runs)
         self.record_action: QAction = port.add_action(RECORD_MEMORY, self.record_memory)
         self.menu = port.menu(RUN_MENU)
-        port.workspaces.add("Train", docks=lambda: [self.controller().dashboard_dock],
+        port.workspaces.add("Train", docks=lambda: self._docks("dashboard"),
                             tip="The run being trained: live curves, epochs, confusion matrix")
-        port.workspaces.add("Runs", docks=lambda: [self.controller().runs_dock],
+        port.workspaces.add("Runs", docks=lambda: self._docks("runs"),
                             tip="Every run kept: compare, details, reopen a run's graph")
         port.add_close_guard(self.close_guard)
+
+    def _docks(self, which: str) -> list[QDockWidget]:
+        """The controller's dashboard or runs dock (building the controller, which docks both)."""
+        ctl = self.controller()
+        dock = ctl.dashboard_dock if which == "dashboard" else ctl.runs_dock
+        return [dock] if dock is not None else []
 
     @property
     def built(self) -> bool:
@@ -74,8 +82,11 @@ class TrainingHook(QObject):
             from .training.controller import TrainingController  # seconds of imports: only when asked for
 
             port = self.port
+
+            def open_graph(graph: dict[str, Any], title: str) -> None:
+                port.open_snapshot(graph, title)
             ctl = TrainingController(lambda: port.graph, db_url=self.db_url, work_dir=self.work_dir,
-                                     open_graph=port.open_snapshot, prompts=port.prompts,
+                                     open_graph=open_graph, prompts=port.prompts,
                                      graph_name=lambda: port.document_name, parent=self)
             self._controller = ctl
             ctl.install(port.host)

@@ -9,7 +9,7 @@ Items only paint and hit-test; edits go through the controller.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QPainter, QPainterPath, QPen
@@ -30,6 +30,18 @@ RADIUS = 5.0
 
 def lod_of(painter: QPainter) -> float:
     return QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
+
+
+class _NodeMoves(Protocol):
+    """The scene's hook for a node item that moved (GraphScene has it: frames follow)."""
+
+    def node_item_moved(self, item: NodeItem) -> None: ...
+
+
+def scene_look(item: QGraphicsItem) -> SceneLook | None:
+    """The look of the scene ``item`` is in (None outside a scene). The graph's items are only
+    added to a GraphScene, which provides SceneLook; they cannot import it (it makes them)."""
+    return cast("SceneLook | None", item.scene())
 
 
 class PortItem(QGraphicsItem):
@@ -139,7 +151,7 @@ class NodeItem(QGraphicsItem):
             port.dangling = name not in names
             if port.dangling and not port.wires:
                 del self.out_ports[name]
-                port.setParentItem(None)
+                port.setParentItem(None)  # type: ignore[arg-type]  # the stub omits None (no parent), Qt takes it
                 if port.scene() is not None:
                     port.scene().removeItem(port)
         order = sorted(self.out_ports, key=lambda n: output_index(n) or 0)
@@ -211,12 +223,14 @@ class NodeItem(QGraphicsItem):
                     wire.update_path()
             scene = self.scene()
             if scene is not None:
-                scene.node_item_moved(self)
+                cast("_NodeMoves", scene).node_item_moved(self)
         return super().itemChange(change, value)
 
     # ---------------------------------------------------------------- painting
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
-        scene: SceneLook = self.scene()
+        scene = scene_look(self)
+        if scene is None:  # Qt paints an item only while it is in a scene
+            return
         theme = scene.theme
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         rect = QRectF(0, 0, NODE_W, self.height)

@@ -30,7 +30,10 @@ class ReasonLabel(QLabel):
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
         self.hide()
-        self._timer = QTimer(self, singleShot=True, interval=REASON_MS, timeout=self.hide)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(REASON_MS)
+        self._timer.timeout.connect(self.hide)
 
     def set_theme(self, t: Theme) -> None:
         self.setStyleSheet(
@@ -43,7 +46,9 @@ class ReasonLabel(QLabel):
         self.setText(f"<span style='color:{colour.name()}'>{'✓' if ok else '✗'}</span> {text}")
         self.adjustSize()
         pos = at + QPoint(16, 12)
-        room = self.parentWidget().rect()
+        parent = self.parentWidget()
+        assert parent is not None  # made with a parent (the canvas) and kept in it
+        room = parent.rect()
         if pos.x() + self.width() > room.right() - 4:
             pos.setX(max(4, pos.x() - self.width() - 32))
         if pos.y() + self.height() > room.bottom() - 4:

@@ -9,8 +9,6 @@ A wire that jumps over nodes in the same row arcs above them, so skip connection
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath, QPainterPathStroker, QPen
 from PySide6.QtWidgets import (
@@ -22,10 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..model import Edge
-from .items import NODE_W, PORT_Y, PortItem, lod_of
-
-if TYPE_CHECKING:
-    from .look import SceneLook
+from .items import NODE_W, PORT_Y, PortItem, lod_of, scene_look
 
 LABEL_PAD = 5.0
 LABEL_GROW = 1.7  # the most a label grows when zoomed out
@@ -121,7 +116,7 @@ class WireItem(QGraphicsItem):
 
     def _layout_label(self) -> None:
         """The label's box at scale 1, centred on the curve, and the wire's length."""
-        scene: SceneLook | None = self.scene()
+        scene = scene_look(self)
         rect = QRectF()
         if self.label and scene is not None and not self._path.isEmpty():
             width = scene.metrics.mono.horizontalAdvance(self.label) + 2 * LABEL_PAD
@@ -165,7 +160,10 @@ class WireItem(QGraphicsItem):
         return shape
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
-        theme = self.scene().theme
+        scene = scene_look(self)
+        if scene is None:  # Qt paints an item only while it is in a scene
+            return
+        theme = scene.theme
         lod = lod_of(painter)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing, lod > 0.3)
         colour = theme.selected if self.isSelected() else theme.error if self.error else theme.wire
@@ -183,7 +181,7 @@ class WireItem(QGraphicsItem):
         painter.setPen(QPen(colour, 1))
         painter.setBrush(theme.wire_label_bg)
         painter.drawRoundedRect(local, 4, 4)
-        painter.setFont(self.scene().fonts.mono)
+        painter.setFont(scene.fonts.mono)
         painter.setPen(theme.error if self.error else theme.shape_text)
         painter.drawText(local, Qt.AlignmentFlag.AlignCenter, self.label)
         painter.restore()
@@ -206,7 +204,10 @@ class DragWire(QGraphicsPathItem):
         self.set_state(None)
 
     def set_state(self, state: str | None) -> None:
-        theme = self.port.scene().theme
+        scene = scene_look(self.port)
+        if scene is None:  # the port left the scene: nothing to draw the wire in
+            return
+        theme = scene.theme
         colour = {"ok": theme.ok, "error": theme.error}.get(state or "", theme.selected)
         self.setPen(QPen(colour, 2, Qt.PenStyle.DashLine))
 

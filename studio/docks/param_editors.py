@@ -64,7 +64,7 @@ class IntEditor(ParamEditor):
         return box
 
     def _show(self, value: Any) -> None:
-        box: QSpinBox = self.field  # type: ignore[assignment]
+        box: QSpinBox = self.field
         if value is None and self._sentinel is not None:
             box.setValue(self._sentinel)
         elif isinstance(value, int | float) and not isinstance(value, bool):
@@ -87,15 +87,15 @@ class _FloatBox(QDoubleSpinBox):
         except ValueError:
             return self.value()
 
-    def validate(self, text: str, pos: int) -> object:
+    def validate(self, text: str, pos: int) -> tuple[QValidator.State, str, int]:
         stripped = text.strip()
         try:
             v = float(stripped)
         except ValueError:
             ok = stripped in ("", "-", "+", ".") or stripped.lower().endswith(("e", "e-", "e+"))
-            return QValidator.State.Intermediate if ok else QValidator.State.Invalid
+            return (QValidator.State.Intermediate if ok else QValidator.State.Invalid), text, pos
         inside = self.minimum() <= v <= self.maximum()
-        return QValidator.State.Acceptable if inside else QValidator.State.Intermediate
+        return (QValidator.State.Acceptable if inside else QValidator.State.Intermediate), text, pos
 
 
 class FloatEditor(ParamEditor):

@@ -21,6 +21,7 @@ node's id so the design canvas selects it; :meth:`BackwardView.select` follows t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen, QPolygonF, QUndoStack
@@ -36,6 +37,7 @@ from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.controller import EditorController
 from graph_editor.ui.groups import GroupBox, GroupFrame
 from graph_editor.ui.items import NodeItem, PortItem
+from graph_editor.ui.look import SceneLook
 from graph_editor.ui.scene import GraphScene
 from graph_editor.ui.style import DARK, Theme
 
@@ -92,7 +94,7 @@ class AutogradItem(NodeItem):
             head += f"<br>accumulates the gradient of {_html(grad.param)}"
         self.setToolTip(head + "<br>" + _saved_table([(grad.name, t) for t in grad.saved]))
 
-    def _paint_text(self, painter: QPainter, scene: GraphScene) -> None:
+    def _paint_text(self, painter: QPainter, scene: SceneLook) -> None:
         theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics
         pad, inner = 10.0, NODE_W - 20.0
         painter.setFont(fonts.title)
@@ -340,7 +342,9 @@ class BackwardView(GraphCanvas):
             self.backward.set_heat({})
             return
         scale = Scale(metric, values)
-        combine = {"sum": sum, "max": max, "mean": lambda vs: sum(vs) / len(vs)}[metric.combine]
+        combiners: dict[str, Callable[[list[float]], float]] = {
+            "sum": sum, "max": max, "mean": lambda vs: sum(vs) / len(vs)}
+        combine = combiners[metric.combine]
         nodes = self.controller.graph.nodes
         colours = {}
         for gid, group in self.controller.graph.groups.items():

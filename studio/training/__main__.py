@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="1600x1000")
     ap.add_argument("--theme", choices=sorted(THEME_TABLE), default="light")
     args = ap.parse_args(argv)
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     ThemeManager(app, IconSet()).apply(args.theme)     # the window's palette, as in the studio
     dash = TrainingDashboard()
     apply_plot_theme(dash, args.theme)                 # and the plots' colours

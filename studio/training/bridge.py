@@ -32,7 +32,9 @@ class WorkerBridge(QObject):
     comes last.
     """
 
-    event = Signal(object)          # ev.Event
+    # shadows QObject.event(QEvent) (an attribute, so Qt's event delivery is unaffected); renaming the
+    # signal is an API change for its listeners
+    event = Signal(object)  # type: ignore[assignment]  # ev.Event
     run_started = Signal(object)    # ev.RunStarted
     compile_done = Signal(object)   # ev.CompileDone
     metrics = Signal(object)        # ev.Metrics

@@ -284,8 +284,9 @@ class SampleGallery(QScrollArea):
     def _clear(self) -> None:
         while self._grid.count():
             item = self._grid.takeAt(0)
-            if item.widget():
-                item.widget().deleteLater()
+            widget = item.widget() if item is not None else None
+            if widget:
+                widget.deleteLater()
         self._shown = []
         self._misses = []
 

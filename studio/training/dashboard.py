@@ -197,9 +197,9 @@ class TrainingDashboard(QWidget):
         for w in (self.title, self.state, self.compile_label):
             row.addWidget(w)
         row.addStretch(1)
-        for w in (self.progress, self.eta_label, self.pause_button, self.stop_button, self.lr_box,
-                  self.lr_button, self.record_button):
-            row.addWidget(w)
+        for control in (self.progress, self.eta_label, self.pause_button, self.stop_button, self.lr_box,
+                        self.lr_button, self.record_button):
+            row.addWidget(control)
         self.set_controls_enabled(False)
         return row
 
