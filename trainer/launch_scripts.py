@@ -165,8 +165,9 @@ def sbatch_script(launch: Launch, *, time_limit: str = "", partition: str = "") 
             "set -euo pipefail",
             "",
             "# The allocation's first node serves the c10d rendezvous; every node's torchrun joins it and",
-            "# c10d numbers the nodes, so no --node-rank is needed.",
-            'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            "# c10d numbers the nodes, so no --node-rank is needed. (sed reads every name: `head -n 1`",
+            "# could end the pipe while scontrol still writes, and pipefail would end the job on its SIGPIPE.)",
+            'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
             "",
             "srun --ntasks-per-node=1 " + " \\\n    ".join(torchrun)]
     return "\n".join(head + body) + "\n"

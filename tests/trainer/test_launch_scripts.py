@@ -90,7 +90,9 @@ def test_the_sbatch_script_run_under_stand_in_slurm_commands_starts_torchrun_rig
     bin_dir, log = tmp_path / "bin", tmp_path / "argv.json"
     bin_dir.mkdir()
     stand_ins = {
-        "scontrol": 'test "$1 $2 $3" = "show hostnames gpu[07-08]" && printf "gpu07\\ngpu08\\n"',
+        # a long node list: a reader that stops at the first name would end the pipe while scontrol
+        # still writes, and under pipefail its SIGPIPE (exit 141) would end the job
+        "scontrol": 'test "$1 $2 $3" = "show hostnames gpu[07-08]" && printf "gpu07\\ngpu08\\n" && seq 100000',
         "srun": 'while [ "${1#--}" != "$1" ]; do shift; done; exec "$@"',
         "torchrun": f'exec {shlex.quote(sys.executable)} -c "import json, sys; '
                     f"json.dump(sys.argv[1:], open({str(log)!r}, 'w'))\" \"$@\"",
