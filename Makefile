@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 # torchvision (a test dependency: the import proof walks its models) is built against torch 2.14.1;
 # the registry's 2.14.1 is the CUDA build, which also runs on a CPU-only machine.
 TORCH_SPEC ?= torch==2.14.1
+# pytest-xdist processes for `make test`, each test file on one of them (module fixtures stay shared);
+# each imports torch (~1-2 GB), so more than the cores rarely helps.
+TEST_WORKERS ?= 2
 
 .PHONY: install run test test-fast test-thorough lint demo bench gpu-check clean templates walk
 
@@ -24,7 +27,7 @@ run: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -ra
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile
 
 # `make test` with the full repetition counts: 20 random kills of a worker, every memory-prediction case,
 # every template's ONNX proof (TORCH_STUDIO_TEST_THOROUGH=1; before a release).
