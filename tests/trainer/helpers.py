@@ -69,3 +69,15 @@ def run_worker(spec: Path, db: str, timeout: float = 120) -> tuple[int, list[Eve
 
 def kinds(events: list[Event]) -> list[str]:
     return [e.event for e in events]
+
+
+def profiled_peak(prof: Any) -> int:
+    """The peak of live tensor bytes a ``torch.profiler.profile(profile_memory=True)`` saw: its
+    ``[memory]`` events (allocations positive, frees negative) added up in time order."""
+    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
+                    key=lambda e: e.start_ns())
+    live = peak = 0
+    for e in events:
+        live += e.nbytes()
+        peak = max(peak, live)
+    return peak

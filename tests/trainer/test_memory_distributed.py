@@ -21,7 +21,7 @@ from trainer.memory_predict import predict_memory
 from trainer.optim import make_optimizer
 from trainer.spec import spec_from_dict
 
-from .helpers import DIGITS_CNN
+from .helpers import DIGITS_CNN, profiled_peak
 
 F32 = 4
 MiB = 2 ** 20
@@ -121,13 +121,7 @@ def _rank_peak(rank: int, world: int, strategy: str, init: str, out: str, kind: 
                 Path(out).write_text(str(torch.cuda.max_memory_allocated(dev)))
             del model, runner, opt, step
         if kind == "cpu":
-            events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
-                            key=lambda e: e.start_ns())
-            live = peak = 0
-            for e in events:
-                live += e.nbytes()
-                peak = max(peak, live)
-            Path(out).write_text(str(peak))
+            Path(out).write_text(str(profiled_peak(prof)))
     finally:
         dist.destroy_process_group()
 

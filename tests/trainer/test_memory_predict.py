@@ -17,7 +17,7 @@ from trainer.memory_predict import PARTS, MemoryPredictionError, largest_batch, 
 from trainer.optim import make_optimizer
 from trainer.spec import OptimSpec
 
-from .helpers import THOROUGH
+from .helpers import THOROUGH, profiled_peak
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "assets" / "templates"
 MiB = 2 ** 20
@@ -47,13 +47,7 @@ def measured_peak(graph, batch: int, *, optimizer: str = "adamw", precision: str
             y = torch.randint(0, graph.num_classes, (batch,))
             step(x, y)
         del x, model, opt, step
-    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
-                    key=lambda e: e.start_ns())
-    live = peak = 0
-    for e in events:
-        live += e.nbytes()
-        peak = max(peak, live)
-    return peak
+    return profiled_peak(prof)
 
 
 def check(name: str, batch: int, precision: str = "fp32", **kw) -> None:
