@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from graph_editor.model.registry import Registry
+
 from .wire import read_json, short
 
 PAUSE, RESUME, STOP, SET_LR = "pause", "resume", "stop", "set_lr"
@@ -58,17 +60,15 @@ class Command:
         return parse_command(line)
 
 
-COMMAND_TYPES: dict[str, type[Command]] = {}
+COMMAND_TYPES: Registry[str, type[Command]] = Registry("a command type")
 C = TypeVar("C", bound=type[Command])
 
 
 def command_type(name: str) -> Callable[[C], C]:
     """Register a command class under its wire name; a name registered twice is refused."""
     def register(cls: C) -> C:
-        if name in COMMAND_TYPES:
-            raise ValueError(f"command {name!r} is registered twice")
+        COMMAND_TYPES.add(name, cls)
         cls.COMMAND = name
-        COMMAND_TYPES[name] = cls
         return cls
     return register
 

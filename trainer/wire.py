@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any, ClassVar, TypeVar
 
+from graph_editor.model.registry import Registry
+
 
 class ProtocolError(ValueError):
     """A line that is not an event (not JSON, not an object, no ``"event"`` name)."""
@@ -120,17 +122,15 @@ class Event:
 
 _BASE_FIELDS = ("run_id", "time", "extra")
 
-EVENT_TYPES: dict[str, type[Event]] = {}
+EVENT_TYPES: Registry[str, type[Event]] = Registry("an event type")
 E = TypeVar("E", bound=type[Event])
 
 
 def event_type(name: str) -> Callable[[E], E]:
     """Register an event class under its wire name; a name registered twice is refused."""
     def register(cls: E) -> E:
-        if name in EVENT_TYPES:
-            raise ValueError(f"event {name!r} is registered twice ({EVENT_TYPES[name].__name__}, {cls.__name__})")
+        EVENT_TYPES.add(name, cls)
         cls.EVENT = name
-        EVENT_TYPES[name] = cls
         return cls
     return register
 
