@@ -145,15 +145,28 @@ def test_a_flat_input_takes_the_digits_flattened_as_the_worker_does(qtbot):
     assert d.problem_list() == [] and d.start_button.isEnabled()
 
 
-def test_closing_while_the_preview_still_reads_waits_for_every_read(qtbot, tmp_path):
+def test_closing_while_the_preview_still_reads_waits_for_every_read(qtbot, tmp_path, monkeypatch):
     """A dataset edit starts a new read while the first still runs; closing the dialog then must
-    wait for both (a QThread destroyed while running aborts the whole studio)."""
+    wait for both (a QThread destroyed while running aborts the whole studio). The reads here are a
+    slow disk: each takes 2 s, so both still run when the dialog closes."""
+    import time
+
+    from studio.training import train_dialog
+
+    real = train_dialog._read_summary
+
+    def slow(*args):
+        time.sleep(2.0)
+        return real(*args)
+
+    monkeypatch.setattr(train_dialog, "_read_summary", slow)
     graph = load_graph(ROOT / "assets/templates/digits_cnn.graph.json")
     d = TrainDialog(graph, [cpu_device()])
     qtbot.addWidget(d)
     d.show()
     d.form.editors["data.dataset"].setText(str(tmp_path / "elsewhere.npz"))  # a second, superseding read
+    qtbot.waitUntil(lambda: len(d._preview_tasks) == 2, timeout=1500)  # after the edit's 300 ms debounce
     reads = list(d._preview_tasks)
-    assert reads
+    assert all(t.is_running() for t in reads)
     d.reject()
     assert not any(t.is_running() for t in reads) and d._preview_tasks == []
