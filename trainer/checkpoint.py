@@ -224,6 +224,21 @@ def load_optimizer(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor],
             g["betas"] = tuple(g["betas"])
         groups.append(g)
     opt.load_state_dict({"state": state, "param_groups": groups})
+    match_param_layouts(opt)
+
+
+def match_param_layouts(opt: torch.optim.Optimizer) -> None:
+    """Give each per-parameter state tensor (moments, momentum) its parameter's strides. A checkpoint
+    stores them contiguous; a channels_last convnet's weights are not, and the fused CUDA kernels refuse
+    a state whose layout differs from its parameter's ("params, grads, exp_avgs, and exp_avg_sqs must
+    have same dtype, device, and layout"): seen on an H200 resuming an fp16 digits_cnn run."""
+    for param, state in opt.state.items():
+        if not isinstance(param, torch.Tensor):
+            continue
+        for key, value in state.items():
+            if (isinstance(value, torch.Tensor) and value.shape == param.shape
+                    and value.stride() != param.stride()):
+                state[key] = torch.empty_like(param, dtype=value.dtype).copy_(value)
 
 
 def _plain(value: Any) -> Any:

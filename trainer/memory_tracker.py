@@ -22,6 +22,17 @@ from graph_editor.build.autograd import tensors_in
 
 LOSS_NODE = "(loss)"          # the pseudo node of the loss and what follows the model's output
 
+# Fused optimizer updates that PyTorch registers no fake kernel for. Each writes its tensor lists in
+# place and returns nothing, so skipping it under fake tensors changes no storage. (Left to the fake
+# mode, the op would fail: a fake mode that ran it on real zero-filled copies allocated a 45 GB model's
+# worth of host memory, and the kernel killed the worker.)
+_aten = torch.ops.aten
+# The matrix products that run on cuBLAS on CUDA (linear layers dispatch to addmm or mm, attention's
+# math path to bmm).
+CUBLAS_OPS = frozenset({_aten.mm.default, _aten.addmm.default, _aten.bmm.default, _aten.baddbmm.default,
+                        _aten.addmv.default, _aten.mv.default, _aten._addmm_activation.default})
+IN_PLACE_UPDATES = frozenset({torch.ops.aten._fused_sgd_.default, torch.ops.aten._fused_sgd_.tensor_lr})
+
 
 # ------------------------------------------------------------------------- the tracker
 @dataclass
@@ -50,9 +61,14 @@ class StorageTracker(TorchDispatchMode):
         self.log: list[tuple[int, int]] = []
         self.phase, self.node = "setup", ""
         self.kind = "transient"      # the kind new storages get (weights while materialising, batch ...)
+        self.cublas_threads: set[str] = set()   # "step", "autograd": where a cuBLAS product ran
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        if func in IN_PLACE_UPDATES:   # no fake kernel; updates its lists in place and allocates nothing
+            return None
         out = func(*args, **(kwargs or {}))
+        if func in CUBLAS_OPS:    # on CUDA, each thread that runs one keeps a cuBLAS workspace
+            self.cublas_threads.add("autograd" if torch._C._current_autograd_node() is not None else "step")
         for t in tensors_in(out):
             self.track(t)
         scratch = _conv_scratch(func, args, out)

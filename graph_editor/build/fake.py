@@ -36,8 +36,11 @@ __all__ = ["empty_parameters", "fake_batch", "fake_cpu", "fake_cpu_mode", "is_fa
 
 
 def fake_cpu_mode() -> FakeTensorMode:
-    """A fresh fake mode; tensors made inside it are fake (shape, dtype, device, no storage)."""
-    return FakeTensorMode(allow_non_fake_inputs=False)
+    """A fresh fake mode; tensors made inside it are fake (shape, dtype, device, no storage).
+
+    An op with no fake kernel raises instead of running on real zero-filled copies of its inputs
+    (PyTorch's fallback), which for a large model allocates its whole size in host memory."""
+    return FakeTensorMode(allow_non_fake_inputs=False, allow_fallback_kernels=False)
 
 
 def is_fake(t: torch.Tensor) -> bool:

@@ -62,6 +62,8 @@ def build_module(graph: Graph, *, batch: int = 1, device: torch.device | str | N
             try:
                 module = make(inf.params.get(node_id) or spec.check_params(node.params),
                               _known([inf.edge_shape(e) for e in edges]))
+            except torch.OutOfMemoryError:     # the weights do not fit the device: not the graph's fault
+                raise
             except (ValueError, RuntimeError, TypeError) as exc:  # torch's own checks, e.g. heads vs embed_dim
                 raise BuildError([Problem(node_id, f"PyTorch refuses this {node.type}: {exc}")]) from None
             root.add_module(node_id, module)

@@ -79,9 +79,11 @@ def test_attention_without_a_gpu_takes_the_unfused_path_and_says_so():
     assert _names(cuda)["SafeSoftmaxBackward0"] == 12       # one per encoder block: the math path's softmax
 
 
-def _cuda_live_bytes_at_backward(graph, batch: int, precision: str) -> int:
-    """Bytes a real CUDA forward allocated that are still live when backward starts (the allocator's
-    count, in its 512-byte blocks)."""
+def _cuda_step_saved_and_live(graph, batch: int, precision: str) -> tuple[int, int]:
+    """A real CUDA forward's saved tensors, and the bytes it allocated that are still live when backward
+    starts (the allocator's count, in its 512-byte blocks). Saved: the bytes of each storage that a
+    saved-tensor hook saw, once, less the parameters, buffers and the input (the capture counts those
+    elsewhere)."""
     torch.manual_seed(0)
     dev = torch.device("cuda")
     module = build_module(graph, batch=batch, device="cpu").to(dev)
@@ -90,14 +92,24 @@ def _cuda_live_bytes_at_backward(graph, batch: int, precision: str) -> int:
     with torch.autocast("cuda", dtype=dtype, enabled=precision != "fp32"):   # warm-up: cuBLAS/cuDNN workspaces
         F.cross_entropy(module(x), y).backward()
     module.zero_grad(set_to_none=True)
+    owned = {t.untyped_storage().data_ptr() for t in (*module.parameters(), *module.buffers(), x)}
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        st = t.untyped_storage()
+        if st.data_ptr() not in owned:
+            saved[st.data_ptr()] = st.nbytes()
+        return t
+
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated(dev)
-    with torch.autocast("cuda", dtype=dtype, enabled=precision != "fp32"):
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+            torch.autocast("cuda", dtype=dtype, enabled=precision != "fp32"):
         loss = F.cross_entropy(module(x), y)
     torch.cuda.synchronize()
     live = torch.cuda.memory_allocated(dev) - before - 512   # less the loss's own block
     loss.backward()
-    return live
+    return sum(saved.values()), live
 
 
 @pytest.mark.cuda
@@ -109,5 +121,10 @@ def test_fake_cuda_capture_matches_a_real_cuda_step(template, batch, precision):
     graph = load_graph(TEMPLATES / f"{template}.graph.json")
     captured = capture_autograd(graph, batch, precision, "cuda", use_cache=False)
     assert captured.device == "fake-cuda" and "backward not run" not in captured.note
-    real = _cuda_live_bytes_at_backward(graph, batch, precision)
-    assert abs(captured.saved_bytes - real) <= 0.01 * real, (captured.saved_bytes, real)
+    saved, live = _cuda_step_saved_and_live(graph, batch, precision)
+    assert abs(captured.saved_bytes - saved) <= 0.001 * saved, (captured.saved_bytes, saved)
+    # What else the forward leaves allocated: nothing in fp32; under bf16 autocast on an H200 (torch
+    # 2.11) 1.5 to 3.5 MB more than the saved tensors of resnet18_cifar at batch 32 (1.6-3.6%), varying
+    # from run to run; not attributed to a tensor yet (docs/gpu.md).
+    slack = 0.01 if precision == "fp32" else 0.05
+    assert abs(captured.saved_bytes - live) <= slack * live, (captured.saved_bytes, live)

@@ -233,3 +233,19 @@ def test_logits_that_do_not_depend_on_the_input_are_refused_at_the_output():
     g.add_edge(Edge("p", "output"))
     problems = [p for p in validate(g, batch=2).problems if p.node == "output"]
     assert problems and "one row of logits per sample" in problems[0].message
+
+
+def test_weights_that_do_not_fit_the_device_stay_an_out_of_memory_error(monkeypatch):
+    """Placing the weights on a full GPU raises torch.OutOfMemoryError (a RuntimeError): that is the
+    device's verdict, not the graph's, and the worker refuses it as kind "oom" (it said "graph": "PyTorch
+    refuses this Linear", on an H200 with weights of 1.2 times its memory)."""
+    import graph_editor.build.fx as fx
+
+    def full_device(params, shapes):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 160.00 GiB")
+
+    monkeypatch.setattr(fx, "get_builder", lambda type_: full_device)
+    g = Graph(InputSpec((64,)), 10)
+    g.chain(("Input", "input"), ("Linear", "fc", {"out_features": 10}), ("Output", "output"))
+    with pytest.raises(torch.OutOfMemoryError):
+        build_module(g)

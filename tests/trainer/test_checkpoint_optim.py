@@ -100,3 +100,26 @@ def test_set_lr_fills_a_tensor_rate_in_place():
     lr = opt.param_groups[0]["lr"]
     set_lr(opt, 0.5)
     assert opt.param_groups[0]["lr"] is lr and lr.item() == 0.5
+
+
+@pytest.mark.parametrize("name", ["sgd", "adamw", "rmsprop"])
+def test_a_channels_last_convnets_optimizer_state_comes_back_in_its_parameters_layout(tmp_path, name):
+    # A checkpoint stores tensors contiguous; the fused CUDA optimizers refuse moments whose strides
+    # differ from their parameter's (an fp16 digits_cnn run failed its resume so on an H200).
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 3)).to(memory_format=torch.channels_last)
+    opt = make_optimizer(model, OptimSpec(name=name, lr=0.01, momentum=0.9))
+    model(torch.randn(2, 3, 8, 8)).sum().backward()
+    opt.step()
+    tensors, meta = optimizer_tensors(opt)
+    path = save_checkpoint(tmp_path / "c.safetensors", tensors, {"optimizer": meta})
+    saved, meta2 = read_checkpoint(path)
+    assert all(t.is_contiguous() for t in saved.values())
+    opt2 = make_optimizer(model, OptimSpec(name=name, lr=0.01, momentum=0.9))
+    load_optimizer(opt2, saved, meta2["optimizer"])
+    weights = [p for p in model.parameters() if p.ndim == 4]
+    assert weights and all(not p.is_contiguous() for p in weights)
+    for p in weights:
+        state = [v for v in opt2.state[p].values() if isinstance(v, torch.Tensor) and v.shape == p.shape]
+        assert state and all(v.stride() == p.stride() for v in state), name
+        assert all(torch.equal(v, opt.state[p][k]) for k, v in opt2.state[p].items() if isinstance(v, torch.Tensor))

@@ -68,11 +68,12 @@ def flat_data(folder: Path, n: int = 1024) -> str:
 
 
 def test_out_of_memory_in_training_fails_with_the_peak_figures(tmp_path, db):
-    # Weights of 30% of the card: their gradients and AdamW's two moments cannot all fit.
+    # Weights of 30% of the card: their gradients and AdamW's two moments cannot all fit. The memory
+    # gate would refuse the run before it starts; a budget far above the card lets it through to the step.
     total = torch.cuda.get_device_properties(0).total_memory
     width = int((0.3 * total / 4) ** 0.5) // 64 * 64
     spec = write_spec(tmp_path, wide_mlp(width), device="cuda", data={"dataset": flat_data(tmp_path)},
-                      train={"batch_size": 64})
+                      train={"batch_size": 64}, memory={"budget_mb": 1e9})
     code, events, stderr = run_worker(spec, db, timeout=300)
     assert code == 1, stderr
     failed = events[-1]
@@ -83,14 +84,19 @@ def test_out_of_memory_in_training_fails_with_the_peak_figures(tmp_path, db):
     assert run.status == "failed" and run.error_kind == "oom"
 
 
-def test_weights_larger_than_the_card_are_refused_before_the_run(tmp_path, db):
+@pytest.mark.parametrize(("budget", "message"), [
+    (None, "out of memory: predicted peak"),                        # the gate, from the prediction
+    (1e9, "model.graph: the model's weights do not fit"),           # past the gate: placing the weights fails
+])
+def test_weights_larger_than_the_card_are_refused_before_the_run(tmp_path, db, budget, message):
     total = torch.cuda.get_device_properties(0).total_memory
     width = int((1.2 * total / 4) ** 0.5) // 64 * 64
-    spec = write_spec(tmp_path, wide_mlp(width), device="cuda", data={"dataset": flat_data(tmp_path)})
+    memory = {} if budget is None else {"memory": {"budget_mb": budget}}
+    spec = write_spec(tmp_path, wide_mlp(width), device="cuda", data={"dataset": flat_data(tmp_path)}, **memory)
     code, events, stderr = run_worker(spec, db, timeout=300)
     assert code == 2, stderr
     assert [e.event for e in events] == ["failed"] and events[0].kind == "oom"
-    assert events[0].message.startswith("model.graph: the model's weights do not fit")
+    assert events[0].message.startswith(message), events[0].message
     assert RunStore(db).runs() == []
 
 
