@@ -11,9 +11,11 @@ _early: list[str] = []
 for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda signum, _frame: _early.append(signal.Signals(signum).name))
 
+from trainer.compile_cache import compile_cache_dir as _compile_cache_dir  # noqa: E402
 from trainer.threads import configure as _configure_threads  # noqa: E402
 
 _configure_threads()   # before torch is imported: OpenMP reads its wait policy and thread count once
+_compile_cache_dir()   # before torch is imported too: importing it sets Inductor's /tmp default
 
 from trainer.worker import main  # noqa: E402 - after the handlers: this import takes seconds
 
