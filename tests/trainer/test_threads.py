@@ -1,5 +1,4 @@
-"""The worker's CPU threading: bounded OpenMP spinning (passive waiting on another OpenMP runtime), one
-thread per core it may really use."""
+"""The worker's CPU threading: passive OpenMP waiting, one thread per core it may really use."""
 
 from __future__ import annotations
 
@@ -9,28 +8,24 @@ import sys
 
 import pytest
 
-from trainer.threads import SPIN_COUNT, SWITCH, configure, cpu_quota, gnu_openmp, plan, usable_cores
+from trainer.threads import SWITCH, configure, cpu_quota, plan, usable_cores
 
 from .helpers import ROOT
 
 pytestmark = pytest.mark.process
 
 
-def test_every_usable_core_and_a_bounded_spin():
+def test_every_usable_core_and_passive_waiting():
     chosen = plan({}, cores=4)
-    assert (chosen.threads, chosen.wait_policy, chosen.spin_count) == (4, None, SPIN_COUNT)
-    # Another OpenMP runtime (libomp, vcomp): GOMP_SPINCOUNT means nothing to it, so passive waiting.
-    chosen = plan({}, cores=4, gnu=False)
-    assert (chosen.threads, chosen.wait_policy, chosen.spin_count) == (4, "PASSIVE", None)
+    assert (chosen.threads, chosen.wait_policy) == (4, "PASSIVE")
 
 
 def test_the_users_own_settings_win():
     chosen = plan({"OMP_NUM_THREADS": "3"}, cores=8)
-    assert (chosen.threads, chosen.spin_count) == (None, SPIN_COUNT) and "(3)" in chosen.reason
+    assert (chosen.threads, chosen.wait_policy) == (None, "PASSIVE") and "(3)" in chosen.reason
     assert plan({"MKL_NUM_THREADS": "5"}, cores=8).threads is None
-    for waiting in ({"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "1000"}):
-        chosen = plan(waiting, cores=8)
-        assert (chosen.threads, chosen.wait_policy, chosen.spin_count) == (8, None, None)
+    chosen = plan({"OMP_WAIT_POLICY": "ACTIVE"}, cores=8)
+    assert (chosen.threads, chosen.wait_policy) == (8, None)
     assert plan({SWITCH: "default"}, cores=8) == plan({SWITCH: " Default "}, cores=2)
     assert (plan({SWITCH: "default"}, cores=8).threads, plan({SWITCH: "default"}, cores=8).wait_policy) == (None, None)
     assert plan({SWITCH: "3"}, cores=8).threads == 3
@@ -59,25 +54,15 @@ def test_a_containers_cpu_quota_caps_the_threads(tmp_path):
     assert cpu_quota(tmp_path / "none") is None
 
 
-def test_torchs_openmp_is_found_without_importing_torch():
-    """The Linux wheels this project runs on bundle GNU OpenMP; finding it must not import torch (the
-    runtime reads its environment when torch loads)."""
-    code = "import sys; from trainer.threads import gnu_openmp; print(gnu_openmp(), 'torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         check=True).stdout
-    assert out.split() == [str(sys.platform == "linux"), "False"]
-
-
 def test_configure_sets_the_environment_torch_reads_when_imported():
     env = {SWITCH: "1"}
     chosen = configure(env)
-    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1" and chosen.threads == 1
-    assert env.get("GOMP_SPINCOUNT") == str(SPIN_COUNT) if gnu_openmp() else env["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE" and env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
+    assert chosen.threads == 1
     # In a fresh process, as the worker's entry does it: configure first, then torch.
     code = ("from trainer.threads import configure; configure(); import torch, os; "
-            "print(torch.get_num_threads(), os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'))")
-    clean = {k: v for k, v in os.environ.items()
-             if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+            "print(torch.get_num_threads(), os.environ['OMP_WAIT_POLICY'])")
+    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**clean, SWITCH: "1"},
                          capture_output=True, text=True, timeout=120, check=True).stdout
-    assert out.split() == ["1", str(SPIN_COUNT), "None"]
+    assert out.split() == ["1", "PASSIVE"]
