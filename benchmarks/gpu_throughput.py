@@ -5,9 +5,11 @@
 ``resnet18_cifar`` on synthetic 3x32x32 data through the worker's loop (``trainer.job`` + ``trainer.loop``,
 its metrics written to a real SQLite run store and its events to a stream) in this process: (a) a
 hand-written eager fp32 loop, the worker's loop in eager fp32, and the worker's loop with torch.compile
-+ bf16 + channels_last, interleaved for a few rounds. One process is fair here: the GPU, not the host's
-threads, sets the pace (the CPU comparison, where threading decides, runs each loop as its own process:
-``train_throughput.py``).
++ bf16 + channels_last, interleaved for a few rounds. For the worker's two it also reports the model
+FLOP utilisation (the graph's own FLOP count, training as 3x the forward, over the GPU's dense bf16
+peak) and the share of the time spent getting batches (``trainer.utilisation``). One process is fair
+here: the GPU, not the host's threads, sets the pace (the CPU comparison, where threading decides,
+runs each loop as its own process: ``train_throughput.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from graph_editor.build import build_module
+from graph_editor.build import analyze, build_module
 from trainer import events as ev
 from trainer.checks import setup
 from trainer.controls import Controls
@@ -33,6 +35,7 @@ from trainer.loop import EpochTotals, LoopHooks, train_one_epoch
 from trainer.optim import make_optimizer
 from trainer.spec import spec_from_dict
 from trainer.store import RunStore
+from trainer.utilisation import DataWait, mfu, peak_tflops
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "assets" / "templates"
@@ -51,13 +54,16 @@ def studio_job(spec_dict: dict, folder: Path):
     return job
 
 
-def studio_epochs(job, epochs: int) -> int:
-    """The worker's epoch loop without evaluation: what a training epoch costs inside the worker."""
+def studio_epochs(job, epochs: int, wait: DataWait | None = None) -> int:
+    """The worker's epoch loop without evaluation: what a training epoch costs inside the worker;
+    ``wait`` sums the time spent getting batches."""
     hooks = LoopHooks(lr_at=job.lr_at, report=lambda *a: report_metrics(job, *a), poll=job.controls.poll,
                       interval_s=job.spec.train.metrics_interval_s)
     train, samples = job.loaders["train"], 0
     for e in range(epochs):
-        step, _ = train_one_epoch(job.step_fn, job.opt, train.batches(train.order()), epoch=e + 1, step=job.step,
+        batches = train.batches(train.order())
+        step, _ = train_one_epoch(job.step_fn, job.opt, wait.wrap(batches) if wait else batches, epoch=e + 1,
+                                  step=job.step,
                                   batch_size=train.batch_size, window=job.window, totals=EpochTotals(), hooks=hooks)
         samples += (step - job.step) * train.batch_size
         job.step = step
@@ -148,13 +154,22 @@ def gpu_section(args: argparse.Namespace) -> None:
         x, y = s.train.x.to("cuda"), s.train.y.to("cuda")
         model_a = build_module(eager.setup.graph, device="cuda")
 
-        def studio(job):
-            return lambda: (studio_epochs(job, epochs), torch.cuda.synchronize())[0]
+        waits = {EAGER: DataWait(), FAST: DataWait()}
+        spent = dict.fromkeys(waits, 0.0)
+
+        def studio(name):
+            def train() -> int:
+                t0 = time.perf_counter()
+                n = studio_epochs(jobs[name], epochs, waits[name])
+                torch.cuda.synchronize()
+                spent[name] += time.perf_counter() - t0
+                return n
+            return train
 
         methods = {
             A: (lambda: model_a.load_state_dict(init), lambda: handwritten(model_a, eager.spec, x, y, batch, epochs)),
-            EAGER: (lambda: restart(eager, init), studio(eager)),
-            FAST: (lambda: restart(jobs[FAST], fast_init), studio(jobs[FAST])),
+            EAGER: (lambda: restart(eager, init), studio(EAGER)),
+            FAST: (lambda: restart(jobs[FAST], fast_init), studio(FAST)),
         }
         rates = run_rounds(methods, rounds)
         compile_s = [json.loads(line)["seconds"] for line in jobs[FAST].emitter.stream.getvalue().splitlines()
@@ -170,6 +185,13 @@ def gpu_section(args: argparse.Namespace) -> None:
         print(f"  {name:<30} {max(sps):>12,.0f} {statistics.median(sps):>12,.0f}{extra}")
     if compile_s:
         print(f"  compile (first step, default mode): {compile_s[0]:.1f} s")
+    flops, peak = analyze(eager.setup.graph).total_flops, peak_tflops(torch.cuda.get_device_name())
+    for name in waits:
+        util = (f"MFU {mfu(flops, statistics.median(rates[name]), peak):.1%} median, "
+                f"{mfu(flops, max(rates[name]), peak):.1%} best of {peak:g} dense bf16 TFLOP/s"
+                if peak else "MFU: this GPU's peak is not known (trainer.utilisation.PEAKS_TFLOPS)")
+        print(f"  {name}: {util} ({flops / 1e9:.2f} GFLOP forward a sample, training 3x); waiting on data "
+              f"{waits[name].seconds / spent[name]:.1%} of the time (goal < 2%)")
     for num, den in ((EAGER, A), (FAST, EAGER)):
         paired = sorted(n / d for n, d in zip(rates[num], rates[den], strict=True))
         print(f"  ratio {num} / {den} = {statistics.median(paired):.3f} median of rounds "
