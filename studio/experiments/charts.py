@@ -21,7 +21,8 @@ class Chart(pg.PlotWidget):
     def __init__(self, title: str, x_label: str, y_label: str) -> None:
         super().__init__()
         self.theme: PlotTheme = LIGHT
-        self.title, self.report = title, None   # type: ignore[var-annotated]
+        self.title = title
+        self.report: dict[str, Any] | None = None
         self.setMinimumSize(240, 180)
         self.plotItem.setLabel("bottom", x_label)
         self.plotItem.setLabel("left", y_label)

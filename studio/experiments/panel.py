@@ -9,7 +9,7 @@ the store and acts. Preview: ``python -m studio.experiments.panel DB_URL``.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, TypeVar
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -41,12 +41,12 @@ class ExperimentsPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.report: dict[str, Any] | None = None
-        self.study = QComboBox(objectName="experimentsStudy")
+        self.study = _named(QComboBox(), "experimentsStudy")
         self.study.setMinimumWidth(200)
-        self.study.currentTextChanged.connect(lambda name: name and self.study_chosen.emit(name))
-        self.status = QLabel("No study yet: torch-studio sweep GRAPH --trials N --space ... makes one.",
-                             objectName="experimentsStatus")
-        self.buttons = {key: QPushButton(text, objectName=f"experiments_{key}") for key, text in
+        self.study.currentTextChanged.connect(self._chosen)
+        self.status = _named(QLabel("No study yet: torch-studio sweep GRAPH --trials N --space ... makes one."),
+                             "experimentsStatus")
+        self.buttons = {key: _named(QPushButton(text), f"experiments_{key}") for key, text in
                         (("open", "Open Graph"), ("export", "Export ONNX…"), ("retrain", "Retrain on Train+Val"))}
         for key, signal in (("open", self.open_graph), ("export", self.export_run), ("retrain", self.retrain)):
             self.buttons[key].clicked.connect(lambda _=False, s=signal: self._act(s))
@@ -57,7 +57,7 @@ class ExperimentsPanel(QWidget):
         top.addWidget(self.status, 1)
         for b in self.buttons.values():
             top.addWidget(b)
-        self.table = QTableWidget(0, len(FIXED), objectName="experimentsTrials")
+        self.table = _named(QTableWidget(0, len(FIXED)), "experimentsTrials")
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -80,6 +80,10 @@ class ExperimentsPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(split, 1)
+
+    def _chosen(self, name: str) -> None:
+        if name:
+            self.study_chosen.emit(name)
 
     # ------------------------------------------------------------------ shown
     def set_studies(self, studies: list[dict[str, Any]]) -> None:
@@ -131,7 +135,8 @@ class ExperimentsPanel(QWidget):
         rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
         if not rows or self.report is None:
             return None
-        number = self.table.item(rows[0].row(), 0).data(Qt.ItemDataRole.DisplayRole)
+        item = self.table.item(rows[0].row(), 0)
+        number = item.data(Qt.ItemDataRole.DisplayRole) if item is not None else None
         return next((t for t in self.report["trials"] if t["number"] == number), None)
 
     def target(self) -> dict[str, Any] | None:
@@ -145,7 +150,7 @@ class ExperimentsPanel(QWidget):
         target = self.target()
         ok = target is not None and target.get("run_id") is not None
         which = "" if target is None else f" (trial {target['number']})"
-        for key, button in self.buttons.items():
+        for button in self.buttons.values():
             button.setEnabled(ok)
             button.setToolTip(f"{button.text().rstrip('…')}{which}" if ok else "no trial with a run chosen")
 
@@ -153,6 +158,14 @@ class ExperimentsPanel(QWidget):
         target = self.target()
         if target is not None and target.get("run_id") is not None:
             signal.emit(int(target["run_id"]))
+
+
+W = TypeVar("W", bound=QWidget)
+
+
+def _named(widget: W, name: str) -> W:
+    widget.setObjectName(name)
+    return widget
 
 
 def _fmt(value: Any) -> Any:
@@ -179,7 +192,7 @@ def _preview() -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     storage = storage_for_reading(sys.argv[1])
     panel = ExperimentsPanel()
-    panel.study_chosen.connect(lambda name: storage and panel.set_report(study_report(storage, name)))
+    panel.study_chosen.connect(lambda name: panel.set_report(study_report(storage, name)) if storage else None)
     panel.set_studies(list_studies(storage))
     panel.resize(1400, 800)
     panel.show()
