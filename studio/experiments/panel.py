@@ -70,8 +70,15 @@ class ExperimentsPanel(QWidget):
         grid.setContentsMargins(0, 0, 0, 0)
         for i, chart in enumerate(self.charts):
             grid.addWidget(chart, i // 2, i % 2)
+        self.detail = _named(QLabel(""), "experimentsDetail")
+        self.detail.setWordWrap(True)
+        left = QWidget()
+        column = QVBoxLayout(left)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.table, 1)
+        column.addWidget(self.detail)
         split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self.table)
+        split.addWidget(left)
         split.addWidget(grid_host)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
@@ -106,7 +113,7 @@ class ExperimentsPanel(QWidget):
         chosen = self.selected_trial()
         trials = report["trials"]
         names = sorted({k for t in trials for k in t["params"]})
-        headers = [*FIXED, *names, "reason"]
+        headers = [*FIXED, *(n.removeprefix("node.") for n in names), "reason"]
         self.table.setSortingEnabled(False)
         self.table.setColumnCount(len(headers))
         self.table.setHorizontalHeaderLabels(headers)
@@ -147,6 +154,12 @@ class ExperimentsPanel(QWidget):
         return (self.report or {}).get("best")
 
     def _update_buttons(self) -> None:
+        chosen = self.selected_trial()
+        if chosen is not None:
+            self.detail.setText(f"Trial {chosen['number']} {chosen['state']}"
+                                + (f": {chosen['reason']}" if chosen["reason"] else ""))
+        else:
+            self.detail.setText("Choose a trial for its details; the buttons act on it, else on the best trial.")
         target = self.target()
         ok = target is not None and target.get("run_id") is not None
         which = "" if target is None else f" (trial {target['number']})"
