@@ -30,8 +30,8 @@ from .compile_check import CompileCheck
 from .dialogs.import_module import ask_import
 from .dialogs.template_gallery import pick_template
 from .document import Document, starter_graph
-from .export_dialog import ExportHook
 from .experiments import install as install_experiments
+from .export_dialog import ExportHook
 from .inspect import install as install_inspect
 from .main_window import APP_NAME, MainWindow, Services
 from .platform_check import check_desktop
