@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..liveness import process_alive, process_started
-from ..store import RunStore
+from ..store import RunStore, StoreError
 
 PRUNERS = ("median", "halving", "hyperband", "none")
 METRICS = {"val_accuracy": "maximize", "val_loss": "minimize"}
@@ -30,13 +32,24 @@ STATES = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned", TrialSta
 SQLITE_TIMEOUT_S = 60   # Optuna's writes wait this long for another process's SQLite lock
 
 
-def open_storage(url: str) -> optuna.storages.RDBStorage:
-    """Optuna's storage in the run store's database (made, with the run store's tables, if new)."""
-    RunStore(url).close()      # the run store's tables, its WAL mode and its folder first
+def open_storage(url: str, attempts: int = 5) -> optuna.storages.RDBStorage:
+    """Optuna's storage in the run store's database (made, with the run store's tables, if new).
+
+    Two sweeps starting at once on a new database both create tables; the one that loses that race
+    gets "already exists" and tries again, finding them made."""
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"timeout": SQLITE_TIMEOUT_S}
-    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    for attempt in range(attempts):
+        try:
+            RunStore(url).close()      # the run store's tables, its WAL mode and its folder first
+            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+        except (StoreError, SQLAlchemyError) as exc:
+            if attempt == attempts - 1 or "already exists" not in str(exc).lower() and "duplicate" not in \
+                    str(exc).lower() and "unique" not in str(exc).lower():
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def make_pruner(name: str, epochs: int) -> optuna.pruners.BasePruner:
