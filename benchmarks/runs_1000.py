@@ -57,7 +57,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--points", type=int, default=200)
     args = ap.parse_args()
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = QApplication.instance() or QApplication(sys.argv[:1])  # noqa: F841 - kept alive for the widgets
     url = f"sqlite:///{Path(tempfile.mkdtemp(prefix='runs-bench-')) / 'runs.sqlite'}"
     store = RunStore(url)
     t = time.perf_counter()
