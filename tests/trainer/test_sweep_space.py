@@ -106,3 +106,23 @@ def test_trials_over_the_memory_budget_are_pruned_before_any_worker_starts(tmp_p
         assert "exceeds the budget of 64.0 MiB; no worker was started" in t["reason"]
         assert f"at batch {t['params']['batch_size']}" in t["reason"]
     assert result["best"] is None and RunStore(url).runs() == []
+
+
+def test_the_pruners_by_name():
+    assert isinstance(make_pruner("median", 5), optuna.pruners.MedianPruner)
+    assert isinstance(make_pruner("halving", 5), optuna.pruners.SuccessiveHalvingPruner)
+    assert isinstance(make_pruner("hyperband", 5), optuna.pruners.HyperbandPruner)
+    assert isinstance(make_pruner("none", 5), optuna.pruners.NopPruner)
+    with pytest.raises(ValueError, match="unknown pruner 'asha'"):
+        make_pruner("asha", 5)
+
+
+def test_the_cli_refuses_a_bad_space_naming_the_token_and_making_no_study(tmp_path, capsys):
+    from studio.cli import main
+
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    code = main(["sweep", str(DIGITS_CNN), "--trials", "2", "--space", "lr=1e-4..1e-2:log,batch_size=32|big",
+                 "--db", url])
+    assert code == 2
+    assert "error: space token 2 'batch_size=32|big': 'big' is not a number" in capsys.readouterr().err
+    assert not (tmp_path / "runs.sqlite").exists()
