@@ -10,8 +10,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
+import optuna
 import pytest
 
 from tests.trainer.helpers import DIGITS_CNN, ROOT
@@ -111,3 +113,31 @@ def test_done_when_8_trials_of_digits_cnn_two_at_a_time_with_median_pruning_and_
     assert baseline.tags == []
     default_best = store.metric_max(baseline.id, "val/accuracy")
     assert default_best is not None and result["best"]["value"] >= default_best, (result["best"], default_best)
+
+
+@pytest.mark.slow     # the kill test above makes the no-orphan claim in the default run
+def test_stopping_a_sweep_stops_its_trials_and_queues_them_again(db):
+    plan = SweepPlan(graph=str(DIGITS_CNN), space="lr=1e-3..1e-2:log", trials=1, epochs=200, db=db, study="st",
+                     device="cpu")
+    sweep = Sweep(plan)
+
+    def stop_once_training() -> None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if any(r.status == "running" and r.epoch >= 1 for r in RunStore(db).runs()):
+                sweep.stop()
+                return
+            time.sleep(0.5)
+        sweep.stop()
+
+    stopper = threading.Thread(target=stop_once_training)
+    stopper.start()
+    result = sweep.run()
+    stopper.join()
+    trial, again = result["trials"]           # the stopped trial, and its parameters queued for a resume
+    assert trial["state"] == "failed" and trial["interrupted"] and "the sweep was stopped" in trial["reason"]
+    assert again["state"] == "waiting" and again["run_id"] is None
+    run = RunStore(db).run(trial["run_id"])
+    assert run.status == "stopped" and not process_alive(run.pid, run.pid_started)
+    queued = optuna.load_study(study_name="st", storage=db).get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert [t.system_attrs["fixed_params"] for t in queued] == [trial["params"]]
