@@ -3,7 +3,8 @@
 Each trial is an ordinary worker run, kept in the run store and tagged ``study:NAME``, ``trial:N``;
 the study lives in the same database. Progress goes to stderr, one line per trial event; ``--json``
 prints the study as one object on stdout at the end. Ctrl-C (or SIGTERM) stops the sweep: its
-workers stop cleanly, their trials are queued again for the next ``sweep --study NAME``.
+workers stop cleanly, their trials are queued again for the next ``sweep --study NAME``, and the
+study so far is printed; the exit status is then 128 + the signal's number (130 for Ctrl-C).
 """
 
 from __future__ import annotations
@@ -56,8 +57,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    def on_signal(_signum: int, _frame: object) -> None:
+    stopped: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
         print("\nstopping the sweep: its trials stop and will run again on resume", file=sys.stderr, flush=True)
+        stopped.append(signum)
         sweep.stop()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -70,7 +74,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=1))
     else:
         print_result(result)
-    return 0
+    return 128 + stopped[0] if stopped else 0     # a shell's convention for a command a signal ended
 
 
 def print_result(result: dict[str, Any]) -> None:
