@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import optuna
@@ -116,25 +115,23 @@ def test_done_when_8_trials_of_digits_cnn_two_at_a_time_with_median_pruning_and_
 
 
 @pytest.mark.slow     # the kill test above makes the no-orphan claim in the default run
-def test_stopping_a_sweep_stops_its_trials_and_queues_them_again(db):
-    plan = SweepPlan(graph=str(DIGITS_CNN), space="lr=1e-3..1e-2:log", trials=1, epochs=200, db=db, study="st",
-                     device="cpu")
-    sweep = Sweep(plan)
-
-    def stop_once_training() -> None:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            if any(r.status == "running" and r.epoch >= 1 for r in RunStore(db).runs()):
-                sweep.stop()
-                return
-            time.sleep(0.5)
-        sweep.stop()
-
-    stopper = threading.Thread(target=stop_once_training)
-    stopper.start()
-    result = sweep.run()
-    stopper.join()
-    trial, again = result["trials"]           # the stopped trial, and its parameters queued for a resume
+def test_ctrl_c_stops_a_sweep_and_its_trials_and_queues_them_again(db, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(sweep_cli("--trials", "1", "--epochs", "200", "--space", "lr=1e-3..1e-2:log", "--db", db,
+                                      "--study", "st", "--device", "cpu", "--json"),
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if any(r.status == "running" and r.epoch >= 1 for r in RunStore(db, create=False).runs()):
+                break
+        except StoreError:
+            pass
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    trial, again = json.loads(out)["trials"]   # the stopped trial, and its parameters queued for a resume
     assert trial["state"] == "failed" and trial["interrupted"] and "the sweep was stopped" in trial["reason"]
     assert again["state"] == "waiting" and again["run_id"] is None
     run = RunStore(db).run(trial["run_id"])
