@@ -100,3 +100,18 @@ def test_the_runs_panel_smooths_diffs_filters_and_keeps_tags_and_notes(qtbot, tm
     QTest.keyClicks(panel.filter, "tag:baseline")
     assert panel.proxy.rowCount() == 1
     panel.grab().save(str(tmp_path / "runs.png"))
+
+
+def test_a_poll_that_finds_nothing_new_signals_no_row(qtbot, tmp_path):
+    """With 1,000 runs a poll that re-signalled every row re-filtered and re-sorted them all (3.3 s of 2 s)."""
+    store, (base, _trial) = _store(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    panel = RunsPanel(store)
+    qtbot.addWidget(panel)
+    changed: list[tuple[int, int]] = []
+    panel.model.dataChanged.connect(lambda first, last, *_: changed.append((first.row(), last.row())))
+    panel.refresh()
+    assert changed == []
+    store.update_run(base, notes="looked at")
+    panel.refresh()
+    row = next(i for i, r in enumerate(panel.model.rows) if r.id == base)
+    assert changed == [(row, row)]
