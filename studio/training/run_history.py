@@ -20,7 +20,9 @@ from trainer.store import Run, RunStore
 # What can be overlaid: store metric name -> label.
 CURVES = {"val/accuracy": "val accuracy", "val/loss": "val loss", "train/loss": "train loss",
           "train/accuracy": "train accuracy", "lr": "learning rate", "samples_per_s": "samples/s",
-          "system/cpu_percent": "CPU % (100 = one core)", "system/rss": "resident memory (bytes)"}
+          "system/cpu_percent": "CPU % (100 = one core)", "system/rss": "resident memory (bytes)",
+          "memory/allocated": "GPU memory allocated (bytes, CUDA runs)",
+          "memory/reserved": "GPU memory reserved (bytes, CUDA runs)"}
 
 
 @dataclass(frozen=True)
