@@ -21,6 +21,7 @@ from typing import Any
 
 from . import events as ev
 from .checkpoint import CheckpointError, discard_after, verify_checkpoint
+from .checkpoint_base import remove_unfinished
 from .checkpointing import SegmentError
 from .checks import Setup, setup
 from .distributed import RANKS_DIR, extra_ranks_note, fsdp_units, launch, root_cause
@@ -102,6 +103,8 @@ def supervise(store: RunStore, emitter: ev.Emitter, run_id: int, folder: Path, s
     except Exception as exc:  # noqa: BLE001 - the rendezvous or the agent failed: the run failed
         return _record(store, emitter, run_id, "error", f"torchrun: {type(exc).__name__}: {exc}",
                        tb=traceback.format_exc())
+    finally:    # every rank has ended: a save that a failure or a kill cut short is garbage now
+        remove_unfinished(folder / "checkpoints")
     if failures is None:
         if store.run(run_id).status == "running":   # every rank exited 0 but rank 0 recorded no end
             return _record(store, emitter, run_id, "error", "the ranks exited without recording the run's end")

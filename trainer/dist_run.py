@@ -207,9 +207,23 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
                        step=exc.step)
     except torch.OutOfMemoryError as exc:
         return _failed(job, rank, folder, launched, "oom", f"out of memory: {exc}", tb=traceback.format_exc())
-    except Exception as exc:  # noqa: BLE001 - reported (by file or by rank 0), never lost
-        return _failed(job, rank, folder, launched, "error", f"{type(exc).__name__}: {first_line(exc)}",
-                       tb=traceback.format_exc(), peer=is_peer_error(exc))
+    except BaseException as exc:  # noqa: BLE001 - reported (by file or by rank 0), never lost
+        if isinstance(exc, SystemExit):
+            raise
+        own = own_error(exc, rank)   # DCP's CheckpointException is a BaseException wrapping each rank's
+        return _failed(job, rank, folder, launched, "error", f"{type(own).__name__}: {first_line(own)}",
+                       tb=traceback.format_exc(), peer=is_peer_error(own))
+
+
+def own_error(exc: BaseException, rank: int) -> BaseException:
+    """The error behind ``exc`` on this rank: a sharded save or load raises one CheckpointException on
+    every rank, holding each rank's own exception (this rank's, else the lowest failed rank's)."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    if isinstance(exc, CheckpointException) and exc.failures:
+        inner, _ = exc.failures.get(rank) or exc.failures[min(exc.failures)]
+        return inner
+    return exc
 
 
 def _create_run(store: RunStore, st: Any, model: torch.nn.Module, spec_path: str,

@@ -145,6 +145,10 @@ def shard_fsdp2(model: nn.Module, graph: Graph, spec: DistributedSpec, ctx: Cont
     from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh(ctx.device.type, (ctx.world,))
+    # FSDP2 shards a parameter's storage along dim 0 and refuses other layouts ("FSDP does not support
+    # non-contiguous parameters"): a channels_last convnet's weights go back to the contiguous layout.
+    # The batches stay channels_last, and a convolution of a channels_last input runs channels_last.
+    model.to(memory_format=torch.contiguous_format)
     owned = dict(model.named_children())
     for unit in fsdp_units(graph, model, spec.fsdp_units):
         modules = [owned[n] for n in unit]
