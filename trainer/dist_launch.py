@@ -13,6 +13,7 @@ process records the run ``failed`` with the rank that failed first and its reaso
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import traceback
@@ -37,7 +38,7 @@ from .run_outcome import (
     stored_spec,
 )
 from .spec import SpecError, load_spec, spec_from_dict
-from .store import RunStore, StoreError
+from .store import ENV_VAR, RunStore, StoreError
 
 
 def wants_torchrun(spec_path: str) -> bool:
@@ -92,7 +93,10 @@ def supervise(store: RunStore, emitter: ev.Emitter, run_id: int, folder: Path, s
     ranks.mkdir(parents=True)
     spec_file = ranks / "spec.json"
     spec_file.write_text(json.dumps(spec), encoding="utf-8")
-    args = ["trainer", "run", str(spec_file), "--db", store.url, "--run-dir", str(folder), "--run-id", str(run_id)]
+    # the store's URL reaches the ranks in their environment, not on their command line: a password in it
+    # would be in every rank's `ps` line and in torchrun's own logs of what it started
+    os.environ[ENV_VAR] = store.url
+    args = ["trainer", "run", str(spec_file), "--run-dir", str(folder), "--run-id", str(run_id)]
     if resume_from:
         args += ["--resume-from", resume_from]
     emitter.run_id = run_id

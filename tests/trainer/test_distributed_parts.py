@@ -226,3 +226,17 @@ def test_cli_train_flags_write_the_distributed_section():
     assert build_spec(args)["distributed"] == {"strategy": "fsdp2", "nproc_per_node": 2}
     args.distributed = args.nproc_per_node = None
     assert "distributed" not in build_spec(args)
+
+
+def test_cli_train_refuses_zero_processes(capsys):
+    """issue 22: `--nproc-per-node 0` ran 1 rank; now argparse refuses it before anything starts, and a
+    0 that reaches the spec another way is the spec's refusal, not dropped."""
+    from studio.cli import main as cli_main
+
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["train", "net.graph.json", "--distributed", "ddp", "--nproc-per-node", "0"])
+    assert exc.value.code == 2
+    assert "argument --nproc-per-node: must be at least 1, got 0" in capsys.readouterr().err
+    args = argparse.Namespace(graph="net.graph.json", data="digits", device="cpu", epochs=None, batch_size=64,
+                              seed=None, lr=None, precision=None, compile=None, distributed="ddp", nproc_per_node=0)
+    assert build_spec(args)["distributed"] == {"strategy": "ddp", "nproc_per_node": 0}
