@@ -43,6 +43,7 @@ from .distributed import (
     write_failure,
 )
 from .job import Job, _timed_first_call, build_model, checkpoint_state, restore, run_epochs
+from .lifeline import note_alive
 from .loop import NonFiniteLoss, Window, make_train_step
 from .optim import Schedule, make_optimizer
 from .run_outcome import count_params, default_run_dir, fail, finish, first_line, stored_spec
@@ -183,6 +184,7 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
         if not launched:       # started by torchrun itself: rank 0 creates the run
             run_id, folder = share(ctx, _create_run(store, st, model, spec_path, run_dir) if ctx.main else None)
         assert folder is not None and run_id is not None
+        note_alive(folder, rank)    # a resume refuses while this process lives
         emitter.run_id = run_id
         controls = Controls(lambda state, reason: emitter.emit(ev.STATE, state=state, reason=reason))
         job = make_rank_job(st, model, ctx, store=store, emitter=emitter, run_id=run_id, run_dir=folder,

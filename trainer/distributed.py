@@ -37,16 +37,10 @@ from graph_editor.model import Graph
 from graph_editor.model.hierarchy import children
 
 from .checkpointing import resolve_segments
+from .lifeline import CHILD_ENV, RANKS_DIR
 from .spec import DistributedSpec
 
-CHILD_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-RANKS_DIR = "ranks"                    # in the run dir: each failed rank's record, torchrun's logs
 CONTROL_TIMEOUT = timedelta(hours=24)  # the flags' group waits out a long pause of rank 0
-
-
-def is_torchrun_child(env: Mapping[str, str] = os.environ) -> bool:
-    """Whether this process is a rank started by torchrun (its variables are all set)."""
-    return all(k in env for k in CHILD_ENV)
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:

@@ -18,6 +18,7 @@ from . import events as ev
 from .checks import Setup
 from .data import DataError
 from .job import Job, emit_memory, evaluate_split, load_best_weights
+from .lifeline import live_ranks
 from .spec import SpecError
 from .store import Run, RunStore, StoreError, default_run_root
 
@@ -60,6 +61,9 @@ def open_for_resume(run_id: int, *, db: str | None, emitter: ev.Emitter) -> tupl
         return refuse(emitter, "spec", str(exc))
     if run.status == "running":
         return refuse(emitter, "spec", f"run {run_id} is still running (pid {run.pid} on {run.host})")
+    if ranks := live_ranks(run.run_dir):      # its launcher is gone, but a rank of it still trains
+        rank, pid = ranks[0]
+        return refuse(emitter, "spec", f"run {run_id} is still running: its rank {rank} (pid {pid}) lives")
     if store.readonly:
         return refuse(emitter, "spec", f"--db: {store.url}: the run store is read-only; a resumed run records "
                                        "its progress there")

@@ -29,13 +29,13 @@ from . import events as ev
 from .checkpoint import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
 from .controls import Controls
-from .distributed import is_torchrun_child
 from .job import (
     build_model,
     make_job,
     restore,
     run_epochs,
 )
+from .lifeline import is_torchrun_child
 from .loop import NonFiniteLoss
 from .memory import memory_sample
 from .memory_doctor import gate as memory_gate

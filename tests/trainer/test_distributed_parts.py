@@ -30,12 +30,12 @@ from trainer.data.loaders import Augment, DeviceLoader
 from trainer.dist_data import ShardEvalLoader, ShardEvalStreamLoader, ShardLoader, eval_rows
 from trainer.distributed import (
     fsdp_units,
-    is_torchrun_child,
     resolve_backend,
     root_cause,
     torchrun_args,
     write_failure,
 )
+from trainer.lifeline import is_torchrun_child
 from trainer.loop import evaluate
 from trainer.sharded_checkpoint import MANIFEST, checkpoint_dir, load_full, save_sharded, verify_sharded
 from trainer.spec import DistributedSpec

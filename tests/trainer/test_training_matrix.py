@@ -26,7 +26,7 @@ from trainer.client import WorkerClient, environ_with
 from trainer.store import RunStore
 
 from .helpers import ROOT, THOROUGH
-from .matrix_cases import Case, every_case, pairwise_cases, pairs
+from .matrix_cases import Case, every_case, pairs, pairwise_cases
 
 pytestmark = pytest.mark.process
 
