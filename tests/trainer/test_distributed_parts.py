@@ -74,6 +74,26 @@ def test_the_rank_that_died_silently_is_the_cause(tmp_path):
     assert (cause.rank, cause.message) == (1, "rank 1 (pid 101) killed by SIGKILL")
 
 
+@dataclass
+class CrashedRank(FakeFailure):
+    error_file: str = ""
+
+    def signal_name(self) -> str:
+        return "SIGABRT"
+
+
+def test_a_rank_that_crashed_is_named_with_its_last_words(tmp_path):
+    """issue 22: a rank that died of a signal was only "rank 1 (pid N) killed by SIGABRT": its last
+    stderr lines (torchrun's --tee copy beside its error file) now reach the message and traceback."""
+    folder = tmp_path / "attempt_0" / "1"
+    folder.mkdir(parents=True)
+    (folder / "stderr.log").write_text("[rank1]: epoch 1\n[rank1]:terminate called without an active exception\n\n")
+    cause = root_cause([CrashedRank(1, 101, -6, str(folder / "error.json"))], tmp_path)
+    assert cause.message == "rank 1 (pid 101) killed by SIGABRT: terminate called without an active exception"
+    assert cause.traceback == "epoch 1\nterminate called without an active exception"
+    assert "--tee=2" in torchrun_args(DistributedSpec(strategy="ddp"), tmp_path)
+
+
 def test_a_rank_failing_on_its_own_comes_before_its_peers(tmp_path):
     write_failure(tmp_path, 0, "error", "connection closed by peer", step=5, peer=True)
     write_failure(tmp_path, 1, "nan", "the loss became nan at step 5", step=5)
@@ -240,3 +260,44 @@ def test_cli_train_refuses_zero_processes(capsys):
     args = argparse.Namespace(graph="net.graph.json", data="digits", device="cpu", epochs=None, batch_size=64,
                               seed=None, lr=None, precision=None, compile=None, distributed="ddp", nproc_per_node=0)
     assert build_spec(args)["distributed"] == {"strategy": "ddp", "nproc_per_node": 0}
+
+
+def test_a_ranks_checkpoint_exception_is_reported_as_its_own_error(tmp_path):
+    """issue 22: DCP raises CheckpointException, a BaseException, that run_rank's `except Exception`
+    let through: the rank died with a traceback and the user saw "rank 0 exited with status 1". The
+    rank's own inner error is what is reported (here safetensors refusing a non-contiguous tensor)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from trainer.dist_run import own_error
+
+    weight = torch.zeros(4, 3, 2, 2).to(memory_format=torch.channels_last)
+    with pytest.raises(CheckpointException) as caught:
+        dcp.save({"model.w": weight}, storage_writer=dcp.HuggingFaceStorageWriter(str(tmp_path)), no_dist=True)
+    assert not isinstance(caught.value, Exception)
+    inner = own_error(caught.value, 0)
+    assert isinstance(inner, ValueError) and "non contiguous tensor" in str(inner)
+    assert own_error(caught.value, 5) is inner and own_error(inner, 0) is inner
+
+
+def test_channels_last_weights_are_saved_and_a_failed_save_leaves_no_folder(tmp_path, one_rank):
+    """issue 22: a convnet trained channels_last has non-contiguous weights (and Adam moments), which
+    safetensors refused mid-run ("non contiguous tensor model.conv3.weight"), leaving .best-*.dcp.tmp."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from trainer.checkpoint_base import remove_unfinished
+
+    folder = tmp_path / "checkpoints"
+    conv = torch.randn(8, 4, 3, 3).to(memory_format=torch.channels_last)
+    assert not conv.is_contiguous()
+    path = save_sharded(checkpoint_dir(folder, "best", 3), {"model.conv.weight": conv, "optim.0.exp_avg": conv * 2},
+                        {"step": 3, "epoch": 1}, rank=0)
+    tensors, _ = load_full(path)
+    assert torch.equal(tensors["model.conv.weight"], conv) and torch.equal(tensors["optim.0.exp_avg"], conv * 2)
+    with pytest.raises(CheckpointException):        # a tensor DCP cannot write: the save fails on every rank
+        save_sharded(checkpoint_dir(folder, "best", 4), {"model.x": torch.zeros(2, dtype=torch.complex32)},
+                     {"step": 4, "epoch": 1}, rank=0)
+    assert sorted(p.name for p in folder.iterdir()) == ["best-00000003.dcp"]
+    (folder / ".last-00000009.dcp.tmp").mkdir()     # a killed save's leftover: the launcher removes it
+    assert [p.name for p in remove_unfinished(folder)] == [".last-00000009.dcp.tmp"]
+    assert sorted(p.name for p in folder.iterdir()) == ["best-00000003.dcp"]
