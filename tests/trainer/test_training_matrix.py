@@ -26,7 +26,7 @@ from trainer.client import WorkerClient, environ_with
 from trainer.store import RunStore
 
 from .helpers import ROOT, THOROUGH
-from .matrix_cases import Case, every_case, pairs, pairwise_cases
+from .matrix_cases import THOROUGH_ONLY, Case, every_case, pairs, pairwise_cases
 
 pytestmark = pytest.mark.process
 
@@ -68,10 +68,10 @@ def inductor_cache(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("inductor"))
 
 
-def test_the_pairwise_subset_covers_every_pair():
+def test_the_pairwise_subset_covers_every_pair_but_the_large_compiles():
     every = set().union(*(pairs(c) for c in every_case()))
-    assert set().union(*(pairs(c) for c in pairwise_cases())) == every
-    assert len(every_case()) == 5 * 3 * 2 * 2 * 2 and len(pairwise_cases()) <= 18
+    assert every - set().union(*(pairs(c) for c in pairwise_cases())) == THOROUGH_ONLY
+    assert len(every_case()) == 5 * 3 * 2 * 2 * 2 and len(pairwise_cases()) <= 24
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
