@@ -267,6 +267,9 @@ def print_run(run: Any, final: dict[str, Any], checkpoints: list[dict], artifact
           f"{spec.get('precision', {}).get('dtype')}, compile {spec.get('precision', {}).get('compile')}")
     if run.error:
         print(f"  error ({run.error_kind or 'unknown'}): {run.error}")
+        tb = (run.summary or {}).get("traceback") or ""
+        if tb:     # where it happened: the traceback's last lines (all of it in --json)
+            print("  traceback (last lines):\n" + "\n".join(f"    {line}" for line in tb.strip().splitlines()[-6:]))
     for name in ("epoch/train_loss", "epoch/train_accuracy", "val/loss", "val/accuracy", "test/loss", "test/accuracy"):
         if name in final and final[name]["value"] is not None:
             print(f"  {name:<22} {final[name]['value']:.4f}")

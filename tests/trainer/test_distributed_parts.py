@@ -301,3 +301,34 @@ def test_channels_last_weights_are_saved_and_a_failed_save_leaves_no_folder(tmp_
     (folder / ".last-00000009.dcp.tmp").mkdir()     # a killed save's leftover: the launcher removes it
     assert [p.name for p in remove_unfinished(folder)] == [".last-00000009.dcp.tmp"]
     assert sorted(p.name for p in folder.iterdir()) == ["best-00000003.dcp"]
+
+
+def test_a_failed_ranks_traceback_reaches_the_event_the_store_and_show(tmp_path, capsys):
+    """issue 22: `torch-studio show` gave no reason for a failed distributed run; the launcher's record
+    of the rank's failure now keeps its traceback in the store, and `show` prints its last lines."""
+    import io
+    import json
+
+    from studio.cli import main as cli_main
+    from trainer import events as ev
+    from trainer.dist_launch import _record
+    from trainer.store import RunStore
+
+    db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    store = RunStore(db)
+    rid = store.create_run(name="r", spec={}, graph={}, graph_hash="h", device="cpu", params=1)
+    write_failure(tmp_path, 1, "error", "ValueError: non contiguous tensor model.conv3.weight", step=19,
+                  tb='Traceback (most recent call last):\n  File "sharded_checkpoint.py", line 50\nValueError: non contiguous')
+    cause = root_cause([FakeFailure(1, 101, 1)], tmp_path)
+    out = io.StringIO()
+    assert _record(store, ev.Emitter(out), rid, cause.kind, cause.message, step=cause.step, tb=cause.traceback,
+                   rank=cause.rank) == ev.EXIT_FAILED
+    event = json.loads(out.getvalue())
+    assert event["event"] == "failed" and event["rank"] == 1 and "sharded_checkpoint.py" in event["traceback"]
+    run = RunStore(db).run(rid)
+    assert run.status == "failed" and run.error == "rank 1: ValueError: non contiguous tensor model.conv3.weight"
+    assert run.summary["traceback"].endswith("ValueError: non contiguous")
+    capsys.readouterr()
+    assert cli_main(["show", str(rid), "--db", db]) == 0
+    shown = capsys.readouterr().out
+    assert "error (error): rank 1: ValueError" in shown and '    File "sharded_checkpoint.py", line 50' in shown
