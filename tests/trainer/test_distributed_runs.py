@@ -21,7 +21,7 @@ from trainer.checkpoint import load_checkpoint_weights
 from trainer.client import WorkerClient, environ_with
 from trainer.store import RunStore
 
-from .helpers import kinds, run_worker, tiny_cnn, write_spec
+from .helpers import DIGITS_CNN, kinds, run_worker, tiny_cnn, write_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 
@@ -231,9 +231,10 @@ def test_compile_bf16_and_channels_last_with_ddp_and_fsdp2(tmp_path):
 def test_kill_9_of_the_launcher_takes_its_ranks_and_the_run_resumes(tmp_path):
     """issue 22: kill -9 of the launcher left both ranks training (1,466 more metric rows in 20 s), and a
     resume was accepted and then failed because the orphans pruned its checkpoint. The ranks' command
-    lines carry no store URL (a password in it would be in every `ps`)."""
+    lines carry no store URL (a password in it would be in every `ps`). The shipped digits_cnn, so the
+    resume reads a sharded checkpoint of channels_last weights and Adam moments back into DDP."""
     db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
-    spec = write_spec(tmp_path, tiny_cnn(), train={**TRAIN, "epochs": 4},
+    spec = write_spec(tmp_path, DIGITS_CNN, train={**TRAIN, "epochs": 4},
                       distributed={"strategy": "ddp", "nproc_per_node": 2})
     with WorkerClient.run(spec, db=db) as w:
         for e in w.events(timeout=300):
