@@ -166,4 +166,4 @@ def test_the_launch_command_refuses_a_node_count_beyond_the_cap(tmp_path, capsys
     assert cli_main(["launch", str(write_spec(tmp_path, strategy="ddp", nnodes=10**6,
                                               rdzv_endpoint="head:29500"))]) == 2
     out, err = capsys.readouterr()
-    assert not out and "distributed.nnodes: at most 4096 machines, got 1000000" in err and len(err) < 300
+    assert not out and "distributed.nnodes: at most 4096 machines, got 1000000" in err and len(err.splitlines()) <= 3
