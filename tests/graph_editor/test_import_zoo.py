@@ -70,6 +70,7 @@ def _params(cases: list) -> list:
     return [pytest.param(case, id=case.id, marks=marks.get(case.id, [])) for case in cases]
 
 
+@pytest.mark.slow      # whole torchvision and timm models: 10-80 s each on 2 cores, make test only
 @pytest.mark.parametrize("case", _params(CASES))
 def test_every_model_imports_exactly(case):
     """Parameters and FLOPs for every model; the real round trip too unless it is a giant (built on
@@ -103,6 +104,7 @@ KEPT_WHOLE = {"RelativePositionalMultiHeadAttention", "ShiftedWindowAttention", 
 NON_STRICT_ROUND_TRIP = "torchvision:swin_t"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES if c.id in MODULE_NODES])
 def test_without_strict_the_rest_imports_with_module_nodes(case):
     """The seven that fail strictly: parameters exact and FLOPs equal to FlopCounterMode's with the

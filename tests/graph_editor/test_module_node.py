@@ -99,6 +99,7 @@ def test_its_recorded_shape_is_checked(imported):
     assert any("block" in p and "imported for input 8x4x4, receives 8x8x8" in p for p in problems), problems
 
 
+@pytest.mark.export
 def test_it_exports_to_onnx_and_to_source_with_parity(imported, tmp_path):
     _, result = imported
     module = built(result).eval()

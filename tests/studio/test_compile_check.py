@@ -15,6 +15,7 @@ from .helpers import open_template, settle
 pytestmark = pytest.mark.qt
 
 
+@pytest.mark.slow
 def test_check_compile_puts_the_break_on_its_node(window, qtbot, tmp_path):
     path = tmp_path / "item.graph.json"
     save_graph(item_graph(), path)
