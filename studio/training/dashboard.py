@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from trainer import events as ev
 
+from ..elided_label import ElidedLabel
 from .confusion import ConfusionPanel
 from .memory_timeline import MemoryTimelineView
 from .plot_theme import LIGHT, PlotTheme, plot_theme
@@ -170,13 +171,13 @@ class TrainingDashboard(QWidget):
 
     def _header(self) -> QHBoxLayout:
         row = QHBoxLayout()
-        self.title = QLabel("No run yet: Train (Ctrl+T) starts one")
+        self.title = ElidedLabel("No run yet: Train (Ctrl+T) starts one")   # never wider than the window
         self.title.setStyleSheet("font-weight: 600; font-size: 11pt;")
-        self.state = QLabel("")
+        self.state = ElidedLabel("")      # a failure's reason can be a long line
         self.compile_label = QLabel("")
         self.set_plot_theme(LIGHT)
         self.progress = QProgressBar()
-        self.progress.setMinimumWidth(260)
+        self.progress.setMinimumWidth(160)
         self.progress.setFormat("%p%")
         self.eta_label = QLabel("")
         self.pause_button = QPushButton("Pause")
@@ -194,9 +195,9 @@ class TrainingDashboard(QWidget):
         self.pause_button.clicked.connect(self._toggle_pause)
         self.stop_button.clicked.connect(self.stop_requested)
         self.lr_button.clicked.connect(lambda: self.lr_requested.emit(self.lr_box.value()))
-        for w in (self.title, self.state, self.compile_label):
-            row.addWidget(w)
-        row.addStretch(1)
+        row.addWidget(self.title, 3)
+        row.addWidget(self.state, 2)
+        row.addWidget(self.compile_label)
         for control in (self.progress, self.eta_label, self.pause_button, self.stop_button, self.lr_box,
                         self.lr_button, self.record_button):
             row.addWidget(control)

@@ -23,3 +23,31 @@ def test_a_graph_opened_with_ctrl_o_is_fitted_whole_in_the_canvas(window, prompt
     QApplication.processEvents()
     shown, whole = window.canvas.visible_rect(), window.canvas.graph_scene.items_rect()
     assert shown.contains(whole), (name, shown, whole)   # fitted, not the first blocks zoomed in
+
+
+def click_mode(window, name: str) -> None:
+    button = window.workspaces.bar.widgetForAction(window.workspaces.items[name].action)
+    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
+    QApplication.processEvents()
+
+
+def test_the_train_workspace_keeps_a_1280_window_1280_wide_whatever_the_run_says(window):
+    window.resize(1280, 800)
+    click_mode(window, "Train")
+    dash = window.training.controller().dashboard
+    dash.begin_run("resnet18_cifar_with_a_long_name  ·  run 1234  ·  cuda:0 (NVIDIA H100 80GB HBM3)", 1000, 1e-3)
+    reason = "worker exited with status 1: RuntimeError: " + "CUDA error: an illegal memory access " * 4
+    dash.set_state(f"failed: {reason}", running=False)
+    QApplication.processEvents()
+    assert window.width() == 1280 and window.minimumSizeHint().width() <= 1280
+    assert dash.state.toolTip() == f"failed: {reason}"      # the whole reason, on hover
+    assert dash.pause_button.visibleRegion().boundingRect().width() == dash.pause_button.width()
+
+
+def test_the_dashboard_preview_opens_within_the_screen(qapp):
+    from studio.training.__main__ import window_size
+
+    room = qapp.primaryScreen().availableGeometry()
+    w, h = window_size(qapp, None)
+    assert w <= room.width() and h <= room.height()
+    assert window_size(qapp, "1280x800") == (1280, 800)
