@@ -1,7 +1,7 @@
 """The open document: which file the edited graph belongs to and whether it has unsaved changes.
 
 "Unsaved" is the undo stack's clean state, so undoing back to the saved state clears the
-marker. Opening reads the whole file first: a file that cannot be read raises
+marker; steps that only change how the network is shown (a block opened or closed) leave it saved. Opening reads the whole file first: a file that cannot be read raises
 :class:`GraphFileError` and the graph being edited is left as it was.
 """
 
@@ -30,6 +30,7 @@ class Document(QObject):
         self.path: Path | None = None
         self._name = UNTITLED
         self.undo_stack.cleanChanged.connect(lambda _clean: self.changed.emit())
+        self.undo_stack.indexChanged.connect(lambda _index: self.changed.emit())
 
     @property
     def undo_stack(self) -> QUndoStack:
@@ -41,7 +42,15 @@ class Document(QObject):
 
     @property
     def dirty(self) -> bool:
-        return not self.undo_stack.isClean()
+        """Whether an edit of the network lies between the saved state and now."""
+        stack = self.undo_stack
+        if stack.isClean():
+            return False
+        clean, now = stack.cleanIndex(), stack.index()
+        if clean < 0:
+            return True
+        steps = [stack.command(i) for i in range(min(clean, now), max(clean, now))]
+        return not all(getattr(getattr(s, "command", None), "view_only", False) for s in steps)
 
     @property
     def name(self) -> str:

@@ -51,3 +51,31 @@ def test_the_dashboard_preview_opens_within_the_screen(qapp):
     w, h = window_size(qapp, None)
     assert w <= room.width() and h <= room.height()
     assert window_size(qapp, "1280x800") == (1280, 800)
+
+
+def test_opening_and_closing_a_block_leaves_the_file_saved_and_undo_still_works(window, prompts):
+    from PySide6.QtCore import QPointF
+
+    window.resize(1440, 900)
+    prompts.answer("open_path", str(TEMPLATES / "resnet18.graph.json"))
+    window.activateWindow()
+    QTest.keyClick(window, Qt.Key.Key_O, Qt.KeyboardModifier.ControlModifier)
+    canvas, graph = window.canvas, window.controller.graph
+    layer2 = next(k for k, g in graph.groups.items() if g.name == "layer2")
+    box = canvas.graph_scene.boxes[layer2]
+    canvas.centerOn(box)
+    QTest.mouseDClick(canvas.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                      canvas.mapFromScene(box.sceneBoundingRect().center()))
+    assert not graph.groups[layer2].collapsed
+    assert not window.document.dirty and not window.isWindowModified()
+    title = canvas.graph_scene.frames[layer2].header_rect()
+    canvas.centerOn(title.center())
+    QTest.mouseDClick(canvas.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                      canvas.mapFromScene(QPointF(title.left() + 30, title.center().y())))
+    assert graph.groups[layer2].collapsed
+    assert not window.document.dirty and not window.isWindowModified()
+    QTest.keyClick(window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)   # the open is still undoable
+    assert not graph.groups[layer2].collapsed and not window.document.dirty
+    window.controller.select([next(iter(graph.nodes))])
+    window.canvas.delete_selection()                                           # an edit of the network
+    assert window.document.dirty and window.isWindowModified()
