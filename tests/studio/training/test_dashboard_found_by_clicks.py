@@ -1,0 +1,47 @@
+"""The training dashboard as a user found it with the mouse (issue 22), driven by real events."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QPoint
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
+
+from studio.training.dashboard import TrainingDashboard
+
+pytestmark = pytest.mark.qt
+
+
+def _dashboard(qtbot) -> tuple[QWidget, TrainingDashboard, QWidget]:
+    host = QWidget()
+    dash, other = TrainingDashboard(), QWidget()
+    layout = QVBoxLayout(host)
+    layout.addWidget(dash, 1)
+    layout.addWidget(other)
+    other.setMinimumHeight(60)
+    qtbot.addWidget(host)
+    host.resize(1280, 760)
+    host.show()
+    qtbot.waitExposed(host)
+    dash.begin_run("digits_cnn  ·  run 1  ·  cpu", 100, 1e-3)
+    for step in range(1, 60):
+        dash.add_point("loss", "train", step, 2.0 / step)
+    dash.flush(everything=True)
+    return host, dash, other
+
+
+def test_the_loss_crosshair_goes_when_the_mouse_leaves_and_is_gone_in_the_next_run(qtbot):
+    host, dash, other = _dashboard(qtbot)
+    plot = dash.plots["loss"]
+    centre = plot.rect().center()
+    for dx in (-30, -10, 0):
+        QTest.mouseMove(plot.viewport(), centre + QPoint(dx, 0))
+    qtbot.waitUntil(plot._vline.isVisible, timeout=2000)
+    QTest.mouseMove(other, other.rect().center())        # out of the plot, into another widget
+    QApplication.processEvents()
+    qtbot.wait(100)                                      # any rate-limited move still on its way
+    assert not plot._vline.isVisible()
+    QTest.mouseMove(plot.viewport(), centre)
+    qtbot.waitUntil(plot._vline.isVisible, timeout=2000)
+    dash.begin_run("digits_cnn  ·  run 2  ·  cpu", 100, 1e-3)   # the next run starts clean
+    assert not plot._vline.isVisible()
