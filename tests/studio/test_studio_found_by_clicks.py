@@ -4,7 +4,7 @@ real events and fails on the defect it names."""
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
@@ -79,3 +79,37 @@ def test_opening_and_closing_a_block_leaves_the_file_saved_and_undo_still_works(
     window.controller.select([next(iter(graph.nodes))])
     window.canvas.delete_selection()                                           # an edit of the network
     assert window.document.dirty and window.isWindowModified()
+
+
+def _arrow_points_down(header, section: int) -> bool:
+    """Whether the sort arrow (the rightmost mark in ``section``) is wider at its top than at its foot."""
+    image = header.grab().toImage()
+    left = header.sectionViewportPosition(section)
+    right = left + header.sectionSize(section) - 1
+    background = image.pixelColor(right - 2, 1).lightness()
+
+    def marked(x: int, y: int) -> bool:
+        return abs(image.pixelColor(x, y).lightness() - background) > 40
+
+    columns = [x for x in range(left, right) if any(marked(x, y) for y in range(image.height()))]
+    arrow = [columns[-1]]
+    for x in reversed(columns[:-1]):          # the run of marked columns at the right end
+        if x != arrow[-1] - 1:
+            break
+        arrow.append(x)
+    widths = [n for y in range(image.height()) if (n := sum(marked(x, y) for x in arrow))]
+    assert len(widths) >= 2, "no sort arrow drawn"
+    return widths[0] > widths[-1]
+
+
+def test_the_runs_sort_arrow_points_the_way_the_column_is_sorted(window):
+    window.resize(1440, 900)
+    click_mode(window, "Runs")
+    header = window.training.controller().runs.table.horizontalHeader()
+    assert header.sortIndicatorOrder() == Qt.SortOrder.DescendingOrder    # newest first
+    assert _arrow_points_down(header, header.sortIndicatorSection())
+    section = header.sortIndicatorSection()
+    QTest.mouseClick(header.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                     header.rect().topLeft() + QPoint(header.sectionViewportPosition(section) + 10, 8))
+    assert header.sortIndicatorOrder() == Qt.SortOrder.AscendingOrder
+    assert not _arrow_points_down(header, section)
