@@ -157,6 +157,10 @@ class Sparkline(pg.PlotWidget):
         ys = [v if (not log or v > 0) else np.nan for v in values]
         self.curve.setData(np.array(steps, dtype=float), np.array(ys, dtype=float), connect="finite")
         item.getAxis("left").setTicks(_three_ticks(ys, log))
+        if len(steps) == 1:   # one inspection: from the run's start to it (pyqtgraph spans +-0.4 of a step)
+            item.setXRange(0, max(steps[0], 1), padding=0.05)
+        else:
+            item.enableAutoRange(axis="x")
         self.getPlotItem().setTitle(title, color=self.theme.text, size="8pt")
 
 

@@ -242,7 +242,8 @@ class InspectWorkspace(QObject):
         key = self.metric.currentData() or "grad_w"
         key = "grad_w" if key == "saved_bytes" else key
         self.view.backward.set_history({owner: self.history.series(owner, key)[1]
-                                        for owner in self.view.controller.graph.groups}, _figure_name(key, short=True))
+                                        for owner in self.view.controller.graph.groups}, _figure_name(key, short=True),
+                                       METRIC_BY_KEY[key].format)
 
     def _refresh_spark(self, node: str | None = None) -> None:
         node = node or self._selected()

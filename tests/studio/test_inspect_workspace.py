@@ -144,3 +144,35 @@ def test_capturing_a_broken_graph_says_why_and_keeps_the_last_capture(window, qt
     qtbot.waitUntil(lambda: ws.capture_button.isEnabled(), timeout=60_000)
     assert ws.capture_status.text().startswith("Cannot capture:") and "output" in ws.capture_status.text()
     assert set(ws.view.backward.blocks) == blocks
+
+
+def test_a_run_s_backward_time_shows_in_ms_and_one_inspection_spans_the_run(window, qtbot, tmp_path):
+    from trainer.inspect import InspectReport, NodeFigures
+    from trainer.store import RunStore
+
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    run_id = store.create_run(name="one", spec={}, graph={}, graph_hash="h", device="cpu", params=1)
+    report = InspectReport(1845, None, "cpu", [NodeFigures("conv1", grad_out=0.1, grad_w=0.2, weight=1.0,
+                                                           backward_s=0.00194)])
+    store.add_metrics(run_id, report.metric_rows())
+    store.finish(run_id, "completed")
+    store.close()
+    open_template(window, "digits_cnn")
+    window.training.show_runs()
+    panel = window.training.controller().runs
+    panel.refresh()
+    row = next(r for r in range(panel.proxy.rowCount())
+               if panel.model.rows[panel.proxy.mapToSource(panel.proxy.index(r, 0)).row()].id == run_id)
+    QTest.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                     panel.table.visualRect(panel.proxy.index(row, 0)).center())
+    ws = _workspace(window)
+    with qtbot.waitSignal(ws.captured, timeout=60_000):
+        QTest.mouseClick(ws.capture_button, Qt.MouseButton.LeftButton)
+    ws.metric.setFocus()
+    index = ws.metric.findData("backward_s")
+    while ws.metric.currentIndex() != index:
+        QTest.keyClick(ws.metric, Qt.Key.Key_Down if ws.metric.currentIndex() < index else Qt.Key.Key_Up)
+    assert ws.view.backward.boxes["conv1"].stat_rows()[1] == ("time", "1.94 ms")
+    _click_item(ws.view, ws.view.backward.boxes["conv1"])
+    (x0, x1), _ = ws.spark.getPlotItem().vb.viewRange()
+    assert x0 <= 0 and x1 >= 1845             # the one inspection, seen from the run's start
