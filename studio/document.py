@@ -29,6 +29,7 @@ class Document(QObject):
         self.controller = controller
         self.path: Path | None = None
         self._name = UNTITLED
+        self._origin: Path | None = None   # the template an unsaved graph was made from
         self.undo_stack.cleanChanged.connect(lambda _clean: self.changed.emit())
         self.undo_stack.indexChanged.connect(lambda _index: self.changed.emit())
 
@@ -57,10 +58,18 @@ class Document(QObject):
         """What the title bar shows: the file name, or the template's name for an unsaved graph."""
         return self.path.name if self.path else self._name
 
-    def replace(self, graph: Graph, path: Path | None = None, name: str = UNTITLED, dirty: bool = False) -> None:
-        """Edit ``graph`` from now on (new, template, open, recovery); the undo history restarts."""
+    @property
+    def origin(self) -> Path | None:
+        """The file the graph is, or was made from (a template): what its runs are named after."""
+        return self.path or self._origin
+
+    def replace(self, graph: Graph, path: Path | None = None, name: str = UNTITLED, dirty: bool = False,
+                origin: Path | None = None) -> None:
+        """Edit ``graph`` from now on (new, template, open, recovery); the undo history restarts.
+        ``origin``: the template an unsaved graph was made from."""
         self.controller.set_graph(graph)
         self.path = Path(path) if path else None
+        self._origin = Path(origin) if origin else None
         self._name = name
         self.undo_stack.setClean()
         if dirty:

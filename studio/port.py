@@ -184,6 +184,12 @@ class StudioPort:
     def document_path(self) -> Path | None:
         return self._document.path
 
+    @property
+    def run_source(self) -> str:
+        """What a run of the graph is named after: the file it is or was made from, else its title."""
+        origin = self._document.origin
+        return origin.name if origin is not None else self._document.name
+
     def open_snapshot(self, data: dict[str, Any], title: str) -> bool:
         """Open a graph snapshot (a run's graph) as a new unsaved document titled ``title``."""
         return self._files.open_snapshot(data, title)

@@ -87,7 +87,7 @@ class TrainingHook(QObject):
                 port.open_snapshot(graph, title)
             ctl = TrainingController(lambda: port.graph, db_url=self.db_url, work_dir=self.work_dir,
                                      open_graph=open_graph, prompts=port.prompts,
-                                     graph_name=lambda: port.document_name, parent=self)
+                                     graph_name=lambda: port.run_source, parent=self)
             self._controller = ctl
             ctl.install(port.host)
             ctl.reveal = port.workspaces.reveal

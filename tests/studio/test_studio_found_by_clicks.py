@@ -9,6 +9,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from studio.resources import TEMPLATES
+from studio.training.train_dialog import TrainDialog
 
 pytestmark = pytest.mark.qt
 
@@ -113,3 +114,31 @@ def test_the_runs_sort_arrow_points_the_way_the_column_is_sorted(window):
                      header.rect().topLeft() + QPoint(header.sectionViewportPosition(section) + 10, 8))
     assert header.sortIndicatorOrder() == Qt.SortOrder.AscendingOrder
     assert not _arrow_points_down(header, section)
+
+
+def test_a_run_is_named_as_the_cli_names_it_and_the_next_train_dialog_forgets_the_last_name(window, prompts,
+                                                                                          qtbot):
+    import argparse
+
+    from studio import cli_train
+
+    template = TEMPLATES / "digits_cnn.graph.json"
+    prompts.answer("template", template)
+    window.activateWindow()
+    QTest.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert window.document.name == "Digits CNN"          # the title says what the template is
+    ctl = window.training.controller()
+    started: list[dict] = []
+    ctl.session.start = lambda spec: started.append(spec) or 1   # the worker itself is not what is tested here
+    parser = argparse.ArgumentParser()
+    cli_train.register(parser.add_subparsers())
+    cli_name = cli_train.build_spec(parser.parse_args(["train", str(template)]))["name"]
+    for typed in ("first try", ""):
+        QTest.mouseClick(window.toolbar.widgetForAction(window.training.train_action), Qt.MouseButton.LeftButton)
+        [dialog] = [d for d in window.findChildren(TrainDialog) if d.isVisible()]
+        qtbot.waitUntil(lambda d=dialog: d.start_button.isEnabled(), timeout=60_000)
+        assert dialog.form.editors["name"].text() == ""      # not the last run's name
+        QTest.keyClicks(dialog.form.editors["name"], typed)
+        QTest.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
+        assert not dialog.isVisible()
+    assert [s["name"] for s in started] == ["first try", cli_name] and cli_name == "digits_cnn"
