@@ -204,6 +204,11 @@ class StudioPort:
         return self._themes.current
 
     @property
+    def graph_replaced(self) -> SignalInstance:
+        """Emitted (with the new graph's name or path) when another graph is opened, made or recovered."""
+        return self._files.opened
+
+    @property
     def theme_changed(self) -> SignalInstance:
         """Emits the new :class:`~studio.themes.Theme`."""
         return self._themes.changed

@@ -323,6 +323,13 @@ class BackwardView(GraphCanvas):
         self.backward.show_capture(capture, forward)
         self.controller.set_graph(backward_graph(capture, forward))
 
+    def clear(self) -> None:
+        """Show nothing (another graph was opened: this capture is not of it)."""
+        self.capture = None
+        self.backward.set_heat({})
+        self.backward.set_history({})
+        self.controller.set_graph(Graph())
+
     def block(self, node_id: str) -> GroupBox | GroupFrame | None:
         return self.backward.blocks.get(node_id)
 

@@ -176,3 +176,29 @@ def test_a_run_s_backward_time_shows_in_ms_and_one_inspection_spans_the_run(wind
     _click_item(ws.view, ws.view.backward.boxes["conv1"])
     (x0, x1), _ = ws.spark.getPlotItem().vb.viewRange()
     assert x0 <= 0 and x1 >= 1845             # the one inspection, seen from the run's start
+
+
+def test_opening_another_graph_clears_the_last_one_s_backward_graph_legend_and_plots(window, qtbot, prompts):
+    from studio.resources import TEMPLATES
+
+    window.resize(1440, 900)
+    open_template(window, "digits_cnn")
+    ws = _workspace(window)
+    with qtbot.waitSignal(ws.captured, timeout=60_000):
+        QTest.mouseClick(ws.capture_button, Qt.MouseButton.LeftButton)
+    torch.manual_seed(0)
+    model = build_module(window.controller.graph, device="cpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    _, _, report = inspected_step(model, opt, torch.randn(8, 1, 8, 8), torch.randint(0, 10, (8,)), step=10,
+                                  device=torch.device("cpu"), precision="fp32")
+    ws.add_report(report)
+    assert ws.view.backward.boxes and ws.flow.bar_count() == 7 and ws.overlay.legend.isVisible()
+    prompts.answer("open_path", str(TEMPLATES / "lenet5.graph.json"))
+    window.activateWindow()
+    QTest.keyClick(window, Qt.Key.Key_O, Qt.KeyboardModifier.ControlModifier)
+    assert window.document.path.name == "lenet5.graph.json"
+    assert ws.capture is None and not ws.view.backward.boxes and not ws.view.controller.graph.nodes
+    assert ws.flow.bar_count() == 0, ws.flow.bar_count()
+    assert not ws.overlay.halos, ws.overlay.halos
+    assert not ws.overlay.legend.isVisible()
+    assert ws.history.latest is None and ws.spark.curve.xData is None or len(ws.spark.curve.xData) == 0
