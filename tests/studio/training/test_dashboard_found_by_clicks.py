@@ -45,3 +45,19 @@ def test_the_loss_crosshair_goes_when_the_mouse_leaves_and_is_gone_in_the_next_r
     qtbot.waitUntil(plot._vline.isVisible, timeout=2000)
     dash.begin_run("digits_cnn  ·  run 2  ·  cpu", 100, 1e-3)   # the next run starts clean
     assert not plot._vline.isVisible()
+
+
+def test_the_memory_bar_draws_a_small_peak_as_a_sliver_of_its_budget(qtbot, tmp_path):
+    from studio.training.memory_bar import MemoryFigures, MemoryPanel, MiB
+
+    panel = MemoryPanel()
+    qtbot.addWidget(panel)
+    panel.resize(520, 160)
+    panel.show()
+    parts = {"weights": MiB, "gradients": MiB, "optimizer": 2 * MiB, "activations": 3 * MiB}
+    panel.set_figures(MemoryFigures(7 * MiB, parts, int(23.5 * 1024 * MiB), "RAM", 64, largest_batch=4096))
+    rects = panel.bar.band_rects()
+    drawn = sum(r.width() for _, r in rects)
+    assert 0 < drawn < panel.bar.width() * 0.1        # 7 MiB of 23.5 GiB: a sliver, not the bar full
+    assert all(r.width() >= 3 for _, r in rects if r.width())   # each part still seen
+    panel.grab().save(str(tmp_path / "memory_bar_small.png"))
