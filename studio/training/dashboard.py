@@ -50,6 +50,13 @@ PLOTS = {
     "memory": ("Memory", "MiB", "bottom"),
 }
 
+# What the memory plot's lines measure: a CPU worker's RSS is the whole process, far above the step's tensors.
+MEMORY_TIP = ("rss / peak_rss: everything the worker process holds (Python, torch's libraries, the dataset, "
+              "allocator caches), about a GB before the first tensor.\n"
+              "Dashed, predicted: the peak of the tensors one training step holds (weights, gradients, optimizer "
+              "state, activations), what a GPU would have to hold; on CUDA the plot shows allocated and "
+              "reserved, which compare with it directly.")
+
 EPOCH_COLUMNS = ("epoch", "train\nloss", "train\nacc", "val\nloss", "val\nacc", "lr", "time\n(s)")  # narrow columns
 
 
@@ -146,6 +153,7 @@ class TrainingDashboard(QWidget):
         grid.setSpacing(6)
         for i, key in enumerate(PLOTS):
             grid.addWidget(self.plots[key], i // 2, i % 2)
+        self.plots["memory"].setToolTip(MEMORY_TIP)
         self.epochs = QStandardItemModel(0, len(EPOCH_COLUMNS), self)
         self.epochs.setHorizontalHeaderLabels(list(EPOCH_COLUMNS))
         self.epoch_table = QTableView()
@@ -255,7 +263,7 @@ class TrainingDashboard(QWidget):
 
     def set_predicted_peak(self, nbytes: int | None) -> None:
         """The run's predicted peak (bytes; None: none) as a dashed line across the memory plot."""
-        label = f"predicted peak {nbytes / 2**20:.1f} MiB" if nbytes else ""
+        label = f"predicted: the step's tensors, {nbytes / 2**20:.1f} MiB" if nbytes else ""
         self.plots["memory"].set_level("predicted", nbytes / 2**20 if nbytes else None, label)
 
     def recording_memory(self) -> None:

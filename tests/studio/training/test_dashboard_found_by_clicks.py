@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
 
 from studio.training.dashboard import TrainingDashboard
+
+ROOT = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.qt
 
@@ -61,3 +65,31 @@ def test_the_memory_bar_draws_a_small_peak_as_a_sliver_of_its_budget(qtbot, tmp_
     assert 0 < drawn < panel.bar.width() * 0.1        # 7 MiB of 23.5 GiB: a sliver, not the bar full
     assert all(r.width() >= 3 for _, r in rects if r.width())   # each part still seen
     panel.grab().save(str(tmp_path / "memory_bar_small.png"))
+
+
+def test_a_followed_run_shows_its_lr_and_predicted_line_and_the_plot_says_what_rss_is(qtbot, tmp_path):
+    import json
+
+    from studio.training.follow import RunFollower
+    from trainer.store import RunStore
+
+    graph = json.loads((ROOT / "assets/templates/digits_cnn.graph.json").read_text())
+    spec = {"name": "bg", "optim": {"lr": 0.004}, "train": {"epochs": 2, "batch_size": 32}, "device": "cpu",
+            "data": {"dataset": "digits"}, "model": {"graph": "digits_cnn.graph.json"}}
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    rid = store.create_run(name="bg", spec=spec, graph=graph, graph_hash="0" * 64, device="cpu", params=1)
+    store.add_metrics(rid, [(s, name, v) for s in (5, 10) for name, v in
+                            (("train/loss", 2.0 / s), ("lr", 0.004 * s / 10), ("memory/rss", 9e8))])
+    dash = TrainingDashboard()
+    qtbot.addWidget(dash)
+    dash.resize(1280, 760)
+    dash.show()
+    follower = RunFollower(store, dash, rid, interval_ms=100)
+    memory = dash.plots["memory"]
+    qtbot.waitUntil(lambda: memory.level("predicted") is not None, timeout=60_000)
+    assert memory.level("predicted").label.toPlainText().startswith("predicted: the step's tensors, ")
+    assert "whole" in memory.toolTip() or "everything the worker process holds" in memory.toolTip()
+    dash.flush(everything=True)
+    assert "lr" in dash.plots["lr"].curve_names() and abs(dash.lr_box.value() - 0.004) < 1e-9
+    follower.stop()
+    store.close()
