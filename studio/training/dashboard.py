@@ -126,6 +126,7 @@ class TrainingDashboard(QWidget):
     stop_requested = Signal()
     lr_requested = Signal(float)
     record_memory_requested = Signal()
+    memory_trace_shown = Signal()      # a recording asked for has arrived and is drawn
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -277,6 +278,7 @@ class TrainingDashboard(QWidget):
         self.side.setCurrentWidget(self.timeline)
         self.record_button.setText("Record memory")
         self.record_button.setEnabled(self.stop_button.isEnabled())
+        self.memory_trace_shown.emit()
 
     def end_epoch(self, e: ev.EpochEnd, names: Sequence[str] = ()) -> None:
         """An ``epoch_end`` event: plot points, a table row, the confusion matrix with the per-class
