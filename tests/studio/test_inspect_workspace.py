@@ -202,3 +202,22 @@ def test_opening_another_graph_clears_the_last_one_s_backward_graph_legend_and_p
     assert not ws.overlay.halos, ws.overlay.halos
     assert not ws.overlay.legend.isVisible()
     assert ws.history.latest is None and ws.spark.curve.xData is None or len(ws.spark.curve.xData) == 0
+
+
+def test_the_heat_legend_takes_the_light_theme(window, qtbot):
+    window.resize(1440, 900)
+    open_template(window, "lenet5")
+    ws = _workspace(window)
+    with qtbot.waitSignal(ws.captured, timeout=60_000):
+        QTest.mouseClick(ws.capture_button, Qt.MouseButton.LeftButton)
+    legend = ws.overlay.legend
+    assert legend.isVisible()
+
+    def background() -> int:
+        return legend.grab().toImage().pixelColor(legend.width() - 5, legend.height() // 2).lightness()
+
+    assert background() < 100                          # dark theme: a dark box
+    window.theme_actions["light"].trigger()            # View > Light Theme
+    assert background() > 160                          # light theme: a light one, its text dark
+    text = legend.palette().color(legend.foregroundRole())
+    assert text.lightness() < 100
