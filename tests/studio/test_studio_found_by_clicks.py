@@ -142,3 +142,18 @@ def test_a_run_is_named_as_the_cli_names_it_and_the_next_train_dialog_forgets_th
         QTest.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
         assert not dialog.isVisible()
     assert [s["name"] for s in started] == ["first try", cli_name] and cli_name == "digits_cnn"
+
+
+def test_the_minimap_comes_and_goes_as_the_canvas_is_resized(window, qtbot):
+    from .helpers import open_template
+
+    window.resize(1900, 1200)
+    open_template(window, "digits_cnn")
+    QApplication.processEvents()
+    minimap = window.canvas.minimap
+    assert window.canvas.visible_rect().contains(window.canvas.graph_scene.items_rect())
+    qtbot.waitUntil(lambda: not minimap.isVisible(), timeout=2000)
+    window.resize(1200, 800)                           # part of the graph leaves the view: the map comes
+    qtbot.waitUntil(minimap.isVisible, timeout=2000)
+    window.resize(1900, 1200)                          # all of it in view again: the map goes
+    qtbot.waitUntil(lambda: not minimap.isVisible(), timeout=2000)
