@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QPoint
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
 
@@ -93,3 +93,29 @@ def test_a_followed_run_shows_its_lr_and_predicted_line_and_the_plot_says_what_r
     assert "lr" in dash.plots["lr"].curve_names() and abs(dash.lr_box.value() - 0.004) < 1e-9
     follower.stop()
     store.close()
+
+
+def test_the_samples_of_a_cell_fit_the_gallery_s_width_without_clipping(qtbot):
+    import numpy as np
+
+    from studio.training.confusion import ConfusionPanel
+
+    panel = ConfusionPanel()
+    qtbot.addWidget(panel)
+    panel.resize(360, 700)
+    panel.show()
+    qtbot.waitExposed(panel)
+    true, pred = np.array([1] * 12 + [0]), np.array([0] * 12 + [0])
+    panel.set_matrix(np.array([[1, 0], [12, 0]]), ["zero", "one"])
+    panel.set_predictions(np.random.default_rng(0).random((13, 8, 8)), true, pred)
+    view = panel.matrix_view
+    x, y = view.cell_center(1, 0)
+    QTest.mouseClick(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, QPoint(int(x), int(y)))
+    gallery = panel.gallery
+    assert len(gallery.shown_indices()) == 12
+    QApplication.processEvents()
+    assert gallery.widget().minimumSizeHint().width() <= gallery.viewport().width(), (gallery.widget().minimumSizeHint(), gallery.viewport().width())
+    assert not gallery.horizontalScrollBar().isVisible()     # every tile inside the width, none cut off
+    panel.resize(900, 700)                                   # wider: more tiles to a row
+    QApplication.processEvents()
+    assert not gallery.horizontalScrollBar().isVisible()
