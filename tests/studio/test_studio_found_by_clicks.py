@@ -157,3 +157,16 @@ def test_the_minimap_comes_and_goes_as_the_canvas_is_resized(window, qtbot):
     qtbot.waitUntil(minimap.isVisible, timeout=2000)
     window.resize(1900, 1200)                          # all of it in view again: the map goes
     qtbot.waitUntil(lambda: not minimap.isVisible(), timeout=2000)
+
+
+def test_no_minimap_over_a_canvas_too_small_to_hold_it(window, qtbot):
+    from .helpers import open_template
+
+    window.resize(720, 720)                   # docks around leave the canvas about 150 px wide
+    open_template(window, "resnet18")
+    QApplication.processEvents()
+    canvas = window.canvas
+    assert canvas.viewport().width() < 3 * canvas.minimap.width()
+    assert not canvas.visible_rect().contains(canvas.graph_scene.items_rect())   # a map would be needed...
+    qtbot.wait(100)
+    assert not canvas.minimap.isVisible()     # ...but it would cover most of the nodes
