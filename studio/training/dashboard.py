@@ -264,7 +264,7 @@ class TrainingDashboard(QWidget):
 
     def set_predicted_peak(self, nbytes: int | None) -> None:
         """The run's predicted peak (bytes; None: none) as a dashed line across the memory plot."""
-        label = f"predicted: the step's tensors, {nbytes / 2**20:.1f} MiB" if nbytes else ""
+        label = f"predicted tensors {nbytes / 2**20:.1f} MiB" if nbytes else ""
         self.plots["memory"].set_level("predicted", nbytes / 2**20 if nbytes else None, label)
 
     def recording_memory(self) -> None:

@@ -87,7 +87,7 @@ def test_a_followed_run_shows_its_lr_and_predicted_line_and_the_plot_says_what_r
     follower = RunFollower(store, dash, rid, interval_ms=100)
     memory = dash.plots["memory"]
     qtbot.waitUntil(lambda: memory.level("predicted") is not None, timeout=60_000)
-    assert memory.level("predicted").label.toPlainText().startswith("predicted: the step's tensors, ")
+    assert memory.level("predicted").label.toPlainText().startswith("predicted tensors ")
     assert "whole" in memory.toolTip() or "everything the worker process holds" in memory.toolTip()
     dash.flush(everything=True)
     assert "lr" in dash.plots["lr"].curve_names() and abs(dash.lr_box.value() - 0.004) < 1e-9

@@ -106,7 +106,7 @@ def test_record_memory_fills_the_timeline_and_a_band_selects_its_node(qtbot, win
     assert view.highlighted is None and len({b.opacity() for b in view.bands}) == 1
     memory = dash.plots["memory"]                          # the run's predicted peak, computed on a thread
     qtbot.waitUntil(lambda: memory.level("predicted") is not None, timeout=WAIT)
-    assert memory.level("predicted").label.toPlainText().startswith("predicted: the step's tensors, ")
+    assert memory.level("predicted").label.toPlainText().startswith("predicted tensors ")
     window.workspaces.show("Train")
     window.grab().save(str(tmp_path / "record.png"))
     with qtbot.waitSignal(ctl.session.ended, timeout=WAIT):
