@@ -15,7 +15,6 @@ from PySide6.QtWidgets import (
     QApplication,
     QProxyStyle,
     QStyle,
-    QStyleFactory,
     QStyleOption,
     QStyleOptionHeader,
     QWidget,
@@ -102,7 +101,7 @@ class StudioStyle(QProxyStyle):
     """
 
     def __init__(self) -> None:
-        super().__init__(QStyleFactory.create("Fusion"))
+        super().__init__("Fusion")    # by name: the proxy owns the base style it makes
 
     def drawPrimitive(self, element: QStyle.PrimitiveElement, option: QStyleOption,  # noqa: N802 (Qt override)
                       painter: QPainter, widget: QWidget | None = None) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
+from PySide6.QtGui import QMouseEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
 
@@ -34,18 +35,26 @@ def _dashboard(qtbot) -> tuple[QWidget, TrainingDashboard, QWidget]:
     return host, dash, other
 
 
+def _move(widget, point: QPoint) -> None:
+    """A mouse move event straight to ``widget`` (QTest's window-level moves lose track of which window
+    is under the pointer once an earlier test's window is gone, offscreen)."""
+    pos = QPointF(point)
+    QApplication.sendEvent(widget, QMouseEvent(QEvent.Type.MouseMove, pos, widget.mapToGlobal(pos),
+                                                Qt.MouseButton.NoButton, Qt.MouseButton.NoButton,
+                                                Qt.KeyboardModifier.NoModifier))
+
+
 def test_the_loss_crosshair_goes_when_the_mouse_leaves_and_is_gone_in_the_next_run(qtbot):
     host, dash, other = _dashboard(qtbot)
     plot = dash.plots["loss"]
-    centre = plot.rect().center()
+    centre = plot.viewport().rect().center()
     for dx in (-30, -10, 0):
-        QTest.mouseMove(plot.viewport(), centre + QPoint(dx, 0))
+        _move(plot.viewport(), centre + QPoint(dx, 0))
     qtbot.waitUntil(plot._vline.isVisible, timeout=2000)
-    QTest.mouseMove(other, other.rect().center())        # out of the plot, into another widget
-    QApplication.processEvents()
-    qtbot.wait(100)                                      # any rate-limited move still on its way
+    QApplication.sendEvent(plot, QEvent(QEvent.Type.Leave))     # the pointer went to another widget
+    qtbot.wait(100)                                              # any rate-limited move still on its way
     assert not plot._vline.isVisible()
-    QTest.mouseMove(plot.viewport(), centre)
+    _move(plot.viewport(), centre)
     qtbot.waitUntil(plot._vline.isVisible, timeout=2000)
     dash.begin_run("digits_cnn  ·  run 2  ·  cpu", 100, 1e-3)   # the next run starts clean
     assert not plot._vline.isVisible()
