@@ -18,6 +18,8 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QSpinBox, QWidget
 
 from trainer import spec as ts
 
+from ..docks.param_editors import INT_MAX, INT_MIN, StrictSpinBox
+
 CHOICES: dict[str, tuple[str, ...]] = {
     "optim.name": ts.OPTIMIZERS, "schedule.name": ts.SCHEDULES, "precision.dtype": ts.PRECISIONS,
     "precision.compile": ts.COMPILE_MODES, "data.format": ts.FORMATS,
@@ -79,7 +81,15 @@ class SpecForm(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.defaults = dict(leaf_fields())
+        self._refused: dict[str, str] = {}   # path -> why what was typed there was not taken
         self.editors: dict[str, QWidget] = {p: self._editor(p, v) for p, v in self.defaults.items()}
+
+    def _refuse(self, path: str, reason: str | None) -> None:
+        if reason:
+            self._refused[path] = reason
+        elif self._refused.pop(path, None) is None:
+            return
+        self.changed.emit()
 
     def _editor(self, path: str, default: Any) -> QWidget:
         if path in CHOICES:
@@ -90,9 +100,12 @@ class SpecForm(QObject):
             w = QCheckBox()
             w.toggled.connect(self.changed)
         elif isinstance(default, int):
-            w = QSpinBox()
-            w.setRange(-1, 10**9)
+            # any whole number goes through to the run spec's checks, which say what is wrong with it
+            w = StrictSpinBox(path)
+            w.setRange(INT_MIN, INT_MAX)
             w.valueChanged.connect(self.changed)
+            w.refused.connect(lambda reason, p=path: self._refuse(p, reason))
+            w.lineEdit().textEdited.connect(lambda _text, p=path: self._refuse(p, None))
         else:
             w = QLineEdit()
             w.textChanged.connect(self.changed)
@@ -126,7 +139,7 @@ class SpecForm(QObject):
             except ValueError:
                 problems.append(f"{path}: '{w.text()}' is not a number" + (
                     " list (write them separated by commas)" if isinstance(self.defaults[path], list) else ""))
-        return data, problems
+        return data, problems + list(self._refused.values())
 
     def value(self, path: str) -> Any:
         """The value of one field as the spec would hold it (None while its text is not a number)."""
