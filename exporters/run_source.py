@@ -6,21 +6,22 @@ Reads the store through the trainer's public API (``RunStore``, ``load_checkpoin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
-from graph_editor.model import GraphError, graph_from_dict
+from graph_editor.model import Graph, GraphError, graph_from_dict
 
 from .errors import ExportError
+from .preprocessing import Preprocessing
 from .source import (
     LOW_PRECISION,
     ExportSource,
     _stem,
     build_reference,
     load_weights,
-    random_inputs,
     read_weights,
 )
 
@@ -31,9 +32,9 @@ CHECKPOINT_KINDS = ("best", "last")
 
 
 def from_run(run_id: int, *, checkpoint: str | Path = "best", store: str | None = None,
-             verify_batch: int = 8) -> ExportSource:
+             verify_batch: int = 64) -> ExportSource:
     """A source for ``run_id``: its graph snapshot with the ``best``/``last`` checkpoint (or a checkpoint
-    file), verified on ``verify_batch`` samples of the run's validation split, with its metrics."""
+    file), verified on ``verify_batch`` raw samples of the run's validation split, with its metrics."""
     from trainer.checkpoint import CheckpointError, load_checkpoint_weights
     from trainer.store import RunStore, StoreError
 
@@ -67,19 +68,19 @@ def from_run(run_id: int, *, checkpoint: str | Path = "best", store: str | None 
     if weights_dtype in LOW_PRECISION or run.spec.get("precision", {}).get("dtype", "fp32") != "fp32":
         notes.append(f"trained with precision {run.spec.get('precision', {}).get('dtype')}, weights stored as "
                      f"{weights_dtype}: exported in float32")
-    samples, how = validation_samples(run.spec, verify_batch)
-    if samples is None:
-        samples = random_inputs(graph, verify_batch)
-    notes.append(how)
+    try:
+        data = run_data(run.spec, graph, verify_batch)
+    except ExportError as exc:
+        raise ExportError(f"run {run_id}: {exc}") from None
+    notes += [data.note, data.preprocessing.describe()]
     name = _stem(graph) if not run.name else _stem_of(run.name)
     desc = f"run {run_id} '{run.name or graph.metadata.get('name', '')}', {ckpt_desc}"
-    return ExportSource(graph, module, samples, f"{name}_run{run_id}", desc, run_id=run_id, checkpoint=str(ckpt_path),
-                        weights_dtype=weights_dtype, metrics=metrics, notes=notes, store_url=url)
+    return ExportSource(graph, module, data.samples, f"{name}_run{run_id}", desc, run_id=run_id,
+                        checkpoint=str(ckpt_path), weights_dtype=weights_dtype, metrics=metrics, notes=notes,
+                        store_url=url, preprocessing=data.preprocessing, labels=data.labels)
 
 
 def _stem_of(text: str) -> str:
-    from graph_editor.model import Graph
-
     return _stem(Graph(metadata={"name": text}))
 
 
@@ -96,22 +97,43 @@ def _checkpoint(runs: RunStore, run_id: int, checkpoint: str | Path) -> tuple[Pa
     return path, f"{kind} checkpoint{where}{fell_back}"
 
 
-def validation_samples(spec: dict, count: int) -> tuple[torch.Tensor | None, str]:
-    """``count`` samples of the run's validation split (test split if it has none), prepared the way the
-    run prepared them; (None, why) when the data cannot be loaded any more."""
-    from trainer.checks import setup
-    from trainer.data import normalise
+@dataclass
+class RunData:
+    """What an export of a run knows of its data: the preprocessing (training's standardisation and
+    the class names), and raw validation samples with their labels for the proof."""
+
+    preprocessing: Preprocessing
+    samples: torch.Tensor
+    labels: torch.Tensor
+    note: str
+
+
+def run_data(spec: dict, graph: Graph, count: int) -> RunData:
+    """The run's data read again as the run read it (same reader, fractions and seed): the training
+    split's mean and std, the class names, and ``count`` raw samples of the validation split (test split
+    if it has none). A dataset that cannot be read any more is an ExportError: without it the model's
+    input standardisation is unknown, and an export without it scores like chance on real data."""
+    from trainer.data import DataError, fit_to_input, load_raw, prepare
     from trainer.spec import SpecError, spec_from_dict
 
-    # only the data is needed here: load it on the CPU whatever device and precision the run used
-    local = {**spec, "device": "cpu", "precision": {**spec.get("precision", {}), "dtype": "fp32", "compile": "off"}}
     try:
-        st = setup(spec_from_dict(local))
-    except (SpecError, OSError, ValueError) as exc:
+        rs = spec_from_dict(spec)
+        d = rs.data
+        raw = load_raw(d.dataset, d.format, Path(rs.base_dir) if rs.base_dir else None, target=d.target,
+                       image_size=d.image_size or None)
+        raw = fit_to_input(raw, tuple(graph.input_spec.shape))
+        splits = prepare(raw, val_fraction=d.val_fraction, test_fraction=d.test_fraction, seed=rs.train.seed,
+                         normalize=d.augment.normalize, keep_raw=True)
+    except (SpecError, DataError, OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[-1].strip()
-        return None, f"verified on random input-spec data: the run's dataset cannot be loaded ({first})"
-    split, which = (st.splits.val, "validation") if len(st.splits.val) else (st.splits.test, "test")
+        raise ExportError(f"the run's dataset cannot be read ({first}): its input standardisation (the "
+                          "training split's mean and std) is unknown without it") from None
+    standardised = d.augment.normalize and graph.input_spec.dtype != "int64"
+    prep = Preprocessing(list(splits.classes), list(graph.input_spec.shape),
+                         [float(v) for v in splits.mean] if standardised else [],
+                         [float(v) for v in splits.std] if standardised else [])
+    split, which = (splits.val, "validation") if len(splits.val) else (splits.test, "test")
     x = split.x[:count]
-    if st.streamed or not x.is_floating_point():
-        x = normalise(x, st.splits.mean, st.splits.std)
-    return x.float().contiguous(), f"verified on {len(x)} real {which} samples of the run's dataset"
+    x = x.long() if graph.input_spec.dtype == "int64" else x.float()
+    note = f"verified on {len(x)} raw {which} samples of the run's dataset (as the file holds them)"
+    return RunData(prep, x.contiguous(), split.y[:count].clone(), note)

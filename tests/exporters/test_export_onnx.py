@@ -38,7 +38,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 def test_template_exports_and_matches_onnxruntime(exported, name):
     source, report = exported[name]
     assert report.ok, report.to_text()
-    assert [c.name for c in report.checks] == ["onnx.checker", "dynamic batch", "onnxruntime parity (batch 3)"]
+    assert [c.name for c in report.checks] == ["onnx.checker", "dynamic batch", "onnxruntime parity (batch 3)",
+                                                 "metadata"]
     m = report.metrics
     assert m["verify_batch"] != m["example_batch"]
     assert m["max_abs_diff"] < 1e-3 and m["top1_agreement"] == 1.0
