@@ -18,7 +18,7 @@ from graph_editor.build import BuildError, build_module
 from graph_editor.model import Graph
 
 from .errors import ExportError
-from .preprocessing import INPUT_PREPARED, Preprocessing
+from .preprocessing import INPUT_PREPARED, METADATA_KEY, Preprocessing
 
 LOW_PRECISION = ("float16", "bfloat16")
 
@@ -185,21 +185,24 @@ def from_graph(graph: Graph, *, checkpoint: str | Path | None = None, name: str 
         desc = f"graph '{stem}' with freshly initialised weights (no checkpoint)"
     if weights_dtype in LOW_PRECISION or graph.input_spec.dtype in LOW_PRECISION:
         notes.append(f"weights stored as {weights_dtype}, input spec {graph.input_spec.dtype}: exported in float32")
-    common = {"checkpoint": str(checkpoint) if checkpoint else None, "weights_dtype": weights_dtype}
+    ckpt = str(checkpoint) if checkpoint else None
     if spec is not None:
         from .run_source import run_data
 
         data = run_data(spec, graph, max(verify_batch, 64))
         notes += [data.note, data.preprocessing.describe()]
-        return ExportSource(graph, module, data.samples, stem, desc, notes=notes, preprocessing=data.preprocessing,
-                            labels=data.labels, **common)  # type: ignore[arg-type]
+        return ExportSource(graph, module, data.samples, stem, desc, checkpoint=ckpt, weights_dtype=weights_dtype,
+                            notes=notes, preprocessing=data.preprocessing, labels=data.labels)
+    prep = header_preprocessing(checkpoint) if checkpoint is not None else None
+    if prep is not None:
+        notes.append(prep.describe())
     notes.append(f"verified on random input-spec data ({verify_batch} samples, seed {seed}): the graph has no run")
-    return ExportSource(graph, module, random_inputs(graph, verify_batch, seed), stem, desc, notes=notes,
-                        **common)  # type: ignore[arg-type]
+    return ExportSource(graph, module, random_inputs(graph, verify_batch, seed), stem, desc, checkpoint=ckpt,
+                        weights_dtype=weights_dtype, notes=notes, preprocessing=prep)
 
 
-def checkpoint_spec(path: str | Path) -> dict | None:
-    """The run spec a trainer checkpoint records in its header (None for plain weights)."""
+def _header(path: str | Path, key: str) -> dict | None:
+    """The JSON object under ``key`` in a safetensors file's header, or None."""
     p = Path(path)
     if p.suffix != ".safetensors":
         return None
@@ -209,11 +212,26 @@ def checkpoint_spec(path: str | Path) -> dict | None:
 
     try:
         with safe_open(str(p), "pt") as f:
-            header = (f.metadata() or {}).get("torch_studio")
-        spec = json.loads(header).get("spec") if header else None
-    except Exception:  # noqa: BLE001 - read_weights already read the tensors; a foreign header is no spec
+            text = (f.metadata() or {}).get(key)
+        data = json.loads(text) if text else None
+    except Exception:  # noqa: BLE001 - read_weights already read the tensors; a foreign header holds nothing
         return None
+    return data if isinstance(data, dict) else None
+
+
+def checkpoint_spec(path: str | Path) -> dict | None:
+    """The run spec a trainer checkpoint records in its header (None for plain weights)."""
+    spec = (_header(path, "torch_studio") or {}).get("spec")
     return spec if isinstance(spec, dict) else None
+
+
+def header_preprocessing(path: str | Path) -> Preprocessing | None:
+    """The preprocessing an exported safetensors file holds in its header, or None."""
+    data = _header(path, METADATA_KEY)
+    try:
+        return Preprocessing.from_dict(data) if data else None
+    except ValueError:
+        return None
 
 
 def _stem(graph: Graph) -> str:

@@ -15,11 +15,11 @@ from graph_editor.model import dumps, load_graph, save_graph
 from graph_editor.model.serialize import current_umask
 
 from ..options import ExportOptions
-from ..preprocessing import METADATA_KEY, Preprocessing
+from ..preprocessing import METADATA_KEY
 from ..proof import parity
 from ..registry import Format, Written, export_format
 from ..report import Check
-from ..source import ExportSource, build_reference, load_weights
+from ..source import ExportSource, build_reference, header_preprocessing, load_weights
 
 
 def graph_file_for(path: Path) -> Path:
@@ -84,20 +84,6 @@ class SafetensorsFormat(Format):
                       else f"outputs differ after reloading (max abs diff {figures['max_abs_diff']:.3g})"),
                 Check("metadata", prep == source.prep, f"the header holds the preprocessing and "
                       f"{len(prep.classes)} class names"), *checks[1:]], figures
-
-
-def header_preprocessing(path: Path) -> Preprocessing | None:
-    """The preprocessing in an exported safetensors file's header, or None when it holds none."""
-    import json
-
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), "pt") as f:
-            text = (f.metadata() or {}).get(METADATA_KEY)
-        return Preprocessing.from_dict(json.loads(text)) if text else None
-    except Exception:  # noqa: BLE001 - a foreign or damaged header holds no preprocessing
-        return None
 
 
 def _default_mode() -> int:
