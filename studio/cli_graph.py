@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from graph_editor.model import Graph, GraphError, InputSpec, load_graph, save_graph, validate
 
@@ -96,17 +97,24 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     if args.num_classes is not None and args.num_classes < 1:
         fail("--num-classes must be at least 1")
+    for flag, target in (("-o", args.output), ("--weights", args.weights)):
+        folder = Path(target).expanduser().resolve().parent if target else None
+        if folder is not None and not folder.is_dir():  # refused before anything is imported or written
+            fail(f"{flag} {target}: the folder {folder} does not exist")
     try:
         result = import_factory(args.factory, args.input_shape, args.num_classes,
                                 shape_hint="with --input-shape, e.g. --input-shape 3,32,32", strict=args.strict)
     except GraphError as exc:
         fail(str(exc))
     try:
-        save_graph(result.graph, args.output)
-        if args.weights:
+        if args.weights:  # first: the graph file is written only when its weights are
             from safetensors.torch import save_file
 
-            save_file({k: v.detach().clone().contiguous() for k, v in result.state_dict.items()}, args.weights)
+            try:
+                save_file({k: v.detach().clone().contiguous() for k, v in result.state_dict.items()}, args.weights)
+            except Exception as exc:  # noqa: BLE001 - SafetensorError wraps the OS error: say which file and why
+                fail(f"cannot write {args.weights}: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc}")
+        save_graph(result.graph, args.output)
     except OSError as exc:
         fail(f"cannot write {exc.filename}: {exc.strerror}")
     print(f"imported {len(result.graph)} nodes to {args.output} (input {list(result.graph.input_spec.shape)}, "

@@ -103,6 +103,10 @@ NETS = textwrap.dedent('''
 
     def not_a_module():
         return 42
+
+    def exits():
+        import sys
+        sys.exit(0)
 ''')
 
 
@@ -136,12 +140,21 @@ def test_import_writes_a_graph_and_weights(capsys, nets_dir):
     (["my_nets:nothing"], "has no function 'nothing'"),
     (["no_such_module:f"], "cannot import no_such_module"),
     (["my_nets"], "MODULE:FACTORY"),
+    (["my_nets:exits"], "my_nets:exits() called sys.exit(0) instead of returning a module"),
     (["my_nets:convnet", "--input-shape", "3,16,16", "--num-classes", "7"], "Output expects logits of shape 7"),
 ])
 def test_import_errors_exit_1_with_a_clear_message(capsys, nets_dir, args, words):
     code, _, err = run(capsys, "import", *args, "-o", "out.graph.json")
     assert code == 1 and words in err and "Traceback" not in err
     assert not (nets_dir / "out.graph.json").exists()
+
+
+def test_import_weights_into_a_missing_folder_writes_nothing(capsys, nets_dir):
+    for flags in (["--weights", str(nets_dir / "missing" / "w.safetensors")], ["-o", "gone/out.graph.json"]):
+        args = ["import", "my_nets:mlp", "-o", "out.graph.json", *flags]
+        code, _, err = run(capsys, *args)
+        assert code == 1 and "does not exist" in err and "Traceback" not in err, err
+        assert err.count("\n") == 1 and not (nets_dir / "out.graph.json").exists()
 
 
 def test_console_entry_point_runs():
