@@ -44,7 +44,7 @@ def from_run(run_id: int, *, checkpoint: str | Path = "best", store: str | None 
         raise ExportError(str(exc)) from None
     try:
         run = runs.run(run_id)
-        ckpt_path, ckpt_desc = _checkpoint(runs, run_id, checkpoint)
+        ckpt_path, ckpt_desc = _checkpoint(runs, run_id, checkpoint, run.best_metric)
         metrics = runs.metrics(run_id)
         url = runs.url
     except StoreError as exc:
@@ -84,7 +84,7 @@ def _stem_of(text: str) -> str:
     return _stem(Graph(metadata={"name": text}))
 
 
-def _checkpoint(runs: RunStore, run_id: int, checkpoint: str | Path) -> tuple[Path, str]:
+def _checkpoint(runs: RunStore, run_id: int, checkpoint: str | Path, metric: str = "") -> tuple[Path, str]:
     if str(checkpoint) not in CHECKPOINT_KINDS:
         return Path(checkpoint), f"checkpoint file {checkpoint}"
     path = runs.checkpoint_path(run_id, str(checkpoint))
@@ -94,7 +94,33 @@ def _checkpoint(runs: RunStore, run_id: int, checkpoint: str | Path) -> tuple[Pa
     kind = row.kind if row else str(checkpoint)
     fell_back = " (no best checkpoint: the last one)" if kind != str(checkpoint) else ""
     where = f" from epoch {row.epoch}, step {row.step}" if row else ""
-    return path, f"{kind} checkpoint{where}{fell_back}"
+    value = f" ({metric or 'metric'} {row.metric:.4g})" if row is not None and row.metric is not None else ""
+    return path, f"{kind} checkpoint{where}{value}{fell_back}"
+
+
+def one_click_run(current: int | None, store: str | None = None) -> int | None:
+    """The run one-click export ships: the newest completed run of the same graph as ``current`` (the
+    run this window started last), so a run stopped midway never displaces a finished one; ``current``
+    itself when no run of its graph completed; None without a current run."""
+    from trainer.store import RunStore, StoreError
+
+    if current is None:
+        return None
+    try:
+        runs = RunStore(store, create=False)
+    except StoreError:
+        return current
+    try:
+        rows = runs.runs()
+    except StoreError:
+        return current
+    finally:
+        runs.close()
+    mine = next((r for r in rows if r.id == current), None)
+    if mine is None:
+        return current
+    done = [r.id for r in rows if r.status == "completed" and r.graph_hash == mine.graph_hash]
+    return max(done) if done else current
 
 
 @dataclass
