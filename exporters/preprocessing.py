@@ -93,6 +93,9 @@ class WithPreprocessing(nn.Module):
     """``inner((x - mean) / std)`` with the statistics broadcast over axis 1, exactly as training
     standardised (:func:`trainer.data.normalise`); the input is cast to float32 first."""
 
+    mean: torch.Tensor
+    std: torch.Tensor
+
     def __init__(self, inner: nn.Module, mean: list[float], std: list[float]) -> None:
         super().__init__()
         self.inner = inner

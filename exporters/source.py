@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import fx
@@ -201,7 +202,7 @@ def from_graph(graph: Graph, *, checkpoint: str | Path | None = None, name: str 
                         weights_dtype=weights_dtype, notes=notes, preprocessing=prep)
 
 
-def _header(path: str | Path, key: str) -> dict | None:
+def _header(path: str | Path, key: str) -> dict[str, Any] | None:
     """The JSON object under ``key`` in a safetensors file's header, or None."""
     p = Path(path)
     if p.suffix != ".safetensors":
@@ -219,7 +220,7 @@ def _header(path: str | Path, key: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def checkpoint_spec(path: str | Path) -> dict | None:
+def checkpoint_spec(path: str | Path) -> dict[str, Any] | None:
     """The run spec a trainer checkpoint records in its header (None for plain weights)."""
     spec = (_header(path, "torch_studio") or {}).get("spec")
     return spec if isinstance(spec, dict) else None
