@@ -128,3 +128,40 @@ def test_an_export_without_the_preprocessing_fails_its_proof(trained, tmp_path):
     failed = {c.name for c in report.failed_checks}
     assert "accuracy on raw samples" in failed and report.metrics["accuracy"] < 0.8 < report.metrics["pytorch_accuracy"]
     assert Path(report.path).name == "m.onnx.unverified"
+
+
+def test_a_table_run_standardises_each_feature_inside_its_export(capsys, tmp_path):
+    """A CSV run (features at scales 1,000 apart): the ONNX export takes the columns as the file holds
+    them, with or without the target column, and predicts as the run's own model."""
+    from graph_editor.model import Graph, InputSpec, save_graph
+    from tests.trainer.helpers import run_worker, write_spec
+
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(0, 1000, 300), rng.uniform(0, 1, 300)
+    label = np.where(a > 500, "big", np.where(b > 0.5, "mid", "small"))
+    rows = ["a,b,kind"] + [f"{x:.3f},{y:.4f},{k}" for x, y, k in zip(a, b, label, strict=True)]
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "features.csv").write_text("\n".join(r.rsplit(",", 1)[0] for r in rows) + "\n")
+    g = Graph(InputSpec((2,)), 3, {"name": "table"})
+    g.chain(("Input", "input"), ("Linear", "fc1", {"out_features": 32}), ("ReLU", "relu"),
+            ("Linear", "fc2", {"out_features": 3}), ("Output", "output"))
+    save_graph(g, tmp_path / "t.graph.json")
+    db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    spec = write_spec(tmp_path, tmp_path / "t.graph.json", data={"dataset": str(tmp_path / "t.csv")},
+                      train={"epochs": 20, "batch_size": 32}, optim={"lr": 0.01})
+    code, _, err = run_worker(spec, db)
+    assert code == 0, err
+    report = export(from_run(1, store=db), "onnx", tmp_path / "t.onnx", ExportOptions(timing_runs=1))
+    assert report.ok, report.to_text()
+    assert report.metrics["accuracy"] == report.metrics["pytorch_accuracy"] > 0.85
+    _, by_run, err = predict(capsys, "1", str(tmp_path / "t.csv"), "--db", db, "--json")
+    assert by_run, err
+    for table in ("t.csv", "features.csv"):
+        code, rows_out, err = predict(capsys, str(tmp_path / "t.onnx"), str(tmp_path / table), "--json")
+        assert code == 0, err
+        assert [r["top"][0]["index"] for r in rows_out] == [r["top"][0]["index"] for r in by_run]
+        assert [r["top"][0]["prob"] for r in rows_out] == pytest.approx([r["top"][0]["prob"] for r in by_run], rel=1e-4)
+    names = {r["top"][0]["class"] for r in by_run}
+    assert names <= {"big", "mid", "small"} and len(names) == 3
+    hits = np.mean([r["top"][0]["class"] == k for r, k in zip(by_run, label, strict=True)])
+    assert hits > 0.85
