@@ -20,6 +20,7 @@ from graph_editor.model import Graph
 
 from .errors import ExportError
 from .preprocessing import INPUT_PREPARED, METADATA_KEY, Preprocessing
+from .run_data import run_data
 
 LOW_PRECISION = ("float16", "bfloat16")
 
@@ -188,8 +189,6 @@ def from_graph(graph: Graph, *, checkpoint: str | Path | None = None, name: str 
         notes.append(f"weights stored as {weights_dtype}, input spec {graph.input_spec.dtype}: exported in float32")
     ckpt = str(checkpoint) if checkpoint else None
     if spec is not None:
-        from .run_source import run_data
-
         data = run_data(spec, graph, max(verify_batch, 64))
         notes += [data.note, data.preprocessing.describe()]
         return ExportSource(graph, module, data.samples, stem, desc, checkpoint=ckpt, weights_dtype=weights_dtype,
