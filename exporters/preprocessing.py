@@ -21,6 +21,7 @@ from torch import nn
 METADATA_KEY = "torch_studio.preprocessing"  # ONNX metadata_props key, safetensors header key
 SIDECAR = ".preprocessing.json"              # beside a .pt2/.pte: model.pt2 -> model.pt2.preprocessing.json
 INPUT_RAW = "raw values as the dataset file holds them (images: pixel values, N x C x H x W), as float32"
+INNER = "inner"                              # the graph's module inside WithPreprocessing
 INPUT_PREPARED = "samples as the graph takes them (no preprocessing is known for a graph without a run)"
 
 
@@ -98,7 +99,7 @@ class WithPreprocessing(nn.Module):
 
     def __init__(self, inner: nn.Module, mean: list[float], std: list[float]) -> None:
         super().__init__()
-        self.inner = inner
+        self.inner = inner   # named INNER: ONNX name scopes read "inner.<node id>"
         self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32))
         self.register_buffer("std", torch.tensor(std, dtype=torch.float32))
 

@@ -119,3 +119,15 @@ def test_external_data_and_low_precision_weights(tmp_path):
 
     assert onnx.load(report.path, load_external_data=False).graph.input[0].type.tensor_type.elem_type == \
         onnx.TensorProto.FLOAT
+
+
+def test_a_node_inside_the_preprocessing_wrapper_is_named_by_its_graph_id():
+    """Exports of a run put the graph inside WithPreprocessing: its ONNX scopes read 'inner.<id>'."""
+    import onnx
+
+    from exporters.locate import onnx_node_owner
+
+    node = onnx.helper.make_node("Relu", ["x"], ["y"])
+    entry = node.metadata_props.add()
+    entry.key, entry.value = "pkg.torch.onnx.name_scopes", "['', 'inner.relu1', 'relu']"
+    assert onnx_node_owner(node) == "relu1"
