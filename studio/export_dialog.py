@@ -291,22 +291,27 @@ class ExportHook(QObject):
         documents folder."""
         return default_export_dir(self.port.document_path)
 
-    def export(self, fmt: str) -> ExportDialog:
-        """Start exporting the current run (or graph) as ``fmt`` and show the dialog; returns it."""
+    def export(self, fmt: str, run_id: int | None = None) -> ExportDialog:
+        """Start exporting run ``run_id`` as ``fmt`` and show the dialog; returns it. Without ``run_id``
+        (one click): the best checkpoint of the newest completed run of the current run's graph
+        (:func:`exporters.run_source.one_click_run`), or else the graph being edited."""
         from exporters import from_graph, from_run
 
-        current = self.current_run()
-        if current is not None:
+        current = self.current_run() if run_id is None else None
+        if run_id is not None or current is not None:
             def make() -> Any:
                 from exporters.run_source import one_click_run
 
-                return from_run(one_click_run(current, self.db_url) or current, store=self.db_url)
+                chosen = run_id if run_id is not None else one_click_run(current, self.db_url)
+                assert chosen is not None   # one_click_run gives a run for a current run
+                return from_run(chosen, store=self.db_url)
         else:
             graph = self.port.graph.copy()  # the user may keep editing while it exports
 
             def make() -> Any:
                 return from_graph(graph)
-        dialog = ExportDialog(make, fmt, self.export_dir(), parent=self.port.host, untrained=current is None)
+        dialog = ExportDialog(make, fmt, self.export_dir(), parent=self.port.host,
+                              untrained=run_id is None and current is None)
         dialog.node_chosen.connect(self.port.reveal)
         dialog.done.connect(lambda ok, d=dialog: self._log(d, ok))
         self.dialogs = [d for d in self.dialogs if d.isVisible() or not d.finished_export] + [dialog]
