@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from graph_editor.model import Graph, GraphError, InputSpec, fmt_shape, graph_fr
 from graph_editor.model import load_graph as _load_graph_file
 from graph_editor.model import validate as validate_graph
 
-from .data import DataError, RawData, Splits, fit_to_input, load_raw, prepare
+from .data import DataError, RawData, Splits, fit_to_input, load_raw, prepare, split_indices
 from .spec import RunSpec, SpecError
 
 CHANNELS_LAST_LAYERS = {"Conv2d", "ConvTranspose2d"}   # the layers that decide a graph is a convnet
@@ -137,10 +138,24 @@ def check_fit(spec: RunSpec, graph: Graph, raw: RawData, problems: list[str]) ->
                         f"{fmt_shape(shape, batch=True)}")
 
 
+def batch_problem(batch: int, train_size: int) -> str | None:
+    """The refusal of a batch larger than the train split (the worker's and the Train dialog's), or None."""
+    if batch > train_size:
+        return f"train.batch_size: {batch} is larger than the train split ({train_size} samples)"
+    return None
+
+
+def train_split_size(spec: RunSpec, size: int, own_splits: Collection[str] = ()) -> int:
+    """How many of ``size`` samples the run's train split gets (its fractions and seed); a split the
+    dataset defines itself ("val", "test" in ``own_splits``) takes none of them, as in :func:`split_rows`."""
+    val = 0.0 if "val" in own_splits else spec.data.val_fraction
+    test = 0.0 if "test" in own_splits else spec.data.test_fraction
+    return len(split_indices(size, val, test, spec.train.seed)[0])
+
+
 def check_splits(spec: RunSpec, splits: Splits, problems: list[str]) -> None:
-    if spec.train.batch_size > len(splits.train):
-        problems.append(f"train.batch_size: {spec.train.batch_size} is larger than the train split "
-                        f"({len(splits.train)} samples)")
+    if (line := batch_problem(spec.train.batch_size, len(splits.train))) is not None:
+        problems.append(line)
     if len(splits.val) == 0 and (spec.checkpoints.best or spec.early_stopping.patience):
         problems.append("data.val_fraction: the val split is empty, but best checkpoints and early stopping "
                         "need one (set checkpoints.best false and early_stopping.patience 0)")
