@@ -34,6 +34,7 @@ from .checkpointing import SegmentError, checkpointed_module
 from .checks import Setup
 from .compile_log import watch as watch_compile
 from .controls import Controls
+from .data.images.prepare import file_loaders
 from .data.loaders import Augment, DeviceLoader, StreamLoader
 from .inspect import LiveInspection, publisher
 from .loop import (
@@ -52,6 +53,7 @@ from .memtrace import LiveRecording
 from .memtrace import publisher as memtrace_publisher
 from .optim import Schedule, make_optimizer
 from .recorder import Recorder
+from .skipped import watch as watch_skipped
 from .spec import SpecError
 from .store import RunStore
 
@@ -147,6 +149,7 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
         publish=publisher(run_dir, store, run_id, emitter.emit, lambda write: job.recorder.submit(write)),
         every_s=spec.train.inspect_every_s, scaler=lambda: job.scaler, start_step=lambda: job.step)
     controls.on_inspect = job.inspection.request
+    watch_skipped(job)
     job.step_fn = job.inspection.wrap(job.step_fn)
     recording = LiveRecording(model, dev, publish=memtrace_publisher(run_dir, emitter.emit, job.recorder.submit),
                               start_step=lambda: job.step, opt=opt)
@@ -157,6 +160,8 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
 
 def make_loaders(setup: Setup) -> dict[str, DeviceLoader]:
     spec, s = setup.spec, setup.splits
+    if s.on_disk:   # image files decoded per batch in the loaders' workers
+        return dict(file_loaders(spec, s, setup.device, channels_last=setup.channels_last))
     aug = Augment(spec.data.augment.flip, spec.data.augment.translate)
     kw = dict(channels_last=setup.channels_last, seed=spec.train.seed)
     out: dict[str, DeviceLoader] = {}

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from ..formats import IMAGE_SUFFIXES, DataError, RawData, ReadOptions, dataset_format
+from ..images.index import split_folders
 
-SPLIT_FOLDERS = {"train": ("train", "training"), "val": ("val", "valid", "validation"), "test": ("test", "testing")}
 
 
 def _is_image_folder(path: Path) -> bool:
@@ -24,32 +24,19 @@ def read_image_folder(path: Path, options: ReadOptions) -> RawData:
     subfolders: the layout of torchvision's ImageFolder datasets and most downloads) keeps its splits:
     the classes are the union of every split's, and a split without some class simply has none of it."""
     image_size = options.image_size
-    splits = _split_folders(path)
+    splits = split_folders(path)
     if splits is None:
         files, classes = _class_files({"": path}, path)
-        x, y = _images(files, image_size)
+        x, y = load_images(files, image_size)
         return RawData(x, y, classes)
     files, classes = _class_files(splits, path)
-    x, y = _images(files, image_size)
+    x, y = load_images(files, image_size)
     split_of = np.array([split for split, _, _ in files])
     parts = {name: (x[split_of == name], y[split_of == name]) for name in splits}
     if len(parts["train"][1]) == 0:
         raise DataError(f"{splits['train']}: no images found in class subfolders ({', '.join(IMAGE_SUFFIXES)})")
     test, val = parts.get("test", (None, None)), parts.get("val", (None, None))
     return RawData(*parts["train"], classes, *test, *val)
-
-
-def _split_folders(path: Path) -> dict[str, Path] | None:
-    """``{"train": ..., "val": ..., "test": ...}`` when ``path`` is split ahead of time, else None: a
-    train folder, and every subfolder a split name holding class folders (so a dataset whose classes
-    happen to be called "train" and "test" is still read as classes)."""
-    subdirs = [p for p in path.iterdir() if p.is_dir()]
-    named = {split: d for d in subdirs for split, names in SPLIT_FOLDERS.items() if d.name.lower() in names}
-    if "train" not in named or len(named) != len(subdirs):
-        return None
-    if not all(any(c.is_dir() for c in d.iterdir()) for d in named.values()):
-        return None
-    return {split: named[split] for split in SPLIT_FOLDERS if split in named}   # train first: its size rules
 
 
 def _class_files(roots: dict[str, Path], path: Path) -> tuple[list[tuple[str, int, Path]], list[str]]:
@@ -65,7 +52,7 @@ def _class_files(roots: dict[str, Path], path: Path) -> tuple[list[tuple[str, in
     return files, classes
 
 
-def _images(files: list[tuple[str, int, Path]], image_size: tuple[int, int] | None,
+def load_images(files: list[tuple[str, int, Path]], image_size: tuple[int, int] | None,
             ) -> tuple[np.ndarray, np.ndarray]:
     """Every file as uint8 (C, H, W) in one size and one mode (grey when every image is), and the labels."""
     import warnings
