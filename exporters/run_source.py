@@ -111,7 +111,7 @@ def validation_samples(spec: dict, count: int) -> tuple[torch.Tensor | None, str
         first = str(exc).strip().splitlines()[-1].strip()
         return None, f"verified on random input-spec data: the run's dataset cannot be loaded ({first})"
     split, which = (st.splits.val, "validation") if len(st.splits.val) else (st.splits.test, "test")
-    x = split.x[:count]
+    x = split.samples(count)
     if st.streamed or not x.is_floating_point():
         x = normalise(x, st.splits.mean, st.splits.std)
     return x.float().contiguous(), f"verified on {len(x)} real {which} samples of the run's dataset"

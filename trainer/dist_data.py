@@ -26,6 +26,7 @@ from collections.abc import Iterator
 import torch
 
 from .checks import Setup
+from .data.images.prepare import file_loaders
 from .data.loaders import Augment, DeviceLoader, StreamLoader
 
 
@@ -118,6 +119,8 @@ def rank_loaders(setup: Setup, rank: int, world: int) -> dict[str, DeviceLoader]
     """Train: this rank's slices of the global batch (``train.batch_size``); val and test: this rank's
     share of each evaluation step (the metrics are summed over the ranks)."""
     spec, s = setup.spec, setup.splits
+    if s.on_disk:   # image files: each rank's workers decode only its rows
+        return dict(file_loaders(spec, s, setup.device, channels_last=setup.channels_last, rank=rank, world=world))
     aug = Augment(spec.data.augment.flip, spec.data.augment.translate)
     kw = dict(channels_last=setup.channels_last, seed=spec.train.seed)
     b, dev = spec.train.batch_size, setup.device

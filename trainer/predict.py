@@ -73,7 +73,7 @@ def predict_validation(spec_dict: dict[str, Any], checkpoint: str | Path, base_d
     module = build_module(graph, device="cpu")
     module.load_state_dict(load_checkpoint_weights(checkpoint))
     module.eval()
-    x = splits.val.x.float()
+    x = splits.samples("val").float()
     preds = []
     with torch.no_grad():
         for i in range(0, len(x), BATCH):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
 from torchvision.io import ImageReadMode, decode_image, decode_jpeg
 
 MODES = {1: ImageReadMode.GRAY, 3: ImageReadMode.RGB}
@@ -59,7 +60,7 @@ def to_uint8(image: torch.Tensor) -> torch.Tensor:
 def _decode_pil(data: torch.Tensor, channels: int) -> torch.Tensor | str:
     import io
 
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     try:
         with warnings.catch_warnings():
@@ -78,7 +79,7 @@ def _decode_pil(data: torch.Tensor, channels: int) -> torch.Tensor | str:
     return out[None] if out.dim() == 2 else out.permute(2, 0, 1).contiguous()
 
 
-def _pil_array(im, channels: int) -> np.ndarray:  # noqa: ANN001 - a PIL image
+def _pil_array(im: Image.Image, channels: int) -> np.ndarray:
     if im.mode in ("I;16", "I;16B", "I;16L", "I"):     # 16/32-bit grey: keep the high byte of 16 bits
         grey = (np.asarray(im, dtype=np.int64) >> 8).clip(0, 255).astype(np.uint8)
         return grey if channels == 1 else np.repeat(grey[..., None], 3, axis=2)

@@ -58,7 +58,7 @@ class FileSplit:
         return torch.stack(out) if out else torch.zeros(0, self.channels, *self.size, dtype=torch.uint8)
 
 
-class _Files(Dataset):
+class _Files(Dataset[tuple[object, torch.Tensor, list[tuple[int, str, str]]]]):
     """Item = a list of indices; value = (uint8 batch of the good ones, their labels, bad (position, path, why))."""
 
     def __init__(self, split: FileSplit, transform: Transform | None) -> None:
@@ -131,8 +131,8 @@ class FileLoader(DeviceLoader):
             if self.train:
                 local = b // self.world
                 return order[i * b:(i + 1) * b][self.rank * local:(self.rank + 1) * local].tolist(), local
-            idx, valid = eval_rows(order, i, b, self.rank, self.world)
-            return idx.tolist(), valid
+            rows, valid = eval_rows(order, i, b, self.rank, self.world)
+            return rows.tolist(), valid
         idx = order[i * b:(i + 1) * b].tolist()
         return idx + idx[-1:] * (b - len(idx)), min(b, self.n - i * b)
 

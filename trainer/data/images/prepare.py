@@ -14,10 +14,10 @@ import torch
 
 from ...spec import DataSpec, RunSpec
 from ..formats import detect_format
+from ..loaders import Augment
 from ..raw import DataError
 from ..splits import Splits, split_indices
 from .index import SPLIT_CODES, ImageIndex
-from ..loaders import Augment
 from .loader import FileLoader, FileSplit
 from .report import duplicate_problem, duplicates_across, index_problems
 from .transforms import batch_mix, eval_transform, train_transform
@@ -74,7 +74,7 @@ def disk_splits(spec: RunSpec, index: ImageIndex, input_shape: tuple[int, ...], 
     parts = [FileSplit(index.root, index.files[rows], torch.from_numpy(index.labels[rows]), channels, size, evaluate)
              for rows in (tr, va, te)]
     mean, std = _stats(im.mean, im.std, channels, d.augment.normalize)
-    return Splits(*parts, classes=list(index.classes), mean=mean, std=std, image_shape=(channels, *size))
+    return Splits(parts[0], parts[1], parts[2], classes=list(index.classes), mean=mean, std=std, image_shape=(channels, *size))
 
 
 def _stats(mean: list[float], std: list[float], channels: int, normalize: bool) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..formats import RawData, ReadOptions, dataset_format
 from ..images.index import index_csv, is_image_csv
-from .image_folder import load_images
+from ..images.whole import load_images
 
 
 @dataset_format("image_csv", detect=is_image_csv)
