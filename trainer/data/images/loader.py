@@ -39,6 +39,7 @@ class FileSplit:
     channels: int
     size: tuple[int, int]
     eval_transform: Transform
+    rows: np.ndarray        # each file's row in the dataset (in its own split folder, when it has one)
 
     def __len__(self) -> int:
         return int(self.y.shape[0])

@@ -71,8 +71,10 @@ def disk_splits(spec: RunSpec, index: ImageIndex, input_shape: tuple[int, ...], 
     if problems:
         return None
     evaluate = eval_transform(im, size)
-    parts = [FileSplit(index.root, index.files[rows], torch.from_numpy(index.labels[rows]), channels, size, evaluate)
-             for rows in (tr, va, te)]
+    own_start = {1: va[0] if "val" in own and len(va) else 0, 2: te[0] if "test" in own and len(te) else 0}
+    parts = [FileSplit(index.root, index.files[rows], torch.from_numpy(index.labels[rows]), channels, size, evaluate,
+                       rows - own_start.get(code, 0))   # a split folder's rows count from its first file
+             for code, rows in enumerate((tr, va, te))]
     mean, std = _stats(im.mean, im.std, channels, d.augment.normalize)
     return Splits(parts[0], parts[1], parts[2], classes=list(index.classes), mean=mean, std=std, image_shape=(channels, *size))
 
