@@ -75,7 +75,7 @@ def _decode_pil(data: torch.Tensor, channels: int) -> torch.Tensor | str:
         return "not an image (an unknown or damaged format)"
     except (OSError, ValueError, SyntaxError, EOFError) as exc:  # Pillow raises all of these
         return f"not a readable image ({str(exc)[:120]})"
-    out = torch.from_numpy(np.ascontiguousarray(arr))
+    out = torch.from_numpy(np.array(arr, copy=True))   # Pillow's buffer is read-only
     return out[None] if out.dim() == 2 else out.permute(2, 0, 1).contiguous()
 
 

@@ -174,9 +174,11 @@ class FileLoader(DeviceLoader):
         return stacked, y[keep], sorted(bad)
 
     def _note(self, bad: list[tuple[int, str, str]]) -> None:
-        new = [(path, why) for _, path, why in bad if path not in self.skipped]
-        for path, why in new:
-            self.skipped[path] = why
+        new = []
+        for _, path, why in bad:     # an evaluation batch's padding may repeat a skipped file
+            if path not in self.skipped:
+                self.skipped[path] = why
+                new.append((path, why))
         if new and self.on_skip is not None:
             self.on_skip(new)
 
