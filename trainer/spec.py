@@ -31,6 +31,7 @@ STOP_METRICS = ("val_accuracy", "val_loss")
 STRATEGIES = ("none", "ddp", "fsdp2")
 IMAGE_SOURCES = ("auto", "disk", "memory")
 AUTO_AUGMENTS = ("none", "trivialaugment", "randaugment")
+DUPLICATES = ("refuse", "ignore")
 BACKENDS = ("auto", "gloo", "nccl")
 ENDPOINT_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")  # host:port, [v6]:port
 RDZV_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -429,7 +430,7 @@ def check_images(im: ImageSpec, problems: list[str]) -> None:
     w = "data.images"
     _choice(problems, f"{w}.source", im.source, IMAGE_SOURCES, "image source")
     _choice(problems, f"{w}.auto_augment", im.auto_augment, AUTO_AUGMENTS, "augmentation")
-    _choice(problems, f"{w}.duplicates", im.duplicates, ("refuse", "ignore"), "choice")
+    _choice(problems, f"{w}.duplicates", im.duplicates, DUPLICATES, "choice")
     if im.size and (len(im.size) != 2 or any(int(v) != v or not 1 <= v <= MAX_IMAGE_SIDE for v in im.size)):
         problems.append(f"{w}.size: must be [height, width] in pixels, each 1 to {MAX_IMAGE_SIDE}, got {_show(im.size)}")
     if not 0 <= im.resize <= MAX_IMAGE_SIDE:

@@ -171,3 +171,20 @@ def test_spec_migrates_and_checks_the_images_section():
     fields = [p.split(":")[0] for p in err.value.problems]
     assert fields == ["data.images.source", "data.images.auto_augment", "data.images.size", "data.images.crop_scale",
                       "data.images.hflip", "data.images.mean/std"]
+
+
+def test_a_mixed_batch_trains_and_counts_on_its_dominant_class():
+    """MixUp/CutMix labels are class probabilities: the step's loss takes them, the window counts a
+    prediction right on the dominant class."""
+    from trainer.loop import Window, make_train_step
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    step, _ = make_train_step(model, torch.optim.SGD(model.parameters(), lr=0.1), device=torch.device("cpu"),
+                              precision="fp32", label_smoothing=0.1)
+    y = torch.tensor([[0.7, 0.3, 0.0], [0.0, 0.2, 0.8]])
+    loss, pred = step(torch.randn(2, 4), y)
+    window = Window()
+    window.record(loss, pred, y)
+    losses, correct = window.read(0)
+    assert np.isfinite(losses[0]) and correct[0] == float((pred == torch.tensor([0, 2])).sum())

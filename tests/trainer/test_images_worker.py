@@ -14,7 +14,7 @@ from PIL import Image
 
 from trainer.store import RunStore
 
-from .helpers import THOROUGH, tiny_cnn, run_worker, write_spec
+from .helpers import THOROUGH, run_worker, tiny_cnn, write_spec
 from .image_files import corrupt
 
 pytestmark = pytest.mark.process
