@@ -36,6 +36,7 @@ from .compile_log import watch as watch_compile
 from .controls import Controls
 from .data.images.prepare import file_loaders
 from .data.loaders import Augment, DeviceLoader, StreamLoader
+from .finetune import freeze, initialise, lr_scales
 from .inspect import LiveInspection, publisher
 from .loop import (
     EpochTotals,
@@ -104,6 +105,8 @@ def build_model(setup: Setup) -> nn.Module:
     The seed is set first: the same spec always starts from the same weights."""
     torch.manual_seed(setup.spec.train.seed)
     model = build_module(setup.graph, device=setup.device)
+    initialise(model, setup.graph, setup.spec)      # a pretrained start (model.init_from), if any
+    freeze(model, setup.graph, setup.spec.model)
     try:   # activation checkpointing of the spec's segments; the same layers and parameters
         model = checkpointed_module(model, setup.graph, setup.spec.memory.checkpoint)
     except SegmentError as exc:
@@ -133,7 +136,8 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
     if dev.type == "cuda":
         torch.backends.cudnn.benchmark = True    # fixed batch shapes: cuDNN picks each layer's fastest kernel once
     compiled = spec.precision.compile != "off"
-    opt = make_optimizer(model, spec.optim, lr_tensor=compiled, device=dev)
+    opt = make_optimizer(model, spec.optim, lr_tensor=compiled, device=dev,
+                         scales=lr_scales(model, setup.graph, spec.model))
     runner = torch.compile(model, mode=spec.precision.compile) if compiled else model
     step_fn, scaler = make_train_step(runner, opt, device=dev, precision=spec.precision.dtype,
                                       label_smoothing=spec.optim.label_smoothing, compile_mode=spec.precision.compile)

@@ -60,6 +60,10 @@ class SpecError(ValueError):
 @dataclass
 class ModelSpec:
     graph: str | dict[str, Any] = "assets/templates/digits_cnn.graph.json"  # a path, or the graph itself
+    init_from: str = ""       # a weights file (node-id keys: a run's checkpoint, safetensors, a state dict)
+    reinit: list[str] = field(default_factory=list)   # blocks left at a fresh initialisation (a replaced head)
+    frozen: list[str] = field(default_factory=list)   # blocks (group ids, first..last) that do not train
+    lr_scale: list[str] = field(default_factory=list)  # "block=factor": the block learns at factor x the rate
 
 
 @dataclass
@@ -339,7 +343,7 @@ def _show(value: Any) -> str:
 def _type_ok(value: Any, default: Any, name: str) -> bool:
     if name == "graph":  # a graph object is checked as a graph file is, when the run is set up
         return isinstance(value, str) or isinstance(value, dict) and value_depth(value) <= MAX_DEPTH
-    if name in ("checkpoint", "fsdp_units"):
+    if name in ("checkpoint", "fsdp_units", "reinit", "frozen", "lr_scale"):
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if isinstance(default, bool):
         return isinstance(value, bool)
@@ -360,6 +364,10 @@ def _type_name(default: Any, name: str) -> str:
         return "a list of group ids or 'first..last' node id ranges"
     if name == "fsdp_units":
         return "a list of graph node or group ids"
+    if name in ("reinit", "frozen"):
+        return "a list of group ids or 'first..last' node id ranges"
+    if name == "lr_scale":
+        return "a list of 'block=factor' entries"
     return {bool: "true or false", int: "an integer", float: "a number", list: "a list of numbers",
             str: "a string"}.get(type(default), type(default).__name__)
 
@@ -418,6 +426,14 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
         problems.append(f"data.image_size: must be [height, width] in pixels, each 1 to {MAX_IMAGE_SIDE}, "
                         f"got {_show(d.image_size)}")
     check_images(d.images, problems)
+    for k, entry in enumerate(spec.model.lr_scale):
+        block, eq, factor = entry.partition("=")
+        try:
+            ok = bool(eq and block.strip()) and 0.0 <= float(factor) <= 100.0
+        except ValueError:
+            ok = False
+        if not ok:
+            problems.append(f"model.lr_scale[{k}]: must be 'block=factor' with a factor 0 to 100, got {_show(entry)}")
     if d.workers > MAX_WORKERS:
         problems.append(f"data.workers: at most {MAX_WORKERS} DataLoader processes, got {d.workers}")
     if not DEVICE_RE.fullmatch(spec.device):
