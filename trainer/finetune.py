@@ -6,7 +6,7 @@ and per-block learning-rate multipliers (``model.init_from``, ``model.reinit``, 
   (``model.`` keys), a safetensors export, or a ``torch.save``d state dict (read with
   ``weights_only=True``: nothing in the file runs). Tensors whose shape differs from the graph's (a
   head set to other classes) keep their fresh initialisation, as the ``reinit`` layers do.
-* ``frozen``: group ids or ``first..last`` node ranges whose parameters do not train; their BatchNorm
+* ``frozen``: group ids, node ids or ``first..last`` node ranges whose parameters do not train; their BatchNorm
   layers stay in eval mode (running statistics kept, as fine-tuning a frozen backbone needs), whatever
   ``model.train()`` the loop calls.
 * ``lr_scale``: ``"block=factor"`` entries; the block's parameters learn at ``factor`` x the schedule's
@@ -56,8 +56,12 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
 
 
 def node_ids(graph: Graph, entries: list[str], where: str) -> list[list[str]]:
+    """Each entry's node ids: a group id, a ``first..last`` range, or one node id."""
+    order = [n.id for n in graph]
+    known = set(order)
+    entries = [f"{e}..{e}" if e in known and e not in graph.groups else e for e in entries]
     try:
-        return resolve_segments(graph, [n.id for n in graph], entries, where)
+        return resolve_segments(graph, order, entries, where)
     except SegmentError as exc:
         raise SpecError([str(exc)]) from None
 
