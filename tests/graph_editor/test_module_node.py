@@ -139,6 +139,7 @@ def test_the_cli_import_flag(tmp_path, capsys):
     assert info.value.code == 1 and "sin (torch.sin)" in capsys.readouterr().err
 
 
+@pytest.mark.process
 def test_the_worker_trains_a_graph_with_a_module_node(tmp_path):
     """The real worker process imports the node's class by name, trains it on the digits and finishes."""
     graph = import_module(digits_sine_net(), (1, 8, 8)).graph

@@ -65,6 +65,7 @@ def test_bad_values_are_named_by_field():
         sbatch_script(Launch("/x/s.json", 2), time_limit="1:00\n#SBATCH --nodes=99")
 
 
+@pytest.mark.process
 @pytest.mark.skipif(BASH is None, reason="no bash")
 def test_the_sbatch_script_is_valid_bash_and_asks_slurm_for_the_right_allocation(tmp_path):
     gpu = sbatch_script(Launch("/x/spec.json", 4, nnodes=2, name="resnet 18 / cifar"), time_limit="02:00:00",

@@ -55,6 +55,7 @@ def test_schema_version_from_the_future_is_refused(db):
         RunStore(db)
 
 
+@pytest.mark.process
 def test_running_run_of_a_dead_process_becomes_interrupted(db):
     store = RunStore(db)
     rid = make_run(store)
