@@ -20,6 +20,7 @@ from typing import Any
 from graph_editor.model.serialize import MAX_DEPTH, value_depth
 
 from .data.formats import format_names
+from .image_spec import ImageSpec, check_images
 
 SCHEMA_VERSION = 2
 
@@ -29,9 +30,6 @@ PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 STOP_METRICS = ("val_accuracy", "val_loss")
 STRATEGIES = ("none", "ddp", "fsdp2")
-IMAGE_SOURCES = ("auto", "disk", "memory")
-AUTO_AUGMENTS = ("none", "trivialaugment", "randaugment")
-DUPLICATES = ("refuse", "ignore")
 BACKENDS = ("auto", "gloo", "nccl")
 ENDPOINT_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")  # host:port, [v6]:port
 RDZV_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -71,29 +69,6 @@ class AugmentSpec:
     flip: bool = False        # random horizontal flip (batched tensor op)
     translate: int = 0        # random shift of up to N pixels each way (pad + random offsets)
     normalize: bool = True    # per-channel/feature mean and std from the train split
-
-
-@dataclass
-class ImageSpec:
-    """Image folders and image CSVs read from disk: decoded per batch in DataLoader workers and
-    augmented there with torchvision.transforms.v2 (:mod:`trainer.data.images`)."""
-
-    source: str = "auto"      # auto/disk: indexed, decoded per batch; memory: read whole (data.image_size)
-    size: list[int] = field(default_factory=list)  # [H, W] the network sees; default: the graph's input
-    resize: int = 0           # eval: shorter side to this, then a centre crop of size; 0: size / 0.875
-    crop_scale: list[float] = field(default_factory=lambda: [0.25, 1.0])  # train RandomResizedCrop area; []: eval's
-    crop_ratio: list[float] = field(default_factory=lambda: [0.75, 1.3333])   # its aspect ratios
-    hflip: float = 0.5        # probability of a horizontal flip
-    vflip: float = 0.0        # probability of a vertical flip
-    auto_augment: str = "none"    # none, trivialaugment (TrivialAugmentWide), randaugment
-    randaugment_ops: int = 2
-    randaugment_magnitude: int = 9
-    mixup_alpha: float = 0.0  # MixUp on each train batch (0: off)
-    cutmix_alpha: float = 0.0  # CutMix on each train batch (0: off); with MixUp, one of the two per batch
-    mean: list[float] = field(default_factory=lambda: [0.485, 0.456, 0.406])  # in [0, 1]; ImageNet's (pretrained nets)
-    std: list[float] = field(default_factory=lambda: [0.229, 0.224, 0.225])
-    gpu_decode: bool = True   # on CUDA, JPEGs decoded on the GPU (nvJPEG)
-    duplicates: str = "refuse"    # the same file in two splits: refuse the run, or ignore
 
 
 @dataclass
@@ -425,7 +400,7 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
                                                        for v in d.image_size)):
         problems.append(f"data.image_size: must be [height, width] in pixels, each 1 to {MAX_IMAGE_SIDE}, "
                         f"got {_show(d.image_size)}")
-    check_images(d.images, problems)
+    check_images(d.images, problems, _choice, _show, MAX_IMAGE_SIDE)
     for k, entry in enumerate(spec.model.lr_scale):
         block, eq, factor = entry.partition("=")
         try:
@@ -439,34 +414,6 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
     if not DEVICE_RE.fullmatch(spec.device):
         problems.append(f"device: unknown device {_show(spec.device)} (choose auto, cpu, cuda or cuda:N, N from 0)")
     check_distributed(spec, problems)
-
-
-def check_images(im: ImageSpec, problems: list[str]) -> None:
-    """The ``data.images`` section's own checks."""
-    w = "data.images"
-    _choice(problems, f"{w}.source", im.source, IMAGE_SOURCES, "image source")
-    _choice(problems, f"{w}.auto_augment", im.auto_augment, AUTO_AUGMENTS, "augmentation")
-    _choice(problems, f"{w}.duplicates", im.duplicates, DUPLICATES, "choice")
-    if im.size and (len(im.size) != 2 or any(int(v) != v or not 1 <= v <= MAX_IMAGE_SIDE for v in im.size)):
-        problems.append(f"{w}.size: must be [height, width] in pixels, each 1 to {MAX_IMAGE_SIDE}, got {_show(im.size)}")
-    if not 0 <= im.resize <= MAX_IMAGE_SIDE:
-        problems.append(f"{w}.resize: must be 0 (size / 0.875) or 1 to {MAX_IMAGE_SIDE} pixels, got {im.resize}")
-    for name, pair, lo, hi in (("crop_scale", im.crop_scale, 1e-3, 1.0), ("crop_ratio", im.crop_ratio, 0.05, 20.0)):
-        if (pair or name == "crop_ratio") and (len(pair) != 2 or not lo <= pair[0] <= pair[1] <= hi):
-            problems.append(f"{w}.{name}: must be [low, high] with {lo} <= low <= high <= {hi}"
-                            f"{', or [] for no random crop' if name == 'crop_scale' else ''}, got {_show(pair)}")
-    for name, p in (("hflip", im.hflip), ("vflip", im.vflip)):
-        if not 0.0 <= p <= 1.0:
-            problems.append(f"{w}.{name}: a probability, between 0 and 1, got {p}")
-    if not 1 <= im.randaugment_ops <= 16 or not 0 <= im.randaugment_magnitude <= 30:
-        problems.append(f"{w}.randaugment_ops/randaugment_magnitude: 1 to 16 operations of magnitude 0 to 30, got "
-                        f"{im.randaugment_ops} and {im.randaugment_magnitude}")
-    for name, a in (("mixup_alpha", im.mixup_alpha), ("cutmix_alpha", im.cutmix_alpha)):
-        if not 0.0 <= a <= 10.0:
-            problems.append(f"{w}.{name}: must be between 0 (off) and 10, got {a}")
-    if len(im.mean) not in (1, 3) or len(im.std) != len(im.mean) or any(s <= 0 for s in im.std):
-        problems.append(f"{w}.mean/std: one value per channel (1 or 3), std positive, got {_show(im.mean)} and "
-                        f"{_show(im.std)}")
 
 
 def check_distributed(spec: RunSpec, problems: list[str]) -> None:
