@@ -16,6 +16,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QSpinBox, QWidget
 
+from trainer import image_spec
 from trainer import spec as ts
 
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -23,8 +24,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "precision.compile": ts.COMPILE_MODES, "data.format": ts.FORMATS,
     "early_stopping.metric": ts.STOP_METRICS, "checkpoints.metric": ts.STOP_METRICS,
     "distributed.strategy": ts.STRATEGIES, "distributed.backend": ts.BACKENDS,
-    "data.images.source": ts.IMAGE_SOURCES, "data.images.auto_augment": ts.AUTO_AUGMENTS,
-    "data.images.duplicates": ts.DUPLICATES,
+    "data.images.source": image_spec.IMAGE_SOURCES, "data.images.auto_augment": image_spec.AUTO_AUGMENTS,
+    "data.images.duplicates": image_spec.DUPLICATES,
 }
 TEXT_LISTS = {"memory.checkpoint", "distributed.fsdp_units"}   # lists of names (group ids, node ranges), not numbers
 SKIP = {"model.graph", "base_dir"}  # the graph comes from the editor, base_dir is internal
