@@ -27,7 +27,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.images.source": image_spec.IMAGE_SOURCES, "data.images.auto_augment": image_spec.AUTO_AUGMENTS,
     "data.images.duplicates": image_spec.DUPLICATES,
 }
-TEXT_LISTS = {"memory.checkpoint", "distributed.fsdp_units"}   # lists of names (group ids, node ranges), not numbers
+TEXT_LISTS = {"memory.checkpoint", "distributed.fsdp_units", "model.reinit", "model.frozen",
+              "model.lr_scale"}   # lists of names (group ids, node ranges, block=factor), not numbers
 SKIP = {"model.graph", "base_dir"}  # the graph comes from the editor, base_dir is internal
 
 PRESETS: dict[str, dict[str, Any]] = {
