@@ -188,3 +188,20 @@ def test_a_mixed_batch_trains_and_counts_on_its_dominant_class():
     window.record(loss, pred, y)
     losses, correct = window.read(0)
     assert np.isfinite(losses[0]) and correct[0] == float((pred == torch.tensor([0, 2])).sum())
+
+
+def test_each_rank_reads_only_its_rows_of_the_global_batch(tmp_path):
+    """Under torchrun, rank r of W takes rows r*b/W..(r+1)*b/W of each global train batch, and its share
+    of each evaluation step: together the ranks see exactly one process's batches."""
+    write_folder(tmp_path / "d", per_class=8)
+    st = _setup(tmp_path, "d")
+    one = file_loaders(st.spec, st.splits, st.device, channels_last=False)
+    ranks = [file_loaders(st.spec, st.splits, st.device, channels_last=False, rank=r, world=2) for r in (0, 1)]
+    for name in ("train", "test"):
+        order = one[name].order()
+        for i in range(one[name].steps):
+            whole, valid = one[name].rows(order, i)
+            parts = [loaders[name].rows(order, i) for loaders in ranks]
+            assert [len(rows) for rows, _ in parts] == [2, 2]
+            assert parts[0][0] + parts[1][0] == whole
+            assert sum(v for _, v in parts) == valid
