@@ -28,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from torchvision import datasets  # noqa: E402
 from torchvision.transforms import v2  # noqa: E402
 
+from trainer.data.images.files import FileSplit  # noqa: E402
 from trainer.data.images.index import index_folder  # noqa: E402
-from trainer.data.images.loader import FileLoader, FileSplit  # noqa: E402
+from trainer.data.images.loader import FileLoader  # noqa: E402
 from trainer.data.images.transforms import eval_transform, train_transform  # noqa: E402
 from trainer.spec import ImageSpec  # noqa: E402
 

@@ -27,7 +27,7 @@ import torch
 
 from .checks import Setup
 from .data.images.prepare import file_loaders
-from .data.loaders import Augment, DeviceLoader, StreamLoader
+from .data.loaders import Augment, DeviceLoader, StreamLoader, eval_rows
 
 
 class ShardLoader(DeviceLoader):
@@ -67,18 +67,6 @@ class ShardStreamLoader(StreamLoader):
             if self.channels_last and x.dim() == 4:
                 x = x.contiguous(memory_format=torch.channels_last)
             yield x, y.to(self.device, non_blocking=True), self.local
-
-
-def eval_rows(order: torch.Tensor, step: int, batch: int, rank: int, world: int) -> tuple[torch.Tensor, int]:
-    """Rank ``rank``'s rows of evaluation step ``step`` (``batch`` rows a step over all ranks), padded
-    to ``batch / world`` with the split's last row, and how many are real."""
-    local, n = batch // world, len(order)
-    lo = min(step * batch + rank * local, n)
-    idx = order[lo:min(lo + local, n)]
-    valid = len(idx)
-    if valid < local:
-        idx = torch.cat([idx, order[-1:].expand(local - valid)])
-    return idx, valid
 
 
 class ShardEvalLoader(DeviceLoader):

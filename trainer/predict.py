@@ -26,8 +26,8 @@ from .checkpoint import load_checkpoint_weights
 from .checks import dataset_path
 from .data import DataError, fit_to_input, load_raw, normalise, prepare, split_rows
 from .data.images.decode import decode
+from .data.images.files import FileSplit
 from .data.images.index import index_images
-from .data.images.loader import FileSplit
 from .data.images.prepare import disk_path, disk_splits
 from .events import PerClass
 from .per_class import per_class

@@ -7,14 +7,26 @@ run's ``skipped_files`` artifact), the running count the metric ``data/skipped_f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
 from . import events as ev
-
-if TYPE_CHECKING:
-    from .job import Job
+from .recorder import Recorder
+from .store import RunStore
 
 SHOWN = 20   # files named in one event
+
+
+class Job(Protocol):
+    """What reporting needs of a run in progress (:class:`trainer.job.Job` has it)."""
+
+    loaders: dict[str, Any]
+    store: RunStore
+    emitter: ev.Emitter
+    run_id: int
+    run_dir: Path
+    recorder: Recorder
+    step: int
 
 
 def watch(job: Job) -> None:

@@ -14,7 +14,7 @@ import torch
 from .raw import DataError, RawData
 
 if TYPE_CHECKING:
-    from .images.loader import FileSplit
+    from .images.files import FileSplit
 
 
 @dataclass

@@ -12,51 +12,19 @@ GPU (nvJPEG) and transformed there.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ..loaders import Augment, DeviceLoader, _EpochBatches
+from ..loaders import Augment, DeviceLoader, _EpochBatches, eval_rows
 from ..splits import normalise
 from .decode import decode, decode_jpegs, read_bytes
+from .files import FileSplit
 from .transforms import Transform
 
 Mix = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 Skipped = list[tuple[str, str]]     # (path, reason)
-
-
-@dataclass
-class FileSplit:
-    """One split of an image index: file paths (bytes, relative to ``root``) and int64 labels."""
-
-    root: str
-    files: np.ndarray
-    y: torch.Tensor
-    channels: int
-    size: tuple[int, int]
-    eval_transform: Transform
-    rows: np.ndarray        # each file's row in the dataset (in its own split folder, when it has one)
-
-    def __len__(self) -> int:
-        return int(self.y.shape[0])
-
-    def path(self, i: int) -> str:
-        return os.path.join(self.root, os.fsdecode(self.files[i]))
-
-    def samples(self, count: int) -> torch.Tensor:
-        """The first ``count`` decodable samples as evaluation sees them (uint8), for export proofs."""
-        out: list[torch.Tensor] = []
-        for i in range(len(self)):
-            image = decode(self.path(i), self.channels)
-            if not isinstance(image, str):
-                out.append(self.eval_transform(image))
-            if len(out) == count:
-                break
-        return torch.stack(out) if out else torch.zeros(0, self.channels, *self.size, dtype=torch.uint8)
 
 
 class _Files(Dataset[tuple[object, torch.Tensor, list[tuple[int, str, str]]]]):
@@ -127,8 +95,6 @@ class FileLoader(DeviceLoader):
         """The indices of step ``i`` (padded to the batch with the last one) and how many are real."""
         b = self.batch_size
         if self.world > 1:
-            from ...dist_data import eval_rows
-
             if self.train:
                 local = b // self.world
                 return order[i * b:(i + 1) * b][self.rank * local:(self.rank + 1) * local].tolist(), local

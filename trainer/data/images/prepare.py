@@ -17,8 +17,9 @@ from ..formats import detect_format
 from ..loaders import Augment
 from ..raw import DataError
 from ..splits import Splits, split_indices
+from .files import FileSplit
 from .index import SPLIT_CODES, ImageIndex
-from .loader import FileLoader, FileSplit
+from .loader import FileLoader
 from .report import duplicate_problem, duplicates_across, index_problems
 from .transforms import batch_mix, eval_transform, train_transform
 
