@@ -37,6 +37,9 @@ def run_data(spec: dict[str, Any], graph: Graph, count: int) -> RunData:
     try:
         rs = spec_from_dict(spec)
         d = rs.data
+        disk = _disk_run_data(spec, graph, count)   # images the run read from disk: as its eval loader did
+        if disk is not None:
+            return disk
         raw = load_raw(d.dataset, d.format, Path(rs.base_dir) if rs.base_dir else None, target=d.target,
                        image_size=d.image_size or None)
         raw = fit_to_input(raw, tuple(graph.input_spec.shape))
@@ -55,3 +58,38 @@ def run_data(spec: dict[str, Any], graph: Graph, count: int) -> RunData:
     x = x.long() if graph.input_spec.dtype == "int64" else x.float()
     note = f"verified on {len(x)} raw {which} samples of the run's dataset (as the file holds them)"
     return RunData(prep, x.contiguous(), split.y[:count].clone(), note)
+
+
+def _disk_run_data(spec: dict[str, Any], graph: Graph, count: int) -> RunData | None:
+    """For a run that read its images from disk (trainer.data.images): the statistics it standardised
+    with (``data.images.mean``/``std`` on the 0..255 scale) and ``count`` validation images decoded,
+    resized and centre-cropped as its evaluation saw them, uint8 pixels as float; None for other runs."""
+    from trainer.checks import setup
+    from trainer.data.images.decode import decode
+    from trainer.data.images.files import FileSplit
+    from trainer.spec import spec_from_dict
+
+    # only the data is needed: read it on the CPU whatever device, precision and strategy the run used
+    rs = spec_from_dict({**spec, "device": "cpu", "distributed": {},
+                         "precision": {**spec.get("precision", {}), "dtype": "fp32", "compile": "off"}})
+    st = setup(rs)
+    if not st.streamed or not isinstance(st.splits.val, FileSplit):
+        return None
+    split, which = (st.splits.val, "validation") if len(st.splits.val) else (st.splits.test, "test")
+    xs, ys = [], []
+    for i in range(len(split)):
+        image = decode(split.path(i), split.channels)
+        if not isinstance(image, str):
+            xs.append(split.eval_transform(image))
+            ys.append(int(split.y[i]))
+        if len(xs) == count:
+            break
+    if not xs:
+        raise ValueError(f"none of the {which} images decodes")
+    standardised = rs.data.augment.normalize
+    prep = Preprocessing(list(st.splits.classes), list(graph.input_spec.shape),
+                         [float(v) for v in st.splits.mean] if standardised else [],
+                         [float(v) for v in st.splits.std] if standardised else [])
+    note = (f"verified on {len(xs)} {which} images of the run's folder, decoded, resized and centre-cropped "
+            "as its evaluation read them")
+    return RunData(prep, torch.stack(xs).float().contiguous(), torch.tensor(ys, dtype=torch.int64), note)

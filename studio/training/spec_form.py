@@ -16,6 +16,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QSpinBox, QWidget
 
+from trainer import image_spec
 from trainer import spec as ts
 
 from ..docks.param_editors import INT_MAX, INT_MIN, StrictSpinBox
@@ -25,20 +26,28 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "precision.compile": ts.COMPILE_MODES, "data.format": ts.FORMATS,
     "early_stopping.metric": ts.STOP_METRICS, "checkpoints.metric": ts.STOP_METRICS,
     "distributed.strategy": ts.STRATEGIES, "distributed.backend": ts.BACKENDS,
+    "data.images.source": image_spec.IMAGE_SOURCES, "data.images.auto_augment": image_spec.AUTO_AUGMENTS,
+    "data.images.duplicates": image_spec.DUPLICATES,
 }
-TEXT_LISTS = {"memory.checkpoint", "distributed.fsdp_units"}   # lists of names (group ids, node ranges), not numbers
+TEXT_LISTS = {"memory.checkpoint", "distributed.fsdp_units", "model.reinit", "model.frozen",
+              "model.lr_scale"}   # lists of names (group ids, node ranges, block=factor), not numbers
 SKIP = {"model.graph", "base_dir"}  # the graph comes from the editor, base_dir is internal
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # A first look in seconds: few epochs, no compile, no augmentation.
+    # A first look in seconds: few epochs, no compile, no augmentation (images on disk: a mild crop, flips).
     "quick": {"train.epochs": 3, "train.batch_size": 64, "optim.name": "adamw", "optim.lr": 3e-3,
               "schedule.name": "onecycle", "precision.compile": "off", "data.augment.translate": 0,
-              "optim.label_smoothing": 0.0, "early_stopping.patience": 0},
+              "optim.label_smoothing": 0.0, "early_stopping.patience": 0, "data.images.crop_scale": [0.5, 1.0],
+              "data.images.auto_augment": "none", "data.images.mixup_alpha": 0.0, "data.images.cutmix_alpha": 0.0},
     # The best model this recipe gets: longer one-cycle, light augmentation, label smoothing,
     # early stopping on validation accuracy, compile where a GPU makes it pay.
     "accurate": {"train.epochs": 30, "train.batch_size": 128, "optim.name": "adamw", "optim.lr": 2e-3,
                  "optim.weight_decay": 5e-4, "schedule.name": "onecycle", "data.augment.translate": 1,
-                 "optim.label_smoothing": 0.1, "early_stopping.patience": 6, "precision.compile": "off"},
+                 "optim.label_smoothing": 0.1, "early_stopping.patience": 6, "precision.compile": "off",
+                 # images on disk: torchvision's classification recipe (RandomResizedCrop 0.08-1,
+                 # TrivialAugmentWide, MixUp 0.2 / CutMix 1.0)
+                 "data.images.crop_scale": [0.08, 1.0], "data.images.auto_augment": "trivialaugment",
+                 "data.images.mixup_alpha": 0.2, "data.images.cutmix_alpha": 1.0},
 }
 
 

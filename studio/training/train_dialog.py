@@ -230,7 +230,7 @@ class TrainDialog(QDialog):
         """The run spec as the worker reads it: the form's fields, the device, the graph itself."""
         data, _ = self.form.values()
         data["device"] = self.device.currentData() or "cpu"
-        data["model"] = {"graph": graph_to_dict(self.graph)}
+        data["model"] = {**data.get("model", {}), "graph": graph_to_dict(self.graph)}   # the pretrained start kept
         return data
 
     def problem_list(self) -> list[str]:
