@@ -32,6 +32,7 @@ def run_data(spec: dict[str, Any], graph: Graph, count: int) -> RunData:
     if it has none). A dataset that cannot be read any more is an ExportError: without it the model's
     input standardisation is unknown, and an export without it scores like chance on real data."""
     from trainer.data import DataError, fit_to_input, load_raw, prepare
+    from trainer.data.splits import Split
     from trainer.spec import SpecError, spec_from_dict
 
     try:
@@ -54,6 +55,7 @@ def run_data(spec: dict[str, Any], graph: Graph, count: int) -> RunData:
                          [float(v) for v in splits.mean] if standardised else [],
                          [float(v) for v in splits.std] if standardised else [])
     split, which = (splits.val, "validation") if len(splits.val) else (splits.test, "test")
+    assert isinstance(split, Split)     # prepare() of data in memory
     x = split.x[:count]
     x = x.long() if graph.input_spec.dtype == "int64" else x.float()
     note = f"verified on {len(x)} raw {which} samples of the run's dataset (as the file holds them)"
@@ -76,6 +78,8 @@ def _disk_run_data(spec: dict[str, Any], graph: Graph, count: int) -> RunData | 
     if not st.streamed or not isinstance(st.splits.val, FileSplit):
         return None
     split, which = (st.splits.val, "validation") if len(st.splits.val) else (st.splits.test, "test")
+    if not isinstance(split, FileSplit):
+        return None
     xs, ys = [], []
     for i in range(len(split)):
         image = decode(split.path(i), split.channels)
