@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer import events as ev
-from trainer.spec import COMPILE_MODES, PRECISIONS, STRATEGIES, default_run_name
+from trainer.run_outcome import default_run_name
+from trainer.spec import COMPILE_MODES, PRECISIONS, STRATEGIES
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -138,3 +138,12 @@ def record_failure(store: RunStore, run_id: int, kind: str, message: str, *, tb:
     except Exception as exc:  # noqa: BLE001 - the failed event must still go out
         message += f" (and recording the failure in the run store failed: {first_line(exc)})"
     return message
+
+
+def default_run_name(source: str) -> str:
+    """The name of a run not named by its user, from the graph it trains: ``lenet5.graph.json`` (its
+    file, or the template it was made from) -> ``lenet5``; a graph with no file keeps the title the
+    studio gives it ("Untitled"). The command line and the studio both name runs through this."""
+    name = Path(source.strip()).name if source.strip().endswith(".json") else source.strip()
+    name = name.removesuffix(".json").removesuffix(".graph")
+    return name or "Untitled"

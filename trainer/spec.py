@@ -163,15 +163,6 @@ class DistributedSpec:
     reshard_after_forward: bool = True  # FSDP2: free gathered parameters after forward (memory vs. traffic)
 
 
-def default_run_name(source: str) -> str:
-    """The name of a run not named by its user, from the graph it trains: ``lenet5.graph.json`` (its
-    file, or the template it was made from) -> ``lenet5``; a graph with no file keeps the title the
-    studio gives it ("Untitled"). The command line and the studio both name runs through this."""
-    name = Path(source.strip()).name if source.strip().endswith(".json") else source.strip()
-    name = name.removesuffix(".json").removesuffix(".graph")
-    return name or "Untitled"
-
-
 @dataclass
 class RunSpec:
     """Everything a run needs; ``to_dict`` is what the store and checkpoints keep."""

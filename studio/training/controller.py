@@ -17,7 +17,7 @@ from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from graph_editor.model.graph import Graph
-from trainer.spec import default_run_name
+from trainer.run_outcome import default_run_name
 from trainer.store import RunStore, StoreError, default_run_root, default_url
 
 from ..prompts import Prompts, ask_about_running_run
@@ -165,7 +165,7 @@ def _wait_exit(session: TrainingSession, ms: int) -> bool:
 def run_name(document_name: str) -> str:
     """``lenet5.graph.json`` -> ``lenet5``; an untitled graph's run is "Untitled", as the window calls
     the graph (the worker's own default, the spec file's name, means nothing to the user). The same
-    rule as the command line's (:func:`trainer.spec.default_run_name`)."""
+    rule as the command line's (:func:`trainer.run_outcome.default_run_name`)."""
     return default_run_name(document_name)
 
 
