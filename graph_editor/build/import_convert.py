@@ -15,9 +15,9 @@ import torch
 from torch import fx, nn
 
 from ..model import Edge, Graph, GraphError
+from .import_capture import program_call
 from .import_errors import ModuleImportError, Unsupported, describe, owner, where
 from .import_rules import FUNCTION_RULES, METHOD_RULES, Mapped, Step, Unmappable, module_steps, permute_dims
-from .ops.module_ref import module_node
 from .ops.param import import_parameter
 from .ops.split import unbind_after_permute
 
@@ -61,8 +61,10 @@ class Converter:
             self._parameter(n)
         elif n.op == "output":
             (out,) = n.args
+            if isinstance(out, tuple | list) and out and isinstance(self.values.get(out[0]), torch.Tensor):
+                out = out[0]  # (logits, aux_logits): the graph's output is the first; the others stay unread
             if not isinstance(out, fx.Node) or not isinstance(self.values.get(out), torch.Tensor):
-                raise Unmappable("the module returns more than one tensor; a graph has one output")
+                raise Unmappable("the module returns no tensor first; a graph's output is one tensor")
             self._add(n, Mapped("Output", {}, [out]), node_id="output")
         elif n.op == "call_module":
             self._module(n)
@@ -75,8 +77,8 @@ class Converter:
         target = str(n.target)
         mod = self.gm.get_submodule(target)
         steps = self.gm.meta.get("import_steps", {}).get(target) or module_steps(mod)
-        if steps is None and self.opaque:  # the last resort: kept whole, an opaque Module node
-            steps = [Step("", mod, lambda m, *args, **kw: module_node(m, n, self.values), True)]
+        if steps is None and self.opaque:  # kept whole as its own exported program
+            steps = [Step("", mod, lambda m, *args, **kw: program_call(m, n, self.values, target), True)]
         if steps is None:
             raise Unmappable("this module type has no catalog layer")
         first, *rest = steps
@@ -91,6 +93,9 @@ class Converter:
         self.called.add(target)
         node_id = self._add(n, mapped)
         if not node_id:
+            return
+        if mapped.state is not None:  # a Program node: the weights its program holds
+            self.state.update({f"{node_id}.{k}": v for k, v in mapped.state.items()})
             return
         children = tuple(f"{s.child}." for s in rest)
         for k, v in mod.state_dict().items():
