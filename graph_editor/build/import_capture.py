@@ -137,6 +137,10 @@ def program_mapped(module: nn.Module, xs: list[torch.Tensor], what: str, inputs:
     outs = out if isinstance(out, tuple | list) else (out,)
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         raise Unmappable(f"{what} returns {type(out).__name__}; a Program node gives tensors (one or a flat tuple)")
+    wrong = next((i for i, o in enumerate(outs) if o.dim() == 0 or o.shape[0] != EXAMPLE_BATCH), None)
+    if wrong is not None:  # nn.GRU's hidden state is [layers, batch, features]
+        raise Unmappable(f"output {wrong} of {what} does not lead with the batch (shape {list(outs[wrong].shape)} "
+                         f"for a batch of {EXAMPLE_BATCH})")
     try:
         program, sha = encode(ep)
     except ProgramError as exc:

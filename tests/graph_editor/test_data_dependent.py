@@ -94,7 +94,7 @@ def test_a_module_that_reads_a_value_imports_with_it_kept_whole_and_its_weights_
     result = import_module(net, (1, 8, 8))
     assert {k: torch.equal(v, before[k]) for k, v in net.state_dict().items()} == dict.fromkeys(before, True)
     scale = result.graph.nodes["scale"]
-    assert scale.type == "Module" and scale.params["cls"].endswith(":ItemScale")
+    assert scale.type == "Program" and scale.params["source"] == "scale (ItemScale)"
     built = build_module(result.graph)
     built.load_state_dict(result.state_dict)
     x = torch.randn(3, 1, 8, 8)

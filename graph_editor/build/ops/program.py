@@ -13,6 +13,7 @@ import base64
 import hashlib
 import json
 import zlib
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -140,10 +141,19 @@ def _example() -> Example:
                             "in_shapes": "[[4, 4]]", "out_shapes": "[[4, 4], [4, 4]]"})
 
 
+@dataclass(frozen=True)
+class ProgramCall(Call):
+    """A Program node's construction in an exported model.py: the class is imported from Torch Studio
+    (it loads the program), not copied, and the program is a string literal."""
+
+    def import_line(self) -> str:
+        return f"from {ExportedProgramModule.__module__} import {ExportedProgramModule.__name__}"
+
+
 @builder(TYPE, example=_example())
 def _build(p: Params, xs: list[Shape]) -> Call:
     _payload(p["program"], p["sha256"])  # a damaged program is refused here, where the node is named
-    return Call(ExportedProgramModule, (), {k: p[k] for k in ("program", "sha256", "source", "in_shapes",
+    return ProgramCall(ExportedProgramModule, (), {k: p[k] for k in ("program", "sha256", "source", "in_shapes",
                                                               "out_shapes")})
 
 

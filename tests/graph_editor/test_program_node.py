@@ -1,5 +1,7 @@
-"""The opaque Module node (issue 16): what the importer cannot map is kept whole, and still builds,
-counts, trains, saves, exports and writes as source."""
+"""The Program node (issue 23): what the importer cannot map is kept as the submodule's own exported
+program and weights, and still builds, counts, trains, saves, exports and writes as source. Nothing is
+rebuilt from constructor arguments, so classes no import can find, and modules that keep no attribute
+for their arguments, import the same way."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from graph_editor.build import BuildError, ModuleImportError, analyze, build_mod
 from graph_editor.model import load_graph, save_graph, validate
 from studio import cli
 from tests.graph_editor.module_node_models import (
+    AuxHead,
     SequenceNet,
     SineBlock,
     TwoWidthsBlock,
@@ -39,15 +42,15 @@ def built(result) -> torch.fx.GraphModule:
     return module
 
 
-def test_an_unmappable_op_keeps_its_smallest_enclosing_module_whole(imported):
+def test_an_unmappable_op_keeps_its_smallest_enclosing_module_as_its_program(imported):
     _, result = imported
     types = {n.id: n.type for n in result.graph}
-    assert types["block"] == "Module" and types["stem"] == "Conv2d" and types["head"] == "Linear"
+    assert types["block"] == "Program" and types["stem"] == "Conv2d" and types["head"] == "Linear"
     params = result.graph.nodes["block"].params
-    assert params["cls"] == "tests.graph_editor.module_node_models:SineBlock"
-    assert json.loads(params["kwargs"]) == {"channels": 8, "scale": 0.5}  # read back from the attributes
-    assert params["in_shape"] == [8, 8, 8] and params["out_shape"] == [8, 8, 8]
-    assert {k for k in result.state_dict if k.startswith("block.")} == {"block.conv.weight", "block.conv.bias"}
+    assert params["source"] == "block (SineBlock)"
+    assert json.loads(params["in_shapes"]) == [[8, 8, 8]] and json.loads(params["out_shapes"]) == [[8, 8, 8]]
+    assert {k for k in result.state_dict if k.startswith("block.")} == {"block.program.inner.conv.weight",
+                                                                        "block.program.inner.conv.bias"}
 
 
 def test_it_builds_back_to_identical_outputs_and_counts_like_pytorch(imported):
@@ -65,18 +68,20 @@ def test_it_builds_back_to_identical_outputs_and_counts_like_pytorch(imported):
     assert stats.by_id()["block"].flops == 2 * 2 * 8 * 8 * 8 * 8 * 9  # its conv: 2 FLOPs per multiply-add
 
 
-def test_it_trains_a_step(imported):
+def test_it_runs_at_batch_one_and_trains_a_step(imported):
     _, result = imported
     module = built(result).train()
-    before = module.get_submodule("block").conv.weight.detach().clone()
+    assert module(torch.randn(1, *SHAPE)).shape == (1, 4)  # captured at batch 2, its batch is free
+    block = dict(module.get_submodule("block").named_parameters())
+    before = block["program.inner.conv.weight"].detach().clone()
     opt = torch.optim.SGD(module.parameters(), lr=0.1)
     loss = torch.nn.functional.cross_entropy(module(torch.randn(4, *SHAPE)), torch.tensor([0, 1, 2, 3]))
     loss.backward()
     opt.step()
-    assert torch.isfinite(loss) and not torch.equal(module.get_submodule("block").conv.weight, before)
+    assert torch.isfinite(loss) and not torch.equal(block["program.inner.conv.weight"], before)
 
 
-def test_it_saves_loads_and_names_a_class_that_cannot_be_imported(imported, tmp_path):
+def test_it_saves_loads_and_refuses_a_damaged_program(imported, tmp_path):
     _, result = imported
     path = tmp_path / "net.graph.json"
     save_graph(result.graph, path)
@@ -85,20 +90,22 @@ def test_it_saves_loads_and_names_a_class_that_cannot_be_imported(imported, tmp_
     assert validate(again, 2).shapes["block"] == (2, 8, 8, 8)
     raw = json.loads(path.read_text())
     node = next(n for n in raw["nodes"] if n["id"] == "block")
-    node["params"]["cls"] = "tests.graph_editor.no_such_module:SineBlock"
+    text = node["params"]["program"]
+    node["params"]["program"] = text[:100] + ("A" if text[100] != "A" else "B") + text[101:]
     path.write_text(json.dumps(raw))
     with pytest.raises(BuildError) as info:
         analyze(load_graph(path))
-    assert "block" in str(info.value) and "tests.graph_editor.no_such_module:SineBlock" in str(info.value)
+    assert "block" in str(info.value) and "does not match its sha256" in str(info.value)
 
 
 def test_its_recorded_shape_is_checked(imported):
     graph = imported[1].graph.copy()
-    graph.nodes["block"].params["in_shape"] = [8, 4, 4]
+    graph.nodes["block"].params["in_shapes"] = "[[8, 4, 4]]"
     problems = [str(p) for p in validate(graph, 2).problems]
-    assert any("block" in p and "imported for input 8x4x4, receives 8x8x8" in p for p in problems), problems
+    assert any("block" in p and "input 0 was captured as 8x4x4, receives 8x8x8" in p for p in problems), problems
 
 
+@pytest.mark.export
 def test_it_exports_to_onnx_and_to_source_with_parity(imported, tmp_path):
     _, result = imported
     module = built(result).eval()
@@ -109,8 +116,8 @@ def test_it_exports_to_onnx_and_to_source_with_parity(imported, tmp_path):
     py = export(source, "python", tmp_path / "sine.py")
     assert py.ok, py.to_text()
     text = (tmp_path / "sine.py").read_text()
-    assert "from tests.graph_editor.module_node_models import SineBlock" in text
-    assert "SineBlock(channels=8, scale=0.5)" in text
+    assert "from graph_editor.build.ops.program import ExportedProgramModule" in text
+    assert "class ExportedProgramModule" not in text
 
 
 def test_strict_keeps_the_error():
@@ -119,63 +126,75 @@ def test_strict_keeps_the_error():
     assert {u.node for u in info.value.unsupported} >= {"sin"}
 
 
-def test_a_module_that_cannot_be_constructed_again_is_refused_naming_the_argument():
-    class Hidden(SineBlock):  # defined in a function: no import can find it
+def test_a_class_no_import_can_find_imports_all_the_same():
+    """Defined in a function: a Module node could not name it; its program needs no name."""
+    class Hidden(SineBlock):
         pass
 
-    net = sine_net()
-    net.block = Hidden(8)
-    with pytest.raises(ModuleImportError, match="<locals>"):
-        import_module(net, SHAPE)
+    torch.manual_seed(0)
+    net = sine_net().eval()
+    net.block = Hidden(8, scale=0.5).eval()
+    result = import_module(net, SHAPE)
+    assert result.graph.nodes["block"].params["source"] == "block (Hidden)"
+    x = torch.randn(3, *SHAPE)
+    with torch.no_grad():
+        assert torch.equal(built(result).eval()(x), net(x))
 
 
+@pytest.mark.process
 def test_the_cli_import_flag(tmp_path, capsys):
     out = tmp_path / "net.graph.json"
     args = ["import", "tests.graph_editor.module_node_models:sine_net", "--input-shape", "3,8,8", "-o", str(out)]
     assert cli.main(args) == 0
-    assert load_graph(out).nodes["block"].type == "Module"
+    assert load_graph(out).nodes["block"].type == "Program"
     with pytest.raises(SystemExit) as info:
         cli.main([*args, "--strict"])
     assert info.value.code == 1 and "sin (torch.sin)" in capsys.readouterr().err
 
 
-def test_the_worker_trains_a_graph_with_a_module_node(tmp_path):
-    """The real worker process imports the node's class by name, trains it on the digits and finishes."""
+@pytest.mark.process
+def test_the_worker_trains_a_graph_with_a_program_node(tmp_path):
+    """The real worker process loads the node's program from the graph, trains it on the digits and finishes."""
     graph = import_module(digits_sine_net(), (1, 8, 8)).graph
-    assert graph.nodes["block"].type == "Module"
+    assert graph.nodes["block"].type == "Program"
     code, events, stderr = run_worker(write_spec(tmp_path, graph), f"sqlite:///{tmp_path / 'runs.sqlite'}")
     assert code == 0, stderr
     assert "finished" in kinds(events) and "failed" not in kinds(events)
 
 
-def test_a_leaf_that_cannot_be_a_module_node_widens_to_the_module_around_it():
-    """nn.GRU returns a tuple (one tensor out is what a node gives): its block, which takes [0], is kept."""
+def test_a_module_returning_a_tuple_is_one_node_with_an_output_port_each():
+    """A Program node gives each tensor of a tuple on its own port; the users read the ones they take."""
+    torch.manual_seed(0)
+    net = AuxHead().eval()
+    result = import_module(net, (3, 2, 2))
+    assert result.graph.nodes["body"].type == "Program"
+    assert json.loads(result.graph.nodes["body"].params["out_shapes"]) == [[16], [12]]
+    assert {e.src_port for e in result.graph.edges if e.src == "body"} == {"out", "out1"}
+    x = torch.randn(4, 3, 2, 2)
+    with torch.no_grad():
+        assert torch.equal(built(result).eval()(x), net(x)[0])
+
+
+def test_an_output_that_does_not_lead_with_the_batch_widens_to_the_module_around_it():
+    """nn.GRU's hidden state is [layers, batch, features]: its block, which returns the sequence, is kept."""
     torch.manual_seed(0)
     net = SequenceNet().eval()
     result = import_module(net, (5, 6))
-    node = result.graph.nodes["block"]
-    assert node.type == "Module" and node.params["cls"] == "tests.graph_editor.module_node_models:RecurrentBlock"
-    assert json.loads(node.params["kwargs"]) == {"features": 8}
-    assert [n.type for n in result.graph if n.id != "block"].count("Module") == 0
+    assert [n.params["source"] for n in result.graph if n.type == "Program"] == ["block (RecurrentBlock)"]
     x = torch.randn(4, 5, 6)
     with torch.no_grad():
         assert torch.equal(built(result).eval()(x), net(x))
 
 
-def test_a_width_the_module_keeps_no_attribute_for_is_found_among_its_weights_sizes():
-    """torchvision's ShiftedWindowAttention keeps no ``dim``: the width that rebuilds the same weights is found."""
+@pytest.mark.parametrize("block", [None, TwoWidthsBlock(8, 2, 1, 1)], ids=["one", "three"])
+def test_a_module_that_keeps_no_attribute_for_its_arguments_imports(block):
+    """torchvision's ShiftedWindowAttention keeps no ``dim``; no argument is guessed, however many."""
     torch.manual_seed(0)
     net = WidthlessNet().eval()
+    if block is not None:
+        net.block = block.eval()
     result = import_module(net, (5, 6))
-    node = result.graph.nodes["block"]
-    assert node.type == "Module" and json.loads(node.params["kwargs"]) == {"heads": 2, "width": 8}
+    assert result.graph.nodes["block"].type == "Program"
     x = torch.randn(4, 5, 6)
     with torch.no_grad():
         assert torch.equal(built(result).eval()(x), net(x))
-
-
-def test_too_many_unrecoverable_arguments_are_refused_naming_the_first():
-    net = WidthlessNet()
-    net.block = TwoWidthsBlock(8, 2, 1, 1)
-    with pytest.raises(ModuleImportError, match="cannot recover argument 'width' of TwoWidthsBlock.*3 arguments"):
-        import_module(net, (5, 6))
