@@ -13,6 +13,7 @@ import sys
 
 from torch import nn
 
+from .import_capture import without_cuda
 from .importer import ImportResult, ModuleImportError, guess_input_shape, import_module
 
 
@@ -31,7 +32,8 @@ def load_factory(spec: str) -> object:
     if not callable(factory):
         raise ModuleImportError([], f"{module_name} has no function '{attr}'")
     try:
-        return factory()
+        with without_cuda():  # model.cuda() in a factory written for a GPU machine
+            return factory()
     except Exception as exc:
         raise ModuleImportError([], f"{spec}() failed: {type(exc).__name__}: {exc}") from None
 

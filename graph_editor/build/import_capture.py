@@ -23,6 +23,7 @@ from torch import fx, nn
 from torch.export import Dim, ExportedProgram
 
 from ..model import Graph, InputSpec
+from .import_errors import user_line
 from .import_rules import Mapped, Unmappable
 from .ops.program import TYPE, ProgramError, encode
 
@@ -77,15 +78,15 @@ def capture(module: nn.Module, xs: list[torch.Tensor], what: str) -> ExportedPro
                 with without_cuda(), _quiet():
                     ep = torch.export.export(module, tuple(xs), dynamic_shapes=dims, strict=strict)
             except Exception as exc:  # export raises many kinds: data-dependent control flow, unsupported Python
-                failure = failure or _first_line(exc)
+                failure = failure or _why(exc)
                 continue
             fixed = _fixed_batch(ep)
             if fixed is None:
                 return ep
-            failure = failure or f"it fixes the batch size at {fixed}"
+            failure = failure or f"(its program fixes the batch size at {fixed}, even under dynamo)"
     finally:
         module.train(was_training)
-    raise Unmappable(f"torch.export cannot capture {what}: {failure}")
+    raise Unmappable(f"torch.export cannot capture {what} {failure}")
 
 
 @contextlib.contextmanager
@@ -113,9 +114,15 @@ def _fixed_batch(ep: ExportedProgram) -> int | None:
     return None
 
 
-def _first_line(exc: Exception) -> str:
+def _why(exc: Exception) -> str:
+    """Where (the user's line), what torch.export said, and what to change."""
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__
+    said = f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__
+    fix = ""
+    if "data-dependent" in text or "DataDependent" in type(exc).__name__:
+        fix = ("; its Python control flow depends on a tensor's values, which a program cannot hold: write the "
+               "branch with torch.where or torch.cond, or move it out of forward")
+    return f"{user_line(exc).strip() or 'in its forward'}: {said}{fix}"
 
 
 def _example(value: torch.Tensor) -> torch.Tensor:
