@@ -125,18 +125,20 @@ def _why(exc: Exception) -> str:
     return f"{user_line(exc).strip() or 'in its forward'}: {said}{fix}"
 
 
-def _example(value: torch.Tensor) -> torch.Tensor:
-    """A real example tensor of ``value``'s shape and dtype (the importer's values live on meta)."""
+def _example(value: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """An example tensor of ``value``'s shape and dtype on the module's device (the importer's values
+    live on meta; a module built on meta is captured on meta)."""
     shape = (EXAMPLE_BATCH, *value.shape[1:])
     if value.dtype.is_floating_point:
-        return torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(value.dtype)
-    return torch.zeros(shape, dtype=value.dtype)
+        return torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(device, value.dtype)
+    return torch.zeros(shape, dtype=value.dtype, device=device)
 
 
 def program_mapped(module: nn.Module, xs: list[torch.Tensor], what: str, inputs: list[fx.Node],
                    prefix: str = "") -> Mapped:
     """The Program node for ``module(*xs)``: its program, shapes and weights (``Mapped.state``)."""
-    examples = [_example(x) for x in xs]
+    device = next((t.device for t in [*module.parameters(), *module.buffers()]), torch.device("cpu"))
+    examples = [_example(x, device) for x in xs]
     ep = capture(module, examples, what)
     program_module = ep.module(check_guards=False)
     with torch.no_grad(), without_cuda():

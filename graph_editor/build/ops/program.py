@@ -69,6 +69,9 @@ def encode(ep: ExportedProgram) -> tuple[str, str]:
     art = serde.serialize(ep, serialize_state_dict=False, serialize_constants=False, serialize_example_inputs=False)
     weights = [[k, str(v.dtype).removeprefix("torch."), list(v.shape), isinstance(v, nn.Parameter),
                 bool(v.requires_grad)] for k, v in ep.state_dict.items()]
+    on_meta = [k for k, v in ep.constants.items() if v.is_meta]
+    if on_meta:
+        raise ProgramError(f"the program's constant {on_meta[0]} is on the meta device: it has no values to save")
     constants = {k: v.detach().contiguous().cpu() for k, v in ep.constants.items()}
     payload = {"format": FORMAT, "program": art.exported_program.decode("utf-8"), "weights": weights,
                "constants": base64.b64encode(save_tensors(constants)).decode("ascii") if constants else ""}
