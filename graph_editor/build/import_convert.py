@@ -61,7 +61,7 @@ class Converter:
             self._parameter(n)
         elif n.op == "output":
             (out,) = n.args
-            if isinstance(out, tuple | list) and out and isinstance(self.values.get(out[0]), torch.Tensor):
+            if isinstance(out, tuple | list) and out and isinstance(out[0], fx.Node):
                 out = out[0]  # (logits, aux_logits): the graph's output is the first; the others stay unread
             if not isinstance(out, fx.Node) or not isinstance(self.values.get(out), torch.Tensor):
                 raise Unmappable("the module returns no tensor first; a graph's output is one tensor")
