@@ -81,6 +81,19 @@ def test_it_runs_at_batch_one_and_trains_a_step(imported):
     assert torch.isfinite(loss) and not torch.equal(block["program.inner.conv.weight"], before)
 
 
+def test_memory_prediction_and_autograd_capture_see_inside_it(imported):
+    """Run under fake tensors like any node: its conv's backward and weights are the node's."""
+    from graph_editor.build.autograd import capture_autograd
+    from trainer.memory_predict import predict_memory
+
+    capture = capture_autograd(imported[1].graph, batch=2)
+    mine = [n for n in capture.nodes if n.owner == "block"]
+    assert "ConvolutionBackward0" in {n.name for n in mine}
+    assert {n.param for n in mine if n.param} == {"block.program.inner.conv.weight", "block.program.inner.conv.bias"}
+    memory = predict_memory(imported[1].graph, 4)
+    assert memory.nodes["block"]["weights"] == (8 * 8 * 9 + 8) * 4
+
+
 def test_it_saves_loads_and_refuses_a_damaged_program(imported, tmp_path):
     _, result = imported
     path = tmp_path / "net.graph.json"
