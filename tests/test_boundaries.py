@@ -1,4 +1,8 @@
-"""The package boundaries of DESIGN.md, checked on the source (imports inside functions too)."""
+"""The package boundaries, checked on the source (imports inside functions too).
+
+Who may import whom: studio -> graph_editor, trainer, exporters; trainer -> graph_editor (model and
+the torch side, never ui); exporters -> graph_editor, trainer; nothing imports studio. Only studio and
+graph_editor/ui import Qt; graph_editor/model imports neither Qt nor torch."""
 
 from __future__ import annotations
 
