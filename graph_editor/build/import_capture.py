@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 from torch.export import Dim, ExportedProgram
+from torch.export.graph_signature import OutputKind
 
 from ..model import Graph, InputSpec
 from .import_errors import user_line
@@ -134,32 +135,43 @@ def _example(value: torch.Tensor, device: torch.device) -> torch.Tensor:
     return torch.zeros(shape, dtype=value.dtype, device=device)
 
 
-def program_mapped(module: nn.Module, xs: list[torch.Tensor], what: str, inputs: list[fx.Node],
-                   prefix: str = "") -> Mapped:
+def program_mapped(module: nn.Module, xs: list[torch.Tensor], what: str, inputs: list[fx.Node]) -> Mapped:
     """The Program node for ``module(*xs)``: its program, shapes and weights (``Mapped.state``)."""
     device = next((t.device for t in [*module.parameters(), *module.buffers()]), torch.device("cpu"))
-    examples = [_example(x, device) for x in xs]
-    ep = capture(module, examples, what)
-    program_module = ep.module(check_guards=False)
-    with torch.no_grad(), without_cuda():
-        out = program_module(*examples)
-    outs = out if isinstance(out, tuple | list) else (out,)
-    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
-        raise Unmappable(f"{what} returns {type(out).__name__}; a Program node gives tensors (one or a flat tuple)")
-    wrong = next((i for i, o in enumerate(outs) if o.dim() == 0 or o.shape[0] != EXAMPLE_BATCH), None)
-    if wrong is not None:  # nn.GRU's hidden state is [layers, batch, features]
-        raise Unmappable(f"output {wrong} of {what} does not lead with the batch (shape {list(outs[wrong].shape)} "
-                         f"for a batch of {EXAMPLE_BATCH})")
+    ep = capture(module, [_example(x, device) for x in xs], what)
+    outs = _outputs(ep, what)
     try:
         program, sha = encode(ep)
     except ProgramError as exc:
         raise Unmappable(str(exc)) from None
     params = {"program": program, "sha256": sha, "source": what,
               "in_shapes": json.dumps([list(x.shape[1:]) for x in xs]),
-              "out_shapes": json.dumps([list(o.shape[1:]) for o in outs])}
+              "out_shapes": json.dumps([[int(d) for d in o.shape[1:]] for o in outs])}
     # What the program module holds (strict export leaves out a buffer nothing reads), the module's own tensors
+    program_module = ep.module(check_guards=False)
     state = {f"program.{k}": ep.state_dict.get(k, v).detach() for k, v in program_module.state_dict().items()}
     return Mapped(TYPE, params, inputs, state=state)
+
+
+def _outputs(ep: ExportedProgram, what: str) -> list[torch.Tensor]:
+    """The program's outputs as traced (fake tensors, the batch a symbol): one tensor or a flat tuple of
+    tensors, each leading with the batch; Unmappable saying what else it returns."""
+    spec = ep.call_spec.out_spec
+    if spec is None or not (spec.is_leaf() or (spec.type in (tuple, list) and all(
+            c.is_leaf() for c in spec.children_specs))):
+        raise Unmappable(f"{what} returns {getattr(spec, 'type', None)}; a Program node gives tensors (one or a "
+                         "flat tuple)")
+    (returned,) = next(n for n in ep.graph.nodes if n.op == "output").args
+    user = [n for n, s in zip(returned, ep.graph_signature.output_specs, strict=True) if s.kind == OutputKind.USER_OUTPUT]
+    outs = [n.meta.get("val") if isinstance(n, fx.Node) else n for n in user]
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        raise Unmappable(f"{what} returns something besides tensors; a Program node gives tensors")
+    for i, o in enumerate(outs):  # nn.GRU's hidden state is [layers, batch, features]
+        d0 = o.shape[0] if o.dim() else None
+        if not (isinstance(d0, torch.SymInt) and d0.node.expr.free_symbols):
+            raise Unmappable(f"output {i} of {what} does not lead with the batch (shape {list(o.shape)} for a "
+                             f"batch of {EXAMPLE_BATCH})")
+    return outs
 
 
 def program_call(module: nn.Module, n: fx.Node, values: dict[fx.Node, Any], path: str) -> Mapped:
