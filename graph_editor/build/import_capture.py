@@ -71,7 +71,7 @@ def capture(module: nn.Module, xs: list[torch.Tensor], what: str) -> ExportedPro
     if isinstance(module, _Bound):
         dims = (dims,)  # forward(*xs): one argument, the tuple
     failure = ""
-    was_training = module.training
+    modes = [(m, m.training) for m in module.modules()]  # each its own: a user's block may be in train mode
     module.eval()
     try:
         for strict in (False, True):
@@ -86,7 +86,8 @@ def capture(module: nn.Module, xs: list[torch.Tensor], what: str) -> ExportedPro
                 return ep
             failure = failure or f"(its program fixes the batch size at {fixed}, even under dynamo)"
     finally:
-        module.train(was_training)
+        for m, training in modes:
+            m.training = training
     raise Unmappable(f"torch.export cannot capture {what} {failure}")
 
 

@@ -133,6 +133,15 @@ def test_it_exports_to_onnx_and_to_source_with_parity(imported, tmp_path):
     assert "class ExportedProgramModule" not in text
 
 
+def test_the_import_leaves_every_submodule_in_its_mode():
+    """Capturing a block runs it in eval mode; afterwards each submodule is as it was (a block left in
+    training mode made BatchNorm update its statistics in the user's own model)."""
+    net = sine_net().eval()
+    net.head.train()
+    import_module(net, SHAPE)
+    assert [name for name, m in net.named_modules() if m.training] == ["head"]
+
+
 def test_strict_keeps_the_error():
     with pytest.raises(ModuleImportError) as info:
         import_module(sine_net(), SHAPE, strict=True)
