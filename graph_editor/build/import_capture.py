@@ -164,8 +164,9 @@ def _outputs(ep: ExportedProgram, what: str) -> list[torch.Tensor]:
                          "flat tuple)")
     (returned,) = next(n for n in ep.graph.nodes if n.op == "output").args
     user = [n for n, s in zip(returned, ep.graph_signature.output_specs, strict=True) if s.kind == OutputKind.USER_OUTPUT]
-    outs = [n.meta.get("val") if isinstance(n, fx.Node) else n for n in user]
-    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+    values = [n.meta.get("val") if isinstance(n, fx.Node) else n for n in user]
+    outs = [v for v in values if isinstance(v, torch.Tensor)]
+    if not outs or len(outs) != len(values):
         raise Unmappable(f"{what} returns something besides tensors; a Program node gives tensors")
     for i, o in enumerate(outs):  # nn.GRU's hidden state is [layers, batch, features]
         d0 = o.shape[0] if o.dim() else None
