@@ -230,7 +230,9 @@ class CheckFailed(Exception):
 def module_flops(model: nn.Module, shape: tuple[int, ...], batch: int = 1) -> int:
     """``FlopCounterMode``'s count for one forward pass, on the meta device (no memory, no time)."""
     meta = _on_meta(model)
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
+    # With autograd on (meta: it costs nothing): under no_grad, FlopCounterMode's module tracker fails on a
+    # parameter passed into a submodule as an input (timm PiT's class token: "Expected gradient function")
+    with FlopCounterMode(display=False) as counter:
         meta(torch.empty((batch, *shape), device="meta"))
     return int(counter.get_total_flops())
 
