@@ -1,402 +1,214 @@
-"""Training throughput: the worker's own loop against two plain PyTorch loops, same run, same machine.
+"""Training throughput on the CPU: the worker against a user's own PyTorch script, each its own process.
 
-    python benchmarks/train_throughput.py [--epochs N] [--rounds R] [--batch-size B] [--compile] [--gpu-only]
+    python benchmarks/train_throughput.py [--rounds R] [--load K] [--cases digits_cnn,lenet5]
+                                          [--variant NAME=VAR=VALUE[,VAR=VALUE]] [--gpu-only]
 
-* ``studio``: the trainer's loop as the worker runs it (``trainer.job`` + ``trainer.loop``), with its
-  metrics written to a real SQLite run store and its events to a stream, on ``digits_cnn`` and the
-  embedded digits.
-* ``(a) hand-written``: a careful engineer's loop: data held as tensors, batches by index gather,
-  ``zero_grad(set_to_none=True)``, the same optimizer as the worker's (``make_optimizer`` of the spec:
-  fused AdamW, no decay on biases and norm scales), OneCycleLR, loss summed on the device and read
-  once per epoch. With the optimizer and memory format the same, studio / (a) is the cost of the
-  worker's loop itself (metrics, controls, store, events).
-* ``(b) examples/mnist``: the training loop of pytorch/examples' ``mnist/main.py`` on its CPU path:
-  torchvision's ``MNIST`` dataset with ``Compose([ToTensor(), Normalize(...)])``, a ``DataLoader``
-  with only ``batch_size`` set (the example adds workers, pinning and shuffling on CUDA alone), the
-  default AdamW (the example's Adadelta swapped for the same update rule as the others), and a
-  formatted ``loss.item()`` line every ``log_interval`` (10) batches. torchvision is not a
-  dependency, so its per-sample work is written out step for step (:class:`MnistLike`).
+Two processes per measurement, as a user meets them:
 
-Every method trains the same model from the same weights on the same data with the same batch size.
-``--compile`` compiles the model in studio and (a) alike (mode "default"); (b) stays eager.
-Methods run interleaved for ``--rounds`` rounds, each round from the same initial weights and every
-other round in reverse order. A ratio is the median of the per-round ratios: on a shared machine the
-speed drifts by more than the effects measured here, and the methods of one round run back to back.
-Goals on a CPU: studio >= 0.97x of (a) and >= 2x of (b).
+* ``worker``: the real worker, ``python -m trainer run SPEC`` (the studio starts the same command), with
+  the threading it chooses itself (:mod:`trainer.threads`). Its time is the ``finished`` event's
+  seconds: every epoch with its val pass, metrics, run store writes and checkpoints (the defaults);
+  torch's import and the setup are left out.
+* ``hand``: ``benchmarks/hand_loop.py``, a careful engineer's plain PyTorch loop over the same model,
+  initial weights, splits, batch, AdamW + OneCycle and channels_last, with PyTorch's defaults for
+  threads and OpenMP waiting, and a val pass per epoch; its time is its epochs', imports and data
+  loading left out.
 
-With CUDA, a second section runs ``resnet18_cifar`` on synthetic 3x32x32 data through the worker's
-loop: eager fp32 against torch.compile + bf16 + channels_last, and reports the compile time.
+The cases: ``digits_cnn`` on the embedded digits, 10 epochs; ``lenet5`` on 14k 32x32 images (the digits
+scaled up, repeated with noise), 3 epochs. Each runs quiet and beside ``--load`` CPU-bound processes
+(pure-Python busy loops, started before and stopped after each measurement).
+
+Rounds interleave every method and condition, every other round in reverse order. On this shared
+machine the speed drifts between rounds by more than the effects measured, so each ratio is the
+median of per-round ratios (the two sides of a ratio run back to back in one round), printed with the
+load average. Goals: quiet, hand / worker >= 1.0; worker loaded / worker quiet <= 2.5.
+``--variant`` adds worker configurations (environment variables), e.g.
+``--variant pytorch=TORCH_STUDIO_THREADS=default``. With CUDA, the GPU section follows
+(``gpu_throughput.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
-import io
 import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from PIL import Image
-from torch.utils.data import DataLoader, Dataset
-
-from graph_editor.build import build_module
-from trainer import events as ev
-from trainer.checks import setup
-from trainer.controls import Controls
-from trainer.data import DIGITS
-from trainer.job import build_model, make_job, report_metrics
-from trainer.loop import EpochTotals, LoopHooks, train_one_epoch
-from trainer.optim import make_optimizer
-from trainer.spec import spec_from_dict
-from trainer.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainer.checks import setup  # noqa: E402
+from trainer.data import DIGITS  # noqa: E402
+from trainer.job import build_model  # noqa: E402
+from trainer.spec import spec_from_dict  # noqa: E402
 
 TEMPLATES = ROOT / "assets" / "templates"
+# What a measurement's process must not inherit from this one: it chooses (or defaults) its own.
+CLEAN = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "TORCH_STUDIO_THREADS")
+WORKER, HAND = "worker", "hand"
 
 
-# --------------------------------------------------------------------- studio
-def studio_job(spec_dict: dict, folder: Path):
-    st = setup(spec_from_dict(spec_dict))
-    model = build_model(st)               # as the worker builds it: seed, memory format, fp8
-    store = RunStore(f"sqlite:///{folder / 'bench.sqlite'}")
-    run_id = store.create_run(name="bench", spec={}, graph={}, graph_hash="", device=str(st.device), params=0)
-    emitter = ev.Emitter(io.StringIO())
-    emitter.run_id = run_id
-    job = make_job(st, model, store=store, emitter=emitter, run_id=run_id, run_dir=folder / "run",
-                   controls=Controls(lambda *_: None))
-    return job
+@dataclass(frozen=True)
+class Case:
+    template: str
+    epochs: int
+    label: str
 
 
-def studio_epochs(job, epochs: int) -> int:
-    """The worker's epoch loop without evaluation: what a training epoch costs inside the worker."""
-    hooks = LoopHooks(lr_at=job.lr_at, report=lambda *a: report_metrics(job, *a), poll=job.controls.poll,
-                      interval_s=job.spec.train.metrics_interval_s)
-    train, samples = job.loaders["train"], 0
-    for e in range(epochs):
-        step, _ = train_one_epoch(job.step_fn, job.opt, train.batches(train.order()), epoch=e + 1, step=job.step,
-                                  batch_size=train.batch_size, window=job.window, totals=EpochTotals(), hooks=hooks)
-        samples += (step - job.step) * train.batch_size
-        job.step = step
-    return samples
+CASES = {"digits_cnn": Case("digits_cnn", 10, "the embedded digits (1x8x8)"),
+         "lenet5": Case("lenet5", 3, "14k 32x32 images")}
 
 
-def restart(job, init: dict[str, torch.Tensor]) -> None:
-    """Put the job back at step 0 with the initial weights and a zeroed optimizer state, in place (the
-    same tensors, so a compiled model and optimizer step are reused, not recompiled)."""
-    with torch.no_grad():
-        for name, value in job.model.state_dict().items():
-            value.copy_(init[name])
-        for state in job.opt.state.values():
-            for value in state.values():
-                if isinstance(value, torch.Tensor):
-                    value.zero_()
-    job.window.take()                   # what the last round left unreported
-    job.step = 0
-
-
-# ------------------------------------------------------------- (a) hand-written
-def handwritten(model, spec, x: torch.Tensor, y: torch.Tensor, batch: int, epochs: int) -> int:
-    opt = make_optimizer(model, spec.optim)     # the worker's optimizer, built the same way
-    steps = len(y) // batch
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, spec.optim.lr, total_steps=steps * epochs)
-    model.train()
-    for _ in range(epochs):
-        perm = torch.randperm(len(y), device=x.device)
-        loss_sum = torch.zeros((), device=x.device)
-        for i in range(steps):
-            idx = perm[i * batch:(i + 1) * batch]
-            loss = F.cross_entropy(model(x[idx]), y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            loss_sum += loss.detach()
-        float(loss_sum)     # one sync per epoch
-    return steps * batch * epochs
-
-
-# ------------------------------------------------------------ (b) examples/mnist
-class ToTensorLike:
-    """torchvision's ``ToTensor`` on a PIL image, step for step: the usage log, the type checks, the
-    uint8 array copy, HWC view, CHW permute, float and /255."""
-
-    def __call__(self, pic: Image.Image) -> torch.Tensor:
-        torch._C._log_api_usage_once("torchvision.transforms.functional.to_tensor")
-        if not isinstance(pic, Image.Image | np.ndarray):
-            raise TypeError(f"pic should be PIL Image or ndarray. Got {type(pic)}")
-        dtype = torch.get_default_dtype()
-        nptype = {"I": np.int32, "I;16": np.int16, "F": np.float32}.get(pic.mode, np.uint8)
-        img = torch.from_numpy(np.array(pic, nptype, copy=True))
-        if pic.mode == "1":
-            img = 255 * img
-        img = img.view(pic.size[1], pic.size[0], len(pic.getbands()))
-        img = img.permute((2, 0, 1)).contiguous()
-        if isinstance(img, torch.ByteTensor):
-            return img.to(dtype=dtype).div(255)
-        return img
-
-
-class NormalizeLike(torch.nn.Module):
-    """torchvision's ``Normalize`` (an ``nn.Module``), step for step: checks, a clone, mean and std as
-    tensors, the zero-std check, then in-place subtract and divide."""
-
-    def __init__(self, mean: tuple[float, ...], std: tuple[float, ...]) -> None:
-        super().__init__()
-        self.mean, self.std = mean, std
-
-    def forward(self, tensor: torch.Tensor) -> torch.Tensor:
-        torch._C._log_api_usage_once("torchvision.transforms.functional.normalize")
-        if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point() or tensor.ndim < 3:
-            raise TypeError("expected a float image tensor")
-        tensor = tensor.clone()
-        mean = torch.as_tensor(self.mean, dtype=tensor.dtype, device=tensor.device)
-        std = torch.as_tensor(self.std, dtype=tensor.dtype, device=tensor.device)
-        if (std == 0).any():
-            raise ValueError(f"std evaluated to zero after conversion to {tensor.dtype}")
-        if mean.ndim == 1:
-            mean = mean.view(-1, 1, 1)
-        if std.ndim == 1:
-            std = std.view(-1, 1, 1)
-        return tensor.sub_(mean).div_(std)
-
-
-class ComposeLike:
-    def __init__(self, transforms: list) -> None:
-        self.transforms = transforms
-
-    def __call__(self, img):
-        for t in self.transforms:
-            img = t(img)
-        return img
-
-
-class MnistLike(Dataset):
-    """torchvision's ``MNIST`` as the example uses it: uint8 images (N, H, W) and int64 targets held
-    as tensors, a PIL image made per sample, then the transform."""
-
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform, flatten: bool) -> None:
-        self.data, self.targets, self.transform, self.flatten = images, labels, transform, flatten
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def __getitem__(self, index: int):
-        img, target = self.data[index], int(self.targets[index])
-        img = Image.fromarray(img.numpy(), mode="L")
-        img = self.transform(img)
-        return (img.flatten() if self.flatten else img), target   # flat for the MLP template
-
-
-def examples_mnist(model, dataset: Dataset, device: torch.device, batch: int, epochs: int, lr: float) -> int:
-    train_kwargs = {"batch_size": batch}
-    if device.type == "cuda":
-        train_kwargs |= {"num_workers": 1, "pin_memory": True, "shuffle": True}
-    train_loader = DataLoader(dataset, **train_kwargs)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=5e-4)  # one group, the default kernels
-    log = io.StringIO()
-    model.train()
-    seen = 0
-    for epoch in range(1, epochs + 1):
-        for batch_idx, (data, target) in enumerate(train_loader):
-            data, target = data.to(device), target.to(device)
-            optimizer.zero_grad()
-            output = model(data)
-            loss = F.cross_entropy(output, target)   # the example's log_softmax + nll_loss, in one
-            loss.backward()
-            optimizer.step()
-            if batch_idx % 10 == 0:
-                print(f"Train Epoch: {epoch} [{batch_idx * len(data)}/{len(train_loader.dataset)} ({100.0 * batch_idx / len(train_loader):.0f}%)]\tLoss: {loss.item():.6f}", file=log)
-            seen += len(target)
-    return seen
-
-
-# ------------------------------------------------------------------- running
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    n = fn()
-    return n / (time.perf_counter() - t0)
-
-
-def cpu_section(args: argparse.Namespace, template: str, data: dict, label: str, epochs: int) -> None:
-    device = torch.device("cpu")
-    mode = "default" if args.compile else "off"
-    graph_path = TEMPLATES / f"{template}.graph.json"
-    spec = {"model": {"graph": str(graph_path)}, "device": "cpu", "data": data,
-            "train": {"epochs": epochs, "batch_size": args.batch_size}, "precision": {"compile": mode}}
-    with tempfile.TemporaryDirectory() as tmp:
-        job = studio_job(spec, Path(tmp))
-        s = job.setup.splits
-        x, y = s.train.x.to(device), s.train.y.to(device)
-        # The same train split as 8-bit images (the digits' 0..16 levels stretched to 0..255, as MNIST
-        # stores them); the example normalises with MNIST's global mean and std, here the digits'.
-        raw = (s.train.x * s.std.view((1, -1) + (1,) * (x.dim() - 2)) + s.mean.view((1, -1) + (1,) * (x.dim() - 2)))
-        images = (raw * (255.0 / 16.0)).round().clamp(0, 255).to(torch.uint8).reshape(len(raw), 8, 8)
-        norm = NormalizeLike((float(raw.mean()) / 16.0,), (float(raw.std()) / 16.0,))
-        dataset = MnistLike(images, s.train.y, ComposeLike([ToTensorLike(), norm]), flatten=x.dim() == 2)
-        init = copy.deepcopy(job.model.state_dict())
-        lr = job.spec.optim.lr
-
-        # (a) holds its model and data in the memory format the worker chose; (b) as the example has it.
-        channels_last = job.setup.channels_last
-        if channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-
-        def fresh(channels_last: bool = False):
-            m = build_module(job.setup.graph, device=device)
-            m.load_state_dict(init)
-            return m.to(memory_format=torch.channels_last) if channels_last else m
-
-        # (a) gets the same compile mode as the worker (its model compiled once, reused every round);
-        # (b) stays eager, as the example is written. Every round starts every method from the same
-        # weights and a fresh optimizer state; only the training is timed.
-        model_a = fresh(channels_last)
-        compiled_a = torch.compile(model_a) if args.compile else model_a
-        model_b = fresh()
-        methods = {
-            STUDIO: (lambda: restart(job, init), lambda: studio_epochs(job, epochs)),
-            A: (lambda: model_a.load_state_dict(init),
-                lambda: handwritten(compiled_a, job.spec, x, y, args.batch_size, epochs)),
-            B: (lambda: model_b.load_state_dict(init),
-                lambda: examples_mnist(model_b, dataset, device, args.batch_size, epochs, lr)),
-        }
-        rates = run_rounds(methods, args.rounds)
-        job.recorder.close()
-        job.store.close()
-    print(f"CPU, {template} on {label}, batch {args.batch_size}, {epochs} epoch(s) a round, {args.rounds} rounds, "
-          f"{torch.get_num_threads()} threads, compile {mode} for studio and (a)")
-    report(rates, {A: 0.97, B: 2.0})
-
-
-STUDIO, A, B = "studio (worker loop)", "(a) hand-written", "(b) examples/mnist"
-
-
-def run_rounds(methods: dict, rounds: int) -> dict[str, list[float]]:
-    """Samples/s of each method in each round, methods interleaved within a round (after a warm-up
-    round that is not counted: allocator, thread pools, first-call paths, compiling). Every other
-    round runs them in reverse order: on this shared machine the place in a round alone moved a
-    ratio by up to 10%, and alternating gives every method the same places."""
-    rates: dict[str, list[float]] = {name: [] for name in methods}
-    for r in range(rounds + 1):
-        order = list(methods.items())
-        for name, (reset, train) in order if r % 2 else reversed(order):
-            reset()
-            rate = timed(train)
-            if r:
-                rates[name].append(rate)
-    return rates
-
-
-def report(rates: dict[str, list[float]], goals: dict[str, float]) -> None:
-    """Each method's best and median round; the ratios as the median of the per-round ratios (a round's
-    methods run back to back, so a slow spell of a shared machine hits both sides of its ratio) and
-    their spread, and as best round over best round."""
-    print(f"  {'':<22} {'best round':>12} {'median':>12}  samples/s")
-    for name, sps in rates.items():
-        print(f"  {name:<22} {max(sps):>12,.0f} {statistics.median(sps):>12,.0f}")
-    for other, goal in goals.items():
-        paired = sorted(ours / theirs for ours, theirs in zip(rates[STUDIO], rates[other], strict=True))
-        q1, q3 = paired[len(paired) // 4], paired[(3 * len(paired)) // 4]
-        best = max(rates[STUDIO]) / max(rates[other])
-        print(f"  ratio studio / {other[:3]} = {statistics.median(paired):.3f} median of rounds "
-              f"(quartiles {q1:.3f}-{q3:.3f}), {best:.3f} best/best   goal >= {goal:g}")
-
-
-def flat_digits(folder: Path) -> Path:
-    """The embedded digits as 64 features per sample, for the MLP template."""
+def lenet_images(path: Path) -> Path:
+    """14,376 1x32x32 uint8 images: the digits scaled up 4x, eight copies with seeded noise."""
     with np.load(DIGITS) as z:
-        images, labels = z["images"], z["labels"]
-    path = folder / "digits_flat.npz"
-    np.savez(path, x=images.reshape(len(images), 64), y=labels)
+        images, labels = z["images"].astype(np.float32), z["labels"]
+    big = np.kron(images.reshape(-1, 8, 8), np.ones((4, 4), np.float32)) * (255.0 / 16.0)
+    rng = np.random.default_rng(0)
+    x = np.concatenate([big + rng.normal(0, 12, big.shape) for _ in range(8)])
+    np.savez(path, x=x.clip(0, 255).astype(np.uint8)[:, None], y=np.tile(labels, 8))
     return path
 
 
-def gpu_section(args: argparse.Namespace) -> None:
-    """resnet18_cifar on synthetic data: (a) hand-written eager fp32, the worker's loop in eager fp32,
-    and the worker's loop with torch.compile + bf16 + channels_last, interleaved for a few rounds."""
-    rng = np.random.default_rng(0)
-    epochs, rounds, batch = 2, max(3, args.rounds // 3), 512
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "synthetic.npz"
-        np.savez(data, x=rng.integers(0, 255, (50000, 3, 32, 32), dtype=np.uint8), y=rng.integers(0, 10, 50000))
-        jobs, first = {}, {}
-        for label, precision in ((EAGER, {"dtype": "fp32", "compile": "off", "channels_last": False}),
-                                 (FAST, {"dtype": "bf16", "compile": "default", "channels_last": True})):
-            spec = {"model": {"graph": str(TEMPLATES / "resnet18_cifar.graph.json")}, "device": "cuda",
-                    "data": {"dataset": str(data), "test_fraction": 0.0, "val_fraction": 0.1},
-                    "train": {"epochs": epochs, "batch_size": batch}, "precision": precision}
-            job = jobs[label] = studio_job(spec, Path(tmp) / label.replace(" ", "_"))
-            t0 = time.perf_counter()
-            studio_epochs(job, 1)             # the first epoch, compiling included
-            torch.cuda.synchronize()
-            first[label] = time.perf_counter() - t0
-        eager = jobs[EAGER]
-        init = {k: v.clone() for k, v in eager.model.state_dict().items()}
-        fast_init = {k: v.clone() for k, v in jobs[FAST].model.state_dict().items()}
-        s = eager.setup.splits
-        n_train = len(s.train)
-        x, y = s.train.x.to("cuda"), s.train.y.to("cuda")
-        model_a = build_module(eager.setup.graph, device="cuda")
-
-        def studio(job):
-            return lambda: (studio_epochs(job, epochs), torch.cuda.synchronize())[0]
-
-        methods = {
-            A: (lambda: model_a.load_state_dict(init), lambda: handwritten(model_a, eager.spec, x, y, batch, epochs)),
-            EAGER: (lambda: restart(eager, init), studio(eager)),
-            FAST: (lambda: restart(jobs[FAST], fast_init), studio(jobs[FAST])),
-        }
-        rates = run_rounds(methods, rounds)
-        compile_s = [json.loads(line)["seconds"] for line in jobs[FAST].emitter.stream.getvalue().splitlines()
-                     if '"compile_done"' in line]
-        for job in jobs.values():
-            job.recorder.close()
-            job.store.close()
-    print(f"GPU ({torch.cuda.get_device_name()}), resnet18_cifar, synthetic 3x32x32 ({n_train:,} train), batch {batch}, "
-          f"{epochs} epochs a round, {rounds} rounds")
-    print(f"  {'':<30} {'best round':>12} {'median':>12}  samples/s")
-    for name, sps in rates.items():
-        extra = f"  first epoch {first[name]:.1f} s" if name in first else ""
-        print(f"  {name:<30} {max(sps):>12,.0f} {statistics.median(sps):>12,.0f}{extra}")
-    if compile_s:
-        print(f"  compile (first step, default mode): {compile_s[0]:.1f} s")
-    for num, den in ((EAGER, A), (FAST, EAGER)):
-        paired = sorted(n / d for n, d in zip(rates[num], rates[den], strict=True))
-        print(f"  ratio {num} / {den} = {statistics.median(paired):.3f} median of rounds "
-              f"({paired[0]:.3f}-{paired[-1]:.3f})")
+@dataclass(frozen=True)
+class Prepared:
+    spec: Path
+    hand_args: list[str]
 
 
-EAGER, FAST = "studio eager fp32", "studio compile + bf16 + CL"
+def prepare(case: Case, folder: Path, batch: int) -> Prepared:
+    """The worker's spec, and for the hand loop the worker's own splits and initial weights."""
+    folder.mkdir(parents=True)
+    data: dict = {"dataset": "digits"}
+    if case.template == "lenet5":
+        data = {"dataset": str(lenet_images(folder / "images32.npz"))}
+    graph = TEMPLATES / f"{case.template}.graph.json"
+    spec = {"schema_version": 1, "name": f"bench-{case.template}", "device": "cpu", "model": {"graph": str(graph)},
+            "data": data, "train": {"epochs": case.epochs, "batch_size": batch},
+            "precision": {"dtype": "fp32", "compile": "off"}}
+    st = setup(spec_from_dict(spec))
+    s = st.splits
+    torch.save({"train_x": s.train.x, "train_y": s.train.y, "val_x": s.val.x, "val_y": s.val.y}, folder / "data.pt")
+    torch.save({k: v.contiguous() for k, v in build_model(st).state_dict().items()}, folder / "weights.pt")
+    (folder / "spec.json").write_text(json.dumps(spec))
+    o = st.spec.optim
+    hand = [str(ROOT / "benchmarks" / "hand_loop.py"), str(graph), str(folder / "data.pt"), str(folder / "weights.pt"),
+            "--epochs", str(case.epochs), "--batch-size", str(batch), "--lr", str(o.lr),
+            "--weight-decay", str(o.weight_decay)]
+    return Prepared(folder / "spec.json", hand)
+
+
+def run_seconds(command: list[str], extra_env: dict[str, str]) -> float:
+    """Run one measurement's process; the seconds it reports (worker: ``finished``; hand: its line)."""
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env.update(extra_env)
+    done = subprocess.run([sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    for line in done.stdout.splitlines():
+        event = json.loads(line) if line.startswith("{") else {}
+        if event.get("event") == "finished" or ("seconds" in event and "event" not in event):
+            return float(event["seconds"])
+    raise RuntimeError(f"{command[:3]} did not finish (exit {done.returncode}): {done.stderr[-2000:]}")
+
+
+class Load:
+    """``count`` CPU-bound processes for the duration of a ``with`` block."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.procs = count, []
+
+    def __enter__(self) -> Load:
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.count)]
+        time.sleep(0.5)   # running before the measured process starts
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+
+
+def measure(prepared: Prepared, db: str, variants: dict[str, dict[str, str]], rounds: int,
+            load: int) -> dict[tuple[str, str], list[float]]:
+    """Seconds of every (condition, method) in every round, interleaved, every other round reversed."""
+    methods: dict[str, tuple[list[str], dict[str, str]]] = {HAND: (prepared.hand_args, {})}
+    for name, env in variants.items():
+        methods[name] = (["-m", "trainer", "run", str(prepared.spec), "--db", db], env)
+    times: dict[tuple[str, str], list[float]] = {}
+    for r in range(rounds):
+        for condition, busy in (("quiet", 0), ("loaded", load)):
+            order = list(methods) if r % 2 == 0 else list(reversed(methods))
+            for name in order:
+                command, env = methods[name]
+                with Load(busy):
+                    seconds = run_seconds(command, env)
+                times.setdefault((condition, name), []).append(seconds)
+                print(f"  round {r + 1} {condition:<6} {name:<12} {seconds:7.2f} s   load {loadavg()}", flush=True)
+    return times
+
+
+def paired(num: list[float], den: list[float]) -> str:
+    ratios = sorted(n / d for n, d in zip(num, den, strict=True))
+    return f"{statistics.median(ratios):.2f} (rounds {ratios[0]:.2f}-{ratios[-1]:.2f})"
+
+
+def report(times: dict[tuple[str, str], list[float]], workers: list[str]) -> None:
+    print(f"  {'condition':<8} {'method':<12} {'median s':>9} {'best s':>8}")
+    for (condition, name), seconds in times.items():
+        print(f"  {condition:<8} {name:<12} {statistics.median(seconds):>9.2f} {min(seconds):>8.2f}")
+    for name in workers:
+        q, lo = times[("quiet", name)], times[("loaded", name)]
+        print(f"  {name}: quiet hand/{name} = {paired(times[('quiet', HAND)], q)}   goal >= 1.0")
+        print(f"  {name}: loaded/quiet = {paired(lo, q)}   goal <= 2.5;   "
+              f"loaded hand/{name} = {paired(times[('loaded', HAND)], lo)}")
+    print(f"  hand: loaded/quiet = {paired(times[('loaded', HAND)], times[('quiet', HAND)])}")
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, str]]:
+    name, _, assignments = text.partition("=")
+    env = dict(a.split("=", 1) for a in assignments.split(",") if "=" in a)
+    if not name or not env:
+        raise SystemExit(f"--variant {text!r}: expected NAME=VAR=VALUE[,VAR=VALUE]")
+    return name, env
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=4)   # rounds of about a second: shorter ones are noisier
-    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--load", type=int, default=2, help="competing CPU-bound processes (default 2)")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--compile", action="store_true", help="compile the model in studio and (a) (CPU section)")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
+    parser.add_argument("--variant", action="append", default=[], help="another worker configuration")
     parser.add_argument("--gpu-only", action="store_true", help="run the GPU section alone")
     args = parser.parse_args()
-    if args.gpu_only:
-        gpu_section(args)
-        return 0
-    # Compute-bound: a convnet, where the loop's overheads are small next to the convolutions.
-    cpu_section(args, "digits_cnn", {"dataset": "digits"}, "the embedded digits (1x8x8)", args.epochs)
-    # Loop-bound: a small MLP, where per-sample Python and host work decide the speed.
-    with tempfile.TemporaryDirectory() as tmp:
-        cpu_section(args, "mlp", {"dataset": str(flat_digits(Path(tmp)))}, "the embedded digits as 64 features",
-                    args.epochs * 5)
-    if torch.cuda.is_available():
-        gpu_section(args)
-    else:
-        print("GPU section skipped: CUDA is not available")
-    return 0
+    if not args.gpu_only:
+        variants = {WORKER: {}} | dict(parse_variant(v) for v in args.variant)
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in args.cases.split(","):
+                case = CASES[name]
+                prepared = prepare(case, Path(tmp) / name, args.batch_size)
+                print(f"CPU, {case.template} on {case.label}, batch {args.batch_size}, {case.epochs} epochs, "
+                      f"{args.rounds} rounds, {os.cpu_count()} cores, loaded = {args.load} busy processes; "
+                      f"load average {loadavg()}", flush=True)
+                times = measure(prepared, f"sqlite:///{Path(tmp) / 'runs.sqlite'}", variants, args.rounds, args.load)
+                report(times, list(variants))
+    from gpu_throughput import run as gpu_run  # a sibling script: this folder is on sys.path
+
+    return gpu_run(args.rounds * 3)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from .compile_check import CompileCheck
 from .dialogs.import_module import ask_import
 from .dialogs.template_gallery import pick_template
 from .document import Document, starter_graph
+from .experiments import install as install_experiments
 from .export_dialog import ExportHook
 from .inspect import install as install_inspect
 from .main_window import APP_NAME, MainWindow, Services
@@ -86,12 +87,14 @@ def port_of(window: MainWindow) -> StudioPort:
 
 def install_features(window: MainWindow, port: StudioPort, runs_db: str | None) -> None:
     """Plug the features into the window through ``port``, in menu and workspace order (Run, Export;
-    Design, Train, Runs, Inspect); the window keeps them for its lifetime."""
+    Design, Train, Runs, Inspect, Experiments); the window keeps them for its lifetime."""
     window.training = training = TrainingHook(port, db_url=runs_db)
     window.export = ExportHook(port, db_url=runs_db, current_run=lambda: training.current_run)
     window.inspect = install_inspect(port, training=training.built_controller,
                                      current_run=lambda: training.current_run)
     window.compile_check = CompileCheck(port)
+    window.experiments = install_experiments(port, runs_db, training=training.controller,
+                                             export_run=lambda run_id: window.export.export("onnx", run_id))
 
 
 def start(window: MainWindow, paths: list[str], warming: threading.Thread | None = None) -> None:

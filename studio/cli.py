@@ -14,6 +14,7 @@ _COMMAND_MODULES = (
     "studio.cli_graph",
     "studio.cli_export",
     "studio.cli_train",
+    "studio.cli_sweep",
     "studio.cli_inspect",
     "studio.cli_memory",
     "studio.cli_explain",

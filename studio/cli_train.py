@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, help="seed for the split, the weights and the batches (default 0)")
     p.add_argument("--distributed", choices=STRATEGIES, help="data parallel through torchrun: ddp or fsdp2 "
                    "(default none: one process)")
-    p.add_argument("--nproc-per-node", type=int, help="processes (ranks) under torchrun (default 1; on the CPU "
+    p.add_argument("--nproc-per-node", type=_at_least_one, help="processes (ranks) under torchrun (default 1; on the CPU "
                    "they share its cores)")
     p.add_argument("--db", help="run store URL (default: $TORCH_STUDIO_DB or the user data directory)")
     p.add_argument("--json-events", action="store_true", help="print the worker's JSON events instead of a bar")
@@ -54,6 +54,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_show)
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number from 1 (argparse names the option in its one-line refusal)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_spec(args: argparse.Namespace) -> dict[str, Any]:
     """The run spec for the command line's options (unset options keep the spec's defaults)."""
     data = args.data if args.data == "digits" else str(Path(args.data).expanduser().resolve())
@@ -67,8 +78,9 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None:
             spec[section][key] = value
     strategy, nproc = getattr(args, "distributed", None), getattr(args, "nproc_per_node", None)
-    if strategy or nproc:
-        spec["distributed"] = {"strategy": strategy or "none", **({"nproc_per_node": nproc} if nproc else {})}
+    if strategy or nproc is not None:   # --nproc-per-node 0 goes to the spec's check, which refuses it
+        spec["distributed"] = {"strategy": strategy or "none",
+                               **({"nproc_per_node": nproc} if nproc is not None else {})}
     return spec
 
 
@@ -255,6 +267,9 @@ def print_run(run: Any, final: dict[str, Any], checkpoints: list[dict], artifact
           f"{spec.get('precision', {}).get('dtype')}, compile {spec.get('precision', {}).get('compile')}")
     if run.error:
         print(f"  error ({run.error_kind or 'unknown'}): {run.error}")
+        tb = (run.summary or {}).get("traceback") or ""
+        if tb:     # where it happened: the traceback's last lines (all of it in --json)
+            print("  traceback (last lines):\n" + "\n".join(f"    {line}" for line in tb.strip().splitlines()[-6:]))
     for name in ("epoch/train_loss", "epoch/train_accuracy", "val/loss", "val/accuracy", "test/loss", "test/accuracy"):
         if name in final and final[name]["value"] is not None:
             print(f"  {name:<22} {final[name]['value']:.4f}")

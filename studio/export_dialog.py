@@ -290,11 +290,12 @@ class ExportHook(QObject):
         documents folder."""
         return default_export_dir(self.port.document_path)
 
-    def export(self, fmt: str) -> ExportDialog:
-        """Start exporting the current run (or graph) as ``fmt`` and show the dialog; returns it."""
+    def export(self, fmt: str, run_id: int | None = None) -> ExportDialog:
+        """Start exporting run ``run_id`` (default: the current run, or else the graph) as ``fmt`` and
+        show the dialog; returns it."""
         from exporters import from_graph, from_run
 
-        run_id = self.current_run()
+        run_id = self.current_run() if run_id is None else run_id
         if run_id is not None:
             def make() -> Any:
                 return from_run(run_id, store=self.db_url)

@@ -41,6 +41,7 @@ from .workspaces import Workspaces
 
 if TYPE_CHECKING:
     from .compile_check import CompileCheck
+    from .experiments import ExperimentsHook
     from .export_dialog import ExportHook
     from .inspect import InspectHook
     from .training_hook import TrainingHook
@@ -74,6 +75,7 @@ class MainWindow(QMainWindow):
     training: TrainingHook        # Run menu, Train and Runs workspaces
     export: ExportHook            # Export menu, the toolbar's one-click ONNX
     inspect: InspectHook          # the Inspect workspace
+    experiments: ExperimentsHook  # the Experiments workspace (sweeps)
     compile_check: CompileCheck   # Graph > Check Compile: graph breaks into Problems
 
     def __init__(self, services: Services, parent: QWidget | None = None) -> None:

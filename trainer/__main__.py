@@ -11,9 +11,16 @@ _early: list[str] = []
 for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda signum, _frame: _early.append(signal.Signals(signum).name))
 
+from trainer.lifeline import die_with_parent, is_torchrun_child  # noqa: E402
+
+if is_torchrun_child():   # a rank dies with its launcher, even one killed with SIGKILL (trainer.lifeline)
+    die_with_parent()
+
+from trainer.compile_cache import compile_cache_dir as _compile_cache_dir  # noqa: E402
 from trainer.threads import configure as _configure_threads  # noqa: E402
 
 _configure_threads()   # before torch is imported: OpenMP reads its wait policy and thread count once
+_compile_cache_dir()   # before torch is imported too: importing it sets Inductor's /tmp default
 
 from trainer.worker import main  # noqa: E402 - after the handlers: this import takes seconds
 

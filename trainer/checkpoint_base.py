@@ -6,6 +6,7 @@ so that the sharded layout needs nothing back from the one-file layout that disp
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import time
@@ -15,6 +16,7 @@ META_VERSION = 2
 META_KEY = "torch_studio"
 FAULT_ENV = "TORCH_STUDIO_TEST_CHECKPOINT"  # tests only: pause or kill the worker inside a save
 FAULT_POINTS = ("written", "torn", "renamed", "recorded", "pruned")
+SHARDED_SUFFIX = ".dcp"      # a sharded checkpoint's folder: <kind>-<step>.dcp, written as .<name>.tmp
 
 
 class CheckpointError(ValueError):
@@ -32,6 +34,15 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def remove_unfinished(folder: Path) -> list[Path]:
+    """Delete the temporary folders of sharded saves that did not finish (a failed or killed run's) in
+    a checkpoints folder that no rank writes now; the folders removed."""
+    gone = sorted(p for p in folder.glob(f".*{SHARDED_SUFFIX}.tmp") if p.is_dir()) if folder.is_dir() else []
+    for p in gone:
+        shutil.rmtree(p, ignore_errors=True)
+    return gone
 
 
 def fault_point(point: str, tmp: Path | None = None) -> None:

@@ -22,6 +22,8 @@ from a timer, which parses at most a time budget's worth of lines per call. Eith
 - ``own_session`` starts the worker in a session of its own, so it can outlive its parent (the
   studio's "let it finish in the background": :meth:`WorkerClient.detach`); ``nice`` lowers its
   priority so a GUI beside it stays responsive.
+- ``die_with_parent`` (Linux) is the opposite: the kernel sends the worker SIGTERM (its clean stop)
+  when this process dies, even by SIGKILL, so a killed sweep leaves no worker training behind.
 """
 
 from __future__ import annotations
@@ -57,10 +59,13 @@ class WorkerClient:
 
     def __init__(self, args: list[str], *, command: list[str] | None = None,
                  log_path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
-                 cwd: str | os.PathLike[str] | None = None, own_session: bool = False, nice: int = 0) -> None:
+                 cwd: str | os.PathLike[str] | None = None, own_session: bool = False, nice: int = 0,
+                 die_with_parent: bool = False) -> None:
         """Start ``python -m trainer ARGS`` (``command`` replaces the whole command line: benchmarks,
         tests). stderr goes to ``log_path`` (appended) when given, else to a bounded memory tail."""
         self.args = command or worker_command(*args)
+        if die_with_parent and sys.platform.startswith("linux"):
+            self.args = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *self.args]
         self.log_path = Path(log_path) if log_path is not None else None
         self.run_id: int | None = None
         self.ended = False            # a finished or failed event was read
@@ -265,6 +270,13 @@ class WorkerClient:
         if exc[0] is not None:
             self.kill()
         self.close()
+
+
+# Set PR_SET_PDEATHSIG (1) to SIGTERM, then become the worker (execv keeps it). A parent already gone
+# before the prctl (the child was re-parented) is caught by the getppid check. No preexec_fn: the
+# caller has reader threads, and a fork with threads must not run Python before its exec.
+_DIE_WITH_PARENT = ("import ctypes, os, signal, sys; ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM); "
+                    "os.getppid() == int(sys.argv[1]) or sys.exit(143); os.execv(sys.argv[2], sys.argv[2:])")
 
 
 def lower_priority(pid: int, nice: int) -> None:

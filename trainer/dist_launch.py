@@ -13,6 +13,7 @@ process records the run ``failed`` with the rank that failed first and its reaso
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import traceback
@@ -21,6 +22,7 @@ from typing import Any
 
 from . import events as ev
 from .checkpoint import CheckpointError, discard_after, verify_checkpoint
+from .checkpoint_base import remove_unfinished
 from .checkpointing import SegmentError
 from .checks import Setup, setup
 from .distributed import RANKS_DIR, extra_ranks_note, fsdp_units, launch, root_cause
@@ -36,7 +38,7 @@ from .run_outcome import (
     stored_spec,
 )
 from .spec import SpecError, load_spec, spec_from_dict
-from .store import RunStore, StoreError
+from .store import ENV_VAR, RunStore, StoreError
 
 
 def wants_torchrun(spec_path: str) -> bool:
@@ -91,7 +93,10 @@ def supervise(store: RunStore, emitter: ev.Emitter, run_id: int, folder: Path, s
     ranks.mkdir(parents=True)
     spec_file = ranks / "spec.json"
     spec_file.write_text(json.dumps(spec), encoding="utf-8")
-    args = ["trainer", "run", str(spec_file), "--db", store.url, "--run-dir", str(folder), "--run-id", str(run_id)]
+    # the store's URL reaches the ranks in their environment, not on their command line: a password in it
+    # would be in every rank's `ps` line and in torchrun's own logs of what it started
+    os.environ[ENV_VAR] = store.url
+    args = ["trainer", "run", str(spec_file), "--run-dir", str(folder), "--run-id", str(run_id)]
     if resume_from:
         args += ["--resume-from", resume_from]
     emitter.run_id = run_id
@@ -102,6 +107,8 @@ def supervise(store: RunStore, emitter: ev.Emitter, run_id: int, folder: Path, s
     except Exception as exc:  # noqa: BLE001 - the rendezvous or the agent failed: the run failed
         return _record(store, emitter, run_id, "error", f"torchrun: {type(exc).__name__}: {exc}",
                        tb=traceback.format_exc())
+    finally:    # every rank has ended: a save that a failure or a kill cut short is garbage now
+        remove_unfinished(folder / "checkpoints")
     if failures is None:
         if store.run(run_id).status == "running":   # every rank exited 0 but rank 0 recorded no end
             return _record(store, emitter, run_id, "error", "the ranks exited without recording the run's end")
@@ -122,7 +129,7 @@ def _ended_by_signal(store: RunStore, emitter: ev.Emitter, run_id: int, exc: Exc
 
 def _record(store: RunStore, emitter: ev.Emitter, run_id: int, kind: str, message: str, *, step: int | None = None,
             tb: str = "", rank: int | None = None) -> int:
-    message = record_failure(store, run_id, kind, message)
+    message = record_failure(store, run_id, kind, message, tb=tb)
     extra = {"rank": rank} if rank is not None else {}
     emitter.emit(ev.FAILED, kind=kind, message=message, traceback=tb, step=step, **extra)
     print(f"error: {message}", file=sys.stderr, flush=True)

@@ -43,6 +43,7 @@ from .distributed import (
     write_failure,
 )
 from .job import Job, _timed_first_call, build_model, checkpoint_state, restore, run_epochs
+from .lifeline import note_alive
 from .loop import NonFiniteLoss, Window, make_train_step
 from .optim import Schedule, make_optimizer
 from .run_outcome import count_params, default_run_dir, fail, finish, first_line, stored_spec
@@ -183,6 +184,7 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
         if not launched:       # started by torchrun itself: rank 0 creates the run
             run_id, folder = share(ctx, _create_run(store, st, model, spec_path, run_dir) if ctx.main else None)
         assert folder is not None and run_id is not None
+        note_alive(folder, rank)    # a resume refuses while this process lives
         emitter.run_id = run_id
         controls = Controls(lambda state, reason: emitter.emit(ev.STATE, state=state, reason=reason))
         job = make_rank_job(st, model, ctx, store=store, emitter=emitter, run_id=run_id, run_dir=folder,
@@ -207,9 +209,23 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
                        step=exc.step)
     except torch.OutOfMemoryError as exc:
         return _failed(job, rank, folder, launched, "oom", f"out of memory: {exc}", tb=traceback.format_exc())
-    except Exception as exc:  # noqa: BLE001 - reported (by file or by rank 0), never lost
-        return _failed(job, rank, folder, launched, "error", f"{type(exc).__name__}: {first_line(exc)}",
-                       tb=traceback.format_exc(), peer=is_peer_error(exc))
+    except BaseException as exc:  # noqa: BLE001 - reported (by file or by rank 0), never lost
+        if isinstance(exc, SystemExit):
+            raise
+        own = own_error(exc, rank)   # DCP's CheckpointException is a BaseException wrapping each rank's
+        return _failed(job, rank, folder, launched, "error", f"{type(own).__name__}: {first_line(own)}",
+                       tb=traceback.format_exc(), peer=is_peer_error(own))
+
+
+def own_error(exc: BaseException, rank: int) -> BaseException:
+    """The error behind ``exc`` on this rank: a sharded save or load raises one CheckpointException on
+    every rank, holding each rank's own exception (this rank's, else the lowest failed rank's)."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    if isinstance(exc, CheckpointException) and exc.failures:
+        inner, _ = exc.failures.get(rank) or exc.failures[min(exc.failures)]
+        return inner
+    return exc
 
 
 def _create_run(store: RunStore, st: Any, model: torch.nn.Module, spec_path: str,

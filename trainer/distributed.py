@@ -37,16 +37,10 @@ from graph_editor.model import Graph
 from graph_editor.model.hierarchy import children
 
 from .checkpointing import resolve_segments
+from .lifeline import CHILD_ENV, RANKS_DIR
 from .spec import DistributedSpec
 
-CHILD_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-RANKS_DIR = "ranks"                    # in the run dir: each failed rank's record, torchrun's logs
 CONTROL_TIMEOUT = timedelta(hours=24)  # the flags' group waits out a long pause of rank 0
-
-
-def is_torchrun_child(env: Mapping[str, str] = os.environ) -> bool:
-    """Whether this process is a rank started by torchrun (its variables are all set)."""
-    return all(k in env for k in CHILD_ENV)
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -145,6 +139,10 @@ def shard_fsdp2(model: nn.Module, graph: Graph, spec: DistributedSpec, ctx: Cont
     from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh(ctx.device.type, (ctx.world,))
+    # FSDP2 shards a parameter's storage along dim 0 and refuses other layouts ("FSDP does not support
+    # non-contiguous parameters"): a channels_last convnet's weights go back to the contiguous layout.
+    # The batches stay channels_last, and a convolution of a channels_last input runs channels_last.
+    model.to(memory_format=torch.contiguous_format)
     owned = dict(model.named_children())
     for unit in fsdp_units(graph, model, spec.fsdp_units):
         modules = [owned[n] for n in unit]
@@ -189,8 +187,8 @@ def torchrun_args(spec: DistributedSpec, log_dir: Path | None = None) -> list[st
     else:
         args += [f"--nnodes={spec.nnodes}", f"--node-rank={spec.node_rank}", "--rdzv-backend=c10d",
                  f"--rdzv-endpoint={spec.rdzv_endpoint}", f"--rdzv-id={spec.rdzv_id}"]
-    if log_dir is not None:
-        args.append(f"--log-dir={log_dir}")
+    if log_dir is not None:   # each rank's stderr also kept in a file: the last words of a rank that crashed
+        args += [f"--log-dir={log_dir}", "--tee=2"]
     return args
 
 
@@ -266,11 +264,30 @@ def root_cause(failures: list[Any], run_dir: Path) -> RankFailure:
     if silent:
         f = min(silent, key=lambda f: f.rank)
         how = f"killed by {f.signal_name()}" if f.exitcode < 0 else f"exited with status {f.exitcode}"
-        return RankFailure(f.rank, "error", f"rank {f.rank} (pid {f.pid}) {how}")
+        tail = stderr_tail(f)
+        last = f": {tail[-1]}" if tail else ""
+        return RankFailure(f.rank, "error", f"rank {f.rank} (pid {f.pid}) {how}{last}", None, "\n".join(tail))
     own = [r for r in records.values() if not r.get("peer")] or list(records.values())
     r = min(own, key=lambda r: (r["time"], r["rank"]))
     return RankFailure(r["rank"], r["kind"], f"rank {r['rank']}: {r['message']}", r.get("step"),
                        r.get("traceback", ""))
+
+
+def stderr_tail(failure: Any, lines: int = 20, limit: int = 16384) -> list[str]:
+    """The last lines a failed rank wrote on stderr (torchrun keeps them beside its ``error_file``;
+    torchrun's own "[rankN]:" prefixes removed), or none where there is no such file."""
+    error_file = getattr(failure, "error_file", "") or ""
+    if not error_file:
+        return []
+    try:
+        with open(Path(error_file).parent / "stderr.log", "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - limit))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    out = [line.split("]:", 1)[1].strip() if line.startswith("[rank") and "]:" in line else line.strip()
+           for line in text.splitlines()]
+    return [line for line in out if line][-lines:]
 
 
 def extra_ranks_note(failures: list[Any], cause: RankFailure) -> str:

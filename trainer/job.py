@@ -47,7 +47,7 @@ from .loop import (
     report_pending,
     train_one_epoch,
 )
-from .memory import memory_sample
+from .memory import memory_sample, rss_bytes
 from .memtrace import LiveRecording
 from .memtrace import publisher as memtrace_publisher
 from .optim import Schedule, make_optimizer
@@ -82,6 +82,8 @@ class Job:
     best: dict[str, list[float]] = field(default_factory=dict)  # metric -> [value, epoch]
     bad_epochs: int = 0
     last_memory: float = 0.0
+    started: float = field(default_factory=time.monotonic)     # this process's start: the "time" metric's zero
+    last_cpu: tuple[float, float] = field(default_factory=lambda: (time.process_time(), time.monotonic()))
     recorder: Recorder = field(default_factory=Recorder)
     inspection: LiveInspection | None = None   # inspects a step on request or every inspect_every_s
     dist: Any = None          # under torchrun: trainer.dist_run.RankRole (agreement, sharded checkpoints)
@@ -196,8 +198,11 @@ def report_metrics(job: Job, step: int, epoch: int, losses: list[float], correct
     """Store a window of training metrics, then emit it (a reader that saw the event finds the rows)."""
     b = job.spec.train.batch_size
     loss, acc = sum(losses) / len(losses), sum(correct) / (b * len(correct))
+    # "time" (seconds since this process started) and "epoch" give the Runs comparison its wall-time
+    # and epoch x axes; two more rows of the same batched insert.
     rows = [(step, "train/loss", loss), (step, "train/accuracy", acc), (step, "lr", lr),
-            (step, "samples_per_s", samples_per_s)]
+            (step, "samples_per_s", samples_per_s), (step, "time", time.monotonic() - job.started),
+            (step, "epoch", float(epoch))]
     fields = dict(step=step, epoch=epoch, loss=loss, accuracy=acc, lr=lr, samples_per_s=round(samples_per_s, 1))
 
     def write() -> None:   # on the recorder thread: the training step does not wait for the disk
@@ -212,11 +217,16 @@ def report_metrics(job: Job, step: int, epoch: int, losses: list[float], correct
 def emit_memory(job: Job, step: int, background: bool = False) -> None:
     """Store and emit a memory sample (on the recorder thread when ``background``)."""
     sample = memory_sample(job.setup.device)
-    job.last_memory = time.monotonic()
+    job.last_memory = now = time.monotonic()
+    cpu, (cpu0, wall0) = time.process_time(), job.last_cpu
+    job.last_cpu = (cpu, now)
+    # System curves: the process's CPU use since the last sample (100 = one core busy) and its RSS.
+    system = [(step, "system/cpu_percent", 100.0 * (cpu - cpu0) / max(now - wall0, 1e-6)),
+              (step, "system/rss", float(rss_bytes()))]
 
     def write() -> None:
         job.store.add_metrics(job.run_id, [(step, f"memory/{k}", float(v)) for k, v in sample.items()
-                                           if k != "device"])
+                                           if k != "device"] + system)
         job.emitter.emit(ev.MEMORY, step=step, **sample)
 
     if background:

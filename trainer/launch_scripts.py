@@ -17,6 +17,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .spec import ENDPOINT_RE, RDZV_ID_RE, RunSpec, SpecError
 
@@ -63,13 +64,21 @@ class Launch:
         return self.nproc_per_node * self.nnodes
 
     def worker_args(self) -> list[str]:
-        """What each process runs after ``torchrun``'s own options: the worker module and its arguments."""
+        """What each process runs after ``torchrun``'s own options: the worker module and its arguments.
+        A store URL with a password is left out (:func:`notes` says to export ``TORCH_STUDIO_DB``): a
+        printed or copied line, a Slurm script and ``ps`` on every node would show it."""
         args = ["-m", "trainer", "run", self.spec_path]
-        if self.db:
+        if self.db and not has_password(self.db):
             args += ["--db", self.db]
         if self.run_dir:
             args += ["--run-dir", self.run_dir]
         return args
+
+
+def has_password(url: str) -> bool:
+    """Whether a store URL (``dialect+driver://user:password@host/db``) carries a password."""
+    netloc = urlsplit(url).netloc if "://" in url else ""
+    return ":" in netloc.rpartition("@")[0]
 
 
 def slug(name: str) -> str:
@@ -112,6 +121,9 @@ def torchrun_line(launch: Launch, node_rank: int) -> str:
 def notes(launch: Launch) -> list[str]:
     """What the user must see to before launching (each one line, for the CLI's comments and the dialog)."""
     out = []
+    if has_password(launch.db):
+        out.append("the run store URL holds a password, so the lines leave --db out: on every node, export "
+                   "TORCH_STUDIO_DB set to that URL (the worker's default store) before torchrun or sbatch")
     host, _ = split_endpoint(launch.rdzv_endpoint)
     if launch.nnodes > 1:
         if host in LOCAL_HOSTS:

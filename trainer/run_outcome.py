@@ -18,6 +18,7 @@ from . import events as ev
 from .checks import Setup
 from .data import DataError
 from .job import Job, emit_memory, evaluate_split, load_best_weights
+from .lifeline import live_ranks
 from .spec import SpecError
 from .store import Run, RunStore, StoreError, default_run_root
 
@@ -60,6 +61,9 @@ def open_for_resume(run_id: int, *, db: str | None, emitter: ev.Emitter) -> tupl
         return refuse(emitter, "spec", str(exc))
     if run.status == "running":
         return refuse(emitter, "spec", f"run {run_id} is still running (pid {run.pid} on {run.host})")
+    if ranks := live_ranks(run.run_dir):      # its launcher is gone, but a rank of it still trains
+        rank, pid = ranks[0]
+        return refuse(emitter, "spec", f"run {run_id} is still running: its rank {rank} (pid {pid}) lives")
     if store.readonly:
         return refuse(emitter, "spec", f"--db: {store.url}: the run store is read-only; a resumed run records "
                                        "its progress there")
@@ -118,17 +122,19 @@ def fail(job: Job, kind: str, message: str, *, tb: str = "", step: int | None = 
         job.recorder.flush()    # what was written before the failure stays, and comes first
     except Exception as exc:  # noqa: BLE001 - the failure being reported matters more
         message += f" (and writing metrics failed: {first_line(exc)})"
-    message = record_failure(job.store, job.run_id, kind, message, epoch=job.epoch, step=job.step)
+    message = record_failure(job.store, job.run_id, kind, message, tb=tb, epoch=job.epoch, step=job.step)
     job.emitter.emit(ev.FAILED, kind=kind, message=message, traceback=tb, step=step if step is not None else job.step,
                      **extra)
     print(f"error: {message}", file=sys.stderr, flush=True)
 
 
-def record_failure(store: RunStore, run_id: int, kind: str, message: str, **progress: int) -> str:
-    """Mark the run failed; when the store cannot take it (full disk, read-only, locked too long) the
-    message says so, and the run reads 'interrupted' once this process is gone."""
+def record_failure(store: RunStore, run_id: int, kind: str, message: str, *, tb: str = "", **progress: int) -> str:
+    """Mark the run failed, its traceback (if any) kept in its summary; when the store cannot take it
+    (full disk, read-only, locked too long) the message says so, and the run reads 'interrupted' once
+    this process is gone."""
     try:
-        store.finish(run_id, "failed", error_kind=kind, error=message, summary=None, **progress)
+        store.finish(run_id, "failed", error_kind=kind, error=message, summary={"traceback": tb} if tb else None,
+                     **progress)
     except Exception as exc:  # noqa: BLE001 - the failed event must still go out
         message += f" (and recording the failure in the run store failed: {first_line(exc)})"
     return message

@@ -28,26 +28,39 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-from .checkpoint_base import META_VERSION, CheckpointError, _fsync_dir, fault_point
+from .checkpoint_base import META_VERSION, SHARDED_SUFFIX, CheckpointError, _fsync_dir, fault_point
 
 MANIFEST = "manifest.json"
-SUFFIX = ".dcp"
+SUFFIX = SHARDED_SUFFIX
 
 
 def checkpoint_dir(folder: Path, kind: str, step: int) -> Path:
     return folder / f"{kind}-{step:08d}{SUFFIX}"
 
 
+def temporary_dir(path: Path) -> Path:
+    """Where a sharded checkpoint is written before its rename."""
+    return path.with_name(f".{path.name}.tmp")
+
+
 def save_sharded(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, Any], *, rank: int,
                  group: Any = None) -> Path:
     """Every rank calls this (a collective): each writes its shard; rank 0 then writes the manifest
     and renames the folder to ``path``. Returns ``path`` once every rank's shard is in it."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = temporary_dir(path)
     if rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)   # a killed save's leftovers
         tmp.mkdir(parents=True)
     dist.barrier(group=group)
-    dcp.save(tensors, storage_writer=dcp.HuggingFaceStorageWriter(str(tmp), save_distributed=True))
+    try:
+        # safetensors writes a tensor's storage as it lies: channels_last weights (and their optimizer
+        # moments) are packed first; a copy only of the tensors that are not contiguous
+        packed = {k: v if v.is_contiguous() else v.contiguous() for k, v in tensors.items()}
+        dcp.save(packed, storage_writer=dcp.HuggingFaceStorageWriter(str(tmp), save_distributed=True))
+    except BaseException:
+        if rank == 0:    # DCP raised on every rank (its CheckpointException gathers them): nothing to keep
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
     dist.barrier(group=group)
     if rank == 0:
         try:

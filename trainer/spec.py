@@ -34,6 +34,7 @@ ENDPOINT_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")  # h
 RDZV_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 MAX_IMAGE_SIDE = 16384   # pixels: beyond any classification input (and a decompression bomb's size)
 MAX_NPROC = 1024         # ranks on one machine: beyond any machine's GPUs or cores
+MAX_NNODES = 4096        # machines in one run: beyond the largest published training jobs' node counts
 MAX_WORKERS = 64         # DataLoader processes: more only costs memory and start-up
 DEVICE_RE = re.compile(r"auto|cpu|cuda(:\d{1,4})?")
 
@@ -396,6 +397,8 @@ def check_distributed(spec: RunSpec, problems: list[str]) -> None:
             problems.append(f"{where}: must be at least 1, got {value}")
     if dist.nproc_per_node > MAX_NPROC:
         problems.append(f"distributed.nproc_per_node: at most {MAX_NPROC} processes a machine, got {dist.nproc_per_node}")
+    if dist.nnodes > MAX_NNODES:
+        problems.append(f"distributed.nnodes: at most {MAX_NNODES} machines, got {dist.nnodes}")
     if not 0 <= dist.node_rank < max(dist.nnodes, 1):
         problems.append(f"distributed.node_rank: must be 0..{max(dist.nnodes, 1) - 1} (distributed.nnodes is "
                         f"{dist.nnodes}), got {dist.node_rank}")

@@ -18,8 +18,9 @@ media, no permission) opens read-only: reading works and every write raises :cla
 A URL that is not a database, a dialect without its driver, a folder, a file that is not SQLite, a
 damaged file: :class:`StoreError` naming the URL and the problem, never a driver's traceback.
 
-Writes retry while another process holds the SQLite write lock (with backoff, up to
-``TORCH_STUDIO_DB_RETRY_S`` seconds, 300 by default): a transient lock never fails a run.
+Writes retry while another process holds the SQLite write lock, and while a database server cannot
+be reached (stopped, restarting; with backoff, up to ``TORCH_STUDIO_DB_RETRY_S`` seconds, 300 by
+default): a transient lock or a server restart never fails a run; one that lasts longer is one line.
 
 PostgreSQL (a team's shared store): ``postgresql://user@host/db`` with the psycopg driver
 (``pip install 'psycopg[binary]'``; psycopg2 or pg8000 serve too, whichever is installed). The
@@ -45,11 +46,11 @@ from typing import Any, TypeVar
 
 import platformdirs
 from sqlalchemy import delete, func, insert, select
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from .liveness import process_alive, process_started
-from .store_engine import StoreError, StoreReadOnly, is_locked, make_engine, reason, shown_url
+from .store_engine import StoreError, StoreReadOnly, is_locked, is_unreachable, make_engine, reason, shown_url
 from .store_schema import Artifact, Checkpoint, EpochReport, Metric, Run, open_schema, utc_now
 
 __all__ = ["RunStore", "StoreError", "StoreReadOnly", "Run", "Checkpoint", "Artifact", "default_url",
@@ -110,17 +111,22 @@ class RunStore:
         full store raises StoreError saying so."""
         if self.readonly:
             raise StoreReadOnly(f"{self.shown}: the run store is read-only; cannot {what}")
-        deadline = time.monotonic() + float(os.environ.get(RETRY_ENV) or 300)
+        patience = float(os.environ.get(RETRY_ENV) or 300)
+        deadline = time.monotonic() + patience
         pause = 0.05
         while True:
             try:
                 return fn()
-            except OperationalError as exc:
+            except (OperationalError, InterfaceError) as exc:   # InterfaceError: a connection found closed
                 text = str(exc.orig).lower()
-                if is_locked(exc) and time.monotonic() < deadline:
+                transient = is_locked(exc) or is_unreachable(exc)   # a lock, or a server restarting
+                if transient and time.monotonic() < deadline:
                     time.sleep(pause)
                     pause = min(pause * 2, 2.0)
                     continue
+                if is_unreachable(exc):
+                    raise StoreError(f"{self.shown}: the database server could not be reached for {patience:g} s "
+                                     f"({reason(exc)}); cannot {what}") from None
                 if "readonly" in text or "read-only" in text:
                     raise StoreReadOnly(f"{self.shown}: the run store is read-only; cannot {what}") from None
                 if "full" in text:

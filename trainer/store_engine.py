@@ -146,6 +146,21 @@ def reason(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+UNREACHABLE = ("connection refused", "could not connect", "server closed the connection", "terminating connection",
+               "connection is closed", "the database system is shutting down", "the database system is starting up",
+               "the database system is in recovery mode", "no connection to the server", "consuming input failed",
+               "connection timed out", "connection reset", "connection to server at")
+
+
+def is_unreachable(exc: DBAPIError) -> bool:
+    """The database server went away or is not back yet (stopped, restarting, the network dropped):
+    SQLAlchemy's own disconnect verdict (it then drops the pooled connections), or the server's words."""
+    if getattr(exc, "connection_invalidated", False):
+        return True
+    text = str(exc.orig).lower()
+    return any(s in text for s in UNREACHABLE)
+
+
 def is_locked(exc: DBAPIError) -> bool:
     """Another connection holds the lock (SQLite's "database is locked" or "busy")."""
     text = str(exc.orig).lower()

@@ -1,7 +1,9 @@
 """The run store's tables (SQLAlchemy 2 ORM), the schema version and its upgrades.
 
-Schema versions: 1, the first; 2 adds ``runs.pid_started``. Opening a version-1 store upgrades it in
-place (one added column; the runs it holds are checked by pid alone, as before). A database written
+Schema versions: 1, the first; 2 adds ``runs.pid_started``; 3 adds ``runs.tags`` (a JSON list of
+strings: a sweep's ``study:NAME`` and ``trial:N``, or the user's own) and ``runs.notes`` (free text).
+Opening an older store upgrades it in place (added columns; the runs it holds are checked by pid
+alone, as before, and have no tags and no notes). A database written
 by a newer program is refused rather than damaged.
 """
 
@@ -16,7 +18,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from .store_engine import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 PG_SCHEMA_LOCK = 0x7473_7475_6469_6F   # pg_advisory_xact_lock key: one process creates the tables at a time
 
 
@@ -68,6 +70,8 @@ class Run(Base):
     summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # final test metrics etc.
     error_kind: Mapped[str] = mapped_column(_text(20), default="")
     error: Mapped[str] = mapped_column(Text, default="")
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list)
+    notes: Mapped[str] = mapped_column(Text, default="")
 
 
 class Metric(Base):
@@ -150,4 +154,8 @@ def _upgrade(s: Session, info: SchemaInfo) -> None:
     columns = {c["name"] for c in inspect(s.connection()).get_columns("runs")}
     if "pid_started" not in columns:       # version 1 -> 2
         s.execute(text("ALTER TABLE runs ADD COLUMN pid_started INTEGER NOT NULL DEFAULT 0"))
+    if "tags" not in columns:              # version 2 -> 3
+        s.execute(text("ALTER TABLE runs ADD COLUMN tags JSON NOT NULL DEFAULT '[]'"))
+    if "notes" not in columns:
+        s.execute(text("ALTER TABLE runs ADD COLUMN notes TEXT NOT NULL DEFAULT ''"))
     info.version = SCHEMA_VERSION

@@ -13,6 +13,14 @@ quiet). So the worker, before torch is imported (OpenMP reads its environment on
   (``sched_getaffinity``: taskset, cpusets) and a container's CPU quota (cgroup ``cpu.max``, or v1's
   ``cfs_quota_us``), which PyTorch's default ignores (64 threads for a 2-CPU quota on a 64-core host).
 
+A short spin before sleeping (``GOMP_SPINCOUNT=100000``, which issue 26 measured for a plain loop at
+1.50 s quiet against passive's 2.47 and 5.1 s beside two hogs) was tried and is not used: on this
+2-core machine at a load average of 16-19 (other sessions' tests and runs), digits_cnn's 10 epochs took
+636 s in the worker with that spin, 396 s in a plain script with PyTorch's default spinning, and 15.5 s
+in the worker waiting passively (``benchmarks/train_throughput.py``, one round, run back to back). A
+partner thread descheduled behind many runnable processes makes every spin run to its end, at every
+parallel region; only passive waiting stays proportional to the load.
+
 It does not take fewer threads because other processes are busy. Measured with
 ``benchmarks/worker_threads.py`` on 2 cores with two busy processes (and other sessions' load):
 passive with 2 threads trained 2 epochs in 3.0-5.5 s, passive with the 1 thread left "free"

@@ -29,13 +29,13 @@ from . import events as ev
 from .checkpoint import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
 from .controls import Controls
-from .distributed import is_torchrun_child
 from .job import (
     build_model,
     make_job,
     restore,
     run_epochs,
 )
+from .lifeline import is_torchrun_child
 from .loop import NonFiniteLoss
 from .memory import memory_sample
 from .memory_doctor import gate as memory_gate
@@ -181,8 +181,9 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
     except Exception as exc:  # noqa: BLE001 - reported as a failed run, never lost
         message = f"cannot start the run: {type(exc).__name__}: {exc}"
         kind = "oom" if isinstance(exc, torch.OutOfMemoryError) else "error"   # the data did not fit, say
-        message = record_failure(store, run_id, kind, message)
-        emitter.emit(ev.FAILED, kind=kind, message=message, traceback=traceback.format_exc(), step=None)
+        tb = traceback.format_exc()
+        message = record_failure(store, run_id, kind, message, tb=tb)
+        emitter.emit(ev.FAILED, kind=kind, message=message, traceback=tb, step=None)
         print(f"error: {message}", file=sys.stderr, flush=True)
         return ev.EXIT_FAILED
     controls.listen()

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..model import Graph, Problem, fmt_shape, validate
+from ..model import Graph, Inference, Problem, fmt_shape, validate
 from ..model.registry import Registry
 from .fx import BuildError
 from .modules import NO_MODULE, get_builder
@@ -84,9 +84,11 @@ class Analysis:
         }
 
 
-def analyze(graph: Graph, batch: int = 1) -> Analysis:
-    """Analyse ``graph`` at ``batch``; raises :class:`BuildError` when it does not validate."""
-    inf = validate(graph, batch)
+def analyze(graph: Graph, batch: int = 1, inference: Inference | None = None) -> Analysis:
+    """Analyse ``graph`` at ``batch``; raises :class:`BuildError` when it does not validate.
+    ``inference``: the graph's own validation at ``batch``, when the caller has it (the live analysis
+    validated just before: a second validation was a third of opening a 20,000-node graph)."""
+    inf = validate(graph, batch) if inference is None else inference
     if not inf.ok:
         raise BuildError(inf.problems)
     itemsize = _ITEMSIZE.get(graph.input_spec.dtype, 4)

@@ -40,6 +40,7 @@ class LiveAnalysis(QObject):
         self.inference: Inference | None = None
         self.analysis: Analysis | None = None
         self._graph: Graph | None = None
+        self._current = False   # self.inference is of the graph as it is now (no change since)
         self._timer = QTimer(self, singleShot=True, interval=delay_ms)
         self._timer.timeout.connect(self.refresh)
         self._analysis_timer = QTimer(self, singleShot=True, interval=0)
@@ -64,6 +65,7 @@ class LiveAnalysis(QObject):
 
     def schedule(self) -> None:
         """Check after the quiet period (each call restarts it)."""
+        self._current = False
         self._timer.start()
 
     def refresh(self) -> Inference:
@@ -71,6 +73,7 @@ class LiveAnalysis(QObject):
         self._timer.stop()
         assert self._graph is not None
         self.inference = validate(self._graph, self.batch)
+        self._current = True
         self.inferred.emit(self.inference)
         if self.analyze_enabled:
             self._analysis_timer.start()
@@ -84,14 +87,15 @@ class LiveAnalysis(QObject):
     def _analyze(self) -> Analysis | None:
         if self._graph is None:
             return None
-        inf = self.inference if self.inference is not None else validate(self._graph, self.batch)
+        # The graph validated once per change: the analysis reuses the inference unless an edit came since.
+        inf = self.inference if self.inference is not None and self._current else validate(self._graph, self.batch)
         problems = list(inf.problems)
         self.analysis = None
         if inf.ok:
             from ..build import BuildError, analyze  # torch: imported on first use, after the window shows
 
             try:
-                self.analysis = analyze(self._graph, self.batch)
+                self.analysis = analyze(self._graph, self.batch, inf)
             except BuildError as exc:
                 problems = list(exc.problems)
             except Exception as exc:  # a layer torch refuses: shown as a graph problem, never a traceback

@@ -134,7 +134,8 @@ class SummaryDock(QWidget):
     def show_inference(self, shapes: Mapping[str, Any], types: Mapping[str, str], order: Sequence[str] = ()) -> None:
         """What validation knows: each node's type and, where inferred, output shape (shown while
         the graph has errors, in place of the analysis)."""
-        ids = [i for i in order if i in types] + [i for i in types if i not in set(order)]
+        listed = set(order)
+        ids = [i for i in order if i in types] + [i for i in types if i not in listed]
         self._known = [KnownRow(i, types[i], tuple(shapes[i]) if i in shapes else None) for i in ids]
 
     def show_analysis(self, analysis: Any, problems: Sequence[Any] = ()) -> None:

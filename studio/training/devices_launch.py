@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from trainer.launch_scripts import commands_text, launch_from_spec, sbatch_script, slug
-from trainer.spec import MAX_NPROC, SpecError, spec_from_dict
+from trainer.spec import MAX_NNODES, MAX_NPROC, SpecError, spec_from_dict
 
 
 class LaunchDialog(QDialog):
@@ -49,7 +49,7 @@ class LaunchDialog(QDialog):
                    or "run").strip() or "run"
         root = QVBoxLayout(self)
         form = QFormLayout()
-        self.nnodes = QSpinBox(minimum=1, maximum=4096, value=max(2, int(dist.get("nnodes", 1))))
+        self.nnodes = QSpinBox(minimum=1, maximum=MAX_NNODES, value=max(2, int(dist.get("nnodes", 1))))
         self.nproc = QSpinBox(minimum=1, maximum=MAX_NPROC, value=max(1, int(dist.get("nproc_per_node", 1))))
         self.strategy = QComboBox()
         self.strategy.addItems(["ddp", "fsdp2"])

@@ -51,7 +51,8 @@ class MemoryFigures:
         """(label, bytes, colour) of each band, the batch folded into the transient."""
         parts = dict(self.parts)
         parts["transient"] = parts.get("transient", 0) + parts.get("batch", 0)
-        return [(label, int(parts.get(kind, 0)), colour) for kind, label, colour in BANDS]
+        return [(label, int(parts.get(kind, 0)), colour) for kind, label, colour in BANDS
+                if kind != "workspace" or parts.get(kind)]     # cuBLAS's workspaces: CUDA only
 
     def problem(self) -> str | None:
         """The refusal line for the dialog's problem list, or None when the run fits."""

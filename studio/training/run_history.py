@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,10 @@ from trainer.store import Run, RunStore
 
 # What can be overlaid: store metric name -> label.
 CURVES = {"val/accuracy": "val accuracy", "val/loss": "val loss", "train/loss": "train loss",
-          "train/accuracy": "train accuracy", "lr": "learning rate", "samples_per_s": "samples/s"}
+          "train/accuracy": "train accuracy", "lr": "learning rate", "samples_per_s": "samples/s",
+          "system/cpu_percent": "CPU % (100 = one core)", "system/rss": "resident memory (bytes)",
+          "memory/allocated": "GPU memory allocated (bytes, CUDA runs)",
+          "memory/reserved": "GPU memory reserved (bytes, CUDA runs)"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,9 @@ class RunRow:
     epoch: int
     step: int
     recipe: str = ""        # optimizer, lr, batch, epochs, precision, compile, dataset
+    tags: tuple[str, ...] = ()
+    notes: str = ""
+    spec: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)   # the filter's recipe fields
 
 
 def recipe(spec: dict[str, Any] | None) -> str:
@@ -113,7 +119,8 @@ def run_rows(store: RunStore, best_cache: dict[int, float | None] | None = None)
             best=best, best_metric=r.best_metric or "", params=r.params or 0,
             seconds=_seconds(r, now), device=r.device or "",
             started=r.started_at.strftime("%Y-%m-%d %H:%M") if r.started_at else "",
-            error=r.error or "", epoch=r.epoch or 0, step=r.step or 0, recipe=recipe(r.spec)))
+            error=r.error or "", epoch=r.epoch or 0, step=r.step or 0, recipe=recipe(r.spec),
+            tags=tuple(r.tags or ()), notes=r.notes or "", spec=r.spec if isinstance(r.spec, dict) else {}))
     return rows
 
 

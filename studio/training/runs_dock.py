@@ -10,6 +10,7 @@ validation confusion matrix; a click on a cell re-evaluates its best checkpoint 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +26,6 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QComboBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -44,20 +44,23 @@ from trainer.events import PerClass, ProtocolError
 from trainer.store import RunStore, StoreError
 
 from ..prompts import Prompts, ask_delete_runs
+from .compare import matches, parse_filter, recipe_diff
 from .confusion import ConfusionPanel
 from .dashboard import format_duration
 from .graph_diff import diff_graphs
 from .plot_theme import PlotTheme, plot_theme
-from .plots import PALETTE, CurvePlot
-from .run_history import CURVES, RunRow, delete_run, describe_runs, load_curves, run_graph, run_rows
+from .run_compare_view import CompareCurves, RunNotes
+from .run_history import RunRow, delete_run, describe_runs, run_graph, run_rows
 from .tasks import BackgroundTask, predict_checkpoint
 
-COLUMNS = ("id", "name", "status", "graph", "dataset", "best val acc", "params", "duration", "device", "started")
+COLUMNS = ("id", "name", "status", "graph", "dataset", "best val acc", "params", "duration", "device", "started",
+           "tags")
 STATUS_COLORS = {"running": "#0072B2", "completed": "#1b7a3d", "failed": "#b3261e", "interrupted": "#b3261e",
                  "stopped": "#8a5a00", "early_stopped": "#1b7a3d"}
 STATUS_COLORS_DARK = {"running": "#56B4E9", "completed": "#5cc98a", "failed": "#ff7b72", "interrupted": "#ff7b72",
                       "stopped": "#e0a040", "early_stopped": "#5cc98a"}
 POLL_MS = 2000
+RESIZE_ROWS = 100   # rows the columns are sized to
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -72,9 +75,12 @@ class RunsModel(QAbstractTableModel):
 
     def set_rows(self, rows: list[RunRow]) -> None:
         if [r.id for r in rows] == [r.id for r in self.rows]:
-            self.rows = rows  # same runs: update in place so selection and scroll stay
-            if rows:
-                self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(COLUMNS) - 1))
+            # Same runs: update in place so selection and scroll stay, and say only which rows changed
+            # (a poll of 1,000 finished runs then costs the proxy no re-filtering and no re-sorting).
+            changed = [i for i, (old, new) in enumerate(zip(self.rows, rows, strict=True)) if old != new]
+            self.rows = rows
+            if changed:
+                self.dataChanged.emit(self.index(changed[0], 0), self.index(changed[-1], len(COLUMNS) - 1))
             return
         self.beginResetModel()
         self.rows = rows
@@ -117,6 +123,8 @@ def _display(r: RunRow, col: str) -> str:
         return "" if r.seconds is None else format_duration(r.seconds)
     if col == "status":
         return r.status.replace("_", " ")
+    if col == "tags":
+        return ", ".join(r.tags)
     return str(getattr(r, col))
 
 
@@ -125,7 +133,31 @@ def _sort_key(r: RunRow, col: str) -> Any:
         return -1.0 if r.best is None else r.best
     if col == "duration":
         return -1.0 if r.seconds is None else r.seconds
+    if col == "tags":
+        return ", ".join(r.tags)
     return getattr(r, col) if col != "started" else r.started
+
+
+class RunsFilter(QSortFilterProxyModel):
+    """The filter box's rule (:func:`.compare.parse_filter`): words in any column, ``tag:NAME``,
+    ``FIELD=VALUE`` on any recipe field."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.rule = parse_filter("")
+
+    def set_text(self, text: str) -> None:
+        self.beginFilterChange()
+        self.rule = parse_filter(text)
+        self.endFilterChange()
+
+    def filterAcceptsRow(self, row: int, parent: Index) -> bool:  # noqa: N802
+        model = self.sourceModel()
+        if not isinstance(model, RunsModel) or row >= len(model.rows):
+            return True
+        r = model.rows[row]
+        text = " ".join(_display(r, c) for c in COLUMNS) + " " + r.recipe
+        return matches(self.rule, text, r.tags, r.spec)
 
 
 class RunsPanel(QWidget):
@@ -144,11 +176,9 @@ class RunsPanel(QWidget):
         self._confusion_epoch = -1                   # ...and the epoch it was read at
         self._predict_task: BackgroundTask | None = None
         self.model = RunsModel(self)
-        self.proxy = QSortFilterProxyModel(self)
+        self.proxy = RunsFilter(self)
         self.proxy.setSourceModel(self.model)
         self.proxy.setSortRole(Qt.ItemDataRole.UserRole)
-        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
-        self.proxy.setFilterKeyColumn(-1)
         self._build()
         self.timer = QTimer(self, interval=POLL_MS)
         self.timer.timeout.connect(self.refresh)
@@ -159,12 +189,12 @@ class RunsPanel(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         top = QHBoxLayout()
-        self.filter = QLineEdit(placeholderText="Filter runs (name, status, graph, dataset, device...)")
-        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.filter = QLineEdit(placeholderText="Filter runs: words, tag:NAME, optim.name=sgd, lr<0.01, batch_size=64")
+        self.filter.textChanged.connect(self.proxy.set_text)
         self.filter.setMinimumWidth(180)     # a narrow dock squeezes the buttons' margins, not the filter to "Fi..."
         top.addWidget(self.filter, 1)
         self.buttons: dict[str, QPushButton] = {}
-        for name, slot in (("Overlay", self.overlay_selected), ("Diff graphs", self.diff_selected),
+        for name, slot in (("Overlay", self.overlay_selected), ("Diff", self.diff_selected),
                            ("Open graph", self.open_selected), ("Delete", self.delete_selected)):
             b = QPushButton(name)
             b.clicked.connect(slot)
@@ -179,29 +209,32 @@ class RunsPanel(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # Columns fit the first rows, not all: with 1,000 runs, measuring every cell took 3.5 of the
+        # 4.3 s the panel needed to show (benchmarks/runs_1000.py).
+        self.table.horizontalHeader().setResizeContentsPrecision(RESIZE_ROWS)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.selectionModel().selectionChanged.connect(self._show_details)
         rows = self.table.verticalHeader().defaultSectionSize()   # the table shows at least 8 runs
         self.table.setMinimumHeight(self.table.horizontalHeader().sizeHint().height() + 8 * rows + 4)
         self.tabs = QTabWidget()
-        curves = QWidget()
-        cl = QVBoxLayout(curves)
-        cl.setContentsMargins(0, 0, 0, 0)
-        self.metric_box = QComboBox()   # not "metric": that name is QPaintDevice.metric(), which painting calls
-        for key, label in CURVES.items():
-            self.metric_box.addItem(label, key)
-        self.metric_box.currentIndexChanged.connect(self.overlay_selected)
-        cl.addWidget(self.metric_box)
-        self.plot = CurvePlot("Selected runs", "", "step")
-        cl.addWidget(self.plot, 1)
+        curves = self.curves = CompareCurves()
+        self.metric_box, self.plot = curves.metric_box, curves.plot
+        curves.changed.connect(self.overlay_selected)
         self.diff_text = QPlainTextEdit(readOnly=True)
         self.details = QLabel("Select a run.")
         self.details.setWordWrap(True)
         self.details.setAlignment(Qt.AlignmentFlag.AlignTop)
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notes = RunNotes()
+        self.notes.saved.connect(lambda _run: self.refresh())
+        details = QWidget()
+        dl = QVBoxLayout(details)
+        dl.setContentsMargins(0, 0, 0, 0)
+        dl.addWidget(self.details, 1)
+        dl.addWidget(self.notes)
         self.tabs.addTab(curves, "Curves")
-        self.tabs.addTab(self.diff_text, "Graph diff")
-        self.tabs.addTab(self.details, "Details")
+        self.tabs.addTab(self.diff_text, "Diff")
+        self.tabs.addTab(details, "Details")
         self.confusion = ConfusionPanel()
         self.confusion.gallery.setMinimumHeight(130)     # a shorter tab than the dashboard's: one row of samples
         self.confusion.samples_requested.connect(self._load_samples)
@@ -262,27 +295,24 @@ class RunsPanel(QWidget):
         self.tabs.setCurrentIndex(0)
 
     def _draw_overlay(self, ids: list[int]) -> None:
-        key = self.metric_box.currentData()
-        self.plot.clear_curves()
-        self.plot.set_title(f"{CURVES[key]} of runs {', '.join(map(str, ids))}" if ids else
-                            "Select runs and press Overlay")
-        for i, run_id in enumerate(ids):
-            xs, ys = load_curves(self.store, run_id, key)
+        def name(run_id: int) -> str:
             row = self.row(run_id)
-            name = f"run {run_id}" + (f" {row.name}" if row and row.name else "")
-            self.plot.add_curve(name, PALETTE[i % len(PALETTE)], symbols=key.startswith("val/"))
-            self.plot.append(name, xs, ys)
-        self.plot.refresh()
+            return f"run {run_id}" + (f" {row.name}" if row and row.name else "")
+        self.curves.draw(self.store, ids, name)
 
     def diff_selected(self) -> None:
         ids = self.selected_ids()
         self.tabs.setCurrentIndex(1)
         if len(ids) != 2:
-            self.diff_text.setPlainText("Select exactly two runs to compare their graphs.")
+            self.diff_text.setPlainText("Select exactly two runs to compare their recipes and graphs.")
             return
         a, b = (run_graph(self.store, i) for i in ids)
         lines = diff_graphs(a, b).lines()
-        self.diff_text.setPlainText(f"From run {ids[0]} to run {ids[1]}:\n" + "\n".join(lines))
+        recipe = recipe_diff(*(self.store.run(i).spec or {} for i in ids))
+        shown = [f"  {path}: {json.dumps(x)} -> {json.dumps(y)}" for path, x, y in recipe
+                 if path not in ("name", "model.graph")] or ["  the same recipe"]
+        self.diff_text.setPlainText(f"From run {ids[0]} to run {ids[1]}:\nRecipe:\n" + "\n".join(shown)
+                                    + "\nGraph:\n" + "\n".join(lines))
 
     def open_selected(self) -> None:
         ids = self.selected_ids()
@@ -333,6 +363,7 @@ class RunsPanel(QWidget):
         if r.error:
             text += f"\n\nReason: {r.error}"
         self.details.setText(text)
+        self.notes.show_run(self.store, r.id, r.tags, r.notes)
         self._show_confusion(r.id)
 
     # ------------------------------------------------------------- confusion

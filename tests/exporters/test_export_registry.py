@@ -95,6 +95,7 @@ def test_report_files(tmp_path):
     assert text.startswith("onnx export FAILED") and "[FAIL] b: broken" in text and "1.250 ms" in text
 
 
+@pytest.mark.process
 def test_formats_describe_themselves_without_importing_torch():
     """Menus, the toolbar and the CLI's help read the format files; what they read is what the classes say."""
     import subprocess

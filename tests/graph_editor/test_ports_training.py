@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from safetensors.torch import load_file
 
 from graph_editor.build import build_module
@@ -33,6 +34,7 @@ def digits_tokens() -> Graph:
     return g
 
 
+@pytest.mark.process
 def test_the_worker_trains_it_and_its_checkpoint_loads(tmp_path):
     spec = write_spec(tmp_path, digits_tokens(), train={"epochs": 2, "batch_size": 64}, optim={"lr": 0.01})
     code, events, stderr = run_worker(spec, f"sqlite:///{tmp_path / 'runs.db'}")

@@ -99,6 +99,7 @@ def test_a_clean_window_closes_without_asking(window, prompts):
     assert prompts.calls == []
 
 
+@pytest.mark.process
 def test_autosave_writes_only_unsaved_work_and_a_crash_is_offered_for_recovery(make_window, prompts, tmp_path):
     recovery = tmp_path / "recovery"
     first = make_window(recovery_dir=recovery)
@@ -131,6 +132,7 @@ def test_autosave_writes_only_unsaved_work_and_a_crash_is_offered_for_recovery(m
     assert second.s.recovery.crashed() == []  # offered once
 
 
+@pytest.mark.process
 def test_declining_recovery_forgets_the_file(make_window, prompts, tmp_path):
     recovery = tmp_path / "recovery"
     crash = textwrap.dedent(f"""
@@ -148,6 +150,7 @@ def test_declining_recovery_forgets_the_file(make_window, prompts, tmp_path):
     assert list(recovery.glob("*.graph.json")) == []
 
 
+@pytest.mark.process
 def test_an_unreadable_autosave_is_reported_once_and_kept(make_window, prompts, tmp_path):
     recovery = tmp_path / "recovery"
     crash = textwrap.dedent(f"""
@@ -238,6 +241,7 @@ def test_import_module_from_a_factory(window, prompts, tmp_path, monkeypatch):
     assert snapshot(window) == before
 
 
+@pytest.mark.process
 def test_start_offers_recovery_first_and_then_opens_the_file_asked_for(make_window, prompts, tmp_path):
     from studio.app import start
 

@@ -107,6 +107,7 @@ def test_the_studio_reopens_in_the_workspace_it_closed_in_with_its_layout(make_w
     assert third.dockWidgetArea(third.training.controller().runs_dock) == Qt.DockWidgetArea.RightDockWidgetArea
 
 
+@pytest.mark.process
 def test_starting_the_studio_imports_no_torch():
     code = ("import sys; import studio.app, studio.cli; "
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
@@ -115,6 +116,7 @@ def test_starting_the_studio_imports_no_torch():
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.process
 def test_the_studio_opens_reports_and_quits_from_the_command_line(tmp_path):
     env = {"QT_QPA_PLATFORM": "offscreen", "TORCH_STUDIO_REPORT_STARTUP": "1", "HOME": str(tmp_path),
            "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data"),
@@ -142,6 +144,7 @@ def test_the_run_menu_builds_training_on_first_use_and_opens_a_runs_graph(window
     assert window.close()  # no run going: the training side lets the window close
 
 
+@pytest.mark.process
 def test_the_background_warm_up_imports_the_analysis_off_the_main_thread():
     code = ("import sys, threading; from studio.warmup import warm_up; before = 'torch' in sys.modules; "
             "t = warm_up(); t.join(120); "

@@ -23,7 +23,7 @@ def test_each_workspace_fills_the_window_and_the_canvas_keeps_its_size(window):
     window.resize(1440, 900)
     open_template(window, "lenet5")
     QApplication.processEvents()
-    assert [a.text() for a in window.workspaces.bar.actions()] == ["Design", "Train", "Runs", "Inspect"]
+    assert [a.text() for a in window.workspaces.bar.actions()] == ["Design", "Train", "Runs", "Inspect", "Experiments"]
     canvas_size = window.canvas.size()
     assert canvas_size.width() > window.width() * 0.5
     click_mode(window, "Train")
@@ -68,14 +68,14 @@ def test_the_view_menu_lists_every_dock_the_workspaces_and_reset_layout(window):
         assert title in texts, f"{title} is not in the View menu"
     assert "&Reset Layout" in texts
     submenu = next(a.menu() for a in window.menus["&View"].actions() if a.menu() is not None)
-    assert [a.text() for a in submenu.actions() if a.text()] == ["Design", "Train", "Runs", "Inspect"]
+    assert [a.text() for a in submenu.actions() if a.text()] == ["Design", "Train", "Runs", "Inspect", "Experiments"]
 
 
 def test_a_feature_adds_its_workspace_with_one_call(window):
     dock = QDockWidget("Sketch pad", window, objectName="sketchDock")
     dock.setWidget(QLabel("a feature's view"))
-    window.workspaces.add("Sketch", docks=[dock], canvas=True)   # after Design, Train, Runs, Inspect
-    assert window.workspaces.items["Sketch"].action.shortcut().toString() == "Ctrl+5"
+    window.workspaces.add("Sketch", docks=[dock], canvas=True)   # after Design, Train, Runs, Inspect, Experiments
+    assert window.workspaces.items["Sketch"].action.shortcut().toString() == "Ctrl+6"
     click_mode(window, "Sketch")
     assert dock.isVisible() and window.canvas.isVisible() and not window.docks["inspector"].isVisible()
     assert "Sketch pad" in [a.text() for a in window.menus["&View"].actions()]

@@ -30,12 +30,12 @@ from trainer.data.loaders import Augment, DeviceLoader
 from trainer.dist_data import ShardEvalLoader, ShardEvalStreamLoader, ShardLoader, eval_rows
 from trainer.distributed import (
     fsdp_units,
-    is_torchrun_child,
     resolve_backend,
     root_cause,
     torchrun_args,
     write_failure,
 )
+from trainer.lifeline import is_torchrun_child
 from trainer.loop import evaluate
 from trainer.sharded_checkpoint import MANIFEST, checkpoint_dir, load_full, save_sharded, verify_sharded
 from trainer.spec import DistributedSpec
@@ -72,6 +72,26 @@ def test_the_rank_that_died_silently_is_the_cause(tmp_path):
     write_failure(tmp_path, 0, "error", "DistBackendError: Connection closed by peer", step=12, peer=True)
     cause = root_cause([FakeFailure(0, 100, 1), FakeFailure(1, 101, -9)], tmp_path)
     assert (cause.rank, cause.message) == (1, "rank 1 (pid 101) killed by SIGKILL")
+
+
+@dataclass
+class CrashedRank(FakeFailure):
+    error_file: str = ""
+
+    def signal_name(self) -> str:
+        return "SIGABRT"
+
+
+def test_a_rank_that_crashed_is_named_with_its_last_words(tmp_path):
+    """issue 22: a rank that died of a signal was only "rank 1 (pid N) killed by SIGABRT": its last
+    stderr lines (torchrun's --tee copy beside its error file) now reach the message and traceback."""
+    folder = tmp_path / "attempt_0" / "1"
+    folder.mkdir(parents=True)
+    (folder / "stderr.log").write_text("[rank1]: epoch 1\n[rank1]:terminate called without an active exception\n\n")
+    cause = root_cause([CrashedRank(1, 101, -6, str(folder / "error.json"))], tmp_path)
+    assert cause.message == "rank 1 (pid 101) killed by SIGABRT: terminate called without an active exception"
+    assert cause.traceback == "epoch 1\nterminate called without an active exception"
+    assert "--tee=2" in torchrun_args(DistributedSpec(strategy="ddp"), tmp_path)
 
 
 def test_a_rank_failing_on_its_own_comes_before_its_peers(tmp_path):
@@ -226,3 +246,89 @@ def test_cli_train_flags_write_the_distributed_section():
     assert build_spec(args)["distributed"] == {"strategy": "fsdp2", "nproc_per_node": 2}
     args.distributed = args.nproc_per_node = None
     assert "distributed" not in build_spec(args)
+
+
+def test_cli_train_refuses_zero_processes(capsys):
+    """issue 22: `--nproc-per-node 0` ran 1 rank; now argparse refuses it before anything starts, and a
+    0 that reaches the spec another way is the spec's refusal, not dropped."""
+    from studio.cli import main as cli_main
+
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["train", "net.graph.json", "--distributed", "ddp", "--nproc-per-node", "0"])
+    assert exc.value.code == 2
+    assert "argument --nproc-per-node: must be at least 1, got 0" in capsys.readouterr().err
+    args = argparse.Namespace(graph="net.graph.json", data="digits", device="cpu", epochs=None, batch_size=64,
+                              seed=None, lr=None, precision=None, compile=None, distributed="ddp", nproc_per_node=0)
+    assert build_spec(args)["distributed"] == {"strategy": "ddp", "nproc_per_node": 0}
+
+
+def test_a_ranks_checkpoint_exception_is_reported_as_its_own_error(tmp_path):
+    """issue 22: DCP raises CheckpointException, a BaseException, that run_rank's `except Exception`
+    let through: the rank died with a traceback and the user saw "rank 0 exited with status 1". The
+    rank's own inner error is what is reported (here safetensors refusing a non-contiguous tensor)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from trainer.dist_run import own_error
+
+    weight = torch.zeros(4, 3, 2, 2).to(memory_format=torch.channels_last)
+    with pytest.raises(CheckpointException) as caught:
+        dcp.save({"model.w": weight}, storage_writer=dcp.HuggingFaceStorageWriter(str(tmp_path)), no_dist=True)
+    assert not isinstance(caught.value, Exception)
+    inner = own_error(caught.value, 0)
+    assert isinstance(inner, ValueError) and "non contiguous tensor" in str(inner)
+    assert own_error(caught.value, 5) is inner and own_error(inner, 0) is inner
+
+
+def test_channels_last_weights_are_saved_and_a_failed_save_leaves_no_folder(tmp_path, one_rank):
+    """issue 22: a convnet trained channels_last has non-contiguous weights (and Adam moments), which
+    safetensors refused mid-run ("non contiguous tensor model.conv3.weight"), leaving .best-*.dcp.tmp."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from trainer.checkpoint_base import remove_unfinished
+
+    folder = tmp_path / "checkpoints"
+    conv = torch.randn(8, 4, 3, 3).to(memory_format=torch.channels_last)
+    assert not conv.is_contiguous()
+    path = save_sharded(checkpoint_dir(folder, "best", 3), {"model.conv.weight": conv, "optim.0.exp_avg": conv * 2},
+                        {"step": 3, "epoch": 1}, rank=0)
+    tensors, _ = load_full(path)
+    assert torch.equal(tensors["model.conv.weight"], conv) and torch.equal(tensors["optim.0.exp_avg"], conv * 2)
+    with pytest.raises(CheckpointException):        # a tensor DCP cannot write: the save fails on every rank
+        save_sharded(checkpoint_dir(folder, "best", 4), {"model.x": torch.zeros(2, dtype=torch.complex32)},
+                     {"step": 4, "epoch": 1}, rank=0)
+    assert sorted(p.name for p in folder.iterdir()) == ["best-00000003.dcp"]
+    (folder / ".last-00000009.dcp.tmp").mkdir()     # a killed save's leftover: the launcher removes it
+    assert [p.name for p in remove_unfinished(folder)] == [".last-00000009.dcp.tmp"]
+    assert sorted(p.name for p in folder.iterdir()) == ["best-00000003.dcp"]
+
+
+def test_a_failed_ranks_traceback_reaches_the_event_the_store_and_show(tmp_path, capsys):
+    """issue 22: `torch-studio show` gave no reason for a failed distributed run; the launcher's record
+    of the rank's failure now keeps its traceback in the store, and `show` prints its last lines."""
+    import io
+    import json
+
+    from studio.cli import main as cli_main
+    from trainer import events as ev
+    from trainer.dist_launch import _record
+    from trainer.store import RunStore
+
+    db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    store = RunStore(db)
+    rid = store.create_run(name="r", spec={}, graph={}, graph_hash="h", device="cpu", params=1)
+    write_failure(tmp_path, 1, "error", "ValueError: non contiguous tensor model.conv3.weight", step=19,
+                  tb='Traceback (most recent call last):\n  File "sharded_checkpoint.py", line 50\nValueError: non contiguous')
+    cause = root_cause([FakeFailure(1, 101, 1)], tmp_path)
+    out = io.StringIO()
+    assert _record(store, ev.Emitter(out), rid, cause.kind, cause.message, step=cause.step, tb=cause.traceback,
+                   rank=cause.rank) == ev.EXIT_FAILED
+    event = json.loads(out.getvalue())
+    assert event["event"] == "failed" and event["rank"] == 1 and "sharded_checkpoint.py" in event["traceback"]
+    run = RunStore(db).run(rid)
+    assert run.status == "failed" and run.error == "rank 1: ValueError: non contiguous tensor model.conv3.weight"
+    assert run.summary["traceback"].endswith("ValueError: non contiguous")
+    capsys.readouterr()
+    assert cli_main(["show", str(rid), "--db", db]) == 0
+    shown = capsys.readouterr().out
+    assert "error (error): rank 1: ValueError" in shown and '    File "sharded_checkpoint.py", line 50' in shown

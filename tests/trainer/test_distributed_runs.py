@@ -21,7 +21,7 @@ from trainer.checkpoint import load_checkpoint_weights
 from trainer.client import WorkerClient, environ_with
 from trainer.store import RunStore
 
-from .helpers import kinds, run_worker, tiny_cnn, write_spec
+from .helpers import DIGITS_CNN, kinds, run_worker, tiny_cnn, write_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 
@@ -226,3 +226,33 @@ def test_compile_bf16_and_channels_last_with_ddp_and_fsdp2(tmp_path):
         assert end.event == "finished" and end.status == "completed" and math.isfinite(end.test_loss)
         assert RunStore(db).run(1).status == "completed"
     assert os.listdir(tmp_path / "inductor")
+
+
+def test_kill_9_of_the_launcher_takes_its_ranks_and_the_run_resumes(tmp_path):
+    """issue 22: kill -9 of the launcher left both ranks training (1,466 more metric rows in 20 s), and a
+    resume was accepted and then failed because the orphans pruned its checkpoint. The ranks' command
+    lines carry no store URL (a password in it would be in every `ps`). The shipped digits_cnn, so the
+    resume reads a sharded checkpoint of channels_last weights and Adam moments back into DDP."""
+    db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    spec = write_spec(tmp_path, DIGITS_CNN, train={**TRAIN, "epochs": 4},
+                      distributed={"strategy": "ddp", "nproc_per_node": 2})
+    with WorkerClient.run(spec, db=db) as w:
+        for e in w.events(timeout=300):
+            if e.event == "checkpoint" and e.kind == "last":
+                pids = _rank_pids(w.pid)
+                assert sorted(pids) == [0, 1]
+                assert all(b"--db" not in Path(f"/proc/{p}/cmdline").read_bytes() for p in pids.values())
+                os.kill(w.pid, signal.SIGKILL)
+                break
+        w.wait(30)
+    deadline = time.monotonic() + 10
+    while not all(_gone(p) for p in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(_gone(p) for p in pids.values()), "a rank outlived its launcher"
+    rows = len(RunStore(db).metrics(1))
+    time.sleep(2)
+    assert len(RunStore(db).metrics(1)) == rows and RunStore(db).run(1).status == "interrupted"
+    with WorkerClient.resume(1, db=db) as w:
+        events = list(w.events(timeout=300))
+        assert w.wait(60) == 0, w.stderr[-3000:]
+    assert events[-1].event == "finished" and RunStore(db).run(1).status == "completed"

@@ -32,6 +32,7 @@ def test_an_item_read_breaks_the_graph_on_its_module_node():
     assert problem.node == "scale" and problem.severity == "warning" and "graph break" in problem.message
 
 
+@pytest.mark.process
 def test_the_cli_explains_digits_cnn_without_breaks(capsys):
     assert cli.main(["explain", str(DIGITS_CNN), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

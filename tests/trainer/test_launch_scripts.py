@@ -65,6 +65,7 @@ def test_bad_values_are_named_by_field():
         sbatch_script(Launch("/x/s.json", 2), time_limit="1:00\n#SBATCH --nodes=99")
 
 
+@pytest.mark.process
 @pytest.mark.skipif(BASH is None, reason="no bash")
 def test_the_sbatch_script_is_valid_bash_and_asks_slurm_for_the_right_allocation(tmp_path):
     gpu = sbatch_script(Launch("/x/spec.json", 4, nnodes=2, name="resnet 18 / cifar"), time_limit="02:00:00",
@@ -144,3 +145,26 @@ def test_the_launch_command_refuses_a_spec_without_a_strategy(tmp_path, capsys):
     bad = write_spec(tmp_path, strategy="ddp", nproc_per_node=3)    # 64 does not divide among 3
     assert cli_main(["launch", str(bad)]) == 2
     assert "train.batch_size: the global batch 64 must divide evenly among 3 processes" in capsys.readouterr().err
+
+
+def test_a_store_password_is_never_printed_and_the_lines_say_how_to_pass_it(tmp_path, capsys):
+    """issue 22: `launch --db postgresql://user:secret@...` printed the password in every node's line."""
+    spec = write_spec(tmp_path, strategy="ddp", nproc_per_node=2, nnodes=2, rdzv_endpoint="head:29500")
+    url = "postgresql+psycopg://team:s3cr%40t@db.lab:5432/runs"
+    for extra in ([], ["--slurm"]):
+        assert cli_main(["launch", str(spec), "--db", url, *extra]) == 0
+        out = capsys.readouterr().out
+        assert "s3cr" not in out
+        assert not [x for x in out.splitlines() if "--db" in x and not x.startswith("# ")]
+        assert "export TORCH_STUDIO_DB set to that URL" in out
+    line = next(x for x in commands_text(Launch(str(spec), 2, db=url)).splitlines() if x.startswith("torchrun"))
+    assert torchrun_args(line).training_script_args == ["run", str(spec)]
+    assert "--db" in torchrun_line(Launch(str(spec), 2, db="postgresql://team@db.lab/runs"), 0)   # no password
+
+
+def test_the_launch_command_refuses_a_node_count_beyond_the_cap(tmp_path, capsys):
+    """issue 22: nnodes had no cap (`launch` printed 200 MB of lines)."""
+    assert cli_main(["launch", str(write_spec(tmp_path, strategy="ddp", nnodes=10**6,
+                                              rdzv_endpoint="head:29500"))]) == 2
+    out, err = capsys.readouterr()
+    assert not out and "distributed.nnodes: at most 4096 machines, got 1000000" in err and len(err.splitlines()) <= 3

@@ -156,6 +156,7 @@ def test_batch_larger_than_train_split(tmp_path):
     assert found == ["train.batch_size: 5000 is larger than the train split (1258 samples)"]
 
 
+@pytest.mark.process
 def test_worker_refuses_a_bad_spec_with_exit_2_and_a_failed_event(tmp_path, db):
     spec = write_spec(tmp_path, optim={"name": "adamx"})
     code, events, stderr = run_worker(spec, db)
@@ -231,6 +232,7 @@ def test_the_mlp_template_takes_the_digits_flattened(tmp_path):
         "data.augment: flip and translate need images (C x H x W); samples here are 64"]
 
 
+@pytest.mark.process
 def test_the_mlp_template_trains_on_the_digits_in_the_real_worker(tmp_path, db):
     from trainer.predict import predict_validation
 
@@ -285,6 +287,7 @@ def test_hostile_datasets_are_refused_by_setup_naming_the_dataset(tmp_path):
         assert len(found) == 1 and found[0].startswith("data.dataset: ") and words in found[0], (case, found)
 
 
+@pytest.mark.process
 def test_the_worker_refuses_a_latin1_csv_before_the_run_starts(tmp_path, db):
     _hostile_datasets(tmp_path)
     code, events, err = run_worker(write_spec(tmp_path, tiny_mlp(2, 2), data={"dataset": "latin1.csv"}), db)

@@ -55,6 +55,7 @@ def test_schema_version_from_the_future_is_refused(db):
         RunStore(db)
 
 
+@pytest.mark.process
 def test_running_run_of_a_dead_process_becomes_interrupted(db):
     store = RunStore(db)
     rid = make_run(store)
@@ -86,14 +87,17 @@ def test_a_version_1_store_is_upgraded_in_place_and_keeps_its_runs(db):
     rid = make_run(store)
     store.finish(rid, "completed")
     with store.engine.begin() as conn:           # the store as the first schema wrote it
-        conn.execute(text("ALTER TABLE runs DROP COLUMN pid_started"))
+        for column in ("pid_started", "tags", "notes"):
+            conn.execute(text(f"ALTER TABLE runs DROP COLUMN {column}"))
         conn.execute(text("UPDATE schema_info SET version = 1"))
     store.close()
     upgraded = RunStore(db)
     with upgraded.engine.connect() as conn:
-        assert conn.execute(text("SELECT version FROM schema_info")).scalar() == 2
+        assert conn.execute(text("SELECT version FROM schema_info")).scalar() == 3
     old = upgraded.run(rid)
-    assert old.status == "completed" and old.pid_started == 0
+    assert old.status == "completed" and old.pid_started == 0 and old.tags == [] and old.notes == ""
+    upgraded.update_run(rid, tags=["study:s", "trial:0"], notes="lr too high")
+    assert (upgraded.run(rid).tags, upgraded.run(rid).notes) == (["study:s", "trial:0"], "lr too high")
     assert upgraded.run(make_run(upgraded)).status == "running"
     RunStore(db).close()                          # opening it again changes nothing
 

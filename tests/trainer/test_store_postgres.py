@@ -59,9 +59,16 @@ class Server:
             os.chown(self.folder, pwd.getpwnam(self.user).pw_uid, -1)
         self._run([self.initdb, "-D", str(self.data), "-U", "studio", "-A", "trust", "-E", "UTF8", "--no-sync",
                    "--no-instructions"])
+        self.start()
+        self.count = 0
+
+    def start(self) -> None:
         self._run([self.pg_ctl, "-D", str(self.data), "-l", str(self.folder / "log"), "-w", "-t", "60", "-o",
                    f"-p {self.port} -h 127.0.0.1 -k {self.folder} -F -c max_connections=60", "start"])
-        self.count = 0
+
+    def halt(self) -> None:
+        """Stop the server as a crash or an administrator would (its data stays, :meth:`start` brings it back)."""
+        self._run([self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop"])
 
     def _run(self, argv: list[str]) -> None:
         if self.user:
@@ -242,6 +249,36 @@ def test_a_worker_run_and_the_runs_command_through_a_postgresql_url(pg, tmp_path
     assert (run["name"], run["status"], run["epoch"]) == ("on-postgres", "completed", 1)
     store = RunStore(pg, create=False)
     assert store.metrics(run["id"], "test/accuracy") and store.checkpoint_path(run["id"]) is not None
+
+
+def test_a_server_stopped_mid_run_is_waited_for_then_said_in_one_line(server, monkeypatch):
+    """issue 22: stopping PostgreSQL mid-run failed the run in 0.8 s with the raw driver text. A write
+    now retries while the server is away (as for a SQLite lock) and goes through once it is back; a
+    server away longer than TORCH_STUDIO_DB_RETRY_S is one line naming the store, not a traceback."""
+    import threading
+
+    store = RunStore(server.new_database())
+    rid = make_run(store)
+    store.add_metrics(rid, [(1, "train/loss", 2.0)])       # a pooled connection, as a running worker holds
+    server.halt()
+    back = threading.Timer(2.0, server.start)
+    back.start()
+    try:
+        store.add_metrics(rid, [(2, "train/loss", 1.5)])   # waits for the server, then writes
+    finally:
+        back.join()
+    assert [v for _, _, v in store.metrics(rid, "train/loss")] == [2.0, 1.5]
+    server.halt()
+    monkeypatch.setenv("TORCH_STUDIO_DB_RETRY_S", "1")
+    try:
+        with pytest.raises(StoreError) as err:
+            store.add_metrics(rid, [(3, "train/loss", 1.0)])
+    finally:
+        server.start()
+    message = str(err.value)
+    assert message.startswith(f"postgresql://studio@127.0.0.1:{server.port}/")
+    assert "the database server could not be reached for 1 s" in message and message.endswith("cannot record metrics")
+    assert "\n" not in message
 
 
 # --------------------------------------------------------------- no server needed

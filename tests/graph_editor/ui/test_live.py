@@ -38,3 +38,26 @@ def test_follows_a_replaced_graph(editor, graph, qtbot):
     assert any("no Output" in p.message for p in sig.args[0].problems)
     graph.set_param("fc1", "out_features", 3)  # the old graph is no longer followed
     assert not live._timer.isActive()
+
+
+def test_the_graph_is_validated_once_per_change(editor, qtbot, monkeypatch):
+    """The analysis reuses the validation that was just shown (validating twice was a third of opening
+    a 20,000-node graph), but not one an edit has made stale."""
+    import graph_editor.build.analysis as analysis_module
+    import graph_editor.ui.live as live_module
+
+    calls: list[str] = []
+    for module in (analysis_module, live_module):
+        real = module.validate
+
+        def counted(*args, real=real, **kwargs):
+            calls.append("validate")
+            return real(*args, **kwargs)
+        monkeypatch.setattr(module, "validate", counted)
+    live = LiveAnalysis(editor)
+    with qtbot.waitSignal(live.analyzed, timeout=20000) as sig:
+        pass
+    assert sig.args[0] is not None and len(calls) == 1
+    editor.set_param("fc1", "out_features", 60)      # an edit, then the analysis at once (no refresh between)
+    assert live.analyze_now().nodes[[n.id for n in live.analysis.nodes].index("fc1")].shape == (1, 60)
+    assert len(calls) == 2

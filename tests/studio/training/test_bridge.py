@@ -46,6 +46,7 @@ def _run(qtbot, tmp_path, end: str) -> tuple[WorkerBridge, dict]:
     return bridge, seen
 
 
+@pytest.mark.process
 def test_events_commands_and_a_clean_end(qtbot, tmp_path):
     finished = ev.encode(ev.FINISHED, 7, status="completed")
     bridge, seen = _run(qtbot, tmp_path, f"w({finished!r})  # last line without a newline")
@@ -57,6 +58,7 @@ def test_events_commands_and_a_clean_end(qtbot, tmp_path):
     assert not bridge.send(ev.Stop())  # the process is gone: refused, not raised
 
 
+@pytest.mark.process
 def test_exit_without_an_end_event_is_a_crash_with_the_stderr_tail(qtbot, tmp_path):
     _bridge, seen = _run(qtbot, tmp_path, "sys.stdout.flush(); sys.stderr.write('CUDA error: boom\\n'); sys.exit(3)")
     assert seen["exit"] == 3 and seen["metrics"] == 2000
@@ -64,6 +66,7 @@ def test_exit_without_an_end_event_is_a_crash_with_the_stderr_tail(qtbot, tmp_pa
     assert "CUDA error: boom" in seen["crashed"]
 
 
+@pytest.mark.process
 def test_an_unknown_event_from_a_newer_worker_is_passed_on(qtbot, tmp_path):
     bridge = WorkerBridge()
     seen: list = []
@@ -77,6 +80,7 @@ def test_an_unknown_event_from_a_newer_worker_is_passed_on(qtbot, tmp_path):
     assert bridge.run_id == 3 and bridge.ended
 
 
+@pytest.mark.process
 def test_the_real_worker_through_the_qt_adapter(qtbot, tmp_path):
     """Start, pause, set the learning rate, resume and stop the real worker, all through typed signals."""
     graph = Graph(InputSpec((1, 8, 8)), 10, {"name": "tiny"})

@@ -186,6 +186,7 @@ def test_a_running_run_is_not_deleted(store):
         delete_run(store, rid)
 
 
+@pytest.mark.process
 def test_a_past_runs_confusion_matrix_and_the_samples_of_a_cell(qtbot, tmp_path):
     import subprocess
     import sys

@@ -140,6 +140,7 @@ def test_an_initial_spec_selects_its_strategy(qtbot, monkeypatch):
     d._stop_memory()
 
 
+@pytest.mark.process
 def test_the_several_machines_view_writes_lines_that_torchrun_reads(qtbot, monkeypatch, tmp_path):
     d = dialog(qtbot, monkeypatch, gpus(4))
     choose(d, "FSDP2 over 4 GPUs")

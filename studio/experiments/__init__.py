@@ -1,0 +1,159 @@
+"""The Experiments workspace: the sweeps (Optuna studies) in the run store, live while they run.
+
+``install(port, db_url=..., training=..., export_run=...)`` registers the workspace; its view
+(:mod:`.panel`, pyqtgraph, Optuna) is built on the first switch to it. While the workspace shows, a
+timer re-reads the chosen study every :data:`REFRESH_MS` (a study with running trials, or a new
+study, redraws; a finished one is left alone). The best trial (or the selected one) opens its run's
+graph as a new document, exports its run (the Export dialog) or is retrained on train+val: its run's
+spec with the validation split given to training, started as an ordinary run in the Train workspace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QDockWidget
+
+if TYPE_CHECKING:
+    from ..port import StudioPort
+    from .panel import ExperimentsPanel
+
+__all__ = ["ExperimentsHook", "install", "retrain_spec"]
+REFRESH_MS = 2000
+
+
+def retrain_spec(spec: dict[str, Any], name: str) -> dict[str, Any]:
+    """A run's spec to train again on train+val: no validation split (the test split stays apart), so
+    no best checkpoint and no early stopping, which need one; the same epochs and recipe."""
+    return {**spec, "name": f"{name} (train+val)", "data": {**spec.get("data", {}), "val_fraction": 0.0},
+            "checkpoints": {**spec.get("checkpoints", {}), "best": False},
+            "early_stopping": {**spec.get("early_stopping", {}), "patience": 0}}
+
+
+class ExperimentsHook(QObject):
+    """The Experiments workspace of one window."""
+
+    def __init__(self, port: StudioPort, db_url: str | None = None, *, training: Callable[[], Any] | None = None,
+                 export_run: Callable[[int], Any] | None = None) -> None:
+        super().__init__(port.host)
+        self.port, self.db_url = port, db_url
+        self._training, self._export_run = training, export_run
+        self.panel: ExperimentsPanel | None = None
+        self.storage: Any = None
+        self.study: str = ""
+        self._last: tuple[Any, ...] = ()
+        self.timer = QTimer(self, interval=REFRESH_MS)
+        self.timer.timeout.connect(self.refresh)
+        port.workspaces.add("Experiments", docks=self.build,
+                            tip="Sweeps: every trial of a study, its history, parameters and pruning; the best trial")
+        port.workspaces.changed.connect(self._entered)
+
+    @property
+    def url(self) -> str:
+        from trainer.store import default_url
+
+        return self.db_url or default_url()
+
+    def build(self) -> list[QDockWidget]:
+        from .panel import ExperimentsPanel
+
+        self.panel = panel = ExperimentsPanel()
+        panel.study_chosen.connect(self._choose)
+        panel.open_graph.connect(self.open_graph)
+        panel.export_run.connect(self.export)
+        panel.retrain.connect(self.retrain)
+        dock = QDockWidget("Experiments", self.port.host)
+        dock.setObjectName("experimentsDock")
+        dock.setWidget(panel)
+        self.port.add_docks([dock])
+        self.port.theme_changed.connect(self._on_theme)
+        self._on_theme(self.port.theme)
+        return [dock]
+
+    def _on_theme(self, theme: Any) -> None:
+        from ..training.plot_theme import apply_plot_theme
+
+        if self.panel is not None:
+            apply_plot_theme(self.panel, theme.name)
+
+    def _entered(self, name: str) -> None:
+        if name == "Experiments":
+            self.refresh(force=True)
+            self.timer.start()
+        else:
+            self.timer.stop()
+
+    # ------------------------------------------------------------------ reading
+    def refresh(self, force: bool = False) -> None:
+        """Re-read the studies and the chosen one (redrawn only when something changed)."""
+        from trainer.store import StoreError
+        from trainer.sweep.report import list_studies, storage_for_reading, study_report
+
+        if self.panel is None:
+            return
+        try:
+            if self.storage is None:
+                self.storage = storage_for_reading(self.url)
+            studies = list_studies(self.storage)
+            self.panel.set_studies(studies)
+            chosen = next((s for s in studies if s["name"] == self.study), None)
+            if chosen is None:
+                return
+            key = (chosen["trials"], chosen["running"], self._progress())
+            if force or key != self._last:
+                self._last = key
+                self.panel.set_report(study_report(self.storage, self.study))
+        except (StoreError, OSError, ValueError) as exc:
+            self.panel.status.setText(f"Cannot read the studies: {exc}")
+        except Exception as exc:  # a database error from Optuna's storage: said, never a crash of the GUI
+            self.panel.status.setText(f"Cannot read the studies: {type(exc).__name__}: {exc}")
+
+    def _progress(self) -> int:
+        """Intermediate values recorded so far in the study (a running trial's epochs change it)."""
+        import optuna
+
+        study = optuna.load_study(study_name=self.study, storage=self.storage)
+        return sum(len(t.intermediate_values) for t in study.get_trials(deepcopy=False))
+
+    def _choose(self, name: str) -> None:
+        self.study = name
+        self.refresh(force=True)
+
+    # ------------------------------------------------------------------ acting
+    def _run(self, run_id: int) -> Any:
+        from trainer.store import RunStore, StoreError
+
+        try:
+            store = RunStore(self.url, create=False)
+            try:
+                return store.run(run_id)
+            finally:
+                store.close()
+        except StoreError as exc:
+            self.port.log(f"Run {run_id} cannot be read: {exc}", "warning")
+            return None
+
+    def open_graph(self, run_id: int) -> None:
+        run = self._run(run_id)
+        if run is not None:
+            self.port.open_snapshot(run.graph, run.name or f"run {run_id}")
+
+    def export(self, run_id: int) -> None:
+        if self._export_run is not None:
+            self._export_run(run_id)
+
+    def retrain(self, run_id: int) -> None:
+        run = self._run(run_id)
+        if run is None or self._training is None:
+            return
+        self._training().start(retrain_spec(run.spec, run.name or f"run {run_id}"))
+        self.port.log(f"Retraining run {run_id} on train+val as a new run")
+
+
+def install(port: StudioPort, db_url: str | None = None, *, training: Callable[[], Any] | None = None,
+            export_run: Callable[[int], Any] | None = None) -> ExperimentsHook:
+    """Register the Experiments workspace through ``port``; ``training()`` gives the training controller
+    (built on demand), ``export_run(run_id)`` opens the export of a run."""
+    return ExperimentsHook(port, db_url, training=training, export_run=export_run)

@@ -1,0 +1,216 @@
+"""The Experiments workspace's view: a study chooser, the trials table, the four charts, and what to
+do with the best (or the selected) trial: open its graph, export it, retrain it on train+val.
+
+Passive: it shows what it is given (:meth:`ExperimentsPanel.set_studies`, :meth:`set_report`) and
+says what the user asked for through its signals; :class:`studio.experiments.ExperimentsHook` reads
+the store and acts. Preview: ``python -m studio.experiments.panel DB_URL``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TypeVar
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .charts import HistoryChart, ImportanceChart, IntermediateChart, ParallelChart
+
+FIXED = ("#", "state", "value", "run")
+
+
+class ExperimentsPanel(QWidget):
+    study_chosen = Signal(str)
+    open_graph = Signal(int)     # a run id
+    export_run = Signal(int)
+    retrain = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.report: dict[str, Any] | None = None
+        self.study = _named(QComboBox(), "experimentsStudy")
+        self.study.setMinimumWidth(200)
+        self.study.currentTextChanged.connect(self._chosen)
+        self.status = _named(QLabel("No study yet: torch-studio sweep GRAPH --trials N --space ... makes one."),
+                             "experimentsStatus")
+        self.buttons = {key: _named(QPushButton(text), f"experiments_{key}") for key, text in
+                        (("open", "Open Graph"), ("export", "Export ONNX…"), ("retrain", "Retrain on Train+Val"))}
+        for key, signal in (("open", self.open_graph), ("export", self.export_run), ("retrain", self.retrain)):
+            self.buttons[key].clicked.connect(lambda _=False, s=signal: self._act(s))
+            self.buttons[key].setEnabled(False)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Study"))
+        top.addWidget(self.study)
+        top.addWidget(self.status, 1)
+        for b in self.buttons.values():
+            top.addWidget(b)
+        self.table = _named(QTableWidget(0, len(FIXED)), "experimentsTrials")
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        self.table.setWordWrap(False)
+        self.table.itemSelectionChanged.connect(self._update_buttons)
+        self.charts = [HistoryChart(), ParallelChart(), ImportanceChart(), IntermediateChart()]
+        grid_host = QWidget()
+        grid = QGridLayout(grid_host)
+        grid.setContentsMargins(0, 0, 0, 0)
+        for i, chart in enumerate(self.charts):
+            grid.addWidget(chart, i // 2, i % 2)
+        self.detail = _named(QLabel(""), "experimentsDetail")
+        self.detail.setWordWrap(True)
+        left = QWidget()
+        column = QVBoxLayout(left)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.table, 1)
+        column.addWidget(self.detail)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(left)
+        split.addWidget(grid_host)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        split.setSizes([560, 840])
+        self.split = split
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(split, 1)
+
+    def _chosen(self, name: str) -> None:
+        if name:
+            self.study_chosen.emit(name)
+
+    # ------------------------------------------------------------------ shown
+    def set_studies(self, studies: list[dict[str, Any]]) -> None:
+        """The studies in the store (newest first); the chosen one stays chosen."""
+        names = [s["name"] for s in studies]
+        if names == [self.study.itemText(i) for i in range(self.study.count())]:
+            return
+        keep = self.study.currentText()
+        self.study.blockSignals(True)
+        self.study.clear()
+        self.study.addItems(names)
+        self.study.blockSignals(False)
+        if names:
+            self.study.setCurrentText(keep if keep in names else names[0])
+            self.study_chosen.emit(self.study.currentText())
+
+    def set_report(self, report: dict[str, Any]) -> None:
+        """Show a study report (:func:`trainer.sweep.report.study_report`); the selection is kept."""
+        self.report = report
+        chosen = self.selected_trial()
+        trials = report["trials"]
+        names = sorted({k for t in trials for k in t["params"]})
+        headers = [*FIXED, *(n.removeprefix("node.") for n in names), "reason"]
+        self.table.setSortingEnabled(False)
+        self.table.setColumnCount(len(headers))
+        self.table.setHorizontalHeaderLabels(headers)
+        self.table.setRowCount(len(trials))
+        for row, t in enumerate(trials):
+            cells = [t["number"], t["state"], "" if t["value"] is None else f"{t['value']:.4f}",
+                     "" if t["run_id"] is None else t["run_id"],
+                     *[_fmt(t["params"].get(n)) for n in names], t["reason"]]
+            for col, value in enumerate(cells):
+                item = QTableWidgetItem()
+                item.setData(Qt.ItemDataRole.DisplayRole, value)
+                if col == len(cells) - 1:
+                    item.setToolTip(str(value))
+                self.table.setItem(row, col, item)
+            if chosen is not None and t["number"] == chosen["number"]:
+                self.table.selectRow(row)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(len(headers) - 1, QHeaderView.ResizeMode.Stretch)
+        for chart in self.charts:
+            chart.show_report(report)
+        self.status.setText(_status(report))
+        self._update_buttons()
+
+    def selected_trial(self) -> dict[str, Any] | None:
+        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
+        if not rows or self.report is None:
+            return None
+        item = self.table.item(rows[0].row(), 0)
+        number = item.data(Qt.ItemDataRole.DisplayRole) if item is not None else None
+        return next((t for t in self.report["trials"] if t["number"] == number), None)
+
+    def target(self) -> dict[str, Any] | None:
+        """The selected trial if it has a run, else the best trial."""
+        chosen = self.selected_trial()
+        if chosen is not None and chosen["run_id"] is not None:
+            return chosen
+        return (self.report or {}).get("best")
+
+    def _update_buttons(self) -> None:
+        chosen = self.selected_trial()
+        if chosen is not None:
+            self.detail.setText(f"Trial {chosen['number']} {chosen['state']}"
+                                + (f": {chosen['reason']}" if chosen["reason"] else ""))
+        else:
+            self.detail.setText("Choose a trial for its details; the buttons act on it, else on the best trial.")
+        target = self.target()
+        ok = target is not None and target.get("run_id") is not None
+        which = "" if target is None else f" (trial {target['number']})"
+        for button in self.buttons.values():
+            button.setEnabled(ok)
+            button.setToolTip(f"{button.text().rstrip('…')}{which}" if ok else "no trial with a run chosen")
+
+    def _act(self, signal: Any) -> None:
+        target = self.target()
+        if target is not None and target.get("run_id") is not None:
+            signal.emit(int(target["run_id"]))
+
+
+W = TypeVar("W", bound=QWidget)
+
+
+def _named(widget: W, name: str) -> W:
+    widget.setObjectName(name)
+    return widget
+
+
+def _fmt(value: Any) -> Any:
+    return f"{value:.3g}" if isinstance(value, float) else ("" if value is None else value)
+
+
+def _status(report: dict[str, Any]) -> str:
+    counts: dict[str, int] = {}
+    for t in report["trials"]:
+        counts[t["state"]] = counts.get(t["state"], 0) + 1
+    parts = ", ".join(f"{n} {s}" for s, n in counts.items())
+    best = report.get("best")
+    text = f"{len(report['trials'])} trials ({parts})"
+    if best:
+        text += f"; best: trial {best['number']}, {report['metric']} {best['value']:.4f}"
+    return text + ("  ● live" if report.get("running") else "")
+
+
+def _preview() -> int:
+    from PySide6.QtWidgets import QApplication
+
+    from trainer.sweep.report import list_studies, storage_for_reading, study_report
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    storage = storage_for_reading(sys.argv[1])
+    panel = ExperimentsPanel()
+    panel.study_chosen.connect(lambda name: panel.set_report(study_report(storage, name)) if storage else None)
+    panel.set_studies(list_studies(storage))
+    panel.resize(1400, 800)
+    panel.show()
+    return int(app.exec())
+
+
+if __name__ == "__main__":
+    sys.exit(_preview())

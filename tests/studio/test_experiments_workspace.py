@@ -1,0 +1,84 @@
+"""The Experiments workspace in a real main window (offscreen), on a real study in the window's run
+store (SQLite, Optuna's storage): entered from its mode-bar button, the trials table and the four charts
+filled, a trial added while it shows appears (live), the best trial's graph opened by a click."""
+
+from __future__ import annotations
+
+import copy
+
+import optuna
+from optuna.trial import TrialState
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from graph_editor.model import graph_to_dict, load_graph
+from studio.experiments import retrain_spec
+from tests.trainer.helpers import DIGITS_CNN
+from trainer.spec import spec_from_dict
+from trainer.store import RunStore
+from trainer.sweep.study import load_study, make_pruner, open_storage
+
+
+def _study(url: str) -> optuna.Study:
+    """A study as a sweep leaves it: a complete trial with its run (conv1 48 wide), one pruned by the
+    median rule after an epoch, one pruned by the memory budget before any worker."""
+    graph = graph_to_dict(load_graph(DIGITS_CNN))
+    next(n for n in graph["nodes"] if n["id"] == "conv1")["params"]["out_channels"] = 48
+    store = RunStore(url)
+    run_id = store.create_run(name="s trial 0", spec={"train": {"epochs": 2}}, graph=graph, graph_hash="h",
+                              device="cpu", params=1)
+    store.finish(run_id, "completed")
+    study = load_study(open_storage(url), "s", metric="val_accuracy", pruner=make_pruner("median", 2))
+    dists = {"lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True),
+             "node.conv1.out_channels": optuna.distributions.IntDistribution(16, 64, step=16)}
+    for params, state, values, attrs in (
+            ({"lr": 3e-3, "node.conv1.out_channels": 48}, TrialState.COMPLETE, {1: 0.9, 2: 0.97},
+             {"run_id": run_id}),
+            ({"lr": 1e-4, "node.conv1.out_channels": 16}, TrialState.PRUNED, {1: 0.3},
+             {"run_id": run_id + 1, "reason": "pruned by the median rule after epoch 1 (val_accuracy 0.3000)"}),
+            ({"lr": 1e-2, "node.conv1.out_channels": 64}, TrialState.PRUNED, {},
+             {"reason": "predicted peak memory 370.3 MiB at batch 4096 exceeds the budget of 64.0 MiB"})):
+        study.add_trial(optuna.trial.create_trial(
+            params=params, distributions=dists, state=state, intermediate_values=values, user_attrs=attrs,
+            value=values[2] if state == TrialState.COMPLETE else None))
+    return study
+
+
+def _enter(window) -> None:
+    button = window.workspaces.bar.widgetForAction(window.workspaces.items["Experiments"].action)
+    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert window.workspaces.current == "Experiments"
+
+
+def test_the_workspace_shows_a_study_live_and_opens_the_best_trials_graph(window, qtbot, tmp_path):
+    study = _study(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    assert window.experiments.panel is None           # nothing built before the first entry
+    _enter(window)
+    panel = window.experiments.panel
+    assert panel.isVisible() and not window.canvas.isVisible()
+    assert panel.study.currentText() == "s" and panel.table.rowCount() == 3
+    assert "best: trial 0, val_accuracy 0.9700" in panel.status.text()
+    states = [panel.table.item(r, 1).text() for r in range(3)]
+    assert states == ["complete", "pruned", "pruned"]
+    history, parallel, importance, intermediate = panel.charts
+    assert len(history.plotItem.listDataItems()) == 2            # the trials and the best so far
+    assert len(intermediate.plotItem.listDataItems()) == 3       # two trials' epochs and the pruned one's cross
+    assert len(parallel.plotItem.listDataItems()) == 3           # every finished trial with parameters
+
+    trial = study.ask({"lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True)})
+    trial.report(0.5, 1)                                          # a trial running now: shown within a refresh
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 4, timeout=10_000)
+    assert "live" in panel.status.text()
+
+    QTest.mouseClick(panel.buttons["open"], Qt.MouseButton.LeftButton)   # no row chosen: the best trial
+    assert window.document.graph.node("conv1").params["out_channels"] == 48
+    panel.grab().save(str(tmp_path / "experiments.png"))
+
+
+def test_retraining_gives_the_validation_split_to_training():
+    spec = {"name": "s trial 3", "data": {"dataset": "digits", "val_fraction": 0.1},
+            "checkpoints": {"metric": "val_loss"}, "early_stopping": {"patience": 3}, "train": {"epochs": 4}}
+    again = retrain_spec(copy.deepcopy(spec), "s trial 3")
+    checked = spec_from_dict(again)                # the worker would accept it
+    assert checked.data.val_fraction == 0 and not checked.checkpoints.best and checked.early_stopping.patience == 0
+    assert checked.train.epochs == 4 and checked.name == "s trial 3 (train+val)" and spec["data"]["val_fraction"] == 0.1
