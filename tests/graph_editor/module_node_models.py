@@ -133,3 +133,15 @@ class AuxHead(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h, flat = self.body(x)
         return self.head(h), self.aux(flat)
+
+
+class Positions(nn.Module):
+    """Makes a tensor in forward on the input's device (``torch.arange(..., device=x.device)``): its
+    program records the capture's device, and must run on meta (analysis) and elsewhere all the same."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x + torch.arange(x.size(-1), device=x.device).float() / x.size(-1))

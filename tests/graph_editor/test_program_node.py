@@ -18,6 +18,7 @@ from graph_editor.model import load_graph, save_graph, validate
 from studio import cli
 from tests.graph_editor.module_node_models import (
     AuxHead,
+    Positions,
     SequenceNet,
     SineBlock,
     TwoWidthsBlock,
@@ -140,6 +141,19 @@ def test_the_import_leaves_every_submodule_in_its_mode():
     net.head.train()
     import_module(net, SHAPE)
     assert [name for name, m in net.named_modules() if m.training] == ["head"]
+
+
+def test_a_program_that_makes_tensors_runs_on_meta_and_counts():
+    """aten.arange(..., device=cpu) in the captured graph follows the inputs' device (meta for analysis)."""
+    torch.manual_seed(0)
+    net = Positions().eval()
+    result = import_module(net, (6,))
+    assert [n.type for n in result.graph] == ["Input", "Program", "Output"]
+    stats = analyze(result.graph, batch=1)
+    assert stats.total_flops == 2 * 6 * 3 and stats.total_params == 6 * 3 + 3
+    x = torch.randn(4, 6)
+    with torch.no_grad():
+        assert torch.equal(built(result).eval()(x), net(x))
 
 
 def test_strict_keeps_the_error():

@@ -128,12 +128,27 @@ class ExportedProgramModule(nn.Module):
                  out_shapes: str = "[[1]]") -> None:
         super().__init__()
         self.program = load(program, sha256)
+        self._device = torch.device("cpu")  # where the captured graph's own tensors (arange, full...) are made
+        self._retarget(torch.empty(0).device)
+
+    def _retarget(self, device: torch.device) -> None:
+        """The graph records the device its ops create tensors on (the capture's CPU): moved to ``device``
+        when the inputs arrive elsewhere (meta for analysis, a GPU for training)."""
+        if device == self._device:
+            return
+        for n in self.program.graph.nodes:  # aten.zeros(..., device=cpu), aten.to.device(x, cpu, torch.bool)
+            n.args = tuple(device if isinstance(a, torch.device) else a for a in n.args)
+            n.kwargs = {k: device if isinstance(v, torch.device) else v for k, v in n.kwargs.items()}
+        self.program.recompile()
+        self._device = device
 
     def train(self, mode: bool = True) -> ExportedProgramModule:
         self.training = mode
         return self
 
     def forward(self, *xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if xs and xs[0].device != self._device:
+            self._retarget(xs[0].device)
         out = self.program(*xs)
         return tuple(out) if isinstance(out, tuple | list) else (out,)
 
