@@ -156,6 +156,30 @@ def test_a_program_that_makes_tensors_runs_on_meta_and_counts():
         assert torch.equal(built(result).eval()(x), net(x))
 
 
+def test_a_weight_shared_by_two_calls_is_one_weight():
+    """One layer under two names, called twice (CoaT shares its position encodings so): one tensor,
+    counted and trained once, as in the module."""
+    class Twice(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+            self.again = self.fc
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.again(torch.sin(self.fc(x)))
+
+    torch.manual_seed(0)
+    net = Twice().eval()
+    result = import_module(net, (4,))
+    assert [n.type for n in result.graph] == ["Input", "Program", "Output"]
+    assert analyze(result.graph, batch=1).total_params == 20
+    module = built(result).eval()
+    assert sum(p.numel() for p in module.parameters()) == 20
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        assert torch.equal(module(x), net(x))
+
+
 def test_strict_keeps_the_error():
     with pytest.raises(ModuleImportError) as info:
         import_module(sine_net(), SHAPE, strict=True)

@@ -67,8 +67,9 @@ def encode(ep: ExportedProgram) -> tuple[str, str]:
         raise ProgramError(f"the program holds {len(bad)} non-tensor constant(s) ({bad[0]}), which cannot be "
                            "saved without pickling")
     art = serde.serialize(ep, serialize_state_dict=False, serialize_constants=False, serialize_example_inputs=False)
+    first: dict[int, str] = {}  # a weight shared under several names (a block called twice) is one tensor
     weights = [[k, str(v.dtype).removeprefix("torch."), list(v.shape), isinstance(v, nn.Parameter),
-                bool(v.requires_grad)] for k, v in ep.state_dict.items()]
+                bool(v.requires_grad), first.setdefault(id(v), k)] for k, v in ep.state_dict.items()]
     on_meta = [k for k, v in ep.constants.items() if v.is_meta]
     if on_meta:
         raise ProgramError(f"the program's constant {on_meta[0]} is on the meta device: it has no values to save")
@@ -99,7 +100,10 @@ def load(text: str, sha256: str) -> fx.GraphModule:
     payload = _payload(text, sha256)
     device = torch.empty(0).device  # build_module's torch.device context: meta for analysis
     state: dict[str, torch.Tensor] = {}
-    for name, dtype, shape, is_param, grad in payload["weights"]:
+    for name, dtype, shape, is_param, grad, *alias in payload["weights"]:
+        if alias and alias[0] != name:
+            state[name] = state[alias[0]]  # the same tensor under another name: counted and trained once
+            continue
         value = torch.zeros(shape, dtype=getattr(torch, dtype))
         state[name] = nn.Parameter(value, requires_grad=grad) if is_param else value
     constants = load_tensors(base64.b64decode(payload["constants"])) if payload["constants"] else {}
