@@ -1,7 +1,7 @@
 """The importer's conversion: each traced fx node becomes a catalog node by the rules of :mod:`.import_rules`.
 
 :class:`Converter` walks the fx graph in order with every node's ``meta`` value at hand; a module
-without a rule becomes an opaque Module node when allowed; what does not map is collected as
+without a rule becomes a Program node when allowed; what does not map is collected as
 :class:`~.import_errors.Unsupported` and raised together in one :class:`~.import_errors.ModuleImportError`.
 """
 
@@ -29,7 +29,7 @@ class Converter:
 
     def __init__(self, gm: fx.GraphModule, values: dict[fx.Node, Any], graph: Graph, opaque: bool = False) -> None:
         self.gm, self.values, self.graph = gm, values, graph
-        self.opaque = opaque  # a module without a rule becomes a Module node
+        self.opaque = opaque  # a module without a rule becomes a Program node
         self.ids: dict[fx.Node, str] = {}  # fx node -> the graph node holding its value
         self.ports: dict[fx.Node, str] = {}  # fx node -> the output port of ids[n] it is, where not "out"
         self.deferred: dict[fx.Node, tuple[Mapped, list[int] | None]] = {}  # permutes an unbind takes over

@@ -9,7 +9,8 @@ module :func:`~graph_editor.build.fx.build_module` builds, so the weights load s
 
 This module holds the loop; its parts: :mod:`.import_trace` (fx tracing and the ``meta`` run),
 :mod:`.import_convert` (one catalog node per traced call), :mod:`.import_errors` (the grouped error
-that leads with the root cause) and :mod:`.opaque` (which modules to keep whole as Module nodes).
+that leads with the root cause), :mod:`.opaque` (which modules to keep whole) and :mod:`.import_capture`
+(torch.export capture of those as Program nodes, and of the whole model as the last resort).
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], n
     """Trace ``module`` and turn it into a graph for a per-sample ``input_shape``.
 
     ``num_classes`` defaults to the size of the module's output. What does not map is kept as
-    opaque Module nodes (the smallest enclosing submodule, see :mod:`.opaque`); with ``strict``, or
-    where no submodule encloses it, raises :class:`ModuleImportError` listing every op that does not map.
+    Program nodes (the smallest enclosing submodule, see :mod:`.opaque`), or the whole model as one where
+    none encloses it; with ``strict``, or where torch.export cannot capture it either, raises
+    :class:`ModuleImportError` listing every op that does not map.
     """
     shape = tuple(int(d) for d in input_shape)
     if not shape or min(shape) < 1:
