@@ -36,7 +36,7 @@ test-thorough: install
 
 # Under a minute: no worker or other process, no export, nothing slow (tests/conftest.py enforces it).
 test-fast: install
-	QT_QPA_PLATFORM=offscreen TORCH_STUDIO_TEST_FAST=1 $(BIN)/python -m pytest -q -m "not slow and not process and not export and not cuda"
+	QT_QPA_PLATFORM=offscreen TORCH_STUDIO_TEST_FAST=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not process and not export and not cuda"
 
 lint: install
 	$(BIN)/ruff check .

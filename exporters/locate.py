@@ -20,19 +20,21 @@ from torch import fx, nn
 from graph_editor.model import Graph
 
 from .errors import ExportError
+from .preprocessing import INNER
 
 Attempt = Callable[[nn.Module, tuple[torch.Tensor, ...]], object]
 
 
 def onnx_node_owner(node: Any) -> str | None:
-    """The graph node id an ONNX NodeProto came from (its first module scope), or None."""
+    """The graph node id an ONNX NodeProto came from (its first module scope, inside the preprocessing
+    wrapper's ``inner`` when the model has one), or None."""
     for prop in node.metadata_props:
         if prop.key == "pkg.torch.onnx.name_scopes":
             try:
                 scopes = [s for s in ast.literal_eval(prop.value) if s]
             except (ValueError, SyntaxError):
                 return None
-            return scopes[0] if scopes else None
+            return scopes[0].removeprefix(f"{INNER}.") if scopes else None
     return None
 
 

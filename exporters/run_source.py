@@ -9,18 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
-from graph_editor.model import GraphError, graph_from_dict
+from graph_editor.model import Graph, GraphError, graph_from_dict
 
 from .errors import ExportError
+from .run_data import run_data
 from .source import (
     LOW_PRECISION,
     ExportSource,
     _stem,
     build_reference,
     load_weights,
-    random_inputs,
     read_weights,
 )
 
@@ -31,9 +29,9 @@ CHECKPOINT_KINDS = ("best", "last")
 
 
 def from_run(run_id: int, *, checkpoint: str | Path = "best", store: str | None = None,
-             verify_batch: int = 8) -> ExportSource:
+             verify_batch: int = 64) -> ExportSource:
     """A source for ``run_id``: its graph snapshot with the ``best``/``last`` checkpoint (or a checkpoint
-    file), verified on ``verify_batch`` samples of the run's validation split, with its metrics."""
+    file), verified on ``verify_batch`` raw samples of the run's validation split, with its metrics."""
     from trainer.checkpoint import CheckpointError, load_checkpoint_weights
     from trainer.store import RunStore, StoreError
 
@@ -43,7 +41,7 @@ def from_run(run_id: int, *, checkpoint: str | Path = "best", store: str | None 
         raise ExportError(str(exc)) from None
     try:
         run = runs.run(run_id)
-        ckpt_path, ckpt_desc = _checkpoint(runs, run_id, checkpoint)
+        ckpt_path, ckpt_desc = _checkpoint(runs, run_id, checkpoint, run.best_metric)
         metrics = runs.metrics(run_id)
         url = runs.url
     except StoreError as exc:
@@ -67,23 +65,23 @@ def from_run(run_id: int, *, checkpoint: str | Path = "best", store: str | None 
     if weights_dtype in LOW_PRECISION or run.spec.get("precision", {}).get("dtype", "fp32") != "fp32":
         notes.append(f"trained with precision {run.spec.get('precision', {}).get('dtype')}, weights stored as "
                      f"{weights_dtype}: exported in float32")
-    samples, how = validation_samples(run.spec, verify_batch)
-    if samples is None:
-        samples = random_inputs(graph, verify_batch)
-    notes.append(how)
+    try:
+        data = run_data(run.spec, graph, verify_batch)
+    except ExportError as exc:
+        raise ExportError(f"run {run_id}: {exc}") from None
+    notes += [data.note, data.preprocessing.describe()]
     name = _stem(graph) if not run.name else _stem_of(run.name)
     desc = f"run {run_id} '{run.name or graph.metadata.get('name', '')}', {ckpt_desc}"
-    return ExportSource(graph, module, samples, f"{name}_run{run_id}", desc, run_id=run_id, checkpoint=str(ckpt_path),
-                        weights_dtype=weights_dtype, metrics=metrics, notes=notes, store_url=url)
+    return ExportSource(graph, module, data.samples, f"{name}_run{run_id}", desc, run_id=run_id,
+                        checkpoint=str(ckpt_path), weights_dtype=weights_dtype, metrics=metrics, notes=notes,
+                        store_url=url, preprocessing=data.preprocessing, labels=data.labels)
 
 
 def _stem_of(text: str) -> str:
-    from graph_editor.model import Graph
-
     return _stem(Graph(metadata={"name": text}))
 
 
-def _checkpoint(runs: RunStore, run_id: int, checkpoint: str | Path) -> tuple[Path, str]:
+def _checkpoint(runs: RunStore, run_id: int, checkpoint: str | Path, metric: str = "") -> tuple[Path, str]:
     if str(checkpoint) not in CHECKPOINT_KINDS:
         return Path(checkpoint), f"checkpoint file {checkpoint}"
     path = runs.checkpoint_path(run_id, str(checkpoint))
@@ -93,25 +91,32 @@ def _checkpoint(runs: RunStore, run_id: int, checkpoint: str | Path) -> tuple[Pa
     kind = row.kind if row else str(checkpoint)
     fell_back = " (no best checkpoint: the last one)" if kind != str(checkpoint) else ""
     where = f" from epoch {row.epoch}, step {row.step}" if row else ""
-    return path, f"{kind} checkpoint{where}{fell_back}"
+    value = f" ({metric or 'metric'} {row.metric:.4g})" if row is not None and row.metric is not None else ""
+    return path, f"{kind} checkpoint{where}{value}{fell_back}"
 
 
-def validation_samples(spec: dict, count: int) -> tuple[torch.Tensor | None, str]:
-    """``count`` samples of the run's validation split (test split if it has none), prepared the way the
-    run prepared them; (None, why) when the data cannot be loaded any more."""
-    from trainer.checks import setup
-    from trainer.data import normalise
-    from trainer.spec import SpecError, spec_from_dict
+def one_click_run(current: int | None, store: str | None = None) -> int | None:
+    """The run one-click export ships: the newest completed run of the same graph as ``current`` (the
+    run this window started last), so a run stopped midway never displaces a finished one; ``current``
+    itself when no run of its graph completed; None without a current run."""
+    from trainer.store import RunStore, StoreError
 
-    # only the data is needed here: load it on the CPU whatever device and precision the run used
-    local = {**spec, "device": "cpu", "precision": {**spec.get("precision", {}), "dtype": "fp32", "compile": "off"}}
+    if current is None:
+        return None
     try:
-        st = setup(spec_from_dict(local))
-    except (SpecError, OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[-1].strip()
-        return None, f"verified on random input-spec data: the run's dataset cannot be loaded ({first})"
-    split, which = (st.splits.val, "validation") if len(st.splits.val) else (st.splits.test, "test")
-    x = split.x[:count]
-    if st.streamed or not x.is_floating_point():
-        x = normalise(x, st.splits.mean, st.splits.std)
-    return x.float().contiguous(), f"verified on {len(x)} real {which} samples of the run's dataset"
+        runs = RunStore(store, create=False)
+    except StoreError:
+        return current
+    try:
+        rows = runs.runs()
+    except StoreError:
+        return current
+    finally:
+        runs.close()
+    mine = next((r for r in rows if r.id == current), None)
+    if mine is None:
+        return current
+    done = [r.id for r in rows if r.status == "completed" and r.graph_hash == mine.graph_hash]
+    return max(done) if done else current
+
+

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import fx
@@ -18,15 +19,19 @@ from graph_editor.build import BuildError, build_module
 from graph_editor.model import Graph
 
 from .errors import ExportError
+from .preprocessing import INPUT_PREPARED, METADATA_KEY, Preprocessing
+from .run_data import run_data
 
 LOW_PRECISION = ("float16", "bfloat16")
 
 
 @dataclass
 class ExportSource:
-    """A model ready to export. ``samples`` are the inputs verification runs on (real validation
-    samples for a run, random input-spec data otherwise); ``metrics`` are a run's (step, name, value)
-    rows for the TensorBoard format."""
+    """A model ready to export. ``module`` is the graph's module (it takes standardised samples, as in
+    training); ``model`` is what every format exports: ``preprocessing`` in front of it, so it takes what
+    the dataset file holds. ``samples`` are the inputs verification runs on, as ``model`` takes them
+    (raw validation samples of a run, with their ``labels``; random input-spec data otherwise);
+    ``metrics`` are a run's (step, name, value) rows for the TensorBoard format."""
 
     graph: Graph
     module: fx.GraphModule
@@ -39,15 +44,38 @@ class ExportSource:
     metrics: list[tuple[int, str, float | None]] | None = None
     notes: list[str] = field(default_factory=list)
     store_url: str | None = None
+    preprocessing: Preprocessing | None = None
+    labels: torch.Tensor | None = None
+    model: torch.nn.Module = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.preprocessing is None:
+            self.preprocessing = Preprocessing([str(i) for i in range(self.graph.num_classes)],
+                                               list(self.graph.input_spec.shape), input=INPUT_PREPARED)
+        self.model = self.preprocessing.module(self.module).eval()
+
+    @property
+    def prep(self) -> Preprocessing:
+        assert self.preprocessing is not None  # set in __post_init__
+        return self.preprocessing
 
     def example(self, batch: int, seed: int = 1) -> torch.Tensor:
         """An input batch of the graph's spec for tracing (float inputs exported as float32)."""
         return random_inputs(self.graph, batch, seed)
 
+    def prepared(self, inputs: torch.Tensor) -> torch.Tensor:
+        """``inputs`` as training fed them to the graph: standardised by the trainer's own function."""
+        if not self.prep.standardises:
+            return inputs
+        from trainer.data import normalise
+
+        return normalise(inputs, torch.tensor(self.prep.mean), torch.tensor(self.prep.std))
+
     def reference(self, inputs: torch.Tensor) -> torch.Tensor:
-        """The PyTorch eager output every export is compared with."""
+        """The PyTorch eager output every export is compared with: the graph's module on the inputs
+        standardised as training did (not through ``model``, so an export that drops the step fails)."""
         with torch.inference_mode():
-            return self.module(inputs)
+            return self.module(self.prepared(inputs))
 
 
 def export_dtype(graph: Graph) -> torch.dtype:
@@ -141,22 +169,69 @@ def from_graph(graph: Graph, *, checkpoint: str | Path | None = None, name: str 
                verify_batch: int = 3, seed: int = 0) -> ExportSource:
     """A source for a graph alone: its checkpoint's weights, or seeded fresh weights when there is none.
 
-    Verification runs on random input-spec data of ``verify_batch`` samples.
+    A trainer checkpoint carries its run's spec: the run's data gives the preprocessing (the training
+    split's standardisation and class names) and the raw validation samples verification runs on.
+    Otherwise verification runs on random input-spec data of ``verify_batch`` samples, and the model
+    takes its input as the graph does.
     """
     module = build_reference(graph, seed)
     stem = name or _stem(graph)
     notes = []
     weights_dtype = "float32"
+    spec = None
     if checkpoint is not None:
         weights_dtype = load_weights(module, read_weights(checkpoint), str(checkpoint))
+        spec = checkpoint_spec(checkpoint)
         desc = f"graph '{stem}' with weights from {checkpoint}"
     else:
         desc = f"graph '{stem}' with freshly initialised weights (no checkpoint)"
     if weights_dtype in LOW_PRECISION or graph.input_spec.dtype in LOW_PRECISION:
         notes.append(f"weights stored as {weights_dtype}, input spec {graph.input_spec.dtype}: exported in float32")
+    ckpt = str(checkpoint) if checkpoint else None
+    if spec is not None:
+        data = run_data(spec, graph, max(verify_batch, 64))
+        notes += [data.note, data.preprocessing.describe()]
+        return ExportSource(graph, module, data.samples, stem, desc, checkpoint=ckpt, weights_dtype=weights_dtype,
+                            notes=notes, preprocessing=data.preprocessing, labels=data.labels)
+    prep = header_preprocessing(checkpoint) if checkpoint is not None else None
+    if prep is not None:
+        notes.append(prep.describe())
     notes.append(f"verified on random input-spec data ({verify_batch} samples, seed {seed}): the graph has no run")
-    return ExportSource(graph, module, random_inputs(graph, verify_batch, seed), stem, desc,
-                        checkpoint=str(checkpoint) if checkpoint else None, weights_dtype=weights_dtype, notes=notes)
+    return ExportSource(graph, module, random_inputs(graph, verify_batch, seed), stem, desc, checkpoint=ckpt,
+                        weights_dtype=weights_dtype, notes=notes, preprocessing=prep)
+
+
+def _header(path: str | Path, key: str) -> dict[str, Any] | None:
+    """The JSON object under ``key`` in a safetensors file's header, or None."""
+    p = Path(path)
+    if p.suffix != ".safetensors":
+        return None
+    import json
+
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(p), "pt") as f:
+            text = (f.metadata() or {}).get(key)
+        data = json.loads(text) if text else None
+    except Exception:  # noqa: BLE001 - read_weights already read the tensors; a foreign header holds nothing
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def checkpoint_spec(path: str | Path) -> dict[str, Any] | None:
+    """The run spec a trainer checkpoint records in its header (None for plain weights)."""
+    spec = (_header(path, "torch_studio") or {}).get("spec")
+    return spec if isinstance(spec, dict) else None
+
+
+def header_preprocessing(path: str | Path) -> Preprocessing | None:
+    """The preprocessing an exported safetensors file holds in its header, or None."""
+    data = _header(path, METADATA_KEY)
+    try:
+        return Preprocessing.from_dict(data) if data else None
+    except ValueError:
+        return None
 
 
 def _stem(graph: Graph) -> str:

@@ -19,6 +19,7 @@ _COMMAND_MODULES = (
     "studio.cli_memory",
     "studio.cli_explain",
     "studio.cli_launch",
+    "studio.cli_predict",
 )
 
 

@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="ONNX: keep the weights in a .data file beside the model (automatic above 1.5 GB)")
     p.add_argument("--no-verify", action="store_true", help="skip the checks (the report says unverified)")
     p.add_argument("--batch", type=int, default=None,
-                   help="samples to verify with (default: 8 for a run, 3 for a graph)")
+                   help="samples to verify with (default: 64 for a run, 3 for a graph)")
     p.add_argument("--db", default=None, help="run store URL (default: TORCH_STUDIO_DB or the user data folder)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_export)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+from typing import Any
 
 from graph_editor.model import Graph, GraphError, InputSpec, load_graph, save_graph, validate
+from studio.format import nbytes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,16 +82,47 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """The graph's own checks, then the build every other command makes (on the ``meta`` device: no
+    memory), so validate refuses what summary, memory, train and export refuse: node ids PyTorch modules
+    reserve, a Module node whose class cannot be imported from here, a layer PyTorch itself refuses."""
     graph = load_for_cli(args.graph, args.input_shape)
-    result = validate(graph)
-    errors = [p for p in result.problems if p.severity == "error"]
-    for p in result.problems:
+    problems = list(validate(graph).problems)
+    notes: list[str] = []
+    if not any(p.severity == "error" for p in problems):
+        built, notes = _build_check(graph)
+        problems += built
+    errors = [p for p in problems if p.severity == "error"]
+    for p in problems:
         print(f"{p.severity}: {p}", file=sys.stderr if p.severity == "error" else sys.stdout)
     if errors:
         print(f"{len(errors)} problem(s)", file=sys.stderr)
         return 1
+    for note in notes:
+        print(f"warning: {note}")
     print("ok")
     return 0
+
+
+BIG_MODEL = 10 ** 9   # parameters: validate says how large such a model is
+
+
+def _build_check(graph: Graph) -> tuple[list[Any], list[str]]:
+    """(problems of building the graph on ``meta``, notes on a model of a billion parameters or more)."""
+    from graph_editor.build import BuildError, build_module
+
+    try:
+        module = build_module(graph, device="meta")
+    except BuildError as exc:
+        return list(exc.problems), []
+    counts = {name: sum(p.numel() for p in child.parameters()) for name, child in module.named_children()}
+    total = sum(counts.values())
+    if total < BIG_MODEL:
+        return [], []
+    biggest = max(counts, key=lambda k: counts[k])
+    return [], [f"the graph has {total / 1e9:,.1f} billion parameters ({biggest}: {counts[biggest] / 1e9:,.1f} "
+                f"billion): {nbytes(4 * total)} of float32 weights, {nbytes(16 * total)} to train with AdamW "
+                "(weights, gradients and two moments) before any activation; a device that cannot hold them "
+                "refuses the run"]
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -96,17 +130,24 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     if args.num_classes is not None and args.num_classes < 1:
         fail("--num-classes must be at least 1")
+    for flag, target in (("-o", args.output), ("--weights", args.weights)):
+        folder = Path(target).expanduser().resolve().parent if target else None
+        if folder is not None and not folder.is_dir():  # refused before anything is imported or written
+            fail(f"{flag} {target}: the folder {folder} does not exist")
     try:
         result = import_factory(args.factory, args.input_shape, args.num_classes,
                                 shape_hint="with --input-shape, e.g. --input-shape 3,32,32", strict=args.strict)
     except GraphError as exc:
         fail(str(exc))
     try:
-        save_graph(result.graph, args.output)
-        if args.weights:
+        if args.weights:  # first: the graph file is written only when its weights are
             from safetensors.torch import save_file
 
-            save_file({k: v.detach().clone().contiguous() for k, v in result.state_dict.items()}, args.weights)
+            try:
+                save_file({k: v.detach().clone().contiguous() for k, v in result.state_dict.items()}, args.weights)
+            except Exception as exc:  # noqa: BLE001 - SafetensorError wraps the OS error: say which file and why
+                fail(f"cannot write {args.weights}: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc}")
+        save_graph(result.graph, args.output)
     except OSError as exc:
         fail(f"cannot write {exc.filename}: {exc.strerror}")
     print(f"imported {len(result.graph)} nodes to {args.output} (input {list(result.graph.input_spec.shape)}, "

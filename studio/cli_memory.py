@@ -15,6 +15,7 @@ from typing import Any
 from studio.cli_graph import fail, load_for_cli, parse_shape
 from studio.format import nbytes
 
+MAX_BYTES = 1 << 60   # 1 EiB: trainer.memory_predict.MAX_BUDGET (not imported: it imports torch)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb": 1000 ** 2, "mib": 1024 ** 2,
           "g": 1000 ** 3, "gb": 1000 ** 3, "gib": 1024 ** 3, "t": 1000 ** 4, "tb": 1000 ** 4, "tib": 1024 ** 4}
 
@@ -43,14 +44,23 @@ def parse_bytes(text: str) -> int:
     unit = m.group(2).lower() if m else ""
     if not m or unit not in _UNITS:
         raise argparse.ArgumentTypeError(f"'{text}' is not a size such as 8GiB, 512MiB or 2000000000")
-    value = int(float(m.group(1)) * _UNITS[unit])
+    amount = float(m.group(1)) * _UNITS[unit]
+    if not amount < MAX_BYTES:   # 1e400 is infinite: no device, and no integer
+        raise argparse.ArgumentTypeError(f"'{text}' is larger than any device (at most 1 EiB, {MAX_BYTES:,} bytes)")
+    value = int(amount)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"'{text}' is not a positive size")
     return value
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    from trainer.memory_predict import MemoryPredictionError, largest_batch, predict_memory, usable_bytes
+    from trainer.memory_predict import (
+        MemoryPredictionError,
+        largest_batch,
+        predict_memory,
+        search_capped,
+        usable_bytes,
+    )
 
     graph = load_for_cli(args.graph, args.input_shape)
     kw = dict(optimizer=args.optimizer, precision=args.precision, channels_last=args.channels_last,
@@ -62,7 +72,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
             usable = usable_bytes(args.budget, args.device)
             n, best = largest_batch(graph, usable, **kw)
             fit = {"budget_bytes": args.budget, "usable_bytes": usable, "largest_batch": n,
-                   "largest_batch_peak_bytes": best.peak_bytes if best else None}
+                   "largest_batch_peak_bytes": best.peak_bytes if best else None,
+                   "largest_batch_is_search_cap": search_capped(n)}
     except MemoryPredictionError as exc:
         fail(str(exc))
     out: dict[str, Any] = pred.to_dict()
@@ -98,6 +109,10 @@ def render(out: dict[str, Any]) -> str:
         verdict = "fits" if out["fits"] else "does NOT fit"
         lines.append(f"budget {nbytes(out['budget_bytes'])} (usable {nbytes(out['usable_bytes'])}): "
                      f"batch {out['batch']} {verdict}")
-        lines.append(f"largest batch that fits: {n}" + (f" (peak {nbytes(out['largest_batch_peak_bytes'])})"
-                                                       if n else " (not even batch 1)"))
+        peak = f" (peak {nbytes(out['largest_batch_peak_bytes'])})" if n else " (not even the smallest batch)"
+        if out.get("largest_batch_is_search_cap"):
+            lines.append(f"largest batch that fits: {n:,} or more (the search stops at {n:,}; its peak "
+                         f"{nbytes(out['largest_batch_peak_bytes'])})")
+        else:
+            lines.append(f"largest batch that fits: {n:,}{peak}")
     return "\n".join(lines)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer import events as ev
-from trainer.spec import COMPILE_MODES, PRECISIONS, STRATEGIES
+from trainer.spec import COMPILE_MODES, PRECISIONS, STRATEGIES, default_run_name
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -68,7 +68,7 @@ def _at_least_one(text: str) -> int:
 def build_spec(args: argparse.Namespace) -> dict[str, Any]:
     """The run spec for the command line's options (unset options keep the spec's defaults)."""
     data = args.data if args.data == "digits" else str(Path(args.data).expanduser().resolve())
-    spec: dict[str, Any] = {"schema_version": 1, "name": Path(args.graph).name.removesuffix(".graph.json"),
+    spec: dict[str, Any] = {"schema_version": 1, "name": default_run_name(args.graph),
                             "model": {"graph": str(Path(args.graph).expanduser().resolve())},
                             "data": {"dataset": data}, "device": args.device, "train": {}, "optim": {},
                             "precision": {}}

@@ -119,4 +119,6 @@ class CompileCheck(QObject):
             self.port.set_problems(list[Problem](), source=SOURCE)
 
     def _say(self, text: str, level: str) -> None:
+        """The outcome in the status bar, where the check was started from, and in the log."""
+        self.port.status(text, 15_000)
         self.port.log(text, level)

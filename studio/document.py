@@ -1,7 +1,7 @@
 """The open document: which file the edited graph belongs to and whether it has unsaved changes.
 
 "Unsaved" is the undo stack's clean state, so undoing back to the saved state clears the
-marker. Opening reads the whole file first: a file that cannot be read raises
+marker; steps that only change how the network is shown (a block opened or closed) leave it saved. Opening reads the whole file first: a file that cannot be read raises
 :class:`GraphFileError` and the graph being edited is left as it was.
 """
 
@@ -29,7 +29,9 @@ class Document(QObject):
         self.controller = controller
         self.path: Path | None = None
         self._name = UNTITLED
+        self._origin: Path | None = None   # the template an unsaved graph was made from
         self.undo_stack.cleanChanged.connect(lambda _clean: self.changed.emit())
+        self.undo_stack.indexChanged.connect(lambda _index: self.changed.emit())
 
     @property
     def undo_stack(self) -> QUndoStack:
@@ -41,17 +43,33 @@ class Document(QObject):
 
     @property
     def dirty(self) -> bool:
-        return not self.undo_stack.isClean()
+        """Whether an edit of the network lies between the saved state and now."""
+        stack = self.undo_stack
+        if stack.isClean():
+            return False
+        clean, now = stack.cleanIndex(), stack.index()
+        if clean < 0:
+            return True
+        steps = [stack.command(i) for i in range(min(clean, now), max(clean, now))]
+        return not all(getattr(getattr(s, "command", None), "view_only", False) for s in steps)
 
     @property
     def name(self) -> str:
         """What the title bar shows: the file name, or the template's name for an unsaved graph."""
         return self.path.name if self.path else self._name
 
-    def replace(self, graph: Graph, path: Path | None = None, name: str = UNTITLED, dirty: bool = False) -> None:
-        """Edit ``graph`` from now on (new, template, open, recovery); the undo history restarts."""
+    @property
+    def origin(self) -> Path | None:
+        """The file the graph is, or was made from (a template): what its runs are named after."""
+        return self.path or self._origin
+
+    def replace(self, graph: Graph, path: Path | None = None, name: str = UNTITLED, dirty: bool = False,
+                origin: Path | None = None) -> None:
+        """Edit ``graph`` from now on (new, template, open, recovery); the undo history restarts.
+        ``origin``: the template an unsaved graph was made from."""
         self.controller.set_graph(graph)
         self.path = Path(path) if path else None
+        self._origin = Path(origin) if origin else None
         self._name = name
         self.undo_stack.setClean()
         if dirty:

@@ -244,8 +244,9 @@ def default_export_dir(graph_path: str | Path | None) -> Path:
 class ExportHook(QObject):
     """The Export menu and the one-click "Export ONNX" toolbar button, added through the window's port.
 
-    One click exports the current run's best checkpoint (``current_run()`` gives its id) or, with no
-    run, the graph being edited (a snapshot taken at the click), into ``export_dir()``, and opens the
+    One click exports the best checkpoint of the newest completed run of the current run's graph
+    (``current_run()`` gives the run this window started last; :func:`exporters.run_source.one_click_run`
+    chooses), or, with no run, the graph being edited (a snapshot taken at the click), into ``export_dir()``, and opens the
     report dialog. Installed by the composition root: ``ExportHook(port, db_url=..., current_run=...)``.
     """
 
@@ -291,20 +292,26 @@ class ExportHook(QObject):
         return default_export_dir(self.port.document_path)
 
     def export(self, fmt: str, run_id: int | None = None) -> ExportDialog:
-        """Start exporting run ``run_id`` (default: the current run, or else the graph) as ``fmt`` and
-        show the dialog; returns it."""
+        """Start exporting run ``run_id`` as ``fmt`` and show the dialog; returns it. Without ``run_id``
+        (one click): the best checkpoint of the newest completed run of the current run's graph
+        (:func:`exporters.run_source.one_click_run`), or else the graph being edited."""
         from exporters import from_graph, from_run
 
-        run_id = self.current_run() if run_id is None else run_id
-        if run_id is not None:
+        current = self.current_run() if run_id is None else None
+        if run_id is not None or current is not None:
             def make() -> Any:
-                return from_run(run_id, store=self.db_url)
+                from exporters.run_source import one_click_run
+
+                chosen = run_id if run_id is not None else one_click_run(current, self.db_url)
+                assert chosen is not None   # one_click_run gives a run for a current run
+                return from_run(chosen, store=self.db_url)
         else:
             graph = self.port.graph.copy()  # the user may keep editing while it exports
 
             def make() -> Any:
                 return from_graph(graph)
-        dialog = ExportDialog(make, fmt, self.export_dir(), parent=self.port.host, untrained=run_id is None)
+        dialog = ExportDialog(make, fmt, self.export_dir(), parent=self.port.host,
+                              untrained=run_id is None and current is None)
         dialog.node_chosen.connect(self.port.reveal)
         dialog.done.connect(lambda ok, d=dialog: self._log(d, ok))
         self.dialogs = [d for d in self.dialogs if d.isVisible() or not d.finished_export] + [dialog]

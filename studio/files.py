@@ -70,7 +70,7 @@ class FileActions(QObject):
             self._error("Cannot open the template", exc)
             return False
         name = str(graph.metadata.get("name") or Path(path).name)
-        self.document.replace(graph, None, name=name)
+        self.document.replace(graph, None, name=name, origin=Path(path))
         self.log(f"New graph from the template {name}", "info")
         self.opened.emit(name)
         return True

@@ -47,7 +47,8 @@ if TYPE_CHECKING:
     from .training_hook import TrainingHook
 
 APP_NAME = "Torch Studio"
-READABLE_ZOOM = 1.0  # below this, node titles and shapes are too small to read
+READABLE_ZOOM = 1.0  # a node revealed from Problems or Summary is shown at least this large
+LEGIBLE_ZOOM = 0.45  # below this, node titles and shapes are too small to read
 
 
 @dataclass
@@ -284,15 +285,15 @@ class MainWindow(QMainWindow):
                                          "nodes", 3000)
 
     def show_whole_graph(self) -> None:
-        """Fit the graph; a long network that would be drawn too small to read is shown from
-        its start at a readable zoom instead (the minimap shows the whole)."""
+        """Fit the graph; only a long network that would be drawn too small to read is shown from
+        its start at the smallest legible zoom instead (the minimap shows the whole)."""
         self.canvas.fit_view()
         zoom = self.canvas.zoom
-        if zoom >= READABLE_ZOOM or not self.controller.graph.nodes:
+        if zoom >= LEGIBLE_ZOOM or not self.controller.graph.nodes:
             return
         rect = self.canvas.graph_scene.items_rect()
-        self.canvas.scale(READABLE_ZOOM / zoom, READABLE_ZOOM / zoom)
-        half_width = self.canvas.viewport().width() / READABLE_ZOOM / 2
+        self.canvas.scale(LEGIBLE_ZOOM / zoom, LEGIBLE_ZOOM / zoom)
+        half_width = self.canvas.viewport().width() / LEGIBLE_ZOOM / 2
         self.canvas.centerOn(rect.left() - 40 + half_width, rect.center().y())
         self.canvas.minimap.update()
 

@@ -184,6 +184,12 @@ class StudioPort:
     def document_path(self) -> Path | None:
         return self._document.path
 
+    @property
+    def run_source(self) -> str:
+        """What a run of the graph is named after: the file it is or was made from, else its title."""
+        origin = self._document.origin
+        return origin.name if origin is not None else self._document.name
+
     def open_snapshot(self, data: dict[str, Any], title: str) -> bool:
         """Open a graph snapshot (a run's graph) as a new unsaved document titled ``title``."""
         return self._files.open_snapshot(data, title)
@@ -196,6 +202,11 @@ class StudioPort:
     @property
     def theme(self) -> Theme:
         return self._themes.current
+
+    @property
+    def graph_replaced(self) -> SignalInstance:
+        """Emitted (with the new graph's name or path) when another graph is opened, made or recovered."""
+        return self._files.opened
 
     @property
     def theme_changed(self) -> SignalInstance:

@@ -10,8 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtGui import QColor, QPainter, QPalette
+from PySide6.QtWidgets import (
+    QApplication,
+    QProxyStyle,
+    QStyle,
+    QStyleOption,
+    QStyleOptionHeader,
+    QWidget,
+)
 
 from .resources import THEMES, IconSet
 
@@ -72,8 +79,8 @@ class ThemeManager(QObject):
     def apply(self, name: str) -> Theme:
         """Switch to theme ``name`` (``dark`` or ``light``)."""
         theme = THEME_TABLE[name]
-        if self.app.style().name().lower() != "fusion":
-            self.app.setStyle("Fusion")
+        if not isinstance(self.app.style(), StudioStyle):
+            self.app.setStyle(StudioStyle())
         self.app.setPalette(theme.palette())
         qss = self.folder / f"{name}.qss"
         text = qss.read_text(encoding="utf-8") if qss.is_file() else ""
@@ -84,3 +91,24 @@ class ThemeManager(QObject):
         self.current = theme
         self.changed.emit(theme)
         return theme
+
+
+class StudioStyle(QProxyStyle):
+    """Fusion, with a table's sort arrow pointing the way the column is sorted (down: largest first).
+
+    QHeaderView hands a descending column to the style as ``SortUp`` (the Windows convention), so
+    Fusion drew an up arrow over the Runs table sorted newest first.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("Fusion")    # by name: the proxy owns the base style it makes
+
+    def drawPrimitive(self, element: QStyle.PrimitiveElement, option: QStyleOption,  # noqa: N802 (Qt override)
+                      painter: QPainter, widget: QWidget | None = None) -> None:
+        if element == QStyle.PrimitiveElement.PE_IndicatorHeaderArrow and isinstance(option, QStyleOptionHeader):
+            flipped = QStyleOptionHeader(option)
+            up, down = QStyleOptionHeader.SortIndicator.SortUp, QStyleOptionHeader.SortIndicator.SortDown
+            flipped.sortIndicator = down if option.sortIndicator == up else up if option.sortIndicator == down \
+                else option.sortIndicator
+            option = flipped
+        super().drawPrimitive(element, option, painter, widget)

@@ -33,6 +33,7 @@ TRAIN = ActionSpec("train", "&Train…", RUN_MENU, "Ctrl+T", "train", True,
                    "Train the graph being edited in a background worker process")
 RUNS = ActionSpec("runs", "&Runs", RUN_MENU, "Ctrl+Shift+R", "", False,
                   "Every run kept in the run store: compare, reopen a run's graph")
+RECORDING = "Recording the memory of the next two training steps..."
 RECORD_MEMORY = ActionSpec("record_memory", "Record &Memory Timeline", RUN_MENU, "Ctrl+Shift+M", "", False,
                            "Record every allocation of the running job's next two training steps by graph node "
                            "(Train workspace, Memory timeline tab; a click on a band selects its node)")
@@ -87,7 +88,7 @@ class TrainingHook(QObject):
                 port.open_snapshot(graph, title)
             ctl = TrainingController(lambda: port.graph, db_url=self.db_url, work_dir=self.work_dir,
                                      open_graph=open_graph, prompts=port.prompts,
-                                     graph_name=lambda: port.document_name, parent=self)
+                                     graph_name=lambda: port.run_source, parent=self)
             self._controller = ctl
             ctl.install(port.host)
             ctl.reveal = port.workspaces.reveal
@@ -102,6 +103,9 @@ class TrainingHook(QObject):
             timeline.node_clicked.connect(self._select_node)
             port.selection_changed.connect(timeline.highlight)
             ctl.run_ended.connect(self._on_run_ended)
+            ctl.dashboard.memory_trace_shown.connect(
+                lambda: self._recording_over("Memory recorded: the Memory timeline tab shows it by layer"))
+            ctl.run_ended.connect(lambda *_: self._recording_over())
             port.host.destroyed.connect(ctl.shutdown)
         return self._controller
 
@@ -125,7 +129,12 @@ class TrainingHook(QObject):
             self.port.status(f"No run is training: {self.train_hint()}.")
             return
         ctl.show_dashboard()
-        self.port.status("Recording the memory of the next two training steps...")
+        self.port.status(RECORDING, 0)     # until the recording arrives or the run ends
+
+    def _recording_over(self, text: str = "") -> None:
+        """The status line that said a recording was under way says how it went (or goes)."""
+        if self.port.host.statusBar().currentMessage() == RECORDING:
+            self.port.status(text, 8000) if text else self.port.host.statusBar().clearMessage()
 
     def _select_node(self, node_id: str) -> None:
         """A timeline band was clicked: select its node on the canvas (shown in Design and Inspect)."""

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -20,7 +21,9 @@ from graph_editor.model import Graph, GraphError, InputSpec, fmt_shape, graph_fr
 from graph_editor.model import load_graph as _load_graph_file
 from graph_editor.model import validate as validate_graph
 
-from .data import DataError, RawData, Splits, fit_to_input, load_raw, prepare
+from .data import DataError, RawData, Splits, fit_to_input, load_raw, prepare, split_indices
+from .data.images.index import index_images
+from .data.images.prepare import disk_path, disk_splits
 from .spec import RunSpec, SpecError
 
 CHANNELS_LAST_LAYERS = {"Conv2d", "ConvTranspose2d"}   # the layers that decide a graph is a convnet
@@ -100,6 +103,31 @@ def load_graph(spec: RunSpec, problems: list[str]) -> Graph | None:
     return None
 
 
+class DataShape(Protocol):
+    """What :func:`check_fit` needs of a dataset: its classes and one sample's shape."""
+
+    @property
+    def classes(self) -> list[str]: ...
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]: ...
+
+
+@dataclass
+class IndexShape:
+    classes: list[str]
+    sample_shape: tuple[int, ...]
+
+
+def dataset_path(spec: RunSpec) -> Path | None:
+    """The spec's dataset as a path (relative to the spec's folder); None for the embedded digits."""
+    d = spec.data
+    if d.dataset == "digits" or d.format == "digits":
+        return None
+    path = Path(d.dataset).expanduser()
+    return path if path.is_absolute() or not spec.base_dir else Path(spec.base_dir) / path
+
+
 def load_data(spec: RunSpec, problems: list[str]) -> RawData | None:
     d = spec.data
     try:
@@ -112,7 +140,7 @@ def load_data(spec: RunSpec, problems: list[str]) -> RawData | None:
     return None
 
 
-def check_fit(spec: RunSpec, graph: Graph, raw: RawData, problems: list[str]) -> None:
+def check_fit(spec: RunSpec, graph: Graph, raw: DataShape, problems: list[str]) -> None:
     """Classes and input shape of the data against the graph; the graph takes the data's shape if valid."""
     n_classes = len(raw.classes)
     if graph.num_classes != n_classes:
@@ -137,10 +165,24 @@ def check_fit(spec: RunSpec, graph: Graph, raw: RawData, problems: list[str]) ->
                         f"{fmt_shape(shape, batch=True)}")
 
 
+def batch_problem(batch: int, train_size: int) -> str | None:
+    """The refusal of a batch larger than the train split (the worker's and the Train dialog's), or None."""
+    if batch > train_size:
+        return f"train.batch_size: {batch} is larger than the train split ({train_size} samples)"
+    return None
+
+
+def train_split_size(spec: RunSpec, size: int, own_splits: Collection[str] = ()) -> int:
+    """How many of ``size`` samples the run's train split gets (its fractions and seed); a split the
+    dataset defines itself ("val", "test" in ``own_splits``) takes none of them, as in :func:`split_rows`."""
+    val = 0.0 if "val" in own_splits else spec.data.val_fraction
+    test = 0.0 if "test" in own_splits else spec.data.test_fraction
+    return len(split_indices(size, val, test, spec.train.seed)[0])
+
+
 def check_splits(spec: RunSpec, splits: Splits, problems: list[str]) -> None:
-    if spec.train.batch_size > len(splits.train):
-        problems.append(f"train.batch_size: {spec.train.batch_size} is larger than the train split "
-                        f"({len(splits.train)} samples)")
+    if (line := batch_problem(spec.train.batch_size, len(splits.train))) is not None:
+        problems.append(line)
     if len(splits.val) == 0 and (spec.checkpoints.best or spec.early_stopping.patience):
         problems.append("data.val_fraction: the val split is empty, but best checkpoints and early stopping "
                         "need one (set checkpoints.best false and early_stopping.patience 0)")
@@ -151,7 +193,11 @@ def setup(spec: RunSpec) -> Setup:
     problems: list[str] = []
     device = resolve_device(spec.device, problems)
     check_precision(spec, device, problems)
-    graph, raw = load_graph(spec, problems), load_data(spec, problems)
+    graph = load_graph(spec, problems)
+    path = dataset_path(spec)
+    if graph is not None and path is not None and disk_path(spec.data, path, graph.input_spec.shape, problems):
+        return setup_from_disk(spec, graph, path, device, problems)
+    raw = load_data(spec, problems)
     if graph is not None and raw is not None:
         raw = fit_to_input(raw, graph.input_spec.shape)   # images flattened for a flat (MLP) input
         check_fit(spec, graph, raw, problems)
@@ -169,3 +215,23 @@ def setup(spec: RunSpec) -> Setup:
     if problems:
         raise SpecError(problems)
     return Setup(spec, graph, splits, device, streamed)
+
+
+def setup_from_disk(spec: RunSpec, graph: Graph, path: Path, device: torch.device, problems: list[str]) -> Setup:
+    """An image folder or CSV that stays on disk: indexed, checked (empty classes, one class, the same file
+    in two splits), split; every batch is decoded later, in the loaders' worker processes."""
+    try:
+        index = index_images(path)
+    except DataError as exc:
+        raise SpecError([*problems, f"data.dataset: {exc}"]) from None
+    except OSError as exc:
+        raise SpecError([*problems, f"data.dataset: cannot read '{spec.data.dataset}': {exc}"]) from None
+    im, (c, h, w) = spec.data.images, graph.input_spec.shape
+    shape = (c, int(im.size[0]), int(im.size[1])) if im.size else (c, h, w)
+    check_fit(spec, graph, IndexShape(list(index.classes), shape), problems)
+    splits = disk_splits(spec, index, shape, problems)
+    if splits is not None:
+        check_splits(spec, splits, problems)
+    if problems or splits is None:
+        raise SpecError(problems)
+    return Setup(spec, graph, splits, device, streamed=True)

@@ -26,7 +26,8 @@ from collections.abc import Iterator
 import torch
 
 from .checks import Setup
-from .data.loaders import Augment, DeviceLoader, StreamLoader
+from .data.images.prepare import file_loaders
+from .data.loaders import Augment, DeviceLoader, StreamLoader, eval_rows
 
 
 class ShardLoader(DeviceLoader):
@@ -68,18 +69,6 @@ class ShardStreamLoader(StreamLoader):
             yield x, y.to(self.device, non_blocking=True), self.local
 
 
-def eval_rows(order: torch.Tensor, step: int, batch: int, rank: int, world: int) -> tuple[torch.Tensor, int]:
-    """Rank ``rank``'s rows of evaluation step ``step`` (``batch`` rows a step over all ranks), padded
-    to ``batch / world`` with the split's last row, and how many are real."""
-    local, n = batch // world, len(order)
-    lo = min(step * batch + rank * local, n)
-    idx = order[lo:min(lo + local, n)]
-    valid = len(idx)
-    if valid < local:
-        idx = torch.cat([idx, order[-1:].expand(local - valid)])
-    return idx, valid
-
-
 class ShardEvalLoader(DeviceLoader):
     """A device-resident evaluation split; each step is this rank's share of one process's batch."""
 
@@ -118,6 +107,8 @@ def rank_loaders(setup: Setup, rank: int, world: int) -> dict[str, DeviceLoader]
     """Train: this rank's slices of the global batch (``train.batch_size``); val and test: this rank's
     share of each evaluation step (the metrics are summed over the ranks)."""
     spec, s = setup.spec, setup.splits
+    if s.on_disk:   # image files: each rank's workers decode only its rows
+        return dict(file_loaders(spec, s, setup.device, channels_last=setup.channels_last, rank=rank, world=world))
     aug = Augment(spec.data.augment.flip, spec.data.augment.translate)
     kw = dict(channels_last=setup.channels_last, seed=spec.train.seed)
     b, dev = spec.train.batch_size, setup.device

@@ -42,6 +42,7 @@ from .distributed import (
     wrap_ddp,
     write_failure,
 )
+from .finetune import lr_scales
 from .job import Job, _timed_first_call, build_model, checkpoint_state, restore, run_epochs
 from .lifeline import note_alive
 from .loop import NonFiniteLoss, Window, make_train_step
@@ -149,7 +150,7 @@ def make_rank_job(st: Any, model: torch.nn.Module, ctx: Context, *, store: Any, 
     else:
         runner = wrap_ddp(model, ctx)
     compiled = spec.precision.compile != "off"
-    opt = make_optimizer(model, spec.optim, lr_tensor=compiled, device=dev)
+    opt = make_optimizer(model, spec.optim, lr_tensor=compiled, device=dev, scales=lr_scales(model, st.graph, spec.model))
     if compiled:
         # torch.compile of a module returns an OptimizedModule (an nn.Module); the stub says a plain callable
         runner = torch.compile(runner, mode=spec.precision.compile)  # type: ignore[assignment]

@@ -65,6 +65,11 @@ reader that saw an event can find it in the store.
     (share of allocated bytes with a node or phase), ``peak_phase``, ``peak_node``, ``at_peak`` (live
     bytes by node at the peak), ``timeline`` (``t_ms``, ``live`` and ``nodes``: the top nodes' live
     bytes, at most 2000 points); ``error`` instead where the recording could not start or end.
+``skipped_files`` (:class:`SkippedFiles`)
+    A dataset read from disk met files it cannot decode (corrupt, truncated, not an image): ``step``,
+    ``split`` ("train", "val", "test"), ``files`` (``[path, reason]`` of each newly skipped file, at
+    most 20), ``count`` (files of the run skipped so far, over every split). Each file once a run; the
+    count is also the metric ``data/skipped_files`` and the list the run's ``skipped_files`` artifact.
 ``inspect`` (:class:`Inspect`)
     ``step`` (the inspected step), ``path`` (the report, a JSON file in the run directory: per graph
     node ||dL/dy||, ||dL/dW||, weight norm, update ratio, activation mean/std, zero fraction, CPU
@@ -147,9 +152,9 @@ __all__ = [
     "encode_command", "parse_command",
     # the events
     "RUN_STARTED", "COMPILE_DONE", "GRAPH_BREAK", "RECOMPILE", "METRICS", "EPOCH_END", "MEMORY", "CHECKPOINT",
-    "STATE", "FINISHED", "FAILED", "INSPECT", "MEMORY_TRACE", "EXIT_OK", "EXIT_FAILED", "EXIT_REFUSED",
+    "STATE", "FINISHED", "FAILED", "INSPECT", "MEMORY_TRACE", "SKIPPED_FILES", "EXIT_OK", "EXIT_FAILED", "EXIT_REFUSED",
     "PerClass", "Best", "RunStarted", "CompileDone", "GraphBreakEvent", "Recompile", "Metrics", "EpochEnd", "Memory",
-    "Checkpoint", "State", "Finished", "Failed", "MemoryTimeline", "Inspect", "ENDS", "EVENTS",
+    "Checkpoint", "State", "Finished", "Failed", "MemoryTimeline", "Inspect", "SkippedFiles", "ENDS", "EVENTS",
 ]
 
 RUN_STARTED = "run_started"
@@ -163,6 +168,7 @@ CHECKPOINT = "checkpoint"
 STATE = "state"
 FINISHED = "finished"
 FAILED = "failed"
+SKIPPED_FILES = "skipped_files"
 MEMORY_TRACE = "memory_trace"   # INSPECT ("inspect") names both the event and the command
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
@@ -414,6 +420,17 @@ class Inspect(Event):
     nodes: int = 0
     loss: float | None = None
     flags: list[list[Any]] = field(default_factory=list)
+
+
+@event_type(SKIPPED_FILES)
+@dataclass(kw_only=True)
+class SkippedFiles(Event):
+    """Files of a dataset on disk that could not be decoded, skipped (the run goes on)."""
+
+    step: int = 0
+    split: str = "train"
+    files: list[list[str]] = field(default_factory=list)   # [path, reason] of the newly skipped files
+    count: int = 0                                          # skipped so far in this run
 
 
 ENDS = (Finished, Failed)   # the events that end a run

@@ -34,7 +34,9 @@ from .checkpointing import SegmentError, checkpointed_module
 from .checks import Setup
 from .compile_log import watch as watch_compile
 from .controls import Controls
+from .data.images.prepare import file_loaders
 from .data.loaders import Augment, DeviceLoader, StreamLoader
+from .finetune import freeze, initialise, lr_scales
 from .inspect import LiveInspection, publisher
 from .loop import (
     EpochTotals,
@@ -52,6 +54,7 @@ from .memtrace import LiveRecording
 from .memtrace import publisher as memtrace_publisher
 from .optim import Schedule, make_optimizer
 from .recorder import Recorder
+from .skipped import watch as watch_skipped
 from .spec import SpecError
 from .store import RunStore
 
@@ -104,6 +107,8 @@ def build_model(setup: Setup) -> nn.Module:
     The seed is set first: the same spec always starts from the same weights."""
     torch.manual_seed(setup.spec.train.seed)
     model = build_module(setup.graph, device=setup.device)
+    initialise(model, setup.graph, setup.spec)      # a pretrained start (model.init_from), if any
+    freeze(model, setup.graph, setup.spec.model)
     try:   # activation checkpointing of the spec's segments; the same layers and parameters
         model = checkpointed_module(model, setup.graph, setup.spec.memory.checkpoint)
     except SegmentError as exc:
@@ -133,7 +138,8 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
     if dev.type == "cuda":
         torch.backends.cudnn.benchmark = True    # fixed batch shapes: cuDNN picks each layer's fastest kernel once
     compiled = spec.precision.compile != "off"
-    opt = make_optimizer(model, spec.optim, lr_tensor=compiled, device=dev)
+    opt = make_optimizer(model, spec.optim, lr_tensor=compiled, device=dev,
+                         scales=lr_scales(model, setup.graph, spec.model))
     runner = torch.compile(model, mode=spec.precision.compile) if compiled else model
     step_fn, scaler = make_train_step(runner, opt, device=dev, precision=spec.precision.dtype,
                                       label_smoothing=spec.optim.label_smoothing, compile_mode=spec.precision.compile)
@@ -149,6 +155,7 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
         publish=publisher(run_dir, store, run_id, emitter.emit, lambda write: job.recorder.submit(write)),
         every_s=spec.train.inspect_every_s, scaler=lambda: job.scaler, start_step=lambda: job.step)
     controls.on_inspect = job.inspection.request
+    watch_skipped(job)
     job.step_fn = job.inspection.wrap(job.step_fn)
     recording = LiveRecording(model, dev, publish=memtrace_publisher(run_dir, emitter.emit, job.recorder.submit),
                               start_step=lambda: job.step, opt=opt)
@@ -159,6 +166,8 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
 
 def make_loaders(setup: Setup) -> dict[str, DeviceLoader]:
     spec, s = setup.spec, setup.splits
+    if s.on_disk:   # image files decoded per batch in the loaders' workers
+        return dict(file_loaders(spec, s, setup.device, channels_last=setup.channels_last))
     aug = Augment(spec.data.augment.flip, spec.data.augment.translate)
     kw = dict(channels_last=setup.channels_last, seed=spec.train.seed)
     out: dict[str, DeviceLoader] = {}

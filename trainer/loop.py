@@ -106,7 +106,8 @@ class Window:
     def record(self, loss: torch.Tensor, pred: torch.Tensor, labels: torch.Tensor) -> None:
         self.losses.append(loss)
         self.preds.append(pred)
-        self.labels.append(labels)
+        # MixUp/CutMix labels are class probabilities: a prediction is right on the dominant class
+        self.labels.append(labels.argmax(1) if labels.dim() == 2 else labels)
 
     def read(self, first_step: int, seconds: float = 0.0) -> tuple[list[float], list[float]]:
         """The recorded steps' losses and correct counts (one host/device sync), also kept as

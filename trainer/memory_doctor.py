@@ -20,14 +20,16 @@ from graph_editor.model import Graph
 
 from .checkpointing import SegmentError, resolve_segments
 from .memory_predict import (
+    BatchTooSmall,
     Cancelled,
     DataDependentStep,
     MemoryPrediction,
+    MemoryPredictionError,
     largest_batch,
     predict_memory,
     usable_bytes,
 )
-from .spec import RunSpec
+from .spec import RunSpec, SpecError
 
 MiB = 2 ** 20
 ADAPTIVE = ("adam", "adamw", "rmsprop")    # optimizers with per-parameter state SGD does without
@@ -212,6 +214,9 @@ def check_run(graph: Graph, spec: RunSpec, *, device_type: str, total: int | Non
         pred = predict_for_spec(graph, spec, device=dev, channels_last=channels_last, resident=resident)
     except DataDependentStep:  # a node reads the data's values: the device computes what fake tensors cannot
         return None
+    except MemoryPredictionError as exc:  # the step itself is refused (batch norm over one sample): say so
+        field = "train.batch_size" if isinstance(exc, BatchTooSmall) else "memory"
+        raise SpecError([f"{field}: {exc}"]) from None
     if pred.peak_bytes <= budget:
         return None
     return diagnose(graph, spec, budget, device=dev, prediction=pred, channels_last=channels_last)

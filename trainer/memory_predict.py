@@ -57,6 +57,16 @@ class DataDependentStep(MemoryPredictionError):
     so the step's memory cannot be predicted; a real device may still run it."""
 
 
+class BatchTooSmall(MemoryPredictionError):
+    """A batch norm node normalises over the batch and needs more than one value per channel in
+    training (a batch of 1 after global pooling or into BatchNorm1d): torch refuses such a step."""
+
+
+BN_SINGLE = "Expected more than 1 value per channel when training"
+MAX_BATCH = 1 << 31         # far beyond any device; a larger batch overflows tensor sizes of the step
+MAX_BUDGET = 1 << 60        # an exbibyte: a larger budget is a typo, not a device
+
+
 class Cancelled(Exception):
     """A search was asked to stop (its ``stop()`` returned True) between two predictions."""
 
@@ -132,6 +142,9 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
         log, start = _run_steps(graph, model, tracker, spec, batch, precision, channels_last)
     except Exception as exc:
         node = tracker.node if tracker.node in graph.nodes else None
+        if isinstance(exc, ValueError) and BN_SINGLE in str(exc):
+            raise BatchTooSmall(f"batch {batch}: {node_label(graph, node)} normalises over the batch and needs "
+                                "more than one value per channel in training: use a batch of 2 or more", node) from None
         message = describe(exc, node_label(graph, node), "the training step's memory cannot be predicted")
         if message is None:
             raise
@@ -201,13 +214,16 @@ def _run_steps(graph: Graph, model: nn.Module, tracker: StorageTracker, spec: Op
 def _check_args(batch: int, optimizer: str | OptimSpec, precision: str, device: str) -> OptimSpec:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise MemoryPredictionError(f"batch: must be a positive integer, got {batch!r}")
+    if batch > MAX_BATCH:
+        raise MemoryPredictionError(f"batch: {batch:,} samples is more than {MAX_BATCH:,}, where the step's tensor "
+                                    "sizes overflow; no device holds such a batch")
     spec = optimizer if isinstance(optimizer, OptimSpec) else OptimSpec(name=str(optimizer))
     if spec.name not in OPTIMIZERS:
         raise MemoryPredictionError(f"optimizer: unknown optimizer '{spec.name}' (choose {', '.join(OPTIMIZERS)})")
     if precision not in ("fp32", "bf16"):
         raise MemoryPredictionError(f"precision: the prediction knows fp32 and bf16, got '{precision}'")
-    if not (device in ("cpu", "cuda") or device.startswith("cuda:")):
-        raise MemoryPredictionError(f"device: choose cpu or cuda, got '{device}'")
+    if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", device):
+        raise MemoryPredictionError(f"device: choose cpu, cuda or cuda:N (N a GPU index), got '{device}'")
     return spec
 
 
@@ -272,6 +288,7 @@ def _node(nodes: dict[str, dict[str, int]], name: str) -> dict[str, int]:
 # ------------------------------------------------------------------------- largest batch
 CUDA_CONTEXT = 512 * 2 ** 20   # the CUDA context and cuBLAS/cuDNN handles, outside the allocator
 CUDA_SLACK = 0.05              # the caching allocator's fragmentation, as a fraction of the rest
+SEARCH_UPPER = 1 << 16         # largest_batch searches no further: 65,536 means "65,536 or more"
 
 
 def usable_bytes(total: int, device: str) -> int:
@@ -283,25 +300,32 @@ def usable_bytes(total: int, device: str) -> int:
 
 
 def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "adamw", precision: str = "fp32",
-                  channels_last: bool = False, device: str = "cpu", upper: int = 1 << 16,
+                  channels_last: bool = False, device: str = "cpu", upper: int = SEARCH_UPPER,
                   checkpoint: Sequence[str] = (), stop: Callable[[], bool] | None = None, resident: int = 0,
                   ) -> tuple[int, MemoryPrediction | None]:
     """The largest batch whose predicted peak fits ``budget`` bytes, and its prediction (0 and None
-    when not even batch 1 fits). Fits ``peak = c0 + c1*b`` from two predictions, then confirms or
-    steps down with real predictions (attention makes the peak slightly more than linear). ``stop``
-    is asked before each prediction; True raises :class:`Cancelled`."""
+    when not even the smallest batch fits). Fits ``peak = c0 + c1*b`` from two predictions, then confirms or
+    steps down with real predictions (attention makes the peak slightly more than linear). The search
+    starts at batch 1, or 2 where batch norm needs more than one sample (:class:`BatchTooSmall`), and
+    stops at ``upper``: a result of ``upper`` means "``upper`` or more" (:func:`search_capped`).
+    ``stop`` is asked before each prediction; True raises :class:`Cancelled`."""
     kw = dict(optimizer=optimizer, precision=precision, channels_last=channels_last, device=device,
               checkpoint=checkpoint, resident=resident)
-    if budget <= 0:
-        raise MemoryPredictionError(f"budget: must be positive, got {budget}")
-    p1 = predict_memory(graph, 1, **kw)
+    if budget <= 0 or budget > MAX_BUDGET:
+        raise MemoryPredictionError(f"budget: must be positive and at most {MAX_BUDGET:,} bytes, got {budget:,}")
+    first = 1
+    try:
+        p1 = predict_memory(graph, first, **kw)
+    except BatchTooSmall:
+        first = 2
+        p1 = predict_memory(graph, first, **kw)
     if p1.peak_bytes > budget:
         return 0, None
-    p8 = predict_memory(graph, 8, **kw)
+    p8 = predict_memory(graph, first + 7, **kw)
     slope = max((p8.peak_bytes - p1.peak_bytes) / 7, 1.0)
-    guess = max(1, min(upper, int((budget - p1.peak_bytes) / slope) + 1))
-    known = {1: p1, 8: p8}
-    good, bad = 1, upper + 1
+    guess = max(first, min(upper, int((budget - p1.peak_bytes) / slope) + first))
+    known = {first: p1, first + 7: p8}
+    good, bad = first, upper + 1
     for _ in range(12):
         if guess in known:
             pred = known[guess]
@@ -325,3 +349,8 @@ def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "ad
             frac = (budget - lo) / max(hi - lo, 1)
             guess = min(bad - 1, max(good + 1, good + int(math.floor(frac * (bad - good)))))
     return good, known[good]
+
+
+def search_capped(largest: int, upper: int = SEARCH_UPPER) -> bool:
+    """Whether a :func:`largest_batch` result is its search's cap (the batch that fits may be larger)."""
+    return largest >= upper

@@ -18,13 +18,22 @@ FUSED = ("sgd", "adamw", "adam")   # optimizers with fused CPU and CUDA kernels 
 
 
 def make_optimizer(model: nn.Module, spec: OptimSpec, *, lr_tensor: bool = False,
-                   device: torch.device | None = None) -> torch.optim.Optimizer:
+                   device: torch.device | None = None, scales: dict[int, float] | None = None,
+                   ) -> torch.optim.Optimizer:
     """The optimizer of the spec. Weight decay applies to weights (ndim >= 2) only, not to biases
-    or normalisation scales, as is usual for convnets. ``lr_tensor`` keeps the rate in a tensor."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
-    rest = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
-    groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": rest, "weight_decay": 0.0}]
-    groups = [g for g in groups if g["params"]]
+    or normalisation scales, as is usual for convnets. ``lr_tensor`` keeps the rate in a tensor.
+    ``scales`` (``id(parameter) -> factor``) puts those parameters in groups of their own whose rate
+    is ``factor`` x the schedule's (:func:`set_lr`); frozen parameters (no grad) are left out."""
+    scales = scales or {}
+    groups: list[dict] = []
+    for factor in [1.0, *sorted(set(scales.values()) - {1.0})]:
+        mine = [p for p in model.parameters() if p.requires_grad and scales.get(id(p), 1.0) == factor]
+        for params, wd in (([p for p in mine if p.ndim >= 2], spec.weight_decay), ([p for p in mine if p.ndim < 2], 0.0)):
+            if params:
+                groups.append({"params": params, "weight_decay": wd})
+                if factor != 1.0:   # a tensor rate of its own: set_lr fills each group's in place
+                    groups[-1].update(lr_scale=factor, **({"lr": torch.tensor(spec.lr * factor, device=device)}
+                                                          if lr_tensor else {}))
     lr: float | torch.Tensor = spec.lr
     # Eager runs: the fused kernels (one launch per group for the whole update; CPU and CUDA) where
     # the optimizer has them, else foreach (one launch per group and operation).
@@ -79,9 +88,11 @@ def _cos(start: float, end: float, t: float) -> float:
 
 
 def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
-    """Set every group's rate; a tensor rate is filled in place (a device op, not a host sync)."""
+    """Set every group's rate (times its ``lr_scale``); a tensor rate is filled in place (a device op,
+    not a host sync)."""
     for group in opt.param_groups:
+        rate = lr * group.get("lr_scale", 1.0)
         if isinstance(group["lr"], torch.Tensor):
-            group["lr"].fill_(lr)
+            group["lr"].fill_(rate)
         else:
-            group["lr"] = lr
+            group["lr"] = rate

@@ -20,8 +20,9 @@ from typing import Any
 from graph_editor.model.serialize import MAX_DEPTH, value_depth
 
 from .data.formats import format_names
+from .image_spec import ImageSpec, check_images
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 OPTIMIZERS = ("sgd", "adamw", "adam", "rmsprop")
 SCHEDULES = ("onecycle", "cosine", "step", "constant")
@@ -36,6 +37,7 @@ MAX_IMAGE_SIDE = 16384   # pixels: beyond any classification input (and a decomp
 MAX_NPROC = 1024         # ranks on one machine: beyond any machine's GPUs or cores
 MAX_NNODES = 4096        # machines in one run: beyond the largest published training jobs' node counts
 MAX_WORKERS = 64         # DataLoader processes: more only costs memory and start-up
+LR_SCALE_RE = re.compile(r"\s*[^=\s][^=]*=\s*(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")   # "block=factor"
 DEVICE_RE = re.compile(r"auto|cpu|cuda(:\d{1,4})?")
 
 
@@ -58,6 +60,10 @@ class SpecError(ValueError):
 @dataclass
 class ModelSpec:
     graph: str | dict[str, Any] = "assets/templates/digits_cnn.graph.json"  # a path, or the graph itself
+    init_from: str = ""       # a weights file (node-id keys: a run's checkpoint, safetensors, a state dict)
+    reinit: list[str] = field(default_factory=list)   # blocks left at a fresh initialisation (a replaced head)
+    frozen: list[str] = field(default_factory=list)   # blocks (group ids, first..last) that do not train
+    lr_scale: list[str] = field(default_factory=list)  # "block=factor": the block learns at factor x the rate
 
 
 @dataclass
@@ -78,6 +84,7 @@ class DataSpec:
     augment: AugmentSpec = field(default_factory=AugmentSpec)
     device_budget_mb: float = 1024.0  # data up to this size lives on the device as tensors
     workers: int = 2                  # DataLoader workers when the data does not fit the budget
+    images: ImageSpec = field(default_factory=ImageSpec)
 
 
 @dataclass
@@ -156,6 +163,15 @@ class DistributedSpec:
     reshard_after_forward: bool = True  # FSDP2: free gathered parameters after forward (memory vs. traffic)
 
 
+def default_run_name(source: str) -> str:
+    """The name of a run not named by its user, from the graph it trains: ``lenet5.graph.json`` (its
+    file, or the template it was made from) -> ``lenet5``; a graph with no file keeps the title the
+    studio gives it ("Untitled"). The command line and the studio both name runs through this."""
+    name = Path(source.strip()).name if source.strip().endswith(".json") else source.strip()
+    name = name.removesuffix(".json").removesuffix(".graph")
+    return name or "Untitled"
+
+
 @dataclass
 class RunSpec:
     """Everything a run needs; ``to_dict`` is what the store and checkpoints keep."""
@@ -231,8 +247,19 @@ def spec_from_dict(data: Any) -> RunSpec:
     return spec
 
 
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 reads image folders from disk by default; a version 1 spec read them whole into memory
+    at ``data.image_size``, and keeps doing so (a resumed run continues on the data it started with)."""
+    out = dict(data)
+    d = out.get("data", {})
+    if isinstance(d, dict):
+        images = d.get("images", {})
+        out["data"] = {**d, "images": {**images, "source": "memory"} if isinstance(images, dict) else images}
+    return out
+
+
 # schema_version -> function that upgrades a dict of that version to the next one.
-_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
@@ -302,7 +329,7 @@ def _show(value: Any) -> str:
 def _type_ok(value: Any, default: Any, name: str) -> bool:
     if name == "graph":  # a graph object is checked as a graph file is, when the run is set up
         return isinstance(value, str) or isinstance(value, dict) and value_depth(value) <= MAX_DEPTH
-    if name in ("checkpoint", "fsdp_units"):
+    if name in ("checkpoint", "fsdp_units", "reinit", "frozen", "lr_scale"):
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if isinstance(default, bool):
         return isinstance(value, bool)
@@ -323,6 +350,10 @@ def _type_name(default: Any, name: str) -> str:
         return "a list of group ids or 'first..last' node id ranges"
     if name == "fsdp_units":
         return "a list of graph node or group ids"
+    if name in ("reinit", "frozen"):
+        return "a list of group ids or 'first..last' node id ranges"
+    if name == "lr_scale":
+        return "a list of 'block=factor' entries"
     return {bool: "true or false", int: "an integer", float: "a number", list: "a list of numbers",
             str: "a string"}.get(type(default), type(default).__name__)
 
@@ -380,6 +411,10 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
                                                        for v in d.image_size)):
         problems.append(f"data.image_size: must be [height, width] in pixels, each 1 to {MAX_IMAGE_SIDE}, "
                         f"got {_show(d.image_size)}")
+    check_images(d.images, problems, _choice, _show, MAX_IMAGE_SIDE)
+    for k, entry in enumerate(spec.model.lr_scale):
+        if not LR_SCALE_RE.fullmatch(entry) or float(entry.partition("=")[2]) > 100.0:
+            problems.append(f"model.lr_scale[{k}]: must be 'block=factor' with a factor 0 to 100, got {_show(entry)}")
     if d.workers > MAX_WORKERS:
         problems.append(f"data.workers: at most {MAX_WORKERS} DataLoader processes, got {d.workers}")
     if not DEVICE_RE.fullmatch(spec.device):

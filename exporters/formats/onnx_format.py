@@ -8,9 +8,10 @@ the ``.onnx`` (protobuf cannot hold more than 2 GB).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +20,9 @@ import torch
 from ..errors import ExportError
 from ..locate import batch_dims, node_title, onnx_node_owner, raise_at_node
 from ..options import DEFAULT_OPSET, ExportOptions
+from ..preprocessing import METADATA_KEY, Preprocessing
 from ..registry import Format, Written, export_format
-from ..report import Check, compare_outputs, median_ms
+from ..report import Check, accuracy_check, compare_outputs, median_ms
 from ..source import ExportSource
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 EXTERNAL_DATA_BYTES = 1_500_000_000
 MIN_OPSET = 7
 INPUT_NAME, OUTPUT_NAME = "input", "logits"
+CLASSES_KEY = "torch_studio.classes"
 
 
 @contextlib.contextmanager
@@ -87,11 +90,13 @@ class OnnxFormat(Format):
                               f"({MIN_OPSET}..{onnx.defs.onnx_opset_version()})")
         example = source.example(options.example_batch)
         try:
-            program = onnx_program(source.module, (example,), opset)
+            program = onnx_program(source.model, (example,), opset)
         except Exception as exc:
             raise_at_node(f"ONNX (opset {opset})", source.module, source.graph, example,
                           lambda m, args: onnx_program(m, args, opset, names=False), exc)
         _check_opset(program.model_proto, opset, source)
+        program.model.metadata_props[METADATA_KEY] = source.prep.to_json()
+        program.model.metadata_props[CLASSES_KEY] = json.dumps(source.prep.classes)
         external = options.external_data
         if external is None:
             external = param_bytes(source.module) > EXTERNAL_DATA_BYTES
@@ -108,7 +113,24 @@ class OnnxFormat(Format):
 
     def verify(self, source: ExportSource, written: Written, options: ExportOptions,
                ) -> tuple[list[Check], dict[str, object]]:
-        return verify_onnx(written.files[0], source.module, source.samples, options)
+        checks, figures = verify_onnx(written.files[0], source.reference, source.samples, options, source.labels)
+        if checks[0].passed:
+            checks.append(_metadata_check(written.files[0], source))
+        return checks, figures
+
+
+def _metadata_check(path: Path, source: ExportSource) -> Check:
+    """The file's metadata_props hold the preprocessing and class names it was written with."""
+    import onnx
+
+    props = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+    try:
+        read = Preprocessing.from_dict(json.loads(props.get(METADATA_KEY, "")))
+    except ValueError as exc:
+        return Check("metadata", False, f"{METADATA_KEY} is missing or unreadable ({exc})")
+    same = read == source.prep and json.loads(props.get(CLASSES_KEY, "null")) == source.prep.classes
+    return Check("metadata", same, f"metadata_props hold the preprocessing and {len(read.classes)} class names"
+                 if same else "metadata_props differ from the preprocessing the model was written with")
 
 
 def _check_opset(model: onnx.ModelProto, opset: int, source: ExportSource) -> None:
@@ -136,9 +158,10 @@ def _check_opset(model: onnx.ModelProto, opset: int, source: ExportSource) -> No
                       node=None if owner == "?" else owner)
 
 
-def verify_onnx(path: Path, module: torch.nn.Module, inputs: torch.Tensor, options: ExportOptions,
-                ) -> tuple[list[Check], dict[str, object]]:
-    """Prove an ONNX file computes what ``module`` computes on ``inputs``: checker, dynamic batch,
+def verify_onnx(path: Path, module: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor,
+                options: ExportOptions, labels: torch.Tensor | None = None) -> tuple[list[Check], dict[str, object]]:
+    """Prove an ONNX file computes what ``module`` (a module, or a source's ``reference``) computes on
+    ``inputs``: checker, dynamic batch,
     onnxruntime parity; figures: max abs diff, top-1 agreement, both latencies."""
     import onnx
     import onnxruntime as ort
@@ -165,14 +188,18 @@ def verify_onnx(path: Path, module: torch.nn.Module, inputs: torch.Tensor, optio
     expected = _eager(module, inputs)
     comp = compare_outputs(expected, got, options.rtol, options.atol)
     checks.append(comp.check(f"onnxruntime parity (batch {len(inputs)})", options.rtol, options.atol))
-    figures: dict[str, object] = {"verify_batch": len(inputs), "max_abs_diff": comp.max_abs_diff,
+    accuracy: dict[str, float] = {}
+    if labels is not None and len(labels) == len(inputs):  # labelled raw samples of a run
+        check, accuracy = accuracy_check(expected, got, labels)
+        checks.append(check)
+    figures: dict[str, object] = {**accuracy, "verify_batch": len(inputs), "max_abs_diff": comp.max_abs_diff,
                                   "top1_agreement": comp.top1_agreement,
                                   "onnxruntime_ms": median_ms(lambda: session.run(None, feed), options.timing_runs),
                                   "pytorch_eager_ms": median_ms(lambda: _eager(module, inputs), options.timing_runs)}
     return checks, figures
 
 
-def _eager(module: torch.nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+def _eager(module: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
     with torch.inference_mode():
         return module(inputs)
 

@@ -8,8 +8,10 @@ import torch
 
 from ..locate import export_program, raise_at_node
 from ..options import ExportOptions
+from ..preprocessing import read_sidecar, sidecar
+from ..proof import parity
 from ..registry import Format, Written, export_format
-from ..report import Check, compare_outputs, median_ms
+from ..report import Check, median_ms
 from ..source import ExportSource
 
 
@@ -26,13 +28,15 @@ class Pt2Format(Format):
     def write(self, source: ExportSource, path: Path, options: ExportOptions) -> Written:
         example = source.example(options.example_batch)
         try:
-            program = export_program(source.module, (example,))
+            program = export_program(source.model, (example,))
         except Exception as exc:
             raise_at_node("torch.export", source.module, source.graph, example,
                           lambda m, args: export_program(m, args), exc)
         torch.export.save(program, str(path))
+        side = source.prep.save_beside(path)
         ops = sum(1 for n in program.graph.nodes if n.op == "call_function")
-        return Written([path], {"example_batch": options.example_batch, "aten_ops": ops}, keep={"program": program})
+        return Written([path, side], {"example_batch": options.example_batch, "aten_ops": ops},
+                       [f"preprocessing and class names in {side.name}"], keep={"program": program})
 
     def verify(self, source: ExportSource, written: Written, options: ExportOptions,
                ) -> tuple[list[Check], dict[str, object]]:
@@ -60,13 +64,23 @@ def verify_pt2(path: Path, source: ExportSource, options: ExportOptions,
         same = torch.equal(before, got)
         checks.append(Check("save/load round trip", same, "the loaded program gives bit-identical outputs" if same
                             else "the loaded program computes something else than the saved one"))
-    comp = compare_outputs(source.reference(inputs), got, options.rtol, options.atol)
-    checks.append(comp.check(f"parity with eager (batch {len(inputs)})", options.rtol, options.atol))
+    more, figures = parity(source, got, options, "parity with eager")
+    checks += [*more, sidecar_check(path, source)]
 
     def run() -> None:
         with torch.inference_mode():
             loaded(inputs)
 
-    return checks, {"verify_batch": len(inputs), "max_abs_diff": comp.max_abs_diff,
-                    "top1_agreement": comp.top1_agreement, "pt2_ms": median_ms(run, options.timing_runs),
+    return checks, {**figures, "pt2_ms": median_ms(run, options.timing_runs),
                     "pytorch_eager_ms": median_ms(lambda: source.reference(inputs), options.timing_runs)}
+
+
+def sidecar_check(path: Path, source: ExportSource) -> Check:
+    """The JSON beside the file holds the preprocessing and class names the model was written with."""
+    try:
+        read = read_sidecar(path)
+    except ValueError as exc:
+        return Check("metadata", False, str(exc))
+    same = read == source.prep
+    return Check("metadata", same, f"{sidecar(path).name} holds the preprocessing and {len(source.prep.classes)} "
+                 "class names" if same else f"{sidecar(path).name} is missing or differs from the model's")

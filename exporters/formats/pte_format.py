@@ -18,9 +18,11 @@ import torch
 from ..errors import ExportError
 from ..locate import export_program, raise_at_node
 from ..options import ExportOptions
+from ..proof import parity
 from ..registry import Format, Written, export_format
-from ..report import Check, compare_outputs, median_ms
+from ..report import Check, median_ms
 from ..source import ExportSource
+from .pt2_format import sidecar_check
 
 
 @contextlib.contextmanager
@@ -62,18 +64,19 @@ class PteFormat(Format):
             raise ExportError(f"the example batch {options.example_batch} exceeds max batch {options.max_batch}")
         example = source.example(options.example_batch)
         try:
-            program = lower(source.module, (example,), options.max_batch)
+            program = lower(source.model, (example,), options.max_batch)
         except Exception as exc:
             raise_at_node("ExecuTorch", source.module, source.graph, example,
                           lambda m, args: lower(m, args, options.max_batch), exc)
         path.write_bytes(program.buffer)
+        side = source.prep.save_beside(path)
         graph = program.exported_program().graph_module.graph
         delegated = sum(1 for n in graph.nodes if "executorch_call_delegate" in str(n.target))
         portable = sum(1 for n in graph.nodes if n.op == "call_function" and "aten" in str(n.target))
-        return Written([path], {"example_batch": options.example_batch, "max_batch": options.max_batch,
+        return Written([path, side], {"example_batch": options.example_batch, "max_batch": options.max_batch,
                                 "xnnpack_partitions": delegated, "portable_ops": portable},
                        [f"batches of 1..{options.max_batch} samples; {delegated} XNNPACK partition(s), "
-                        f"{portable} op(s) on portable kernels"])
+                        f"{portable} op(s) on portable kernels", f"preprocessing and class names in {side.name}"])
 
     def verify(self, source: ExportSource, written: Written, options: ExportOptions,
                ) -> tuple[list[Check], dict[str, object]]:
@@ -84,9 +87,8 @@ class PteFormat(Format):
             method = Runtime.get().load_program(str(written.files[0])).load_method("forward")
             got = method.execute([inputs])[0]
         checks = [Check("ExecuTorch runtime", True, "the program loads and runs in the ExecuTorch runtime")]
-        comp = compare_outputs(source.reference(inputs), got, options.rtol, options.atol)
-        checks.append(comp.check(f"parity with eager (batch {len(inputs)})", options.rtol, options.atol))
-        return checks, {"verify_batch": len(inputs), "max_abs_diff": comp.max_abs_diff,
-                        "top1_agreement": comp.top1_agreement,
+        more, figures = parity(source, got, options, "parity with eager", len(inputs))
+        checks += [*more, sidecar_check(written.files[0], source)]
+        return checks, {**figures,
                         "executorch_ms": median_ms(lambda: method.execute([inputs]), options.timing_runs),
                         "pytorch_eager_ms": median_ms(lambda: source.reference(inputs), options.timing_runs)}

@@ -15,9 +15,11 @@ from graph_editor.model import dumps, load_graph, save_graph
 from graph_editor.model.serialize import current_umask
 
 from ..options import ExportOptions
+from ..preprocessing import METADATA_KEY
+from ..proof import parity
 from ..registry import Format, Written, export_format
-from ..report import Check, compare_outputs
-from ..source import ExportSource, build_reference, load_weights
+from ..report import Check
+from ..source import ExportSource, build_reference, header_preprocessing, load_weights
 
 
 def graph_file_for(path: Path) -> Path:
@@ -51,13 +53,16 @@ class SafetensorsFormat(Format):
         save_graph(source.graph, graph_path)
         tensors = state_tensors(source.module)
         save_file(tensors, str(path), metadata={"format": "pt", "torch_studio.graph": dumps(source.graph),
-                                                 "torch_studio.source": source.description})
+                                                 "torch_studio.source": source.description,
+                                                 METADATA_KEY: source.prep.to_json()})
         for written in (path, graph_path):  # safetensors (and the atomic graph write) make 0600 files;
             written.chmod(_default_mode())   # the other exported files follow the umask
         params = sum(t.numel() for t in tensors.values())
         return Written([path, graph_path], {"tensors": len(tensors), "values": params},
                        [f"load with: build_module(load_graph('{graph_path.name}')).load_state_dict("
-                        f"safetensors.torch.load_file('{path.name}'))"])
+                        f"safetensors.torch.load_file('{path.name}'))",
+                        f"the graph takes standardised samples: the preprocessing and class names are in the "
+                        f"header metadata '{METADATA_KEY}' ({source.prep.describe()})"])
 
     def verify(self, source: ExportSource, written: Written, options: ExportOptions,
                ) -> tuple[list[Check], dict[str, object]]:
@@ -66,14 +71,19 @@ class SafetensorsFormat(Format):
         path, graph_path = written.files
         rebuilt = build_reference(load_graph(graph_path), seed=1)
         load_weights(rebuilt, load_file(str(path)), str(path))
+        prep = header_preprocessing(path)
+        if prep is None:
+            return [Check("metadata", False, f"the header has no readable '{METADATA_KEY}'")], {}
         with torch.inference_mode():
-            got = rebuilt(source.samples)
+            got = prep.module(rebuilt)(source.samples)
         expected = source.reference(source.samples)
         same = torch.equal(got, expected)
-        comp = compare_outputs(expected, got, options.rtol, options.atol)
-        return [Check("round trip", same, "graph file + weights rebuild a model with bit-identical outputs"
-                      if same else f"outputs differ after reloading (max abs diff {comp.max_abs_diff:.3g})")], \
-            {"verify_batch": len(source.samples), "max_abs_diff": comp.max_abs_diff}
+        checks, figures = parity(source, got, options, "parity")
+        return [Check("round trip", same, "graph file + weights + the header's preprocessing rebuild a model with "
+                      "bit-identical outputs on raw samples" if same
+                      else f"outputs differ after reloading (max abs diff {figures['max_abs_diff']:.3g})"),
+                Check("metadata", prep == source.prep, f"the header holds the preprocessing and "
+                      f"{len(prep.classes)} class names"), *checks[1:]], figures
 
 
 def _default_mode() -> int:

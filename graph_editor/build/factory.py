@@ -26,6 +26,9 @@ def load_factory(spec: str) -> object:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
+    except SystemExit as exc:  # a script's sys.exit() at import: not a module to import, and not our exit
+        raise ModuleImportError([], f"cannot import {module_name}: it called sys.exit({exc.code!r}) while "
+                                    "being imported") from None
     except Exception as exc:  # the user's module may fail in any way while importing
         raise ModuleImportError([], f"cannot import {module_name}: {type(exc).__name__}: {exc}") from None
     factory = getattr(module, attr, None)
@@ -34,6 +37,8 @@ def load_factory(spec: str) -> object:
     try:
         with without_cuda():  # model.cuda() in a factory written for a GPU machine
             return factory()
+    except SystemExit as exc:  # the factory ended the process's way, not with a module: say so
+        raise ModuleImportError([], f"{spec}() called sys.exit({exc.code!r}) instead of returning a module") from None
     except Exception as exc:
         raise ModuleImportError([], f"{spec}() failed: {type(exc).__name__}: {exc}") from None
 

@@ -23,6 +23,9 @@ class Command(ABC):
     """Base class: ``text`` names the edit in the Edit menu ("Undo Add Conv2d")."""
 
     text = "edit"
+    # An edit of how the network is shown (a block opened or closed, and what moved aside for it),
+    # not of the network: undoable, but it leaves a saved file saved.
+    view_only = False
 
     @abstractmethod
     def redo(self) -> None:
@@ -235,6 +238,8 @@ class Ungroup(Command):
 
 
 class SetGroupCollapsed(Command):
+    view_only = True
+
     def __init__(self, graph: Graph, group_id: str, collapsed: bool) -> None:
         if group_id not in graph.groups:
             raise CommandError(f"there is no group '{group_id}'")
@@ -303,9 +308,10 @@ class SetSpec(Command):
 class Macro(Command):
     """Several commands as one undo step."""
 
-    def __init__(self, text: str, commands: list[Command] | None = None) -> None:
+    def __init__(self, text: str, commands: list[Command] | None = None, view_only: bool = False) -> None:
         self.text = text
         self.commands = list(commands or [])
+        self.view_only = view_only
 
     def redo(self) -> None:
         for c in self.commands:

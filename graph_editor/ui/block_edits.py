@@ -29,7 +29,7 @@ class BlockEdits:
     last_group: str | None
     size_hint: Callable[[], dict[str, tuple[float, float]]] | None
     _push: Callable[[Callable[[], Command]], str | None]
-    _compound: Callable[[str, Callable[[Apply], object]], str | None]
+    _compound: Callable[..., str | None]
     _refuse: Callable[[str], str]
     expand_ids: Callable[[Iterable[str]], list[str]]
 
@@ -66,7 +66,7 @@ class BlockEdits:
             if moved:
                 apply(MoveNodes(self._graph, moved))
 
-        return self._compound(f"{'Close' if collapsed else 'Open'} {group.name}", steps)
+        return self._compound(f"{'Close' if collapsed else 'Open'} {group.name}", steps, view_only=True)
 
     def set_all_collapsed(self, collapsed: bool) -> str | None:
         """Close every open block in place (innermost first), or open them all and lay the
@@ -92,7 +92,7 @@ class BlockEdits:
                 if moved:
                     apply(MoveNodes(graph, moved))
 
-        return self._compound("Close all blocks" if collapsed else "Open all blocks", steps)
+        return self._compound("Close all blocks" if collapsed else "Open all blocks", steps, view_only=True)
 
     def _close_in_place(self, apply: Apply, group_id: str, sizes: dict[str, tuple[float, float]] | None) -> None:
         positions = make_room(self._graph, group_id, expand=False, sizes=sizes)

@@ -181,6 +181,7 @@ class GraphCanvas(PlacingView):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self.minimap.place()
+        self._minimap_timer.start()   # more or less of the graph is in view now: shown only when needed
 
     def scrollContentsBy(self, dx: int, dy: int) -> None:
         super().scrollContentsBy(dx, dy)

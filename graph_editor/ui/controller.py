@@ -118,9 +118,10 @@ class EditorController(BlockEdits, QObject):
         self.undo_stack.push(ModelCommand(command))
         return None
 
-    def _compound(self, text: str, steps: Callable[[Apply], Any]) -> str | None:
-        """Apply several commands as one undo step; if any is refused, none stays applied."""
-        macro = Macro(text)
+    def _compound(self, text: str, steps: Callable[[Apply], Any], view_only: bool = False) -> str | None:
+        """Apply several commands as one undo step; if any is refused, none stays applied.
+        ``view_only``: the step changes how the network is shown, not the network."""
+        macro = Macro(text, view_only=view_only)
 
         def apply(command: Command) -> Command:
             command.redo()

@@ -48,9 +48,13 @@ class Minimap(QWidget):
                       max(rect.width() * s, 1.5), max(rect.height() * s, 1.5))
 
     def refresh(self) -> None:
-        """Show only when some of the graph is out of view; repaint."""
+        """Show only when some of the graph is out of view and the canvas has room for it (on a
+        canvas under three minimaps wide or high it would hide the nodes it maps); repaint."""
         items = self.canvas.graph_scene.items_rect()
-        needed = self.canvas.enable_minimap and not items.isEmpty() and not self.canvas.visible_rect().contains(items)
+        vp = self.canvas.viewport().size()
+        roomy = vp.width() >= 3 * self.width() and vp.height() >= 3 * self.height()
+        needed = (self.canvas.enable_minimap and roomy and not items.isEmpty()
+                  and not self.canvas.visible_rect().contains(items))
         self.setVisible(needed)
         if needed:
             self.update()

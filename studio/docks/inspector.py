@@ -27,7 +27,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QScrollArea,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -37,7 +36,7 @@ from graph_editor.model.graph import DTYPES
 from graph_editor.ui.controller import EditorController
 
 from .. import format as fmt
-from .param_editors import ParamEditor, make_editor
+from .param_editors import ParamEditor, StrictSpinBox, make_editor
 
 
 class FieldRow(QWidget):
@@ -227,6 +226,7 @@ class InspectorDock(QWidget):
             row = self.rows[pspec.name] = FieldRow(editor)
             editor.committed.connect(lambda value, n=node.id, name=pspec.name, r=row:
                                      self._live(name, r) and self.commit(n, name, value))
+            editor.refused.connect(row.show_error)
             name_label = QLabel(pspec.name)
             name_label.setToolTip(editor.toolTip())
             form.addRow(name_label, self.rows[pspec.name])
@@ -249,10 +249,13 @@ class InspectorDock(QWidget):
         dtype = QComboBox()
         dtype.addItems(list(DTYPES))
         dtype.setCurrentText(graph.input_spec.dtype)
-        classes = QSpinBox(minimum=1, maximum=1_000_000, keyboardTracking=False)
+        classes = StrictSpinBox("classes")
+        classes.setRange(1, 1_000_000)
+        classes.setKeyboardTracking(False)
         classes.setValue(graph.num_classes)
         classes.setToolTip("How many classes the network tells apart (the Output's logits).")
         self.rows = {"input_shape": FieldRow(shape), "dtype": FieldRow(dtype), "num_classes": FieldRow(classes)}
+        classes.refused.connect(self.rows["num_classes"].show_error)
         form.addRow("Input shape", self.rows["input_shape"])
         form.addRow("Input dtype", self.rows["dtype"])
         form.addRow("Classes", self.rows["num_classes"])

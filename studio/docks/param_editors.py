@@ -9,6 +9,7 @@ whether the model takes it.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from PySide6.QtCore import Signal
@@ -21,13 +22,63 @@ INT_MIN, INT_MAX = -(2**31) + 1, 2**31 - 1
 AUTO = "auto"
 
 
+class StrictSpinBox(QSpinBox):
+    """A spin box that takes whatever whole number is typed and refuses one out of its range with
+    the reason (``refused``), keeping its value. A plain QSpinBox drops the keys it cannot take
+    (-5 became 5, an 11th digit vanished) or quietly puts the old value back (0 classes -> 1000)."""
+
+    refused = Signal(str)
+
+    def __init__(self, name: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.name = name
+
+    def validate(self, text: str, pos: int) -> tuple[QValidator.State, str, int]:
+        stripped = text.strip()
+        if self.specialValueText() and stripped == self.specialValueText():
+            return QValidator.State.Acceptable, text, pos
+        if not re.fullmatch(r"[+-]?\d*", stripped):
+            return QValidator.State.Invalid, text, pos
+        number = _int_or_none(stripped)
+        inside = number is not None and self.minimum() <= number <= self.maximum()
+        return (QValidator.State.Acceptable if inside else QValidator.State.Intermediate), text, pos
+
+    def fixup(self, text: str) -> str:
+        """Called with what was typed when it cannot be taken: say why; the old value stays."""
+        reason = self.reason(text)
+        if reason:
+            self.refused.emit(reason)
+        return text
+
+    def reason(self, text: str) -> str | None:
+        number = _int_or_none(text.strip())
+        kept = f"(kept {self.textFromValue(self.value())})"
+        if number is None:
+            return f"{self.name} needs a whole number {kept}" if text.strip() else None
+        low = self.minimum() + (1 if self.specialValueText() else 0)
+        if number < low:
+            return f"{number} refused: {self.name} must be at least {low} {kept}"
+        if number > self.maximum():
+            return f"{number} refused: {self.name} must be at most {self.maximum()} {kept}"
+        return None
+
+
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 class ParamEditor(QWidget):
-    """Base: holds one input widget; ``committed(value)`` when the user settles on a value.
+    """Base: holds one input widget; ``committed(value)`` when the user settles on a value,
+    ``refused(reason)`` when what was typed cannot be taken (the field keeps its value).
 
     Subclasses provide ``_make_field()``, ``_show(value)`` and ``value()``.
     """
 
     committed = Signal(object)
+    refused = Signal(str)
 
     def __init__(self, spec: ParamSpec, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -52,7 +103,8 @@ class IntEditor(ParamEditor):
     """A spin box within the bounds; an optional int shows "auto" one step below them."""
 
     def _make_field(self) -> QWidget:
-        box = QSpinBox()
+        box = StrictSpinBox(self.spec.name)
+        box.refused.connect(self.refused)
         box.setKeyboardTracking(False)  # one commit when typing is done, not one per digit
         low = int(self.spec.minimum) if self.spec.minimum is not None else INT_MIN
         high = int(self.spec.maximum) if self.spec.maximum is not None else INT_MAX

@@ -40,7 +40,13 @@ class InspectHook(QObject):
         port.workspaces.add("Inspect", docks=self.build, canvas=True,
                             tip="The backward pass of the design: autograd graph, saved bytes, live gradients")
         port.workspaces.changed.connect(self._entered)
+        port.graph_replaced.connect(self._on_graph_replaced)
         port.add_close_guard(self._finish)
+
+    def _on_graph_replaced(self, _name: str) -> None:
+        """Another graph: nothing shown of the last one stays (its run's inspections neither)."""
+        if self.workspace is not None:
+            self.workspace.forget()
 
     def _finish(self) -> bool:
         """Closing: a capture still running on its thread ends first (a second or two at most)."""

@@ -133,7 +133,8 @@ class BackwardBox(GroupBox):
     def stat_rows(self) -> list[tuple[str, str]]:
         scene = self.scene()
         label, values = scene.figure_of(self.group_id) if isinstance(scene, BackwardScene) else ("", [])
-        figure = (label, f"{values[-1]:.3g}") if values else ("params", str(len(self.summary.params)))
+        shown = scene.format_figure(values[-1]) if values and isinstance(scene, BackwardScene) else ""
+        figure = (label, shown) if values else ("params", str(len(self.summary.params)))
         return [("saved", format_count(self.summary.saved_bytes, "B")), figure]
 
     def _update_tooltip(self) -> None:
@@ -199,6 +200,7 @@ class BackwardScene(GraphScene):
         self.heat: dict[str, QColor] = {}
         self.history: dict[str, list[float]] = {}
         self.figure = ""  # the name of the figure in ``history``
+        self.format_figure: Callable[[float], str] = lambda v: f"{v:.3g}"   # with its unit (ms, %)
         super().__init__(graph, theme, parent)
 
     def show_capture(self, capture: AutogradCapture, forward: Graph | None) -> None:
@@ -284,8 +286,11 @@ class BackwardScene(GraphScene):
         for box in self.boxes.values():
             box.update()
 
-    def set_history(self, history: dict[str, list[float]], figure: str = "") -> None:
+    def set_history(self, history: dict[str, list[float]], figure: str = "",
+                    fmt: Callable[[float], str] | None = None) -> None:
+        """Each block's ``figure`` over the run; the block shows its last value written by ``fmt``."""
         self.history, self.figure = dict(history), figure
+        self.format_figure = fmt or (lambda v: f"{v:.3g}")
         for box in self.boxes.values():
             box.update()
 
@@ -317,6 +322,13 @@ class BackwardView(GraphCanvas):
         self.capture = capture
         self.backward.show_capture(capture, forward)
         self.controller.set_graph(backward_graph(capture, forward))
+
+    def clear(self) -> None:
+        """Show nothing (another graph was opened: this capture is not of it)."""
+        self.capture = None
+        self.backward.set_heat({})
+        self.backward.set_history({})
+        self.controller.set_graph(Graph())
 
     def block(self, node_id: str) -> GroupBox | GroupFrame | None:
         return self.backward.blocks.get(node_id)

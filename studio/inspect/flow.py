@@ -83,6 +83,17 @@ class GradientFlowPlot(pg.PlotWidget):
         hi = max([math.log10(EXPLODING) if max(finite, default=0) > 1 else 1.0, *finite]) + 0.5
         self.getPlotItem().setYRange(lo, hi, padding=0)
 
+    def clear_report(self) -> None:
+        """No report: no bars, no line, no title (another graph was opened). Not ``clear``: PlotWidget
+        sets that to its PlotItem's, which would remove the bars themselves."""
+        self.nodes, self.step = [], None
+        self._grad_w, self._grad_out, self._flagged = [], [], []
+        self.bars.setOpts(x=[], y0=[], height=[])
+        self.bars.hide()         # pyqtgraph cannot paint a bar graph of no bars
+        self.line.setData([], [])
+        self._tick_names()
+        self.getPlotItem().setTitle("")
+
     def _tick_names(self) -> None:
         """As many layer names along the axis as fit side by side at the plot's width (the others by
         zooming in); the unnamed layers keep a tick mark."""
@@ -106,6 +117,7 @@ class GradientFlowPlot(pg.PlotWidget):
     def _paint_bars(self) -> None:
         if not self.nodes:
             return
+        self.bars.show()
         heights = _log(self._grad_w)
         xs = np.arange(len(self.nodes), dtype=float)
         keep = np.isfinite(heights)
@@ -157,6 +169,10 @@ class Sparkline(pg.PlotWidget):
         ys = [v if (not log or v > 0) else np.nan for v in values]
         self.curve.setData(np.array(steps, dtype=float), np.array(ys, dtype=float), connect="finite")
         item.getAxis("left").setTicks(_three_ticks(ys, log))
+        if len(steps) == 1:   # one inspection: from the run's start to it (pyqtgraph spans +-0.4 of a step)
+            item.setXRange(0, max(steps[0], 1), padding=0.05)
+        else:
+            item.enableAutoRange(axis="x")
         self.getPlotItem().setTitle(title, color=self.theme.text, size="8pt")
 
 

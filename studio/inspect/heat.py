@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QObject, QPoint, QRectF, Qt
-from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPen
+from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from graph_editor.build.analysis import format_count
@@ -140,16 +140,19 @@ class Legend(QWidget):
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         p.setPen(QPen(QColor(128, 128, 128, 160)))
-        p.setBrush(QColor(20, 22, 26, 210))
+        pal = self.palette()            # the theme's: a dark box stayed dark in the light theme
+        back = QColor(pal.color(QPalette.ColorRole.Window))
+        back.setAlpha(225)
+        p.setBrush(back)
         p.drawRoundedRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 6, 6)
-        p.setPen(QColor("#eceff4"))
+        p.setPen(pal.color(QPalette.ColorRole.WindowText))
         p.drawText(QRectF(10, 4, self.width() - 20, 18), Qt.AlignmentFlag.AlignVCenter, self.title)
         bar = QRectF(10, 24, self.width() - 20, 10)
         grad = QLinearGradient(bar.topLeft(), bar.topRight())
         for t, c in STOPS:
             grad.setColorAt(t, QColor(c))
         p.fillRect(bar, grad)
-        p.setPen(QColor("#c8ccd4"))
+        p.setPen(pal.color(QPalette.ColorRole.WindowText))
         p.drawText(QRectF(10, 36, bar.width() / 2, 18), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                    self.low)
         p.drawText(QRectF(10 + bar.width() / 2, 36, bar.width() / 2, 18),

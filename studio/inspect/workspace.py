@@ -72,6 +72,7 @@ class InspectWorkspace(QObject):
         self.captured_graph: Graph | None = None  # the design as it was captured
         self.history = InspectHistory()
         self.task: BackgroundTask | None = None
+        self._generation = 0   # a capture started before another graph was opened is not shown
         self.overlay = HeatOverlay(port.canvas)
         self._build_backward_panel()
         self._build_flow_panel()
@@ -138,9 +139,11 @@ class InspectWorkspace(QObject):
         self.capture_status.setText(f"Capturing one step at batch {batch}, {precision}…")
         self.capture_button.setEnabled(False)
         self.task = BackgroundTask(lambda: capture_for(graph, batch, precision), self)
-        self.task.done.connect(lambda result: self._capture_failed(result.message, result)
-                               if isinstance(result, Problem) else self.show_capture(result, graph))
-        self.task.error.connect(self._capture_failed)
+        generation = self._generation
+        self.task.done.connect(lambda result: None if generation != self._generation else (
+            self._capture_failed(result.message, result) if isinstance(result, Problem)
+            else self.show_capture(result, graph)))
+        self.task.error.connect(lambda message: generation == self._generation and self._capture_failed(message))
         self.task.start()
 
     def _capture_failed(self, message: str, problem: Problem | None = None) -> None:
@@ -195,6 +198,22 @@ class InspectWorkspace(QObject):
         self._refresh_block_sparklines()
         self.reported.emit(report)
 
+    def forget(self) -> None:
+        """Another graph was opened: the capture, the overlay with its legend, the gradient plots and the
+        inspection problems were of the last one, and go (a capture still running is not shown)."""
+        self._generation += 1
+        self.capture_button.setEnabled(True)
+        self.capture, self.captured_graph = None, None
+        self.view.clear()
+        self.history = InspectHistory()
+        self.flow.clear_report()
+        self.metric.setCurrentIndex(0)      # no overlay: it clears itself and its legend
+        self.overlay.clear()
+        self.capture_status.setText("Capture the backward graph of one training step.")
+        self.flow_status.setText("Live figures appear when a run sends an inspection.")
+        self._refresh_spark(None)
+        self.port.set_problems([])
+
     def reset_run(self) -> None:
         """A new run starts: its history starts empty."""
         self.history = InspectHistory()
@@ -242,7 +261,8 @@ class InspectWorkspace(QObject):
         key = self.metric.currentData() or "grad_w"
         key = "grad_w" if key == "saved_bytes" else key
         self.view.backward.set_history({owner: self.history.series(owner, key)[1]
-                                        for owner in self.view.controller.graph.groups}, _figure_name(key, short=True))
+                                        for owner in self.view.controller.graph.groups}, _figure_name(key, short=True),
+                                       METRIC_BY_KEY[key].format)
 
     def _refresh_spark(self, node: str | None = None) -> None:
         node = node or self._selected()

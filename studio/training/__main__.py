@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=16)
     ap.add_argument("--screenshot", help="save a PNG of the dashboard mid-run and quit")
     ap.add_argument("--at-epoch", type=int, default=9)
-    ap.add_argument("--size", default="1600x1000")
+    ap.add_argument("--size", help="WIDTHxHEIGHT (default: 90%% of the screen, at most 1600x1000)")
     ap.add_argument("--theme", choices=sorted(THEME_TABLE), default="light")
     args = ap.parse_args(argv)
     existing = QApplication.instance()
@@ -46,8 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     dash = TrainingDashboard()
     apply_plot_theme(dash, args.theme)                 # and the plots' colours
     dash.setWindowTitle("Torch Studio - training")
-    w, h = (int(v) for v in args.size.split("x"))
-    dash.resize(w, h)
+    dash.resize(*window_size(app, args.size))
     dash.show()
     tmp = Path(tempfile.mkdtemp(prefix="studio-training-preview-"))
     session = TrainingSession(dash, f"sqlite:///{tmp / 'runs.sqlite'}", tmp / "launches")
@@ -62,6 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     if session.is_running():
         session.bridge.terminate()
     return code
+
+
+def window_size(app: QApplication, size: str | None) -> tuple[int, int]:
+    """``--size`` as given, else the main window's own default: 90% of the screen, at most 1600x1000
+    (a fixed 1600x1000 ran off a 1280x800 screen)."""
+    if size:
+        w, h = (int(v) for v in size.lower().split("x"))
+        return w, h
+    screen = app.primaryScreen().availableGeometry()
+    return min(1600, int(screen.width() * 0.9)), min(1000, int(screen.height() * 0.9))
 
 
 def _arm_screenshot(app: QApplication, dash: TrainingDashboard, session: TrainingSession, out: Path,

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QImage, QMouseEvent, QPainter, QPaintEvent, QPixmap
+from PySide6.QtGui import QColor, QFont, QImage, QMouseEvent, QPainter, QPaintEvent, QPixmap, QResizeEvent
 from PySide6.QtWidgets import (
     QGridLayout,
     QHeaderView,
@@ -231,6 +231,8 @@ class SampleGallery(QScrollArea):
         outer.addStretch(1)
         self.setWidget(self._body)
         self._shown: list[int] = []
+        self._tiles: list[QWidget] = []
+        self._cols = 0
         self._misses: list[QLabel] = []  # captions of wrong predictions, coloured by the theme
         self.theme = LIGHT
 
@@ -260,7 +262,6 @@ class SampleGallery(QScrollArea):
         total = len(indices)
         extra = f" (first {self.MAX_SHOWN} shown)" if total > self.MAX_SHOWN else ""
         self._title.setText(f"{title}: {total} sample{'s' if total != 1 else ''}{extra}")
-        cols = 6
         for k, (img, idx, tn, pn) in enumerate(zip(images, indices, true_names, pred_names, strict=False)):
             if k >= self.MAX_SHOWN:
                 break
@@ -278,8 +279,26 @@ class SampleGallery(QScrollArea):
                 self._misses.append(cap)
             lay.addWidget(pic)
             lay.addWidget(cap)
-            self._grid.addWidget(tile, k // cols, k % cols)
+            self._tiles.append(tile)
             self._shown.append(int(idx))
+        self._flow()
+
+    def _columns(self) -> int:
+        """As many tiles side by side as the gallery's width takes (six did not fit a 1280 px window)."""
+        tile = max((t.sizeHint().width() for t in self._tiles), default=72) + self._grid.horizontalSpacing()
+        return max(1, (self.viewport().width() - 12) // max(tile, 1))
+
+    def _flow(self) -> None:
+        cols = self._cols = self._columns()
+        for k, tile in enumerate(self._tiles):
+            self._grid.addWidget(tile, k // cols, k % cols)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        if self._tiles and self._columns() != self._cols:
+            for tile in self._tiles:
+                self._grid.removeWidget(tile)
+            self._flow()
 
     def _clear(self) -> None:
         while self._grid.count():
@@ -288,6 +307,7 @@ class SampleGallery(QScrollArea):
             if widget:
                 widget.deleteLater()
         self._shown = []
+        self._tiles = []
         self._misses = []
 
 

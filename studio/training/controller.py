@@ -17,6 +17,7 @@ from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from graph_editor.model.graph import Graph
+from trainer.spec import default_run_name
 from trainer.store import RunStore, StoreError, default_run_root, default_url
 
 from ..prompts import Prompts, ask_about_running_run
@@ -85,8 +86,8 @@ class TrainingController(QObject):
             if self.window is not None:
                 self.window.statusBar().showMessage("A run is going: stop it before starting another.", 6000)
             return None
-        dialog = TrainDialog(self.graph_provider().copy(), self.devices(), parent,
-                             initial=self._recipe or None)
+        recipe = {k: v for k, v in self._recipe.items() if k != "name"}   # a name is one run's, not the recipe's
+        dialog = TrainDialog(self.graph_provider().copy(), self.devices(), parent, initial=recipe or None)
         dialog.accepted.connect(lambda: self.start(dialog.spec()))
         dialog.open()
         return dialog
@@ -163,9 +164,9 @@ def _wait_exit(session: TrainingSession, ms: int) -> bool:
 
 def run_name(document_name: str) -> str:
     """``lenet5.graph.json`` -> ``lenet5``; an untitled graph's run is "Untitled", as the window calls
-    the graph (the worker's own default, the spec file's name, means nothing to the user)."""
-    name = document_name.strip().removesuffix(".json").removesuffix(".graph")
-    return name or "Untitled"
+    the graph (the worker's own default, the spec file's name, means nothing to the user). The same
+    rule as the command line's (:func:`trainer.spec.default_run_name`)."""
+    return default_run_name(document_name)
 
 
 def _raise(dock: QDockWidget) -> None:

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from trainer import events as ev
 
+from ..elided_label import ElidedLabel
 from .confusion import ConfusionPanel
 from .memory_timeline import MemoryTimelineView
 from .plot_theme import LIGHT, PlotTheme, plot_theme
@@ -48,6 +49,13 @@ PLOTS = {
     "throughput": ("Throughput", "samples / s", "bottom"),
     "memory": ("Memory", "MiB", "bottom"),
 }
+
+# What the memory plot's lines measure: a CPU worker's RSS is the whole process, far above the step's tensors.
+MEMORY_TIP = ("rss / peak_rss: everything the worker process holds (Python, torch's libraries, the dataset, "
+              "allocator caches), about a GB before the first tensor.\n"
+              "Dashed, predicted: the peak of the tensors one training step holds (weights, gradients, optimizer "
+              "state, activations), what a GPU would have to hold; on CUDA the plot shows allocated and "
+              "reserved, which compare with it directly.")
 
 EPOCH_COLUMNS = ("epoch", "train\nloss", "train\nacc", "val\nloss", "val\nacc", "lr", "time\n(s)")  # narrow columns
 
@@ -118,6 +126,7 @@ class TrainingDashboard(QWidget):
     stop_requested = Signal()
     lr_requested = Signal(float)
     record_memory_requested = Signal()
+    memory_trace_shown = Signal()      # a recording asked for has arrived and is drawn
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -145,6 +154,7 @@ class TrainingDashboard(QWidget):
         grid.setSpacing(6)
         for i, key in enumerate(PLOTS):
             grid.addWidget(self.plots[key], i // 2, i % 2)
+        self.plots["memory"].setToolTip(MEMORY_TIP)
         self.epochs = QStandardItemModel(0, len(EPOCH_COLUMNS), self)
         self.epochs.setHorizontalHeaderLabels(list(EPOCH_COLUMNS))
         self.epoch_table = QTableView()
@@ -170,13 +180,13 @@ class TrainingDashboard(QWidget):
 
     def _header(self) -> QHBoxLayout:
         row = QHBoxLayout()
-        self.title = QLabel("No run yet: Train (Ctrl+T) starts one")
+        self.title = ElidedLabel("No run yet: Train (Ctrl+T) starts one")   # never wider than the window
         self.title.setStyleSheet("font-weight: 600; font-size: 11pt;")
-        self.state = QLabel("")
+        self.state = ElidedLabel("")      # a failure's reason can be a long line
         self.compile_label = QLabel("")
         self.set_plot_theme(LIGHT)
         self.progress = QProgressBar()
-        self.progress.setMinimumWidth(260)
+        self.progress.setMinimumWidth(160)
         self.progress.setFormat("%p%")
         self.eta_label = QLabel("")
         self.pause_button = QPushButton("Pause")
@@ -194,9 +204,9 @@ class TrainingDashboard(QWidget):
         self.pause_button.clicked.connect(self._toggle_pause)
         self.stop_button.clicked.connect(self.stop_requested)
         self.lr_button.clicked.connect(lambda: self.lr_requested.emit(self.lr_box.value()))
-        for w in (self.title, self.state, self.compile_label):
-            row.addWidget(w)
-        row.addStretch(1)
+        row.addWidget(self.title, 3)
+        row.addWidget(self.state, 2)
+        row.addWidget(self.compile_label)
         for control in (self.progress, self.eta_label, self.pause_button, self.stop_button, self.lr_box,
                         self.lr_button, self.record_button):
             row.addWidget(control)
@@ -254,7 +264,7 @@ class TrainingDashboard(QWidget):
 
     def set_predicted_peak(self, nbytes: int | None) -> None:
         """The run's predicted peak (bytes; None: none) as a dashed line across the memory plot."""
-        label = f"predicted peak {nbytes / 2**20:.1f} MiB" if nbytes else ""
+        label = f"predicted tensors {nbytes / 2**20:.1f} MiB" if nbytes else ""
         self.plots["memory"].set_level("predicted", nbytes / 2**20 if nbytes else None, label)
 
     def recording_memory(self) -> None:
@@ -268,6 +278,7 @@ class TrainingDashboard(QWidget):
         self.side.setCurrentWidget(self.timeline)
         self.record_button.setText("Record memory")
         self.record_button.setEnabled(self.stop_button.isEnabled())
+        self.memory_trace_shown.emit()
 
     def end_epoch(self, e: ev.EpochEnd, names: Sequence[str] = ()) -> None:
         """An ``epoch_end`` event: plot points, a table row, the confusion matrix with the per-class

@@ -15,9 +15,12 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from trainer import events as ev
+from trainer.spec import OptimSpec
 from trainer.store import RunStore, StoreError
 
 from .dashboard import TrainingDashboard
+from .memory_bar import predicted_peak
+from .tasks import BackgroundTask
 
 POLL_MS = 1000
 
@@ -38,13 +41,25 @@ class RunFollower(QObject):
         spec = run.spec if isinstance(run.spec, dict) else {}
         self._epochs = int(_get(spec, "train", "epochs") or 0)
         dashboard.begin_run(f"{run.name or 'run'}  \u00b7  run {run_id}  \u00b7  {run.device}  \u00b7  "
-                            "training in the background", 0, _get(spec, "optim", "lr"))
+                            "training in the background", 0, _get(spec, "optim", "lr") or OptimSpec().lr)
         dashboard.set_controls_enabled(False)             # its stdin belongs to the studio that started it
         dashboard.set_state("running (followed from the run store)")
+        self._peak_task = self._predict_peak(spec, run.graph, run.device or "cpu")
         self.timer = QTimer(self, interval=interval_ms)
         self.timer.timeout.connect(self.poll)
         self.timer.start()
         self.poll()
+
+    def _predict_peak(self, spec: dict[str, Any], graph: Any, device: str) -> BackgroundTask | None:
+        """The run's predicted peak as the memory plot's dashed line, as for a run this window started
+        (computed on a thread from the stored spec and graph)."""
+        if not isinstance(graph, dict):
+            return None
+        full = {**spec, "model": {**(spec.get("model") or {}), "graph": graph}}
+        task = BackgroundTask(lambda: predicted_peak(full, device), self)
+        task.done.connect(lambda peak: self.dashboard.set_predicted_peak(peak) if self.timer.isActive() else None)
+        task.start()
+        return task
 
     def stop(self) -> None:
         self.timer.stop()

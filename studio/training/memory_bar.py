@@ -133,6 +133,9 @@ def _ram_bytes() -> int | None:
         return None
 
 
+MIN_BAND = 3.0   # pixels: the narrowest a band with any bytes is drawn
+
+
 class MemoryBar(QWidget):
     """A horizontal stacked bar of the predicted peak's parts, with a line at the capacity."""
 
@@ -151,23 +154,23 @@ class MemoryBar(QWidget):
         self.update()
 
     def scale(self) -> float:
-        """Bytes across the bar: the capacity, unless the peak is under a quarter of it (then the
-        peak fills the bar and the capacity line is off it: a GPU's 80 GiB would hide 7 MiB)."""
+        """Bytes across the bar: the capacity (and a little room past it), or the peak when it is over
+        the capacity or there is none. 7 MiB of a 23.5 GiB budget is a sliver, as it is: scaled to
+        the peak it was drawn nearly full. The bar writes "peak of capacity" beside the sliver."""
         f = self.figures
         assert f is not None
-        if f.capacity and f.peak >= f.capacity / 4:
-            return max(f.peak, f.capacity) * 1.04
-        return max(f.peak, 1) * 1.04
+        return max(f.peak, f.capacity or 0, 1) * 1.04
 
     def band_rects(self) -> list[tuple[str, QRectF]]:
-        """Where each band is drawn (tests click and read these)."""
+        """Where each band is drawn (tests click and read these); a band too small to see at the
+        bar's scale is drawn MIN_BAND pixels wide."""
         f = self.figures
         if f is None:
             return []
         scale = self.scale()
         w, x, out = self.width() - 2, 1.0, []
         for label, value, _ in f.bands():
-            dx = w * value / scale
+            dx = max(w * value / scale, MIN_BAND if value > 0 else 0.0)
             out.append((label, QRectF(x, 2, dx, self.height() - 4)))
             x += dx
         return out
@@ -190,6 +193,13 @@ class MemoryBar(QWidget):
             x = 1 + (self.width() - 2) * f.capacity / self.scale()
             p.setPen(QPen(QColor("#D55E00") if not f.fits else pal.text().color(), 2))
             p.drawLine(int(x), 0, int(x), self.height())
+        rects = self.band_rects()
+        end = rects[-1][1].right() if rects else 1.0
+        if f.capacity and end < self.width() * 0.6:   # the figures beside a sliver, where there is room
+            p.setPen(QPen(pal.text().color()))
+            p.drawText(QRectF(end + 6, 0, self.width() - end - 12, self.height()),
+                       int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+                       f"{nbytes(f.peak)} of {nbytes(f.capacity)}")
         p.end()
 
     def _tooltip(self) -> str:

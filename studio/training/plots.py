@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QWidget
 
@@ -286,7 +286,7 @@ class CurvePlot(pg.PlotWidget):
             self.getPlotItem().removeItem(line)
         self._levels.clear()
         self._fit_flat_data()
-        self._readout.setText("")
+        self.hide_readout()     # a new run starts without the last run's crosshair
 
     def curve_names(self) -> list[str]:
         return list(self._items)
@@ -313,10 +313,19 @@ class CurvePlot(pg.PlotWidget):
         pos = args[0]
         vb = self.getPlotItem().vb
         if not self.getPlotItem().sceneBoundingRect().contains(pos) or not self._items:
-            self._vline.setVisible(False)
-            self._readout.setVisible(False)
+            self.hide_readout()
             return
         self.show_readout(vb.mapSceneToView(pos).x())
+
+    def leaveEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
+        """The mouse left the plot: no mouse move says so, so the crosshair would stay."""
+        super().leaveEvent(event)
+        self.hide_readout()
+
+    def hide_readout(self) -> None:
+        self._readout.setText("")
+        self._vline.setVisible(False)
+        self._readout.setVisible(False)
 
     def show_readout(self, x: float) -> str:
         """Place the crosshair at ``x`` and show each curve's nearest y; returns the text."""

@@ -16,27 +16,38 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QSpinBox, QWidget
 
+from trainer import image_spec
 from trainer import spec as ts
+
+from ..docks.param_editors import INT_MAX, INT_MIN, StrictSpinBox
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "optim.name": ts.OPTIMIZERS, "schedule.name": ts.SCHEDULES, "precision.dtype": ts.PRECISIONS,
     "precision.compile": ts.COMPILE_MODES, "data.format": ts.FORMATS,
     "early_stopping.metric": ts.STOP_METRICS, "checkpoints.metric": ts.STOP_METRICS,
     "distributed.strategy": ts.STRATEGIES, "distributed.backend": ts.BACKENDS,
+    "data.images.source": image_spec.IMAGE_SOURCES, "data.images.auto_augment": image_spec.AUTO_AUGMENTS,
+    "data.images.duplicates": image_spec.DUPLICATES,
 }
-TEXT_LISTS = {"memory.checkpoint", "distributed.fsdp_units"}   # lists of names (group ids, node ranges), not numbers
+TEXT_LISTS = {"memory.checkpoint", "distributed.fsdp_units", "model.reinit", "model.frozen",
+              "model.lr_scale"}   # lists of names (group ids, node ranges, block=factor), not numbers
 SKIP = {"model.graph", "base_dir"}  # the graph comes from the editor, base_dir is internal
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # A first look in seconds: few epochs, no compile, no augmentation.
+    # A first look in seconds: few epochs, no compile, no augmentation (images on disk: a mild crop, flips).
     "quick": {"train.epochs": 3, "train.batch_size": 64, "optim.name": "adamw", "optim.lr": 3e-3,
               "schedule.name": "onecycle", "precision.compile": "off", "data.augment.translate": 0,
-              "optim.label_smoothing": 0.0, "early_stopping.patience": 0},
+              "optim.label_smoothing": 0.0, "early_stopping.patience": 0, "data.images.crop_scale": [0.5, 1.0],
+              "data.images.auto_augment": "none", "data.images.mixup_alpha": 0.0, "data.images.cutmix_alpha": 0.0},
     # The best model this recipe gets: longer one-cycle, light augmentation, label smoothing,
     # early stopping on validation accuracy, compile where a GPU makes it pay.
     "accurate": {"train.epochs": 30, "train.batch_size": 128, "optim.name": "adamw", "optim.lr": 2e-3,
                  "optim.weight_decay": 5e-4, "schedule.name": "onecycle", "data.augment.translate": 1,
-                 "optim.label_smoothing": 0.1, "early_stopping.patience": 6, "precision.compile": "off"},
+                 "optim.label_smoothing": 0.1, "early_stopping.patience": 6, "precision.compile": "off",
+                 # images on disk: torchvision's classification recipe (RandomResizedCrop 0.08-1,
+                 # TrivialAugmentWide, MixUp 0.2 / CutMix 1.0)
+                 "data.images.crop_scale": [0.08, 1.0], "data.images.auto_augment": "trivialaugment",
+                 "data.images.mixup_alpha": 0.2, "data.images.cutmix_alpha": 1.0},
 }
 
 
@@ -79,7 +90,15 @@ class SpecForm(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.defaults = dict(leaf_fields())
+        self._refused: dict[str, str] = {}   # path -> why what was typed there was not taken
         self.editors: dict[str, QWidget] = {p: self._editor(p, v) for p, v in self.defaults.items()}
+
+    def _refuse(self, path: str, reason: str | None) -> None:
+        if reason:
+            self._refused[path] = reason
+        elif self._refused.pop(path, None) is None:
+            return
+        self.changed.emit()
 
     def _editor(self, path: str, default: Any) -> QWidget:
         if path in CHOICES:
@@ -90,9 +109,12 @@ class SpecForm(QObject):
             w = QCheckBox()
             w.toggled.connect(self.changed)
         elif isinstance(default, int):
-            w = QSpinBox()
-            w.setRange(-1, 10**9)
+            # any whole number goes through to the run spec's checks, which say what is wrong with it
+            w = StrictSpinBox(path)
+            w.setRange(INT_MIN, INT_MAX)
             w.valueChanged.connect(self.changed)
+            w.refused.connect(lambda reason, p=path: self._refuse(p, reason))
+            w.lineEdit().textEdited.connect(lambda _text, p=path: self._refuse(p, None))
         else:
             w = QLineEdit()
             w.textChanged.connect(self.changed)
@@ -126,7 +148,7 @@ class SpecForm(QObject):
             except ValueError:
                 problems.append(f"{path}: '{w.text()}' is not a number" + (
                     " list (write them separated by commas)" if isinstance(self.defaults[path], list) else ""))
-        return data, problems
+        return data, problems + list(self._refused.values())
 
     def value(self, path: str) -> Any:
         """The value of one field as the spec would hold it (None while its text is not a number)."""

@@ -230,7 +230,7 @@ class TrainDialog(QDialog):
         """The run spec as the worker reads it: the form's fields, the device, the graph itself."""
         data, _ = self.form.values()
         data["device"] = self.device.currentData() or "cpu"
-        data["model"] = {"graph": graph_to_dict(self.graph)}
+        data["model"] = {**data.get("model", {}), "graph": graph_to_dict(self.graph)}   # the pretrained start kept
         return data
 
     def problem_list(self) -> list[str]:
@@ -241,11 +241,6 @@ class TrainDialog(QDialog):
             except SpecError as exc:
                 problems += exc.problems
         problems += [str(p) for p in validate(self.graph).problems if p.severity == "error"]
-        one_process = self.device_box.choice().strategy == "none"
-        if one_process and self._memory is not None and not problems and (line := self._memory.problem()):
-            problems.append(line)       # predicted not to fit: refused here, as the worker would
-        if not problems and (line := self.device_box.problem()):
-            problems.append(line)       # one GPU's share under DDP/FSDP2 does not fit
         if self._data_error:
             problems.append(f"data.dataset: {self._data_error}")
         elif self._summary is not None and not problems:
@@ -255,7 +250,23 @@ class TrainDialog(QDialog):
 
             raw = fit_to_input(self._summary["raw"], self.graph.input_spec.shape)  # as the worker feeds it
             check_fit(spec_from_dict(self.spec()), self.graph.copy(), raw, problems)
+            if not problems and (line := self._batch_problem()):
+                problems.append(line)   # before any memory verdict: a batch the data cannot fill says so
+        one_process = self.device_box.choice().strategy == "none"
+        if one_process and self._memory is not None and not problems and (line := self._memory.problem()):
+            problems.append(line)       # predicted not to fit: refused here, as the worker would
+        if not problems and (line := self.device_box.problem()):
+            problems.append(line)       # one GPU's share under DDP/FSDP2 does not fit
         return problems
+
+    def _batch_problem(self) -> str | None:
+        """The worker's refusal of a batch larger than the train split, from the previewed data."""
+        from trainer.checks import batch_problem, train_split_size
+
+        spec = spec_from_dict(self.spec())
+        assert self._summary is not None
+        size = train_split_size(spec, self._summary["size"], self._summary.get("own_splits") or {})
+        return batch_problem(spec.train.batch_size, size)
 
     def refresh_problems(self) -> None:
         problems = self.problem_list()

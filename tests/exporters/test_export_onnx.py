@@ -38,7 +38,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 def test_template_exports_and_matches_onnxruntime(exported, name):
     source, report = exported[name]
     assert report.ok, report.to_text()
-    assert [c.name for c in report.checks] == ["onnx.checker", "dynamic batch", "onnxruntime parity (batch 3)"]
+    assert [c.name for c in report.checks] == ["onnx.checker", "dynamic batch", "onnxruntime parity (batch 3)",
+                                                 "metadata"]
     m = report.metrics
     assert m["verify_batch"] != m["example_batch"]
     assert m["max_abs_diff"] < 1e-3 and m["top1_agreement"] == 1.0
@@ -118,3 +119,15 @@ def test_external_data_and_low_precision_weights(tmp_path):
 
     assert onnx.load(report.path, load_external_data=False).graph.input[0].type.tensor_type.elem_type == \
         onnx.TensorProto.FLOAT
+
+
+def test_a_node_inside_the_preprocessing_wrapper_is_named_by_its_graph_id():
+    """Exports of a run put the graph inside WithPreprocessing: its ONNX scopes read 'inner.<id>'."""
+    import onnx
+
+    from exporters.locate import onnx_node_owner
+
+    node = onnx.helper.make_node("Relu", ["x"], ["y"])
+    entry = node.metadata_props.add()
+    entry.key, entry.value = "pkg.torch.onnx.name_scopes", "['', 'inner.relu1', 'relu']"
+    assert onnx_node_owner(node) == "relu1"

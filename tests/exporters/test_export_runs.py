@@ -47,11 +47,11 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
 def test_onnx_of_a_run_is_checked_on_real_validation_samples_and_recorded(trained, tmp_path):
     db, run_id = trained
     source = from_run(run_id, checkpoint="best", store=db)
-    assert "real validation samples" in " ".join(source.notes) and len(source.samples) == 8
+    assert "raw validation samples" in " ".join(source.notes) and len(source.samples) == 64
     report = export(source, "onnx", tmp_path, ExportOptions(timing_runs=2))
     assert report.ok, report.to_text()
     assert Path(report.path).name == f"tiny_digits_run{run_id}.onnx"
-    assert report.metrics["verify_batch"] == 8 and report.metrics["top1_agreement"] == 1.0
+    assert report.metrics["verify_batch"] == 64 and report.metrics["top1_agreement"] == 1.0
     store = RunStore(db)
     artifacts = store.artifacts(run_id)
     store.close()

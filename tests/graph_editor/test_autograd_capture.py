@@ -33,6 +33,7 @@ def _live_bytes_at_backward(graph: Graph, batch: int) -> int:
     return live - logits.untyped_storage().nbytes() - loss.untyped_storage().nbytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "batch"), [("digits_cnn", 16), ("resnet18_cifar", 4), ("vit_tiny", 1)])
 def test_saved_bytes_match_the_profiler_on_a_real_cpu_step(name, batch):
     graph = load_graph(TEMPLATES / f"{name}.graph.json")
@@ -115,6 +116,7 @@ def test_node_counts_and_owners_match_a_hand_written_module_walked_directly():
     assert all(p.grad is None for p in net.parameters())
 
 
+@pytest.mark.slow
 def test_every_template_is_fully_attributed():
     for path in sorted(TEMPLATES.glob("*.graph.json")):
         graph = load_graph(path)

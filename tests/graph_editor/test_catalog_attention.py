@@ -123,6 +123,7 @@ def test_a_mask_is_not_imported_silently():
         import_module(Masked(), (5, 8), strict=True)
 
 
+@pytest.mark.export
 def test_model_py_and_onnx_of_attention(tmp_path):
     source = from_graph(attention_net(6, 4, 2, {"is_causal": True}), verify_batch=3)
     report = export(source, "python", tmp_path / "model.py", ExportOptions(timing_runs=1))

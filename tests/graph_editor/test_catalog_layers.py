@@ -293,6 +293,7 @@ def test_the_graph_of_every_new_type_validates_with_the_expected_shapes():
     assert inf.shapes["amax"] == (2, 4, 8, 8) and inf.shapes["sum"] == (2, 4, 8)
 
 
+@pytest.mark.export
 @pytest.mark.parametrize("fmt, file", [("onnx", "wider.onnx"), ("python", "model.py")])
 def test_every_new_type_exports_and_passes_the_proof(tmp_path, fmt, file):
     source = from_graph(all_new_types(), verify_batch=3)

@@ -151,6 +151,7 @@ def test_a_buffer_read_in_forward_is_still_refused():
         import_module(WithBuffer(), (4,), strict=True)
 
 
+@pytest.mark.export
 def test_model_py_and_onnx_with_parameters(tmp_path):
     source = from_graph(token_net(), verify_batch=3)
     report = export(source, "python", tmp_path / "model.py", ExportOptions(timing_runs=1))

@@ -72,6 +72,7 @@ def _params(cases: list) -> list:
     return [pytest.param(case, id=case.id, marks=marks.get(case.id, [])) for case in cases]
 
 
+@pytest.mark.slow      # whole torchvision and timm models: 10-80 s each on 2 cores, make test only
 @pytest.mark.parametrize("case", _params(CASES))
 def test_every_model_imports_exactly(case):
     """Parameters and FLOPs for every model; the real round trip too unless it is a giant (built on

@@ -205,6 +205,7 @@ def test_import_maps_parts_to_ports_and_round_trips_exactly():
         assert (rebuilt(x) - module(x)).abs().max() < 1e-6
 
 
+@pytest.mark.export
 def test_model_py_and_onnx_of_a_graph_with_ports(tmp_path):
     source = from_graph(split_net(), verify_batch=3)
     report = export(source, "python", tmp_path / "model.py", ExportOptions(timing_runs=1))

@@ -96,6 +96,7 @@ def test_timm_vits_import_whole(name):
     assert stats.total_flops == counter.get_total_flops()
 
 
+@pytest.mark.export
 def test_an_imported_vit_exports_to_onnx(tmp_path):
     module = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=1)
     graph = import_module(module.eval(), (3, 32, 32), strict=True).graph

@@ -15,6 +15,7 @@ from .helpers import open_template, settle
 pytestmark = pytest.mark.qt
 
 
+@pytest.mark.slow
 def test_check_compile_puts_the_break_on_its_node(window, qtbot, tmp_path):
     path = tmp_path / "item.graph.json"
     save_graph(item_graph(), path)
@@ -26,6 +27,9 @@ def test_check_compile_puts_the_break_on_its_node(window, qtbot, tmp_path):
         assert window.compile_check.running
     result = blocker.args[0]
     assert result is not None and result.break_count >= 1
+    # the outcome where the user looks, not only in the Log tab behind Problems
+    assert window.statusBar().currentMessage().startswith(f"Check Compile: {result.graph_count} graph(s), "
+                                                          f"{result.break_count} graph break(s)")
     items = [window.problems.list.item(i) for i in range(window.problems.count())]
     (item,) = [i for i in items if "graph break" in i.text()]
     assert item.text().startswith("scale: torch.compile graph break: Unsupported Tensor.item()")

@@ -21,7 +21,8 @@ def test_the_dialog_shows_the_checks_and_figures_of_an_onnx_export(qtbot, tmp_pa
         dialog.start()
     assert blocker.args == [True]
     assert "verified" in dialog.verdict.text()
-    assert dialog.checks.rowCount() == 3 and dialog.checks.item(2, 0).text().startswith("✔ onnxruntime parity")
+    assert dialog.checks.rowCount() == 4 and dialog.checks.item(2, 0).text().startswith("✔ onnxruntime parity")
+    assert dialog.checks.item(3, 0).text() == "✔ metadata"
     latency = dialog.findChild(type(dialog.verdict), "figure_latency").text()
     assert "onnxruntime" in latency and "PyTorch eager" in latency
     assert dialog.folder_button.isEnabled() and not dialog.node_button.isVisibleTo(dialog)

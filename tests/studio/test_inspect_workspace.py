@@ -144,3 +144,80 @@ def test_capturing_a_broken_graph_says_why_and_keeps_the_last_capture(window, qt
     qtbot.waitUntil(lambda: ws.capture_button.isEnabled(), timeout=60_000)
     assert ws.capture_status.text().startswith("Cannot capture:") and "output" in ws.capture_status.text()
     assert set(ws.view.backward.blocks) == blocks
+
+
+def test_a_run_s_backward_time_shows_in_ms_and_one_inspection_spans_the_run(window, qtbot, tmp_path):
+    from trainer.inspect import InspectReport, NodeFigures
+    from trainer.store import RunStore
+
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    run_id = store.create_run(name="one", spec={}, graph={}, graph_hash="h", device="cpu", params=1)
+    report = InspectReport(1845, None, "cpu", [NodeFigures("conv1", grad_out=0.1, grad_w=0.2, weight=1.0,
+                                                           backward_s=0.00194)])
+    store.add_metrics(run_id, report.metric_rows())
+    store.finish(run_id, "completed")
+    store.close()
+    open_template(window, "digits_cnn")
+    window.training.show_runs()
+    panel = window.training.controller().runs
+    panel.refresh()
+    row = next(r for r in range(panel.proxy.rowCount())
+               if panel.model.rows[panel.proxy.mapToSource(panel.proxy.index(r, 0)).row()].id == run_id)
+    QTest.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                     panel.table.visualRect(panel.proxy.index(row, 0)).center())
+    ws = _workspace(window)
+    with qtbot.waitSignal(ws.captured, timeout=60_000):
+        QTest.mouseClick(ws.capture_button, Qt.MouseButton.LeftButton)
+    ws.metric.setFocus()
+    index = ws.metric.findData("backward_s")
+    while ws.metric.currentIndex() != index:
+        QTest.keyClick(ws.metric, Qt.Key.Key_Down if ws.metric.currentIndex() < index else Qt.Key.Key_Up)
+    assert ws.view.backward.boxes["conv1"].stat_rows()[1] == ("time", "1.94 ms")
+    _click_item(ws.view, ws.view.backward.boxes["conv1"])
+    (x0, x1), _ = ws.spark.getPlotItem().vb.viewRange()
+    assert x0 <= 0 and x1 >= 1845             # the one inspection, seen from the run's start
+
+
+def test_opening_another_graph_clears_the_last_one_s_backward_graph_legend_and_plots(window, qtbot, prompts):
+    from studio.resources import TEMPLATES
+
+    window.resize(1440, 900)
+    open_template(window, "digits_cnn")
+    ws = _workspace(window)
+    with qtbot.waitSignal(ws.captured, timeout=60_000):
+        QTest.mouseClick(ws.capture_button, Qt.MouseButton.LeftButton)
+    torch.manual_seed(0)
+    model = build_module(window.controller.graph, device="cpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    _, _, report = inspected_step(model, opt, torch.randn(8, 1, 8, 8), torch.randint(0, 10, (8,)), step=10,
+                                  device=torch.device("cpu"), precision="fp32")
+    ws.add_report(report)
+    assert ws.view.backward.boxes and ws.flow.bar_count() == 7 and ws.overlay.legend.isVisible()
+    prompts.answer("open_path", str(TEMPLATES / "lenet5.graph.json"))
+    window.activateWindow()
+    QTest.keyClick(window, Qt.Key.Key_O, Qt.KeyboardModifier.ControlModifier)
+    assert window.document.path.name == "lenet5.graph.json"
+    assert ws.capture is None and not ws.view.backward.boxes and not ws.view.controller.graph.nodes
+    assert ws.flow.bar_count() == 0, ws.flow.bar_count()
+    assert not ws.overlay.halos, ws.overlay.halos
+    assert not ws.overlay.legend.isVisible()
+    assert ws.history.latest is None and ws.spark.curve.xData is None or len(ws.spark.curve.xData) == 0
+
+
+def test_the_heat_legend_takes_the_light_theme(window, qtbot):
+    window.resize(1440, 900)
+    open_template(window, "lenet5")
+    ws = _workspace(window)
+    with qtbot.waitSignal(ws.captured, timeout=60_000):
+        QTest.mouseClick(ws.capture_button, Qt.MouseButton.LeftButton)
+    legend = ws.overlay.legend
+    assert legend.isVisible()
+
+    def background() -> int:
+        return legend.grab().toImage().pixelColor(legend.width() - 5, legend.height() // 2).lightness()
+
+    assert background() < 100                          # dark theme: a dark box
+    window.theme_actions["light"].trigger()            # View > Light Theme
+    assert background() > 160                          # light theme: a light one, its text dark
+    text = legend.palette().color(legend.foregroundRole())
+    assert text.lightness() < 100

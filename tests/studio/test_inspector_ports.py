@@ -75,6 +75,7 @@ def test_each_output_port_has_its_shape(qtbot, tmp_path):
 def test_the_main_window_gives_the_inspector_every_output(window, tmp_path):
     path = tmp_path / "split.graph.json"
     save_graph(split_net(), path)
+    window.resize(1440, 900)        # the offscreen screen's default window leaves the canvas 152 px wide
     assert window.files.open(path)
     settle(window)
     _click_node(window.canvas, "parts")

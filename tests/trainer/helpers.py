@@ -10,6 +10,7 @@ from typing import Any
 from graph_editor.model import Graph, InputSpec, save_graph
 from trainer.client import WorkerClient
 from trainer.events import Event
+from trainer.spec import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS_CNN = ROOT / "assets" / "templates" / "digits_cnn.graph.json"
@@ -46,7 +47,7 @@ def write_spec(folder: Path, graph: Graph | Path | None = None, **sections: Any)
         gpath = folder / "net.graph.json"
         save_graph(graph, gpath)
         graph = gpath
-    spec: dict[str, Any] = {"schema_version": 1, "name": "test", "model": {"graph": str(graph)},
+    spec: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "name": "test", "model": {"graph": str(graph)},
                             "train": {"epochs": 1, "batch_size": 64, "metrics_interval_s": 0.1},
                             "device": "cpu"}
     for key, value in sections.items():

@@ -265,7 +265,8 @@ def test_formats_are_a_registry_the_spec_derives_from():
     from trainer.data import dataset_format, format_names
     from trainer.data.formats import formats
 
-    assert ts.FORMATS == format_names() == ("auto", "digits", "npz", "csv", "image_folder", "idx", "cifar", "hf")
+    assert ts.FORMATS == format_names() == ("auto", "digits", "npz", "image_csv", "csv", "image_folder", "idx", "cifar",
+                                                    "hf")
     assert all(f.doc for f in formats().values())
     with pytest.raises(ValueError, match="'csv' is already registered"):
         dataset_format("csv")(lambda path, options: None)

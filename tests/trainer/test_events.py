@@ -38,12 +38,14 @@ SAMPLES: dict[str, dict] = {
     ev.MEMORY_TRACE: dict(step=41, steps=2, path="/runs/run-1/memory/trace-step41.json", peak_bytes=5000000,
                           attributed=0.999, peak_phase="forward", peak_node="relu", at_peak={"conv": 4000000},
                           timeline={"t_ms": [0.0, 1.5], "live": [0, 5000000], "nodes": {"conv": [0, 4000000]}}),
+    ev.SKIPPED_FILES: dict(step=12, split="train", files=[["/data/cats/07.jpg", "not a readable image"]], count=1),
 }
 
 CLASSES = {ev.RUN_STARTED: ev.RunStarted, ev.COMPILE_DONE: ev.CompileDone, ev.METRICS: ev.Metrics,
            ev.EPOCH_END: ev.EpochEnd, ev.MEMORY: ev.Memory, ev.CHECKPOINT: ev.Checkpoint, ev.STATE: ev.State,
            ev.FINISHED: ev.Finished, ev.FAILED: ev.Failed, ev.INSPECT: ev.Inspect,
-           ev.MEMORY_TRACE: ev.MemoryTimeline, ev.GRAPH_BREAK: ev.GraphBreakEvent, ev.RECOMPILE: ev.Recompile}
+           ev.MEMORY_TRACE: ev.MemoryTimeline, ev.GRAPH_BREAK: ev.GraphBreakEvent, ev.RECOMPILE: ev.Recompile,
+           ev.SKIPPED_FILES: ev.SkippedFiles}
 
 
 def test_every_event_type_has_a_sample_and_a_class():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from graph_editor.model import load_graph
-from tests.trainer.helpers import DIGITS_CNN, kinds, run_worker, tiny_cnn, write_spec
+from tests.trainer.helpers import DIGITS_CNN, ROOT, kinds, run_worker, tiny_cnn, write_spec
 from trainer.checks import load_data
 from trainer.memory_doctor import (
     apply_fix,
@@ -17,6 +17,7 @@ from trainer.memory_doctor import (
 from trainer.spec import RunSpec, SpecError, spec_from_dict
 
 pytestmark = pytest.mark.process
+MLP = ROOT / "assets" / "templates" / "mlp.graph.json"
 
 
 def digits_spec(batch: int = 256) -> RunSpec:
@@ -100,3 +101,25 @@ def test_worker_refuses_a_run_predicted_not_to_fit_before_it_starts(tmp_path, db
     assert batch["fits"] and 1 <= batch["changes"]["train.batch_size"] < 64
     assert failed.diagnosis["prediction"]["peak_bytes"] == need
     assert "out of memory" in err
+
+
+def test_worker_refuses_a_batch_norm_mlp_over_budget_with_the_fixes_not_a_valueerror(tmp_path, db):
+    """The mlp template (BatchNorm1d) over a budget: the largest-batch search starts at batch 2, so the
+    refusal is "out of memory" with its fixes (it was "cannot start the run: ValueError")."""
+    g = load_graph(MLP)
+    spec = digits_spec(64)
+    data = resident_data_bytes(spec, load_data(spec, []))
+    need = predict_for_spec(g, spec, resident=data).peak_bytes
+    code, events, err = run_worker(write_spec(tmp_path, MLP, memory={"budget_mb": need * 0.9 / 2 ** 20}), db)
+    assert code == 2 and kinds(events) == ["failed"], err
+    failed = events[0]
+    assert failed.kind == "oom" and "ValueError" not in failed.message, failed.message
+    batch = next(f for f in failed.diagnosis["fixes"] if f["name"] == "batch")
+    assert batch["fits"] and 2 <= batch["changes"]["train.batch_size"] < 64
+
+
+def test_a_batch_of_one_into_batch_norm_is_a_spec_problem():
+    spec = digits_spec(1)
+    spec.memory.budget_mb = 1024
+    with pytest.raises(SpecError, match=r"train.batch_size: batch 1: node bn1 \(BatchNorm1d\) normalises over the batch"):
+        check_run(load_graph(MLP), spec, device_type="cpu", total=None, channels_last=False)

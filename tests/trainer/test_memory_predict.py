@@ -69,6 +69,7 @@ def check(name: str, batch: int, precision: str = "fp32", **kw) -> None:
         f"{pred.unmodelled_bytes / MiB:.2f} unmodelled), measured {real / MiB:.2f} MiB"
 
 
+@pytest.mark.slow      # real steps measured by the profiler (~30 s)
 def test_digits_cnn_within_5_percent_fp32_bf16_sgd():
     check("digits_cnn", 32)               # below ~32 oneDNN's convolution scratch is over 5% of the peak
     check("digits_cnn", 256)

@@ -153,3 +153,15 @@ class StreamLoader(DeviceLoader):
         for i, (x, y) in enumerate(self.loader, start=start):
             x = normalise(x.to(self.device, non_blocking=True), self.mean, self.std)
             yield self._finish(x), y.to(self.device, non_blocking=True), min(b, self.n - i * b)
+
+
+def eval_rows(order: torch.Tensor, step: int, batch: int, rank: int, world: int) -> tuple[torch.Tensor, int]:
+    """Rank ``rank``'s rows of evaluation step ``step`` (``batch`` rows a step over all ranks), padded
+    to ``batch / world`` with the split's last row, and how many are real."""
+    local, n = batch // world, len(order)
+    lo = min(step * batch + rank * local, n)
+    idx = order[lo:min(lo + local, n)]
+    valid = len(idx)
+    if valid < local:
+        idx = torch.cat([idx, order[-1:].expand(local - valid)])
+    return idx, valid

@@ -6,11 +6,15 @@ Imported on first use by :mod:`trainer.data` (it imports torch; the format regis
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from .raw import DataError, RawData
+
+if TYPE_CHECKING:
+    from .images.files import FileSplit
 
 
 @dataclass
@@ -23,23 +27,44 @@ class Split:
     def __len__(self) -> int:
         return int(self.y.shape[0])
 
+    def samples(self, count: int) -> torch.Tensor:
+        """The first ``count`` samples as held (normalised floats, or raw when streamed)."""
+        return self.x[:count]
+
 
 @dataclass
 class Splits:
-    train: Split
-    val: Split
-    test: Split
+    """The three splits in memory (:class:`Split`), or as files decoded per batch (``FileSplit``, whose
+    ``image_shape`` is what the loaders make of every file)."""
+
+    train: Split | FileSplit
+    val: Split | FileSplit
+    test: Split | FileSplit
     classes: list[str]
-    mean: torch.Tensor  # per channel (images) or per feature (tabular), from the train split
+    mean: torch.Tensor  # per channel (images) or per feature (tabular), from the train split (0..255 for images)
     std: torch.Tensor
+    image_shape: tuple[int, int, int] | None = None   # set for files: (C, H, W) of every batch
+
+    @property
+    def on_disk(self) -> bool:
+        return self.image_shape is not None
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in self.train.x.shape[1:])
+        if self.image_shape is not None:
+            return self.image_shape
+        return tuple(int(d) for d in self.samples("train").shape[1:])
 
     @property
     def is_image(self) -> bool:
-        return self.train.x.dim() == 4
+        return self.image_shape is not None or self.samples("train").dim() == 4
+
+    def samples(self, name: str) -> torch.Tensor:
+        """A memory split's samples (``train``, ``val`` or ``test``); a split of files has none in memory."""
+        split = getattr(self, name)
+        if not isinstance(split, Split):
+            raise TypeError(f"the {name} split is read from files, not held in memory")
+        return split.x
 
 
 def split_indices(n: int, val_fraction: float, test_fraction: float, seed: int,

@@ -103,6 +103,17 @@ NETS = textwrap.dedent('''
 
     def not_a_module():
         return 42
+
+    def exits():
+        import sys
+        sys.exit(0)
+
+    class Sine(nn.Module):
+        def forward(self, x):
+            return torch.sin(x)
+
+    def with_sine():
+        return nn.Sequential(nn.Linear(4, 8), Sine(), nn.Linear(8, 3))
 ''')
 
 
@@ -136,6 +147,7 @@ def test_import_writes_a_graph_and_weights(capsys, nets_dir):
     (["my_nets:nothing"], "has no function 'nothing'"),
     (["no_such_module:f"], "cannot import no_such_module"),
     (["my_nets"], "MODULE:FACTORY"),
+    (["my_nets:exits"], "my_nets:exits() called sys.exit(0) instead of returning a module"),
     (["my_nets:convnet", "--input-shape", "3,16,16", "--num-classes", "7"], "Output expects logits of shape 7"),
 ])
 def test_import_errors_exit_1_with_a_clear_message(capsys, nets_dir, args, words):
@@ -144,7 +156,49 @@ def test_import_errors_exit_1_with_a_clear_message(capsys, nets_dir, args, words
     assert not (nets_dir / "out.graph.json").exists()
 
 
+def test_import_weights_into_a_missing_folder_writes_nothing(capsys, nets_dir):
+    for flags in (["--weights", str(nets_dir / "missing" / "w.safetensors")], ["-o", "gone/out.graph.json"]):
+        args = ["import", "my_nets:mlp", "-o", "out.graph.json", *flags]
+        code, _, err = run(capsys, *args)
+        assert code == 1 and "does not exist" in err and "Traceback" not in err, err
+        assert err.count("\n") == 1 and not (nets_dir / "out.graph.json").exists()
+
+
 def test_console_entry_point_runs():
     done = subprocess.run([sys.executable, "-m", "studio", "validate", LENET], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n"
+
+
+MLP_TEXT = (TEMPLATES / "mlp.graph.json").read_text()
+
+
+@pytest.mark.parametrize("name", ["forward", "training", "__init__"])
+def test_validate_refuses_node_ids_training_refuses(capsys, tmp_path, name):
+    path = tmp_path / "net.graph.json"
+    path.write_text(MLP_TEXT.replace('"fc1"', f'"{name}"'))
+    code, out, err = run(capsys, "validate", str(path))
+    assert code == 1 and out == "" and f"the id '{name}' is a name PyTorch modules reserve" in err, err
+
+
+def test_validate_refuses_a_module_node_that_cannot_be_imported_here(capsys, nets_dir, monkeypatch):
+    code, _, _ = run(capsys, "import", "my_nets:with_sine", "-o", "odd.graph.json")
+    assert code == 0 and '"Module"' in (nets_dir / "odd.graph.json").read_text()
+    sys.modules.pop("my_nets", None)
+    elsewhere = nets_dir / "elsewhere"
+    elsewhere.mkdir()
+    (nets_dir / "my_nets.py").rename(elsewhere / "my_nets.py")   # the class is no longer importable
+    code, out, err = run(capsys, "validate", str(nets_dir / "odd.graph.json"))
+    assert code == 1 and "cannot import class my_nets:Sine" in err and "ok" not in out, err
+
+
+def test_validate_says_how_large_a_billion_parameter_model_is(capsys, tmp_path):
+    import json as _json
+
+    data = _json.loads(MLP_TEXT)
+    fc1 = next(n for n in data["nodes"] if n["id"] == "fc1")
+    fc1["params"]["out_features"] = 2_015_625_000     # 129 billion weights into fc1 alone
+    path = tmp_path / "huge.graph.json"
+    path.write_text(_json.dumps(data))
+    code, out, _ = run(capsys, "validate", str(path))
+    assert code == 0 and "billion parameters (fc2:" in out and "to train with AdamW" in out and out.endswith("ok\n")

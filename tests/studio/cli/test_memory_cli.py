@@ -56,3 +56,39 @@ def test_checkpointing_segments_lower_the_saved_activations(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["memory", DIGITS, "--checkpoint", "relu2..conv1"])
     assert exc.value.code == 1 and "checkpoint[0]: 'relu2' comes after 'conv1'" in capsys.readouterr().err
+
+
+MLP = str(Path(DIGITS).with_name("mlp.graph.json"))
+
+
+def test_a_batch_norm_graph_searches_from_batch_2(capsys):
+    """The mlp template's BatchNorm1d refuses a training batch of 1: the search starts at 2, and a
+    prediction at batch 1 says why instead of a traceback."""
+    assert main(["memory", MLP, "--optimizer", "adamw", "--budget", "64MiB", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["largest_batch"] >= 2 and out["largest_batch_peak_bytes"] <= 64 * 2 ** 20
+    with pytest.raises(SystemExit) as exc:
+        main(["memory", MLP, "--batch", "1"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 1 and "bn1 (BatchNorm1d)" in err and "a batch of 2 or more" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("args", "code", "why"), [
+    (["--budget", "1e400"], 2, "'1e400' is larger than any device"),
+    (["--batch", str(10 ** 18)], 1, "batch: 1,000,000,000,000,000,000 samples is more than"),
+    (["--device", "cuda:abc"], 1, "device: choose cpu, cuda or cuda:N"),
+])
+def test_impossible_numbers_and_devices_are_refused(capsys, args, code, why):
+    with pytest.raises(SystemExit) as exc:
+        main(["memory", DIGITS, *args])
+    err = capsys.readouterr().err
+    assert exc.value.code == code and why in err and "Traceback" not in err
+
+
+def test_the_search_cap_is_not_called_the_largest_batch_that_fits(capsys):
+    assert main(["memory", DIGITS, "--budget", "1TiB"]) == 0
+    text = capsys.readouterr().out
+    assert "largest batch that fits: 65,536 or more (the search stops at 65,536" in text
+    assert main(["memory", DIGITS, "--budget", "1TiB", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["largest_batch_is_search_cap"] is True

@@ -82,3 +82,16 @@ def test_panel_renders_a_refusal(qtbot, tmp_path):
     QTest.mouseClick(panel.fix_buttons[1], Qt.MouseButton.LeftButton)
     assert seen == [{"optim.name": "sgd"}]
     panel.grab().save(str(tmp_path / "refusal.png"))
+
+
+def test_a_batch_larger_than_the_train_split_is_refused_with_that_reason(qtbot):
+    """Not 'does not fit': a batch of 100,000 digits is refused as the worker refuses it."""
+    d = _dialog(qtbot)
+    _predicted(qtbot, d)
+    batch = d.form.editors["train.batch_size"]
+    batch.selectAll()
+    QTest.keyClicks(batch, "100000")
+    _predicted(qtbot, d)
+    problems = d.problem_list()
+    assert problems == ["train.batch_size: 100000 is larger than the train split (1258 samples)"], problems
+    assert not d.start_button.isEnabled()

@@ -62,7 +62,7 @@ def test_cuda_samples_plot_allocated_reserved_peak_under_the_predicted_line(qtbo
     assert plot.getPlotItem().titleLabel.text == "Memory (cuda:0)"
     level = plot.level("predicted")
     assert level is not None and level.value() == pytest.approx(2000)
-    assert level.label.toPlainText() == "predicted peak 2000.0 MiB"
+    assert level.label.toPlainText() == "predicted tensors 2000.0 MiB"
     vb = plot.getPlotItem().vb
     vb.autoRange()
     (_, _), (y0, y1) = vb.viewRange()

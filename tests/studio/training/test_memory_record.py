@@ -72,9 +72,12 @@ def test_record_memory_fills_the_timeline_and_a_band_selects_its_node(qtbot, win
     dash = ctl.dashboard
     assert ctl.dashboard_dock.isVisible() and dash.record_button.isEnabled()
     with qtbot.waitSignal(ctl.session.bridge.memory_trace, timeout=WAIT) as got:
-        qtbot.mouseClick(dash.record_button, Qt.MouseButton.LeftButton)
+        window.activateWindow()     # Run > Record Memory Timeline, by its keys: the status line says so
+        QTest.keyClick(window, Qt.Key.Key_M, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
         assert dash.record_button.text() == "Recording..." and not dash.record_button.isEnabled()
+        assert window.statusBar().currentMessage().startswith("Recording the memory")
     event = got.args[0]
+    qtbot.waitUntil(lambda: window.statusBar().currentMessage().startswith("Memory recorded"), timeout=5000)
     assert event.error is None and event.steps == 2 and event.attributed >= 0.99
     assert Path(event.path).is_file()
     view = dash.timeline
@@ -103,7 +106,7 @@ def test_record_memory_fills_the_timeline_and_a_band_selects_its_node(qtbot, win
     assert view.highlighted is None and len({b.opacity() for b in view.bands}) == 1
     memory = dash.plots["memory"]                          # the run's predicted peak, computed on a thread
     qtbot.waitUntil(lambda: memory.level("predicted") is not None, timeout=WAIT)
-    assert memory.level("predicted").label.toPlainText().startswith("predicted peak ")
+    assert memory.level("predicted").label.toPlainText().startswith("predicted tensors ")
     window.workspaces.show("Train")
     window.grab().save(str(tmp_path / "record.png"))
     with qtbot.waitSignal(ctl.session.ended, timeout=WAIT):

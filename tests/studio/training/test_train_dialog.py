@@ -170,3 +170,19 @@ def test_closing_while_the_preview_still_reads_waits_for_every_read(qtbot, tmp_p
     assert all(t.is_running() for t in reads)
     d.reject()
     assert not any(t.is_running() for t in reads) and d._preview_tasks == []
+
+
+def test_a_pretrained_start_is_typed_as_names_and_blocks(qtbot):
+    """model.frozen, reinit and lr_scale are lists of names ('conv1..relu2', 'conv3=0.1'), not numbers."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    d = _dialog(qtbot)
+    d.advanced.setChecked(True)
+    for path, text in (("model.frozen", "conv1..relu2"), ("model.reinit", "fc"), ("model.lr_scale", "conv3=0.1")):
+        editor = d.form.editors[path]
+        QTest.mouseClick(editor, Qt.MouseButton.LeftButton)
+        QTest.keyClicks(editor, text)
+        QTest.keyClick(editor, Qt.Key.Key_Return)
+    model = spec_from_dict(d.spec()).model
+    assert (model.frozen, model.reinit, model.lr_scale) == (["conv1..relu2"], ["fc"], ["conv3=0.1"])

@@ -4,4 +4,4 @@ The import order is the order the Train dialog lists them and ``auto`` asks them
 which takes any folder of folders, is asked last).
 """
 
-from . import npz, table, image_folder, idx, cifar, hf  # noqa: F401, I001  (order matters: see above)
+from . import npz, image_csv, table, image_folder, idx, cifar, hf  # noqa: F401, I001  (order matters: see above)

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from ..formats import IMAGE_SUFFIXES, DataError, RawData, ReadOptions, dataset_format
-
-SPLIT_FOLDERS = {"train": ("train", "training"), "val": ("val", "valid", "validation"), "test": ("test", "testing")}
+from ..images.index import split_folders
+from ..images.whole import load_images
 
 
 def _is_image_folder(path: Path) -> bool:
@@ -24,32 +24,19 @@ def read_image_folder(path: Path, options: ReadOptions) -> RawData:
     subfolders: the layout of torchvision's ImageFolder datasets and most downloads) keeps its splits:
     the classes are the union of every split's, and a split without some class simply has none of it."""
     image_size = options.image_size
-    splits = _split_folders(path)
+    splits = split_folders(path)
     if splits is None:
         files, classes = _class_files({"": path}, path)
-        x, y = _images(files, image_size)
+        x, y = load_images(files, image_size)
         return RawData(x, y, classes)
     files, classes = _class_files(splits, path)
-    x, y = _images(files, image_size)
+    x, y = load_images(files, image_size)
     split_of = np.array([split for split, _, _ in files])
     parts = {name: (x[split_of == name], y[split_of == name]) for name in splits}
     if len(parts["train"][1]) == 0:
         raise DataError(f"{splits['train']}: no images found in class subfolders ({', '.join(IMAGE_SUFFIXES)})")
     test, val = parts.get("test", (None, None)), parts.get("val", (None, None))
     return RawData(*parts["train"], classes, *test, *val)
-
-
-def _split_folders(path: Path) -> dict[str, Path] | None:
-    """``{"train": ..., "val": ..., "test": ...}`` when ``path`` is split ahead of time, else None: a
-    train folder, and every subfolder a split name holding class folders (so a dataset whose classes
-    happen to be called "train" and "test" is still read as classes)."""
-    subdirs = [p for p in path.iterdir() if p.is_dir()]
-    named = {split: d for d in subdirs for split, names in SPLIT_FOLDERS.items() if d.name.lower() in names}
-    if "train" not in named or len(named) != len(subdirs):
-        return None
-    if not all(any(c.is_dir() for c in d.iterdir()) for d in named.values()):
-        return None
-    return {split: named[split] for split in SPLIT_FOLDERS if split in named}   # train first: its size rules
 
 
 def _class_files(roots: dict[str, Path], path: Path) -> tuple[list[tuple[str, int, Path]], list[str]]:
@@ -63,35 +50,3 @@ def _class_files(roots: dict[str, Path], path: Path) -> tuple[list[tuple[str, in
     if not files:
         raise DataError(f"{path}: no images found in class subfolders ({', '.join(IMAGE_SUFFIXES)})")
     return files, classes
-
-
-def _images(files: list[tuple[str, int, Path]], image_size: tuple[int, int] | None,
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """Every file as uint8 (C, H, W) in one size and one mode (grey when every image is), and the labels."""
-    import warnings
-
-    from PIL import Image, UnidentifiedImageError
-
-    opened = []
-    for _, _, f in files:
-        try:
-            with warnings.catch_warnings():
-                # Pillow warns above MAX_IMAGE_PIXELS / 2 and refuses above it (a decompression bomb: a
-                # small file that expands to gigabytes); a dataset image that large is refused here.
-                warnings.simplefilter("error", Image.DecompressionBombWarning)
-                with Image.open(f) as im:
-                    im.load()
-                    opened.append(im.copy())
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-            raise DataError(f"{f}: refused, an image this large is likely a decompression bomb ({exc})") from None
-        except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as exc:  # Pillow raises all of these
-            raise DataError(f"{f}: not a readable image ({exc})") from None
-    mode = "L" if all(im.mode in ("L", "1", "I;16") for im in opened) else "RGB"
-    size: tuple[int, int] | None = (image_size[1], image_size[0]) if image_size else None
-    images: list[np.ndarray] = []
-    for image in opened:
-        img = image.convert(mode)
-        size = size or img.size
-        arr = np.asarray(img.resize(size) if img.size != size else img, dtype=np.uint8)
-        images.append(arr[None] if arr.ndim == 2 else arr.transpose(2, 0, 1))
-    return np.stack(images), np.array([c for _, c, _ in files], dtype=np.int64)

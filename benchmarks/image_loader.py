@@ -1,0 +1,110 @@
+"""Images per second of the worker's image loader against torchvision's ``ImageFolder`` + ``DataLoader``.
+
+The same JPEG files (written once to a temp folder: ``--images`` of ``--side`` x ``--side`` pixels in 10
+class folders), the same worker processes (``--workers``), batch and transforms (RandomResizedCrop to
+``--crop``, horizontal flip, then normalised floats). Ours: :class:`trainer.data.images.loader.FileLoader`
+as a run builds it (torchvision.io decode, uint8 batches from the workers, floats made and normalised by
+the consumer); torchvision's: ``ImageFolder`` (Pillow decode) with the usual v2 pipeline ending in
+``ToDtype(float32, scale=True)`` and ``Normalize`` in the workers. Each epoch after a warm-up one (the
+workers started); rounds interleaved; the median of each printed with the ratio. Goal: >= 1.0. No
+assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from torchvision import datasets  # noqa: E402
+from torchvision.transforms import v2  # noqa: E402
+
+from trainer.data.images.files import FileSplit  # noqa: E402
+from trainer.data.images.index import index_folder  # noqa: E402
+from trainer.data.images.loader import FileLoader  # noqa: E402
+from trainer.data.images.transforms import eval_transform, train_transform  # noqa: E402
+from trainer.spec import ImageSpec  # noqa: E402
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def write_images(root: Path, count: int, side: int) -> None:
+    rng = np.random.default_rng(0)
+    for c in range(10):
+        (root / f"class{c}").mkdir(parents=True)
+    for i in range(count):
+        # smooth content (a gradient and noise), so the JPEGs compress like photographs, not like noise
+        ramp = np.linspace(0, 200, side, dtype=np.float32)
+        img = ramp[None, :, None] * rng.random(3, dtype=np.float32) + rng.integers(0, 40, (side, side, 3))
+        Image.fromarray(img.clip(0, 255).astype(np.uint8)).save(root / f"class{i % 10}" / f"{i:06d}.jpg", quality=90)
+
+
+def ours(root: Path, crop: int, batch: int, workers: int) -> FileLoader:
+    index = index_folder(root)
+    im = ImageSpec(crop_scale=[0.35, 1.0])
+    split = FileSplit(str(root), index.files, torch.from_numpy(index.labels), 3, (crop, crop),
+                      eval_transform(im, (crop, crop)), np.arange(len(index)))
+    return FileLoader(split, batch, torch.device("cpu"), train=True, mean=torch.tensor(MEAN) * 255,
+                      std=torch.tensor(STD) * 255, transform=train_transform(im, (crop, crop)), workers=workers)
+
+
+def theirs(root: Path, crop: int, batch: int, workers: int) -> torch.utils.data.DataLoader:
+    pipeline = v2.Compose([v2.ToImage(), v2.RandomResizedCrop(crop, scale=(0.35, 1.0), antialias=True),
+                           v2.RandomHorizontalFlip(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
+    data = datasets.ImageFolder(str(root), transform=pipeline)
+    return torch.utils.data.DataLoader(data, batch_size=batch, shuffle=True, num_workers=workers, drop_last=True,
+                                       persistent_workers=workers > 0, multiprocessing_context="forkserver")
+
+
+def epoch_ours(loader: FileLoader) -> float:
+    t0, n = time.perf_counter(), 0
+    for x, _, _ in loader.batches(loader.order()):
+        n += len(x)
+    return n / (time.perf_counter() - t0)
+
+
+def epoch_theirs(loader: torch.utils.data.DataLoader) -> float:
+    t0, n = time.perf_counter(), 0
+    for x, _ in loader:
+        n += len(x)
+    return n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--images", type=int, default=4000)
+    ap.add_argument("--side", type=int, default=160)
+    ap.add_argument("--crop", type=int, default=112)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "images"
+        write_images(root, args.images, args.side)
+        a, b = ours(root, args.crop, args.batch, args.workers), theirs(root, args.crop, args.batch, args.workers)
+        epoch_ours(a), epoch_theirs(b)     # warm-up: workers started, files in the page cache
+        rates: dict[str, list[float]] = {"ours": [], "torchvision": []}
+        for _ in range(args.rounds):       # interleaved: a busy machine slows both alike
+            rates["ours"].append(epoch_ours(a))
+            rates["torchvision"].append(epoch_theirs(b))
+    o, t = statistics.median(rates["ours"]), statistics.median(rates["torchvision"])
+    print(f"{args.images} JPEGs of {args.side}x{args.side}, RandomResizedCrop {args.crop}, batch {args.batch}, "
+          f"{args.workers} workers, median of {args.rounds} epochs")
+    print(f"  ours (torchvision.io decode, uint8 batches)      {o:9.0f} images/s")
+    print(f"  torchvision ImageFolder + DataLoader (Pillow)     {t:9.0f} images/s")
+    print(f"  ratio ours / torchvision: {o / t:.2f}")
+
+
+if __name__ == "__main__":
+    main()
