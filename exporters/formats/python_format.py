@@ -81,7 +81,7 @@ def generate(source: ExportSource, weights_name: str) -> tuple[str, dict[str, st
         line = import_line(module)
         if line and line not in imports:
             imports.append(line)
-        extra = local_class_source(module)
+        extra = None if line else local_class_source(module)  # an imported class is not copied too
         if extra:
             classes.setdefault(type(module).__name__, extra)
         node = graph.nodes.get(node_id)

@@ -13,6 +13,7 @@ import sys
 
 from torch import nn
 
+from .import_capture import without_cuda
 from .importer import ImportResult, ModuleImportError, guess_input_shape, import_module
 
 
@@ -34,7 +35,8 @@ def load_factory(spec: str) -> object:
     if not callable(factory):
         raise ModuleImportError([], f"{module_name} has no function '{attr}'")
     try:
-        return factory()
+        with without_cuda():  # model.cuda() in a factory written for a GPU machine
+            return factory()
     except SystemExit as exc:  # the factory ended the process's way, not with a module: say so
         raise ModuleImportError([], f"{spec}() called sys.exit({exc.code!r}) instead of returning a module") from None
     except Exception as exc:

@@ -1,7 +1,7 @@
 """The importer's conversion: each traced fx node becomes a catalog node by the rules of :mod:`.import_rules`.
 
 :class:`Converter` walks the fx graph in order with every node's ``meta`` value at hand; a module
-without a rule becomes an opaque Module node when allowed; what does not map is collected as
+without a rule becomes a Program node when allowed; what does not map is collected as
 :class:`~.import_errors.Unsupported` and raised together in one :class:`~.import_errors.ModuleImportError`.
 """
 
@@ -15,9 +15,9 @@ import torch
 from torch import fx, nn
 
 from ..model import Edge, Graph, GraphError
+from .import_capture import program_call
 from .import_errors import ModuleImportError, Unsupported, describe, owner, where
 from .import_rules import FUNCTION_RULES, METHOD_RULES, Mapped, Step, Unmappable, module_steps, permute_dims
-from .ops.module_ref import module_node
 from .ops.param import import_parameter
 from .ops.split import unbind_after_permute
 
@@ -29,7 +29,7 @@ class Converter:
 
     def __init__(self, gm: fx.GraphModule, values: dict[fx.Node, Any], graph: Graph, opaque: bool = False) -> None:
         self.gm, self.values, self.graph = gm, values, graph
-        self.opaque = opaque  # a module without a rule becomes a Module node
+        self.opaque = opaque  # a module without a rule becomes a Program node
         self.ids: dict[fx.Node, str] = {}  # fx node -> the graph node holding its value
         self.ports: dict[fx.Node, str] = {}  # fx node -> the output port of ids[n] it is, where not "out"
         self.deferred: dict[fx.Node, tuple[Mapped, list[int] | None]] = {}  # permutes an unbind takes over
@@ -61,8 +61,10 @@ class Converter:
             self._parameter(n)
         elif n.op == "output":
             (out,) = n.args
+            if isinstance(out, tuple | list) and out and isinstance(out[0], fx.Node):
+                out = out[0]  # (logits, aux_logits): the graph's output is the first; the others stay unread
             if not isinstance(out, fx.Node) or not isinstance(self.values.get(out), torch.Tensor):
-                raise Unmappable("the module returns more than one tensor; a graph has one output")
+                raise Unmappable("the module returns no tensor first; a graph's output is one tensor")
             self._add(n, Mapped("Output", {}, [out]), node_id="output")
         elif n.op == "call_module":
             self._module(n)
@@ -75,8 +77,8 @@ class Converter:
         target = str(n.target)
         mod = self.gm.get_submodule(target)
         steps = self.gm.meta.get("import_steps", {}).get(target) or module_steps(mod)
-        if steps is None and self.opaque:  # the last resort: kept whole, an opaque Module node
-            steps = [Step("", mod, lambda m, *args, **kw: module_node(m, n, self.values), True)]
+        if steps is None and self.opaque:  # kept whole as its own exported program
+            steps = [Step("", mod, lambda m, *args, **kw: program_call(m, n, self.values, target), True)]
         if steps is None:
             raise Unmappable("this module type has no catalog layer")
         first, *rest = steps
@@ -91,6 +93,9 @@ class Converter:
         self.called.add(target)
         node_id = self._add(n, mapped)
         if not node_id:
+            return
+        if mapped.state is not None:  # a Program node: the weights its program holds
+            self.state.update({f"{node_id}.{k}": v for k, v in mapped.state.items()})
             return
         children = tuple(f"{s.child}." for s in rest)
         for k, v in mod.state_dict().items():

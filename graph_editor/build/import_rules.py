@@ -38,6 +38,7 @@ class Mapped:
     params: dict[str, Any] = field(default_factory=dict)
     inputs: list[fx.Node] = field(default_factory=list)
     prefix: str = ""
+    state: dict[str, Any] | None = None  # the node's weights where they are not the module's state_dict (Program)
 
 
 ModuleRule = Callable[[Any, list[fx.Node]], Mapped]  # reads a module of the class it is registered for

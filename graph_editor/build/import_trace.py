@@ -31,7 +31,7 @@ class _Tracer(fx.Tracer):
     def __init__(self, leaves: frozenset[str] = frozenset()) -> None:
         super().__init__(autowrap_functions=library_functions())  # stochastic_depth, drop_path: kept whole
         self.record_stack_traces = False  # fx's full stack per node costs seconds on a big model: see create_node
-        self.leaves = leaves  # module paths kept whole as Module nodes (see .opaque)
+        self.leaves = leaves  # module paths kept whole as Program nodes (see .opaque)
         self.steps: dict[str, list[Step]] = {}
         self.own = leaf_classes()
 

@@ -9,7 +9,8 @@ module :func:`~graph_editor.build.fx.build_module` builds, so the weights load s
 
 This module holds the loop; its parts: :mod:`.import_trace` (fx tracing and the ``meta`` run),
 :mod:`.import_convert` (one catalog node per traced call), :mod:`.import_errors` (the grouped error
-that leads with the root cause) and :mod:`.opaque` (which modules to keep whole as Module nodes).
+that leads with the root cause), :mod:`.opaque` (which modules to keep whole) and :mod:`.import_capture`
+(torch.export capture of those as Program nodes, and of the whole model as the last resort).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from torch import fx, nn
 from ..model import Graph, Group, InputSpec, validate
 from ..model.block_layout import nested_layout
 from ..model.hierarchy import groups_from_paths
+from .import_capture import whole_program
 from .import_convert import Converter
 from .import_errors import ModuleImportError, Unsupported, group_unsupported
+from .import_rules import Unmappable
 from .import_trace import BATCH, feeds_embedding, input_users, propagate, trace
 from .opaque import widen
 
@@ -45,19 +48,32 @@ def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], n
     """Trace ``module`` and turn it into a graph for a per-sample ``input_shape``.
 
     ``num_classes`` defaults to the size of the module's output. What does not map is kept as
-    opaque Module nodes (the smallest enclosing submodule, see :mod:`.opaque`); with ``strict``, or
-    where no submodule encloses it, raises :class:`ModuleImportError` listing every op that does not map.
+    Program nodes (the smallest enclosing submodule, see :mod:`.opaque`), or the whole model as one where
+    none encloses it; with ``strict``, or where torch.export cannot capture it either, raises
+    :class:`ModuleImportError` listing every op that does not map.
     """
     shape = tuple(int(d) for d in input_shape)
     if not shape or min(shape) < 1:
         raise ModuleImportError([], f"input shape must be positive sizes, got {list(shape)}")
+    title = name or type(module).__name__
+    try:
+        return _import_traced(module, shape, num_classes, title, strict)
+    except ModuleImportError as exc:
+        if strict:
+            raise
+        return _import_whole(module, shape, num_classes, title, exc)
+
+
+def _import_traced(module: nn.Module, shape: tuple[int, ...], num_classes: int | None, name: str,
+                   strict: bool) -> ImportResult:
+    """Catalog nodes for what maps, a Program node for each smallest submodule around what does not."""
     leaves: frozenset[str] = frozenset()
-    while True:  # each round keeps the smallest modules around unmapped ops whole (Module nodes)
+    while True:  # each round keeps the smallest modules around unmapped ops whole (Program nodes)
         gm = trace(module, leaves)
         dtype = "int64" if feeds_embedding(gm) else "float32"
         values = propagate(gm, shape, dtype)
         graph = Graph(InputSpec(shape, dtype), num_classes or 1, {
-            "name": name or type(module).__name__, "description": f"Imported from {type(module).__name__}."})
+            "name": name, "description": f"Imported from {type(module).__name__}."})
         converter = Converter(gm, values, graph, opaque=not strict)
         try:
             state = converter.run()
@@ -68,11 +84,29 @@ def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], n
                 raise
             leaves = wider
     if num_classes is None:
-        out = values[next(n for n in gm.graph.nodes if n.op == "output").args[0]]
+        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        out = values[out[0] if isinstance(out, tuple | list) else out]  # (logits, aux): the first
         graph.num_classes = int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() == 2 else 1
     _check(graph, gm, values)
     graph.groups = _module_groups(module, converter.paths)
     for node_id, pos in nested_layout(graph).items():  # block by block, like the templates
+        graph.nodes[node_id].position = pos
+    return ImportResult(graph, state)
+
+
+def _import_whole(module: nn.Module, shape: tuple[int, ...], num_classes: int | None, name: str,
+                  cause: ModuleImportError) -> ImportResult:
+    """The last resort: the whole model as one Program node; the error names both causes when even
+    torch.export cannot capture it."""
+    try:
+        graph, state = whole_program(module, shape, num_classes, name)
+    except Unmappable as exc:
+        raise ModuleImportError(cause.unsupported, f"{cause.message.splitlines()[0].rstrip(':')}; and as one "
+                                                   f"program: {exc}") from None
+    inf = validate(graph, batch=BATCH)
+    if not inf.ok:
+        raise ModuleImportError([], f"the captured program does not validate: {inf.problems[0]}")
+    for node_id, pos in nested_layout(graph).items():
         graph.nodes[node_id].position = pos
     return ImportResult(graph, state)
 

@@ -1,11 +1,12 @@
-"""Which submodules the importer keeps whole, as opaque Module nodes, when ops inside them do not map.
+"""Which submodules the importer keeps whole, as Program nodes, when ops inside them do not map.
 
 The importer first converts what fx traced. Each op it cannot map lies inside some module's
 ``forward`` (fx's ``nn_module_stack``); :func:`widen` makes the smallest such enclosing module a
 leaf, so that the next trace calls it as one ``call_module`` and the importer keeps it as one
-Module node (:mod:`graph_editor.build.ops.module_ref`). A module that cannot be one either (it
-takes two tensors, returns a tuple, its class cannot be imported again) widens to the module
-around it. Ops in the root module's own ``forward`` have no module around them and stay errors.
+Program node, its own exported program (:mod:`graph_editor.build.import_capture`). A module that cannot
+be one either (torch.export cannot capture it, it returns a nested structure or an output that does not
+lead with the batch) widens to the module around it. Ops in the root module's own ``forward`` have no
+module around them: the whole model is then one Program node (:func:`~.import_capture.whole_program`).
 """
 
 from __future__ import annotations

@@ -165,8 +165,12 @@ class NodeItem(QGraphicsItem):
         self.category = spec.category if spec else ""
         self.subtitle = node.title
         self.rows = param_rows(node)
-        self.opaque = node.type == "Module"  # an imported module kept whole: its class, drawn dashed
-        if self.opaque:
+        self.opaque = node.type in ("Module", "Program")  # an imported module kept whole: its class, drawn dashed
+        if node.type == "Program":  # its source reads "blocks.0.attn (Attention)"
+            path, _, cls = str(node.params.get("source", "")).partition(" (")
+            self.title = cls.rstrip(")") or "Program"
+            self.rows = [("program", path if len(path) <= 24 else "…" + path[-23:])]
+        elif self.opaque:
             module, _, cls = str(node.params.get("cls", "")).partition(":")
             self.title = cls or "Module"
             short = module if len(module) <= 24 else "…" + module.rpartition(".")[2]  # the file's own name

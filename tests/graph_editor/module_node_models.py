@@ -107,3 +107,41 @@ class TwoWidthsBlock(WidthlessBlock):
 
     def __init__(self, width: int, heads: int, depth: int, extra: int) -> None:
         super().__init__(width, heads)
+
+
+class TwoOutBody(nn.Module):
+    """Returns the features and the flattened input: a tuple no catalog layer makes (``torch.sin`` in it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(12, 16)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        flat = x.flatten(1)
+        return torch.sin(self.fc(flat)), flat
+
+
+class AuxHead(nn.Module):
+    """A body with two outputs, each read by its own head; returns (logits, aux_logits)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = TwoOutBody()
+        self.head = nn.Linear(16, 5)
+        self.aux = nn.Linear(12, 5)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h, flat = self.body(x)
+        return self.head(h), self.aux(flat)
+
+
+class Positions(nn.Module):
+    """Makes a tensor in forward on the input's device (``torch.arange(..., device=x.device)``): its
+    program records the capture's device, and must run on meta (analysis) and elsewhere all the same."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x + torch.arange(x.size(-1), device=x.device).float() / x.size(-1))

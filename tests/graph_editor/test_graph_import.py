@@ -187,7 +187,7 @@ class Unsupported(nn.Module):
 
 def test_every_unsupported_op_is_listed_with_its_place():
     with pytest.raises(ModuleImportError) as info:
-        import_module(Unsupported(), (8,))
+        import_module(Unsupported(), (8,), strict=True)
     found = {u.node: u for u in info.value.unsupported}
     assert set(found) >= {"sin", "rnn", "fc_1", "clamp"}
     assert "scale" not in found  # a parameter read in forward is a Parameter node (test_catalog_param)
@@ -200,16 +200,23 @@ def test_every_unsupported_op_is_listed_with_its_place():
         assert f"  {name} (" in message
 
 
-@pytest.mark.parametrize(("module", "words"), [
-    (type("Branchy", (nn.Module,), {"forward": lambda self, x: x if x.sum() > 0 else -x})(), "cannot trace"),
-    (type("TwoIn", (nn.Module,), {"forward": lambda self, x, y: x + y})(), "takes 2 inputs"),
-    (type("TwoOut", (nn.Module,), {"forward": lambda self, x: (x, x)})(), "more than one tensor"),
-    (nn.Sequential(nn.Linear(4, 4)), "fails on an input"),  # the given shape does not fit
-    (nn.Sequential(nn.Conv2d(3, 4, 3, padding="same")), "padding='same'"),
+@pytest.mark.parametrize(("module", "words", "strict"), [
+    (type("Branchy", (nn.Module,), {"forward": lambda self, x: x if x.sum() > 0 else -x})(),
+     r"cannot trace.*and as one program: torch.export cannot capture Branchy", False),
+    (type("TwoIn", (nn.Module,), {"forward": lambda self, x, y: x + y})(), "takes 2 inputs", False),
+    (nn.Sequential(nn.Linear(4, 4)), "fails on an input", False),  # the given shape does not fit
+    (nn.Sequential(nn.Conv2d(3, 4, 3, padding="same")), "padding='same'", True),
 ])
-def test_modules_that_cannot_be_graphs_get_one_clear_error(module, words):
+def test_modules_that_cannot_be_graphs_get_one_clear_error(module, words, strict):
     with pytest.raises(ModuleImportError, match=words):
-        import_module(module, (3, 8, 8))
+        import_module(module, (3, 8, 8), strict=strict)
+
+
+def test_a_tuple_output_gives_the_graph_its_first_tensor():
+    """(logits, aux_logits): the graph's output is the logits."""
+    net = type("TwoOut", (nn.Module,), {"forward": lambda self, x: (x.flatten(1), x)})()
+    result = import_module(net, (3, 2, 2), strict=True)
+    assert [e.src for e in result.graph.edges if e.dst == "output"] == ["flatten"]
 
 
 def test_guess_input_shape():
@@ -262,7 +269,7 @@ def test_the_same_tensor_twice_into_a_merge():
 
 def test_values_outside_the_catalog_are_reported_not_raised():
     with pytest.raises(ModuleImportError) as info:
-        import_module(nn.Sequential(nn.Linear(4, 4), nn.LeakyReLU(-0.1)), (4,))
+        import_module(nn.Sequential(nn.Linear(4, 4), nn.LeakyReLU(-0.1)), (4,), strict=True)
     (problem,) = info.value.unsupported
     assert problem.op == "nn.LeakyReLU" and "negative_slope must be >= 0, got -0.1" in problem.reason
 

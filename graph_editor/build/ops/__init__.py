@@ -17,6 +17,7 @@ from . import (  # noqa: F401
     norm,
     param,
     pooling,
+    program,
     reduce,
     reshape,
     split,

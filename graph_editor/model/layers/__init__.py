@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     norm,
     param,
     pooling,
+    program,
     reduce,
     reshape,
     split,
