@@ -80,7 +80,12 @@ class ThemeManager(QObject):
         """Switch to theme ``name`` (``dark`` or ``light``)."""
         theme = THEME_TABLE[name]
         if not isinstance(self.app.style(), StudioStyle):
-            self.app.setStyle(StudioStyle())
+            style = StudioStyle()
+            # Qt takes the style (it parents it to the application in C++, unseen by PySide): say so from
+            # Python, or the wrapper's last reference going frees the style Qt still draws with, and Qt
+            # frees it again when the style is next replaced (a test run aborted on that double free).
+            style.setParent(self.app)
+            self.app.setStyle(style)
         self.app.setPalette(theme.palette())
         qss = self.folder / f"{name}.qss"
         text = qss.read_text(encoding="utf-8") if qss.is_file() else ""
