@@ -66,17 +66,19 @@ def _disk_run_data(spec: dict[str, Any], graph: Graph, count: int) -> RunData | 
     """For a run that read its images from disk (trainer.data.images): the statistics it standardised
     with (``data.images.mean``/``std`` on the 0..255 scale) and ``count`` validation images decoded,
     resized and centre-cropped as its evaluation saw them, uint8 pixels as float; None for other runs."""
-    from trainer.checks import setup
+    from trainer.checks import dataset_path, setup
     from trainer.data.images.decode import decode
     from trainer.data.images.files import FileSplit
+    from trainer.data.images.prepare import disk_path
     from trainer.spec import spec_from_dict
 
     # only the data is needed: read it on the CPU whatever device, precision and strategy the run used
     rs = spec_from_dict({**spec, "device": "cpu", "distributed": {},
                          "precision": {**spec.get("precision", {}), "dtype": "fp32", "compile": "off"}})
-    st = setup(rs)
-    if not st.streamed or not isinstance(st.splits.val, FileSplit):
+    path = dataset_path(rs)     # asked first: setup() of data in memory would read it all, then run_data again
+    if path is None or not disk_path(rs.data, path, tuple(graph.input_spec.shape), []):
         return None
+    st = setup(rs)
     split, which = (st.splits.val, "validation") if len(st.splits.val) else (st.splits.test, "test")
     if not isinstance(split, FileSplit):
         return None
