@@ -14,7 +14,7 @@ the cheap ones; this walk checks them all::
 
     python tools/import_walk.py [--only NAME ...] [--skip-onnx] [--source torchvision|timm]
     python tools/import_walk.py --only swin_t maxvit_t --no-strict  # Program nodes where no layer maps
-    python tools/import_walk.py --timm --skip-onnx    # every timm family, smallest variant up to 100M
+    python tools/import_walk.py --timm --results walk.jsonl  # every timm family (tools/timm_families.py)
 
 Strict (the default) asks for catalog layers only; ``--no-strict`` keeps what does not map as Program
 nodes (the module's own exported program) and prints how many each model has: a model imports strictly
@@ -140,40 +140,6 @@ def torchvision_cases() -> list[Case]:
         elif name.startswith(("swin_", "maxvit")):  # windows fix the smallest size
             size = max(size, 224)
         cases.append(Case("torchvision", name, (3, size, size), name.split("_")[0].rstrip("0123456789")))
-    return cases
-
-
-# Words that mark timm's small variants, smallest first: a family's candidates are tried in this order
-_SIZES = ("pico", "femto", "atto", "zepto", "nano", "xxs", "xxsmall", "tiny", "xs", "xsmall", "mini", "small", "lite",
-          "_s", "050", "075", "100", "b0", "18", "base")
-MAX_PARAMS = 100_000_000
-_TRIES = 4  # variants counted (on meta) per family, smallest-named first
-
-
-def _size_rank(name: str) -> tuple[int, int, str]:
-    found = [i for i, word in enumerate(_SIZES) if word in name]
-    return (min(found) if found else len(_SIZES), len(name), name)
-
-
-def timm_family_cases() -> list[Case]:
-    """Every architecture family of timm (``timm.list_modules()``): its smallest variant up to 100M
-    parameters among the first few by name, counted on meta, at its default input size."""
-    import timm
-
-    cases = []
-    for family in timm.list_modules():
-        best: tuple[int, str] | None = None
-        for name in sorted(timm.list_models(module=family), key=_size_rank)[:_TRIES]:
-            try:
-                count = sum(p.numel() for p in build_without_weights(Case("timm", name, (3, 224, 224))).parameters())
-            except Exception:  # a variant that cannot be built here (needs a download, a GPU kernel)
-                continue
-            if count <= MAX_PARAMS and (best is None or count < best[0]):
-                best = (count, name)
-        if best is not None:
-            cfg = timm.get_pretrained_cfg(best[1])
-            size = tuple(cfg.input_size) if cfg is not None and cfg.input_size else (3, 224, 224)
-            cases.append(Case("timm", best[1], (int(size[0]), int(size[1]), int(size[2])), family))
     return cases
 
 
@@ -339,15 +305,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timm", action="store_true",
                         help="every timm architecture family (its smallest variant up to 100M parameters), not strict, "
                              "with a per-family summary")
+    parser.add_argument("--results", type=Path, default=Path("import_walk_timm.jsonl"),
+                        help="--timm: the JSON-lines file of choices and outcomes; a walk started again continues it")
+    parser.add_argument("--per-model-timeout", type=int, default=900, help="--timm: seconds a model may take (0: none)")
+    parser.add_argument("--largest-first", action="store_true",
+                        help="--timm: walk the largest families first (a second walk on the same --results file)")
+    parser.add_argument("--save-choices", action="store_true",
+                        help="--timm: write each family's chosen model to tools/timm_families.json (the tests' list)")
     parser.add_argument("--full-errors", action="store_true", help="print each failure's whole message")
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     if args.timm:
-        args.no_strict = True
-        cases = [timm_case(name) for name in args.only] if args.only else timm_family_cases()
-    else:
-        cases = [*(torchvision_cases() if args.source in (None, "torchvision") else []),
-                 *(timm_cases() if args.source in (None, "timm") else [])]
+        import timm_families  # beside this file: on sys.path when run as a script
+
+        return timm_families.main(args.results, onnx=not (args.skip_onnx or args.skip_outputs),
+                                  timeout=args.per_model_timeout, only=args.only,
+                                  largest_first=args.largest_first, save_choices=args.save_choices)
+    cases = [*(torchvision_cases() if args.source in (None, "torchvision") else []),
+             *(timm_cases() if args.source in (None, "timm") else [])]
     if args.only:
         cases = [c for c in cases if c.name in args.only]
     results: list[Outcome] = []

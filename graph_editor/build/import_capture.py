@@ -26,6 +26,7 @@ from torch.export.graph_signature import OutputKind
 from ..model import Graph, InputSpec
 from .import_errors import user_line
 from .import_rules import Mapped, Unmappable
+from .import_trace import BATCH
 from .ops.program import TYPE, ProgramError, encode
 
 EXAMPLE_BATCH = 2
@@ -200,9 +201,24 @@ def program_call(module: nn.Module, n: fx.Node, values: dict[fx.Node, Any], path
         raise Unmappable(f"{path} takes tensors inside a list")
     if not inputs:
         raise Unmappable(f"{path} takes no tensor")
-    bound = _Bound(module, args, kwargs)
     what = f"{path} ({type(module).__name__})"
+    _leads_with_the_batch(values.get(n), what, BATCH)
+    bound = _Bound(module, args, kwargs)
     return program_mapped(bound, [values[x] for x in inputs], what, inputs)
+
+
+def _leads_with_the_batch(value: Any, what: str, batch: int) -> None:
+    """Unmappable, before any capture, where the call's output (its value from the importer's meta run)
+    cannot be a Program node's: not one tensor or a flat tuple of them, or a tensor that does not lead
+    with the batch (nn.LSTM's ``(out, (h, c))``). A capture costs seconds (an LSTM's is unrolled step by
+    step); sequencer2d_s captured each of its 36 LSTMs before widening to their 18 blocks."""
+    outs = list(value) if isinstance(value, tuple | list) else [value]
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        raise Unmappable(f"{what} returns something besides tensors; a Program node gives tensors")
+    for i, o in enumerate(outs):
+        if o.dim() == 0 or int(o.shape[0]) != batch:
+            raise Unmappable(f"output {i} of {what} does not lead with the batch (shape {list(o.shape)} for a "
+                             f"batch of {batch})")
 
 
 def whole_program(module: nn.Module, shape: tuple[int, ...], num_classes: int | None, name: str,

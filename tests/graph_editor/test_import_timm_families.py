@@ -1,9 +1,10 @@
 """timm's architecture families through the importer (issue 23): nobody chose this list.
 
-``make test`` walks a fixed sample of cheap models across families (parameters exact, FLOPs equal to
-FlopCounterMode's, outputs within 1e-5 of their largest value after all-zero weights are re-drawn);
-``make test-thorough`` walks every family of ``timm.list_modules()``, its smallest variant up to 100M
-parameters (``tools/import_walk.py --timm``, results in docs/import.md).
+``make test`` walks a fixed sample of 20 families across the list (parameters exact, FLOPs equal to
+FlopCounterMode's, outputs within 1e-5 of their largest value after all-zero weights are re-drawn),
+the cheapest of each kind; ``make test-thorough`` walks every family of ``timm.list_modules()`` with the
+model ``tools/import_walk.py --timm`` chose for it (its smallest by parameter count, listed in
+``tools/timm_families.json``), the ONNX proof included. Results and times: docs/import.md.
 """
 
 from __future__ import annotations
@@ -11,36 +12,62 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from tests.trainer.helpers import THOROUGH
 
-pytest.importorskip("timm")
+timm = pytest.importorskip("timm")
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("import_walk", ROOT / "tools" / "import_walk.py")
-assert _spec and _spec.loader
-walk = sys.modules.get("import_walk") or importlib.util.module_from_spec(_spec)
-if "import_walk" not in sys.modules:
-    sys.modules[_spec.name] = walk  # its dataclasses look their module up while being defined
-    _spec.loader.exec_module(walk)
-
-# Three of the cheapest families of the walk, none among test_import_zoo's (6-9 s each here at load ~10;
-# fasternet_t0, inception_next_atto and mambaout_femto, 9-13 s, left to the walk for CI's budget). Program
-# nodes are proven in test_program_node and test_import_user_code, at a cost CI can carry.
-SAMPLE = ["starnet_s050", "dla46_c", "ese_vovnet19b_slim_dw"]
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
 
 
-@pytest.mark.parametrize("name", SAMPLE)
-def test_a_sample_of_timm_families_imports_exactly(name):
-    outcome = walk.walk_one(walk.timm_case(name), onnx=False, strict=False)
+def _tool(name: str) -> ModuleType:
+    """A module of tools/ (not a package), loaded once; timm_families imports import_walk by name."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # its dataclasses look their module up while being defined
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+walk = _tool("import_walk")
+families = _tool("timm_families")
+
+# 20 families from across the list, each its walk's model, the cheapest to walk (1-2 s of CPU each on one
+# thread here): convnets of many kinds, mobile blocks, a re-parameterised net, an MLP that outputs 0 at
+# initialisation (gMLP: its zero weights re-drawn), and four with Program nodes (PVT v2 imports strictly)
+SAMPLE = {
+    "byobnet": "mobileone_s1", "cspnet": "cs3darknet_focus_s", "cspnext": "cspnext_tiny", "dla": "dla46x_c",
+    "edgenext": "edgenext_xx_small", "efficientformer_v2": "efficientformerv2_s0", "efficientnet": "mnasnet_small",
+    "fasternet": "fasternet_t0", "ghostnet": "ghostnet_050", "hardcorenas": "hardcorenas_b",
+    "hgnet": "hgnetv2_b0", "inception_next": "inception_next_atto", "lcnetv2": "lcnetv2_small",
+    "mlp_mixer": "gmlp_ti16_224", "mobilenetv3": "mobilenetv3_small_050", "pvt_v2": "pvt_v2_b0",
+    "repghost": "repghostnet_050", "repvit": "repvit_m1", "starnet": "starnet_s1", "vovnet": "ese_vovnet19b_slim_dw",
+}
+
+
+def test_the_walk_chose_a_model_for_every_family_of_this_timm():
+    chosen = families.chosen_cases()
+    assert {c.family for c in chosen} == set(timm.list_modules())  # a new family of timm: walk it and list it
+    for case in chosen:
+        assert case.name in timm.list_models(module=case.family) and not case.name.startswith("test_")
+    assert {c.family: c.name for c in chosen if c.family in SAMPLE} == SAMPLE
+
+
+@pytest.mark.parametrize("family", SAMPLE)
+def test_a_sample_of_timm_families_imports_exactly(family):
+    outcome = walk.walk_one(families.family_case(family, SAMPLE[family]), onnx=False, strict=False)
     assert outcome.ok, outcome.cause
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not THOROUGH, reason="make test-thorough: every timm family, about a minute each")
-@pytest.mark.parametrize("case", walk.timm_family_cases() if THOROUGH else [], ids=lambda c: c.family)
+@pytest.mark.export
+@pytest.mark.skipif(not THOROUGH, reason="make test-thorough: every timm family, up to minutes each")
+@pytest.mark.parametrize("case", families.chosen_cases() if THOROUGH else [], ids=lambda c: c.family)
 def test_every_timm_family_imports_exactly(case):
     outcome = walk.walk_one(case, onnx=True, strict=False)
     assert outcome.ok, outcome.cause
