@@ -184,6 +184,7 @@ class Outcome:
     ok: bool = False
     cause: str = ""
     import_s: float = 0.0
+    import_cpu_s: float = 0.0  # CPU seconds of the import, every thread: what a busy machine does not inflate
     total_s: float = 0.0
     programs: int = 0  # Program nodes in the imported graph (0 under strict): strictly imported when 0
     checks: list[str] = field(default_factory=list)
@@ -263,9 +264,9 @@ def walk_one(case: Case, *, onnx: bool = True, outputs: bool = True, strict: boo
     start = time.perf_counter()
     try:
         model = case.build()
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         result = import_module(model, case.shape, name=case.name, strict=strict)
-        out.import_s = time.perf_counter() - t
+        out.import_s, out.import_cpu_s = time.perf_counter() - t, time.process_time() - cpu
         out.programs = sum(1 for n in result.graph if n.type == "Program")
         out.checks += check_counts(model, result, case.shape)
         if outputs:
@@ -312,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="--timm: walk the largest families first (a second walk on the same --results file)")
     parser.add_argument("--save-choices", action="store_true",
                         help="--timm: write each family's chosen model to tools/timm_families.json (the tests' list)")
+    parser.add_argument("--report", action="store_true",
+                        help="--timm: print the --results file as the markdown table of docs/import.md, walk nothing")
     parser.add_argument("--full-errors", action="store_true", help="print each failure's whole message")
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
@@ -320,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return timm_families.main(args.results, onnx=not (args.skip_onnx or args.skip_outputs),
                                   timeout=args.per_model_timeout, only=args.only,
-                                  largest_first=args.largest_first, save_choices=args.save_choices)
+                                  largest_first=args.largest_first, save_choices=args.save_choices,
+                                  report=args.report)
     cases = [*(torchvision_cases() if args.source in (None, "torchvision") else []),
              *(timm_cases() if args.source in (None, "timm") else [])]
     if args.only:

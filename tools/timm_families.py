@@ -24,9 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import torch
-
 import import_walk as walk
+import torch
 
 MAX_PARAMS = 100_000_000
 COUNT_BUDGET_S = 4.0  # seconds of meta counting per family, smallest-named variants first
@@ -168,7 +167,7 @@ def walk_families(results: Results, *, onnx: bool, timeout: int, only: list[str]
                 outcome = walk.walk_one(case, onnx=onnx, strict=False)
             done = {"kind": "outcome", "family": case.family, "name": case.name, "params": params,
                     "ok": outcome.ok, "programs": outcome.programs, "onnx": onnx and outcome.ok,
-                    "import_s": round(outcome.import_s, 2), "total_s": round(outcome.total_s, 2),
+                    "import_s": round(outcome.import_s, 2), "import_cpu_s": round(outcome.import_cpu_s, 2), "total_s": round(outcome.total_s, 2),
                     "cause": outcome.cause, "checks": outcome.checks, "load": round(_load(), 1),
                     "torch": torch.__version__}
             results.add(done)
@@ -203,9 +202,33 @@ def summary(rows: list[dict[str, Any]], families: int) -> str:
     ])
 
 
+def markdown(results: Results) -> str:
+    """The docs' table: one row per family, smallest model first, from what ``results`` holds."""
+    rows = ["| family | model | parameters | exact | ONNX | programs | import s | import CPU s | walk s | load |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    walked = []
+    for case, params in choose(results):
+        r = results.outcomes.get(case.name)
+        if r is None:
+            rows.append(f"| {case.family} | {case.name} | {params / 1e6:.1f}M | not walked | | | | | | |")
+            continue
+        walked.append(r)
+        exact = "yes" if r["ok"] else f"no: {walk._first_line(r['cause'], 90).replace('|', '/')}"
+        rows.append(f"| {r['family']} | {r['name']} | {params / 1e6:.1f}M | {exact} | {'yes' if r['onnx'] else '-'} | "
+                    f"{r['programs']} | {r['import_s']:.1f} | {_cpu(r)} | {r['total_s']:.1f} | {r['load']:.0f} |")
+    return "\n".join([*rows, "", summary(walked, len(results.choices))])
+
+
+def _cpu(r: dict[str, Any]) -> str:
+    return f"{r['import_cpu_s']:.1f}" if "import_cpu_s" in r else "-"
+
+
 def main(results_path: Path, *, onnx: bool, timeout: int, only: list[str] | None, largest_first: bool = False,
-         save_choices: bool = False) -> int:
+         save_choices: bool = False, report: bool = False) -> int:
     results = Results(results_path)
+    if report:
+        print(markdown(results))
+        return 0
     if save_choices:
         choose(results)
         write_choices(results)

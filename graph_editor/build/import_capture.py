@@ -160,7 +160,7 @@ def _outputs(ep: ExportedProgram, what: str) -> list[torch.Tensor]:
     tensors, each leading with the batch; Unmappable saying what else it returns."""
     spec = ep.call_spec.out_spec
     if spec is None or not (spec.is_leaf() or (spec.type in (tuple, list) and all(
-            c.is_leaf() for c in spec.children_specs))):
+            c.is_leaf() for c in spec.children()))):
         raise Unmappable(f"{what} returns {getattr(spec, 'type', None)}; a Program node gives tensors (one or a "
                          "flat tuple)")
     (returned,) = next(n for n in ep.graph.nodes if n.op == "output").args

@@ -5,6 +5,8 @@ is one paragraph: the module, the line, the reason and what to change."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch import nn
@@ -17,6 +19,7 @@ from graph_editor.build.factory import import_factory
 from tests.graph_editor import user_code_models as U
 
 CASES = {"len_view": (U.LenView, (3, 8, 8)), "ratio": (U.Ratio, (10,)), "aux_head": (U.AuxHead, (3, 2, 2)),
+         "len_view_aux": (U.LenViewAux, (3, 8, 8)),
          "masked_tokens": (U.Tokens, (5, 4))}
 
 
@@ -50,6 +53,10 @@ def test_user_code_imports_exactly(case):
         assert types["block"] == "Program" and types["embed"] == "Linear" and types["norm"] == "LayerNorm"
     if case == "aux_head":  # fx traces it: catalog layers only, the first output the graph's
         assert "Program" not in types.values()
+    if case == "len_view_aux":  # one program, two output ports; the graph reads the first, the aux stays unread
+        (program,) = [n for n in result.graph if n.type == "Program"]
+        assert json.loads(program.params["out_shapes"]) == [[10], [10]]
+        assert [(e.src, e.src_port) for e in result.graph.edges if e.dst == "output"] == [(program.id, "out")]
 
 
 def test_a_factory_that_calls_cuda_imports_on_a_machine_without_one():

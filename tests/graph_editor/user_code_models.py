@@ -51,6 +51,19 @@ class AuxHead(nn.Module):
         return self.head(h), self.aux(h)
 
 
+class LenViewAux(LenView):
+    """``x.view(len(x), -1)`` and ``(logits, aux_logits)`` together: fx cannot trace it, so the whole model
+    is one program with two outputs, the first the graph's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.aux = nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2).view(len(x), -1)
+        return self.fc(x), self.aux(x)
+
+
 class MaskedBlock(nn.Module):
     """``forward(self, x, mask=None)``: an optional mask; attention by hand, ``q @ k.transpose``."""
 
