@@ -11,12 +11,12 @@ _early: list[str] = []
 for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda signum, _frame: _early.append(signal.Signals(signum).name))
 
-from trainer.lifeline import die_with_parent, is_torchrun_child  # noqa: E402
+from trainer.distributed.lifeline import die_with_parent, is_torchrun_child  # noqa: E402
 
-if is_torchrun_child():   # a rank dies with its launcher, even one killed with SIGKILL (trainer.lifeline)
+if is_torchrun_child():   # a rank dies with its launcher, even one killed with SIGKILL (trainer.distributed.lifeline)
     die_with_parent()
 
-from trainer.compile_cache import compile_cache_dir as _compile_cache_dir  # noqa: E402
+from trainer.compilation.cache import compile_cache_dir as _compile_cache_dir  # noqa: E402
 from trainer.threads import configure as _configure_threads  # noqa: E402
 
 _configure_threads()   # before torch is imported: OpenMP reads its wait policy and thread count once
