@@ -11,7 +11,7 @@ import pytest
 
 from graph_editor.model.serialize import load_graph
 from studio.training.devices import cpu_device
-from trainer.liveness import process_alive, process_started
+from trainer.store.liveness import process_alive, process_started
 
 ROOT = Path(__file__).resolve().parents[3]
 DIGITS_CNN = ROOT / "assets" / "templates" / "digits_cnn.graph.json"
