@@ -18,14 +18,13 @@ from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from studio.format import nbytes
+from graph_editor.model.units import MiB, nbytes
 
 # Okabe-Ito, in the bar's order; "transient" also holds the input batch. "data": the dataset, where the
 # loaders keep it on the device; "workspace": cuBLAS's workspaces on CUDA.
 BANDS = (("data", "dataset", "#999999"), ("weights", "weights", "#0072B2"), ("gradients", "grads", "#56B4E9"),
          ("optimizer", "optimizer", "#009E73"), ("activations", "activations", "#E69F00"),
          ("transient", "transient", "#CC79A7"), ("workspace", "cuBLAS", "#D55E00"))
-MiB = 2 ** 20
 SEARCH_LIMIT = 1 << 16     # memory_predict.largest_batch's default upper bound
 
 

@@ -138,7 +138,7 @@ class TrainingSession(QObject):
             self.dashboard.plots["memory"].getPlotItem().setTitle(title)
         if e.step is not None:
             self._step = e.step
-        self.dashboard.add_memory(self._step, e.figures())
+        self.dashboard.add_memory(e, self._step)
 
     def _on_epoch(self, e: ev.EpochEnd) -> None:
         self.dashboard.end_epoch(e, e.classes or self.info.classes)

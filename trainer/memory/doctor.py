@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graph_editor.model import Graph
+from graph_editor.model.units import MiB, mib
 
 from ..spec import RunSpec, SpecError
 from .prediction import (
@@ -31,7 +32,6 @@ from .prediction import (
 )
 from .recomputation import SegmentError, resolve_segments
 
-MiB = 2 ** 20
 ADAPTIVE = ("adam", "adamw", "rmsprop")    # optimizers with per-parameter state SGD does without
 CONVS = {"Conv2d", "ConvTranspose2d"}
 
@@ -66,9 +66,9 @@ class Diagnosis:
 
     def message(self) -> str:
         p = self.prediction
-        who = ", ".join(f"{k} {v / MiB:.1f} MiB" for k, v in self.holders())
-        text = (f"predicted peak {p.peak_bytes / MiB:.1f} MiB at batch {p.batch} exceeds the "
-                f"{self.budget / MiB:.1f} MiB this device leaves for training (peak in the {p.peak_phase}"
+        who = ", ".join(f"{k} {mib(v)}" for k, v in self.holders())
+        text = (f"predicted peak {mib(p.peak_bytes)} at batch {p.batch} exceeds the "
+                f"{mib(self.budget)} this device leaves for training (peak in the {p.peak_phase}"
                 f"{', held most by ' + who if who else ''})")
         return text
 
@@ -77,7 +77,7 @@ class Diagnosis:
         lines = [f"train.batch_size: {self.message()}"]
         for f in self.fixes:
             verdict = "fits" if f.fits else "still too big"
-            lines.append(f"fix: {f.label}: {f.peak_bytes / MiB:.1f} MiB ({verdict}); set "
+            lines.append(f"fix: {f.label}: {mib(f.peak_bytes)} ({verdict}); set "
                          + ", ".join(f"{k} = {v!r}" for k, v in f.changes.items()))
         return lines
 
@@ -137,7 +137,7 @@ def diagnose(graph: Graph, spec: RunSpec, budget: int, *, device: str = "cpu",
         add("checkpoint", f"activation checkpointing of {len(blocks)} block(s)", {"memory.checkpoint": blocks},
             checkpoint=blocks)
     if resident and device.startswith("cuda"):     # on the CPU the host holds the data either way
-        add("stream", f"stream the dataset ({resident / MiB:.0f} MiB) from host memory", {"data.device_budget_mb": 0},
+        add("stream", f"stream the dataset ({mib(resident, 0)}) from host memory", {"data.device_budget_mb": 0},
             resident=0)
     return diag
 

@@ -96,7 +96,7 @@ Adding an event is one dataclass here::
 
 Every field has a default (an older worker does not send a newer field); give it the name and
 order the worker emits; document it in the list above. ``to_json``/``from_json``, the registry
-(:data:`EVENT_TYPES`) and the worker's ``Emitter.emit("inspect", step=..., path=...)`` then work
+(:data:`EVENT_TYPES`) and the worker's ``Emitter.emit(Inspect(step=..., path=...))`` then work
 unchanged; the bridge forwards it on its ``event`` signal (give it a signal of its own there if
 the studio listens to it).
 """
@@ -334,6 +334,11 @@ class Memory(Event):
     def cuda(self) -> bool:
         return self.allocated is not None
 
+    def counters(self) -> dict[str, Any]:
+        """The device and every figure this sample has (a failed event's ``memory``)."""
+        return {"device": self.device, **{k: v for k, v in self.to_dict().items()
+                                          if k not in ("event", "run_id", "time", "step", "device")}}
+
     def figures(self) -> dict[str, float]:
         """The byte counts this sample has, by name (allocated/reserved/peak, or rss/peak_rss)."""
         return {k: v for k in self.BYTES if isinstance(v := getattr(self, k), int | float)}
@@ -376,6 +381,14 @@ class Finished(Event):
     test_confusion: list[list[int]] | None = None
     best: Best | None = None
     seconds: float | None = None
+
+    SUMMARY: ClassVar[tuple[str, ...]] = ("test_loss", "test_accuracy", "test_per_class", "test_confusion", "best",
+                                          "seconds")
+
+    def summary(self) -> dict[str, Any]:
+        """What the run store keeps of the run's end (its ``summary``), as the event carries it."""
+        wire = self.to_dict()
+        return {k: wire.get(k) for k in self.SUMMARY}
 
 
 @event_type(FAILED)
