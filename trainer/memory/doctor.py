@@ -19,6 +19,8 @@ from typing import Any
 from graph_editor.model import Graph
 from graph_editor.model.units import MiB, mib
 
+from ..checks import channels_last as uses_channels_last
+from ..checks import nhwc_pays
 from ..spec import RunSpec, SpecError
 from .prediction import (
     BatchTooSmall,
@@ -33,7 +35,6 @@ from .prediction import (
 from .recomputation import SegmentError, resolve_segments
 
 ADAPTIVE = ("adam", "adamw", "rmsprop")    # optimizers with per-parameter state SGD does without
-CONVS = {"Conv2d", "ConvTranspose2d"}
 
 
 @dataclass
@@ -91,7 +92,7 @@ def predict_for_spec(graph: Graph, spec: RunSpec, *, device: str = "cpu", channe
     """The prediction for a run spec (fp16 counts as bf16: the same bytes); ``changes`` override
     batch, optimizer, precision or checkpoint."""
     precision = spec.precision.dtype if spec.precision.dtype in ("fp32", "bf16") else "bf16"
-    cl = spec.precision.channels_last and _convnet(graph) if channels_last is None else channels_last
+    cl = uses_channels_last(spec, graph) if channels_last is None else channels_last
     kw: dict[str, Any] = dict(batch=spec.train.batch_size, optimizer=copy.copy(spec.optim), precision=precision,
                               channels_last=cl, device=device, checkpoint=list(spec.memory.checkpoint))
     kw.update(changes)
@@ -128,7 +129,7 @@ def diagnose(graph: Graph, spec: RunSpec, budget: int, *, device: str = "cpu",
 
     if pred.precision == "fp32":
         add("bf16", "bf16 autocast", {"precision.dtype": "bf16"}, precision="bf16")
-    if not pred.channels_last and _convnet(graph) and len(graph.input_spec.shape) == 3:
+    if not pred.channels_last and nhwc_pays(graph):
         add("channels_last", "channels_last", {"precision.channels_last": True}, channels_last=True)
     if pred.optimizer in ADAPTIVE:
         add("sgd", f"SGD with momentum instead of {pred.optimizer}", {"optim.name": "sgd"}, optimizer="sgd")
@@ -188,8 +189,6 @@ def apply_fix(spec: dict[str, Any], fix: Fix | dict[str, Any]) -> dict[str, Any]
     return out
 
 
-def _convnet(graph: Graph) -> bool:
-    return any(n.type in CONVS for n in graph)
 
 
 def run_budget(spec: RunSpec, device_type: str, total: int | None) -> int | None:

@@ -31,7 +31,7 @@ from optuna.trial import TrialState
 from graph_editor.model import graph_from_dict, graph_to_dict, load_graph
 from graph_editor.model.units import mib
 
-from ..memory.doctor import CONVS, predict_for_spec
+from ..memory.doctor import predict_for_spec
 from ..memory.prediction import MemoryPredictionError
 from ..protocol import events as ev
 from ..protocol.client import WorkerClient
@@ -215,8 +215,7 @@ class Sweep:
                           checked.precision.channels_last, checked.memory.checkpoint], sort_keys=True)
         if key not in self._peaks:
             g = graph_from_dict(graph)
-            cl = checked.precision.channels_last and len(g.input_spec.shape) == 3 and any(n.type in CONVS for n in g)
-            self._peaks[key] = predict_for_spec(g, checked, channels_last=cl).peak_bytes
+            self._peaks[key] = predict_for_spec(g, checked).peak_bytes     # channels_last by the run's own rule
         peak = self._peaks[key]
         if peak <= budget:
             return ""
