@@ -107,7 +107,8 @@ def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev
         return refuse(emitter, "spec", f"--db: {exc}")
     try:
         st = setup(load_spec(path))
-        if (too_big := memory_gate(st)) is not None:    # predicted not to fit: refused with the fixes
+        predicted, too_big = memory_gate(st)
+        if too_big is not None:    # predicted not to fit: refused with the fixes
             return refuse(emitter, "oom", f"out of memory: {too_big.message()}", too_big.problems(),
                           diagnosis=too_big.to_dict())
         model = build_model(st)
@@ -121,7 +122,8 @@ def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev
         store.update_run(run_id, run_dir=str(folder))
     except StoreError as exc:
         return refuse(emitter, "spec", f"--db: {exc}")
-    return execute(st, model, store, emitter, run_id, folder, checkpoint=None)
+    return execute(st, model, store, emitter, run_id, folder, checkpoint=None,
+                   predicted_peak=predicted.peak_bytes if predicted else None)
 
 
 def _record_the_dead(store: RunStore) -> None:
@@ -167,8 +169,10 @@ def usable_checkpoint(store: RunStore, run_id: int) -> tuple[dict[str, torch.Ten
 
 
 def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emitter, run_id: int, run_dir: Path,
-            *, checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]] | None) -> int:
-    """Train the run to its end and record how it ended; never raises."""
+            *, checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]] | None,
+            predicted_peak: int | None = None) -> int:
+    """Train the run to its end and record how it ended; never raises. ``predicted_peak``: the memory
+    gate's prediction, reported in ``run_started`` (the dashboard draws it instead of predicting again)."""
     emitter.run_id = run_id
     controls = Controls(lambda state, reason: emitter.emit(ev.State(state=state, reason=reason)))
     try:
@@ -196,7 +200,8 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
         name=st.spec.name, device=str(st.device), params=count_params(model), epochs=st.spec.train.epochs,
         steps_per_epoch=job.loaders["train"].steps, batch_size=st.spec.train.batch_size, train_size=len(s.train),
         val_size=len(s.val), test_size=len(s.test), classes=list(s.classes), start_step=job.step,
-        precision=st.spec.precision.dtype, compile=st.spec.precision.compile, run_dir=str(run_dir)))
+        precision=st.spec.precision.dtype, compile=st.spec.precision.compile, run_dir=str(run_dir),
+        predicted_peak=predicted_peak))
     t0 = time.perf_counter()
     try:
         status = run_epochs(job)

@@ -205,30 +205,39 @@ def check_run(graph: Graph, spec: RunSpec, *, device_type: str, total: int | Non
               channels_last: bool, resident: int = 0) -> Diagnosis | None:
     """The worker's gate: the diagnosis (with its fixes) of a run predicted not to fit, else None;
     ``resident``: the dataset's bytes on the device. fp8 runs are not predicted (their layers are torchao's)."""
+    return judge_run(graph, spec, device_type=device_type, total=total, channels_last=channels_last,
+                     resident=resident)[1]
+
+
+def judge_run(graph: Graph, spec: RunSpec, *, device_type: str, total: int | None, channels_last: bool,
+              resident: int = 0) -> tuple[MemoryPrediction | None, Diagnosis | None]:
+    """:func:`check_run` with the prediction it made (None where it predicts nothing: no budget, fp8, a
+    step that reads its data's values), so the run reports the peak it was let in with."""
     budget = run_budget(spec, device_type, total)
     if budget is None or spec.precision.dtype == "fp8":
-        return None
+        return None, None
     dev = "cuda" if device_type == "cuda" else "cpu"
     try:
         pred = predict_for_spec(graph, spec, device=dev, channels_last=channels_last, resident=resident)
     except DataDependentStep:  # a node reads the data's values: the device computes what fake tensors cannot
-        return None
+        return None, None
     except MemoryPredictionError as exc:  # the step itself is refused (batch norm over one sample): say so
         field = "train.batch_size" if isinstance(exc, BatchTooSmall) else "memory"
         raise SpecError([f"{field}: {exc}"]) from None
     if pred.peak_bytes <= budget:
-        return None
-    return diagnose(graph, spec, budget, device=dev, prediction=pred, channels_last=channels_last)
+        return pred, None
+    return pred, diagnose(graph, spec, budget, device=dev, prediction=pred, channels_last=channels_last)
 
 
-def gate(st: Any) -> Diagnosis | None:
-    """:func:`check_run` for a checked :class:`trainer.checks.Setup` (its device's total memory on
-    CUDA): the worker refuses the run, as kind "oom" before ``run_started``, when this is not None."""
+def gate(st: Any) -> tuple[MemoryPrediction | None, Diagnosis | None]:
+    """:func:`judge_run` for a checked :class:`trainer.checks.Setup` (its device's total memory on
+    CUDA): the worker refuses the run, as kind "oom" before ``run_started``, when the diagnosis is not
+    None, and reports the prediction's peak in ``run_started`` when it fits."""
     total = None
     if st.device.type == "cuda":
         import torch
 
         total = torch.cuda.mem_get_info(st.device)[1]
     resident = 0 if st.streamed else splits_bytes(st.splits)
-    return check_run(st.graph, st.spec, device_type=st.device.type, total=total, channels_last=st.channels_last,
+    return judge_run(st.graph, st.spec, device_type=st.device.type, total=total, channels_last=st.channels_last,
                      resident=resident)

@@ -14,7 +14,8 @@ reader that saw an event can find it in the store.
     ``name``, ``device`` ("cpu", "cuda:0"), ``params`` (parameter count), ``epochs``,
     ``steps_per_epoch``, ``batch_size``, ``train_size``, ``val_size``, ``test_size``, ``classes``
     (list of class names), ``start_step`` (0, or the step a resumed run continues from),
-    ``precision``, ``compile``, ``run_dir``.
+    ``precision``, ``compile``, ``run_dir``; ``predicted_peak`` (bytes) where the worker's memory gate
+    predicted the run (on CUDA, or with ``memory.budget_mb``).
 ``compile_done`` (:class:`CompileDone`)
     ``seconds`` (time of the first, compiling, training step), ``mode``, ``graph_breaks`` and
     ``recompiles`` (how many dynamo logged up to then). Only when compile is on.
@@ -243,6 +244,7 @@ class RunStarted(Event):
     compile: str = "off"
     run_dir: str = ""
     distributed: dict[str, Any] | None = optional()   # under torchrun: strategy, world_size, backend
+    predicted_peak: int | None = optional()   # bytes: the peak the worker's memory gate predicted, where it ran
 
 
 @event_type(COMPILE_DONE)
@@ -382,13 +384,11 @@ class Finished(Event):
     best: Best | None = None
     seconds: float | None = None
 
-    SUMMARY: ClassVar[tuple[str, ...]] = ("test_loss", "test_accuracy", "test_per_class", "test_confusion", "best",
-                                          "seconds")
-
     def summary(self) -> dict[str, Any]:
         """What the run store keeps of the run's end (its ``summary``), as the event carries it."""
         wire = self.to_dict()
-        return {k: wire.get(k) for k in self.SUMMARY}
+        return {k: wire.get(k) for k in ("test_loss", "test_accuracy", "test_per_class", "test_confusion", "best",
+                                         "seconds")}
 
 
 @event_type(FAILED)
