@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -142,7 +142,8 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
     compiled = spec.precision.compile != "off"
     opt = make_optimizer(model, spec.optim, lr_tensor=compiled, device=dev,
                          scales=lr_scales(model, setup.graph, spec.model))
-    runner = torch.compile(model, mode=spec.precision.compile) if compiled else model
+    # torch.compile returns the module's compiled wrapper, typed as a plain callable: called as the module
+    runner = cast(nn.Module, torch.compile(model, mode=spec.precision.compile)) if compiled else model
     step_fn, scaler = make_train_step(runner, opt, device=dev, precision=spec.precision.dtype,
                                       label_smoothing=spec.optim.label_smoothing, compile_mode=spec.precision.compile)
     loaders = make_loaders(setup)
@@ -171,15 +172,16 @@ def make_loaders(setup: Setup) -> dict[str, DeviceLoader]:
     if s.on_disk:   # image files decoded per batch in the loaders' workers
         return dict(file_loaders(spec, s, setup.device, channels_last=setup.channels_last))
     aug = Augment(spec.data.augment.flip, spec.data.augment.translate)
-    kw = dict(channels_last=setup.channels_last, seed=spec.train.seed)
+    cl, seed = setup.channels_last, spec.train.seed
     out: dict[str, DeviceLoader] = {}
-    for name, split in (("train", s.train), ("val", s.val), ("test", s.test)):
-        train = name == "train"
+    for name in ("train", "val", "test"):
+        split, train = s.memory_split(name), name == "train"
         if setup.streamed:
             out[name] = StreamLoader(split, spec.train.batch_size, setup.device, train=train, mean=s.mean, std=s.std,
-                                     workers=spec.data.workers, augment=aug, **kw)
+                                     workers=spec.data.workers, augment=aug, channels_last=cl, seed=seed)
         else:
-            out[name] = DeviceLoader(split, spec.train.batch_size, setup.device, train=train, augment=aug, **kw)
+            out[name] = DeviceLoader(split, spec.train.batch_size, setup.device, train=train, augment=aug,
+                                     channels_last=cl, seed=seed)
     return out
 
 
@@ -235,7 +237,7 @@ def emit_memory(job: Job, step: int, background: bool = False) -> None:
               (step, names.RSS.name, float(rss_bytes()))]
 
     def write() -> None:
-        job.store.add_metrics(job.run_id, metric_rows(sample, step) + system)
+        job.store.add_metrics(job.run_id, [*metric_rows(sample, step), *system])
         job.emitter.emit(sample)
 
     if background:

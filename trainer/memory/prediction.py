@@ -309,8 +309,8 @@ def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "ad
     starts at batch 1, or 2 where batch norm needs more than one sample (:class:`BatchTooSmall`), and
     stops at ``upper``: a result of ``upper`` means "``upper`` or more" (:func:`search_capped`).
     ``stop`` is asked before each prediction; True raises :class:`Cancelled`."""
-    kw = dict(optimizer=optimizer, precision=precision, channels_last=channels_last, device=device,
-              checkpoint=checkpoint, resident=resident)
+    kw: dict[str, Any] = dict(optimizer=optimizer, precision=precision, channels_last=channels_last, device=device,
+                              checkpoint=checkpoint, resident=resident)
     if budget <= 0 or budget > MAX_BUDGET:
         raise MemoryPredictionError(f"budget: must be positive and at most {MAX_BUDGET:,} bytes, got {budget:,}")
     first = 1
