@@ -71,7 +71,8 @@ def make_engine(url: str, *, create: bool = True) -> tuple[Engine, bool]:
         def _pragmas(conn: Any, _record: Any) -> None:
             cur = conn.cursor()
             cur.execute(f"PRAGMA busy_timeout={busy_ms}")   # first: setting WAL may itself wait for a lock
-            cur.execute("PRAGMA journal_mode=WAL")
+            if create:      # WAL is the file's own lasting mode: set by whoever makes the store, not by a reader
+                cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
     return engine, readonly
@@ -136,7 +137,9 @@ def reason(exc: BaseException) -> str:
     """The first line of a database error, for a message."""
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    first = text[0] if text else type(exc).__name__
+    code = getattr(orig, "sqlite_errorname", None)    # SQLite's extended code says which I/O failed
+    return f"{first}, {code}" if code and code not in ("SQLITE_ERROR", "SQLITE_BUSY") else first
 
 
 UNREACHABLE = ("connection refused", "could not connect", "server closed the connection", "terminating connection",

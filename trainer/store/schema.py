@@ -129,17 +129,20 @@ def open_schema(engine: Engine, *, readonly: bool, create: bool, shown: str) -> 
                              f"this program reads version {SCHEMA_VERSION} (open it once where it can be written)")
         return
     shared = engine.dialect.name != "sqlite"
-    if not shared:
+    if not shared and create:
         Base.metadata.create_all(engine)
     with Session(engine) as s, s.begin():
+        # a reader (create False) never writes: a file another process is making its tables in, or
+        # someone's empty database, is not a run store yet
+        if not create and not inspect(s.connection()).has_table("schema_info"):
+            raise StoreError(f"{shown}: no run store in this database (it has no runs table; nothing was created)")
         if shared:
-            if not create and not inspect(s.connection()).has_table("schema_info"):
-                raise StoreError(f"{shown}: no run store in this database (it has no runs table; "
-                                 "nothing was created)")
             if engine.dialect.name == "postgresql":   # writers starting at once: one creates, the others wait
                 s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_SCHEMA_LOCK})
             Base.metadata.create_all(s.connection())
         info = s.get(SchemaInfo, 1)
+        if info is None and not create:
+            raise StoreError(f"{shown}: the run store is still being made (no schema version yet; nothing was written)")
         if info is None:
             s.add(SchemaInfo(id=1, version=SCHEMA_VERSION))
         elif info.version > SCHEMA_VERSION:

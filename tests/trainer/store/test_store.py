@@ -145,3 +145,27 @@ def test_delete_run_is_one_transaction(db):
     # ...so the rows deleted before it in the same transaction are all back
     assert store.run(rid).status == "completed" and len(store.metrics(rid)) == 2
     assert len(store.epoch_reports(rid)) == 1 and len(store.checkpoints(rid)) == 1 and len(store.artifacts(rid)) == 1
+
+
+def test_a_reader_never_writes_a_database_that_is_not_a_run_store_yet(tmp_path):
+    """``create=False`` (the reading commands, the studio's and the tests' polls) on a database another
+    process is still making, or someone's own SQLite file: refused, and the file is left as it was."""
+    import sqlite3
+
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE notes (body TEXT)")
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="no run store in this database"):
+        RunStore(f"sqlite:///{path}", create=False)
+    with sqlite3.connect(path) as con:
+        assert [r[0] for r in con.execute("SELECT name FROM sqlite_master")] == ["notes"]
+    assert path.read_bytes()[:100] == before[:100]
+
+    made = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")        # tables made, the version row not yet
+    with made.engine.begin() as con:
+        con.execute(text("DELETE FROM schema_info"))
+    with pytest.raises(StoreError, match="still being made"):
+        RunStore(made.url, create=False)
+    with made.engine.connect() as con:
+        assert con.execute(text("SELECT count(*) FROM schema_info")).scalar() == 0
