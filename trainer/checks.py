@@ -20,6 +20,7 @@ import torch
 from graph_editor.model import Graph, GraphError, InputSpec, fmt_shape, graph_from_dict, graph_to_dict
 from graph_editor.model import load_graph as _load_graph_file
 from graph_editor.model import validate as validate_graph
+from graph_editor.model.units import MiB
 
 from .data import DataError, RawData, Splits, fit_to_input, load_raw, prepare, split_indices
 from .data.images.index import index_images
@@ -215,7 +216,7 @@ def setup(spec: RunSpec) -> Setup:
     if problems or graph is None or raw is None:
         raise SpecError(problems)
     float_bytes = 4 * (raw.x.size + sum(x.size for x, _ in raw.own_splits().values()))
-    streamed = float_bytes > spec.data.device_budget_mb * 2**20
+    streamed = float_bytes > spec.data.device_budget_mb * MiB
     d = spec.data
     try:
         splits = prepare(raw, val_fraction=d.val_fraction, test_fraction=d.test_fraction, seed=spec.train.seed,

@@ -270,7 +270,7 @@ class TrainingDashboard(QWidget):
     def set_predicted_peak(self, nbytes: int | None) -> None:
         """The run's predicted peak (bytes; None: none) as a dashed line across the memory plot."""
         label = f"predicted tensors {mib(nbytes)}" if nbytes else ""
-        self.plots["memory"].set_level("predicted", nbytes / 2**20 if nbytes else None, label)
+        self.plots["memory"].set_level("predicted", nbytes / MiB if nbytes else None, label)
 
     def recording_memory(self) -> None:
         """A recording was asked for: the button waits for its ``memory_trace`` event."""
