@@ -41,7 +41,7 @@ HISTORY = 1_000_000  # points per step curve in phase 4
 
 SYNTHETIC = r"""
 import sys, time, random
-from trainer import events as ev
+from trainer.protocol import events as ev
 seconds, first = float(sys.argv[1]), int(sys.argv[2])
 classes = [str(i) for i in range(10)]
 out = sys.stdout
