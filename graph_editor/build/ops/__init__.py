@@ -12,6 +12,7 @@ from . import (  # noqa: F401
     attention,
     conv,
     core,
+    matmul,
     merge,
     module_ref,
     norm,

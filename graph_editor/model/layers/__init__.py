@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     attention,
     conv,
     core,
+    matmul,
     merge,
     module_ref,
     norm,
