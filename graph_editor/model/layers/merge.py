@@ -1,4 +1,4 @@
-"""Layers that join several inputs: Add, Multiply, Concat."""
+"""Element-wise arithmetic and joins: Add, Multiply, Concat, Subtract and AddConstant."""
 
 from __future__ import annotations
 
@@ -47,3 +47,19 @@ def concat(p, xs):
         if any(a != b for i, (a, b) in enumerate(zip(x, xs[0], strict=True)) if i != d):
             raise ShapeError(f"inputs must match except in dim {d}: {', '.join(fmt_shape(x) for x in xs)}")
     return (*xs[0][:d], sum(x[d] for x in xs), *xs[0][d + 1:])
+
+
+@layer("Subtract", CAT, "Element-wise difference in - other (PoolFormer's pool(x) - x); shapes broadcast.", inputs=(
+    PortSpec("in", doc="the tensor subtracted from"), PortSpec("other", doc="the tensor subtracted")),
+    prefix="sub")
+def subtract(p, xs):
+    return _broadcast(xs, "subtract")
+
+
+@layer("AddConstant", CAT, "Adds a fixed number, nothing learned: x + value (x - 1 adds -1); or subtracts "
+       "the input from it, value - x.", [
+           ParamSpec("value", "float", 1.0, "The number added to every element."),
+           ParamSpec("subtract_input", "bool", False, "Compute value - x instead (1 - x, as written)."),
+       ], prefix="add_const", display="Add Constant", key_params=("value", "subtract_input"))
+def add_constant(p, xs):
+    return xs[0]
