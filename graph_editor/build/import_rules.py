@@ -300,6 +300,18 @@ def const(value: Any, name: str) -> Any:
     return value
 
 
+def static_ints(value: Any, name: str) -> Any:
+    """``value`` with each size computed from tensor shapes (``y.shape[-2]``) replaced by its value at the
+    import's input shape, as torch.export specialises it; Unmappable where a value is not known."""
+    if isinstance(value, list | tuple):
+        return type(value)(static_ints(v, name) for v in value)
+    if isinstance(value, fx.Node):
+        if "static" not in value.meta:
+            raise Unmappable(f"{name} is computed at run time from something other than tensor sizes")
+        return int(value.meta["static"])
+    return value
+
+
 def permute_dims(dims: list[int], rank: int) -> Mapped:
     """A permutation of all dims (batch included) as the catalog's per-sample Permute; the
     batch must stay first."""

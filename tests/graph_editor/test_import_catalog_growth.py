@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from graph_editor.build import build_module, import_module
@@ -120,3 +121,40 @@ def test_an_affine_matmul_of_the_batch_is_refused_with_its_reason():
 
     with pytest.raises(ModuleImportError, match="MatMul multiplies matrices per sample"):
         import_module(BatchMatrix(), (6,), strict=True)
+
+
+class Resizing(nn.Module):
+    """GhostNetV2's gate resized to another tensor's size, nn.Upsample by a factor, F.pad in every mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = nn.Conv2d(3, 3, 2, stride=2)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.pad = nn.ReflectionPad2d((1, 0, 2, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        small = self.down(x)
+        gate = F.interpolate(small.sigmoid(), size=(x.shape[-2], x.shape[-1]), mode="nearest")
+        y = x * gate + self.up(small)
+        y = F.pad(y, (1, 1, 1, 1), mode="replicate") + F.pad(y, [1, 1, 1, 1], value=0.5)
+        return self.pad(y).flatten(1)
+
+
+def test_interpolate_upsample_and_pad_import():
+    types = strict_round_trip(Resizing(), (3, 6, 6))
+    assert types["up"] == "Interpolate" and types["pad"] == "Pad"
+    assert list(types.values()).count("Interpolate") == 2 and list(types.values()).count("Pad") == 3
+
+
+@pytest.mark.parametrize("type_, params, words", [
+    ("Pad", {"pad": [4, 0], "mode": "reflect"}, "reflect padding 4 must be smaller than the size 4 of dim 3"),
+    ("Pad", {"pad": [1, 1, 1]}, "pad needs pairs (left, right) per dim, got 3 values"),
+    ("Pad", {"pad": [1, 1, 1, 1, 1, 1], "mode": "replicate"}, "replicate padding pads at most the last 3 dims "
+                                                                "and never the channels"),
+    ("Interpolate", {"scale_factor": 0.1}, "scale_factor 0.1 makes 3x4x4 empty"),
+])
+def test_resize_shape_rules_name_what_is_wrong(type_, params, words):
+    g = _graph((3, 4, 4), (type_, "layer", params))
+    g.connect("input", "layer")
+    problems = [str(p) for p in validate(g, 2).problems]
+    assert any(words in p for p in problems), problems

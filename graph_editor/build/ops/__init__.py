@@ -21,5 +21,6 @@ from . import (  # noqa: F401
     program,
     reduce,
     reshape,
+    resize,
     split,
 )

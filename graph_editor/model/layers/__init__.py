@@ -14,5 +14,6 @@ from . import (  # noqa: F401
     program,
     reduce,
     reshape,
+    resize,
     split,
 )
