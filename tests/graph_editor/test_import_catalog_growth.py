@@ -158,3 +158,60 @@ def test_resize_shape_rules_name_what_is_wrong(type_, params, words):
     g.connect("input", "layer")
     problems = [str(p) for p in validate(g, 2).problems]
     assert any(words in p for p in problems), problems
+
+
+class WindowAttentionBias(nn.Module):
+    """A relative position bias written out, Swin-style (a signed-offset table [rows, heads] gathered by an index
+    buffer) or LeViT-style (an absolute-offset table [heads, rows] gathered as ``table[:, idxs]``)."""
+
+    def __init__(self, style: str, heads: int = 2, side: int = 3) -> None:
+        super().__init__()
+        self.style, self.n = style, side * side
+        pos = torch.stack(torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")).flatten(1)
+        rel = pos[:, :, None] - pos[:, None, :]
+        if style == "swin":
+            index = (rel[0] + side - 1) * (2 * side - 1) + rel[1] + side - 1
+            self.table = nn.Parameter(torch.randn((2 * side - 1) ** 2, heads))
+        elif style == "levit":
+            index = rel[0].abs() * side + rel[1].abs()
+            self.table = nn.Parameter(torch.randn(heads, side * side))
+        else:  # a gather that is no offset table: kept as it is
+            index = torch.randint(0, side * side, (self.n, self.n), generator=torch.Generator().manual_seed(0))
+            self.table = nn.Parameter(torch.randn(heads, side * side))
+        self.register_buffer("index", index, persistent=False)
+        self.qk = nn.Linear(4, 2 * heads * 4)
+
+    def bias(self) -> torch.Tensor:
+        if self.style == "swin":
+            return self.table[self.index.view(-1)].view(self.n, self.n, -1).permute(2, 0, 1).contiguous().unsqueeze(0)
+        return self.table[:, self.index]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k = self.qk(x).reshape(x.shape[0], self.n, 2, -1, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        attn = q @ k.transpose(-2, -1) + self.bias()
+        return attn.softmax(-1).flatten(1)
+
+
+@pytest.mark.parametrize("style, kind", [("swin", "relative"), ("levit", "absolute")])
+def test_a_relative_position_bias_gather_imports_as_one_node(style, kind):
+    torch.manual_seed(0)
+    module = WindowAttentionBias(style)
+    types = strict_round_trip(module, (9, 4))
+    biases = [i for i, t in types.items() if t == "RelativePositionBias"]
+    assert len(biases) == 1 and "Parameter" not in types.values()
+    result = import_module(module, (9, 4), strict=True)
+    node = result.graph.nodes[biases[0]]
+    assert node.params == {"num_heads": 2, "window": [3, 3], "kind": kind}
+    assert sum(v.numel() for k, v in result.state_dict.items() if k.startswith(biases[0])) == module.table.numel()
+
+
+def test_a_gather_that_is_no_offset_table_is_not_taken_for_one():
+    from graph_editor.build import ModuleImportError
+
+    with pytest.raises(ModuleImportError, match="index"):
+        import_module(WindowAttentionBias("other"), (9, 4), strict=True)
+
+
+def test_relative_position_bias_shape_is_one_bias_per_head_and_pair():
+    g = _graph((2, 4, 4), ("RelativePositionBias", "bias", {"num_heads": 2, "window": [2, 3], "kind": "relative"}))
+    assert validate(g, 2).shapes["bias"] == (1, 2, 6, 6)

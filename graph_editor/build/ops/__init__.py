@@ -18,6 +18,7 @@ from . import (  # noqa: F401
     norm,
     param,
     pooling,
+    position,
     program,
     reduce,
     reshape,

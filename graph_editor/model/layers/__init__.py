@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     norm,
     param,
     pooling,
+    position,
     program,
     reduce,
     reshape,
