@@ -205,7 +205,7 @@ def test_every_unsupported_op_is_listed_with_its_place():
      r"cannot trace.*and as one program: torch.export cannot capture Branchy", False),
     (type("TwoIn", (nn.Module,), {"forward": lambda self, x, y: x + y})(), "takes 2 inputs", False),
     (nn.Sequential(nn.Linear(4, 4)), "fails on an input", False),  # the given shape does not fit
-    (nn.Sequential(nn.Conv2d(3, 4, 3, padding="same")), "padding='same'", True),
+    (nn.Sequential(nn.Conv2d(3, 4, 2, padding="same")), "padding='same' with kernel \\[2, 2\\] pads one side more", True),
 ])
 def test_modules_that_cannot_be_graphs_get_one_clear_error(module, words, strict):
     with pytest.raises(ModuleImportError, match=words):

@@ -215,3 +215,39 @@ def test_a_gather_that_is_no_offset_table_is_not_taken_for_one():
 def test_relative_position_bias_shape_is_one_bias_per_head_and_pair():
     g = _graph((2, 4, 4), ("RelativePositionBias", "bias", {"num_heads": 2, "window": [2, 3], "kind": "relative"}))
     assert validate(g, 2).shapes["bias"] == (1, 2, 6, 6)
+
+
+class StackAndSame(nn.Module):
+    """``torch.stack`` of branches (and of one tensor), a ``padding='same'`` convolution, a 3-D convolution."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.same = nn.Conv2d(2, 2, 3, padding="same", dilation=2)
+        self.valid = nn.Conv2d(2, 2, 1, padding="valid")
+        self.volume = nn.Conv3d(3, 2, (3, 1, 1), padding=(1, 0, 0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.stack([self.same(x), self.valid(x)], dim=2)      # [B, 2, 2, H, W]
+        y = torch.stack([y, y.relu(), y.sigmoid()], dim=-5)       # [B, 3, 2, 2, H, W]
+        y = self.volume(y.flatten(2, 3))                          # [B, 3, 4, H, W] -> [B, 2, 4, H, W]
+        return torch.stack([y.flatten(1)], dim=1).flatten(1)
+
+
+def test_stack_same_padding_and_conv3d_import():
+    types = strict_round_trip(StackAndSame(), (2, 5, 5))
+    assert types["same"] == "Conv2d" and types["volume"] == "Conv3d"
+    assert list(types.values()).count("Stack") == 2
+
+
+@pytest.mark.parametrize("type_, params, words", [
+    ("Stack", {"dim": 0}, "cannot stack along the batch dimension"),
+    ("Conv3d", {"kernel_size": 3}, "expects CxDxHxW input, receives 3x4x4"),
+])
+def test_stack_and_conv3d_shape_rules_name_what_is_wrong(type_, params, words):
+    g = _graph((3, 4, 4), (type_, "layer", params), ("Identity", "copy", {}))
+    g.connect("input", "layer")
+    if type_ == "Stack":
+        g.connect("input", "copy")
+        g.connect("copy", "layer")
+    problems = [str(p) for p in validate(g, 2).problems]
+    assert any(words in p for p in problems), problems

@@ -68,6 +68,18 @@ class AddConstant(nn.Module):
         return f"value={self.value}, subtract_input={self.subtract_input}"
 
 
+class Stack(nn.Module):
+    def __init__(self, dim: int = 1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+        return torch.stack(xs, dim=self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
 class Concat(nn.Module):
     def __init__(self, dim: int = 1) -> None:
         super().__init__()
@@ -153,3 +165,26 @@ def _f_cat(tensors: Any, dim: int = 0, *, out: Any = None) -> Mapped:
     if not isinstance(tensors, list | tuple):
         raise Unmappable("cat of a computed sequence")
     return Mapped("Concat", {"dim": const(dim, "dim")}, [tensor(t) for t in tensors])
+
+
+# ------------------------------------------------------------------ Stack
+@builder("Stack", example=Example((3, 4), {"dim": -1}))
+def _stack(p: Params, xs: list[Shape]) -> Call:
+    return Call(Stack, (p["dim"],))
+
+
+zero_flops("Stack")
+module_rule(Stack)(attributes("Stack", "dim"))
+
+
+@function_rule(torch.stack)
+def _f_stack(tensors: Any, dim: int = 0, *, out: Any = None) -> Mapped:
+    if not isinstance(tensors, list | tuple):
+        raise Unmappable("stack of a computed sequence")
+    dim = const(dim, "dim")
+    if dim == 0 or (dim < 0 and tensors and isinstance(tensors[0], fx.Node) and isinstance(
+            value := tensors[0].meta.get("val"), torch.Tensor) and dim + value.dim() + 1 == 0):
+        raise Unmappable("stacks along the batch dimension; only per-sample dimensions map")
+    if len(tensors) == 1:  # torch.stack([x], dim) is x.unsqueeze(dim)
+        return Mapped("Unsqueeze", {"dim": dim}, [tensor(tensors[0])])
+    return Mapped("Stack", {"dim": dim}, [tensor(t) for t in tensors])

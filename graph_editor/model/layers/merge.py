@@ -63,3 +63,15 @@ def subtract(p, xs):
        ], prefix="add_const", display="Add Constant", key_params=("value", "subtract_input"))
 def add_constant(p, xs):
     return xs[0]
+
+
+@layer("Stack", CAT, "Stacks tensors of one shape along a new dimension (torch.stack).", [
+    ParamSpec("dim", "int", 1, "Where the new dimension goes (batch is 0)."),
+], inputs=_MANY, prefix="stack", key_params=("dim",))
+def stack(p, xs):
+    if len({tuple(x) for x in xs}) > 1:
+        raise ShapeError(f"inputs must have one shape: {', '.join(fmt_shape(x) for x in xs)}")
+    d = norm_dim(p["dim"], len(xs[0]) + 1)
+    if d == 0:
+        raise ShapeError("cannot stack along the batch dimension", field="dim")
+    return (*xs[0][:d], len(xs), *xs[0][d:])
