@@ -156,9 +156,10 @@ class Converter:
             self.ids[n] = self._id_of(src[0])
             return True
         if n.target is operator.getitem and isinstance(src, fx.Node) and src.op == "call_module" and isinstance(
-                self.gm.get_submodule(str(src.target)), nn.MultiheadAttention):
-            if _args(n)[1] != 0:
-                raise Unmappable("uses the attention weights; only the attention output maps")
+                self.gm.get_submodule(str(src.target)), nn.MultiheadAttention | nn.LSTM | nn.GRU):
+            if _args(n)[1] != 0:  # (output, weights) of attention, (output, final state) of an LSTM or GRU
+                raise Unmappable("uses the attention weights or a recurrent layer's final state; only the output "
+                                 "maps")
             self.ids[n] = self._id_of(src)
             return True
         if n.target is operator.getitem and isinstance(src, fx.Node) and isinstance(_args(n)[1], int):

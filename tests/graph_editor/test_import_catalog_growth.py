@@ -251,3 +251,36 @@ def test_stack_and_conv3d_shape_rules_name_what_is_wrong(type_, params, words):
         g.connect("copy", "layer")
     problems = [str(p) for p in validate(g, 2).problems]
     assert any(words in p for p in problems), problems
+
+
+class Recurrent(nn.Module):
+    """``x, _ = self.lstm(x)`` and ``self.gru(x)[0]`` on batch-first sequences."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(4, 6, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(12, 5, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x, _ = self.lstm(x)
+        return self.gru(x)[0][:, -1]
+
+
+def test_lstm_and_gru_import_as_their_output_sequence():
+    types = strict_round_trip(Recurrent(), (7, 4))
+    assert types["lstm"] == "LSTM" and types["gru"] == "GRU"
+
+
+def test_a_recurrent_layer_whose_final_state_is_read_says_so():
+    from graph_editor.build import ModuleImportError
+
+    class FinalState(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(4, 6, batch_first=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.gru(x)[1][0]
+
+    with pytest.raises(ModuleImportError, match="a recurrent layer's final state"):
+        import_module(FinalState(), (7, 4), strict=True)

@@ -20,6 +20,7 @@ from . import (  # noqa: F401
     pooling,
     position,
     program,
+    recurrent,
     reduce,
     reshape,
     resize,

@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     pooling,
     position,
     program,
+    recurrent,
     reduce,
     reshape,
     resize,
