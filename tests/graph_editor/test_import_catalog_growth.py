@@ -284,3 +284,21 @@ def test_a_recurrent_layer_whose_final_state_is_read_says_so():
 
     with pytest.raises(ModuleImportError, match="a recurrent layer's final state"):
         import_module(FinalState(), (7, 4), strict=True)
+
+
+class Windows(nn.Module):
+    """Sliding windows as columns (nn.Unfold, F.unfold), then a matrix product over them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unfold = nn.Unfold(kernel_size=2, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cols = self.unfold(x)                                        # [B, 3*4, 9]
+        other = F.unfold(x, (3, 3), padding=1, stride=2)             # [B, 3*9, 9]
+        return (cols @ other.transpose(1, 2)).flatten(1)
+
+
+def test_unfold_imports():
+    types = strict_round_trip(Windows(), (3, 6, 6))
+    assert list(types.values()).count("Unfold") == 2

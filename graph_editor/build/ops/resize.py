@@ -1,4 +1,4 @@
-"""Interpolate (``nn.Upsample``, ``F.interpolate``) and Pad (``F.pad``, the ``nn.*Pad2d`` modules): no FLOPs
+"""Interpolate (``nn.Upsample``, ``F.interpolate``), Pad (``F.pad``, the ``nn.*Pad2d`` modules) and Unfold: no FLOPs
 that ``FlopCounterMode`` counts."""
 
 from __future__ import annotations
@@ -113,3 +113,29 @@ def _pad_params(x: fx.Node, pad: list[int], mode: str, value: Any) -> Mapped:
 @function_rule(F.pad)
 def _f_pad(input: Any, pad: Any, mode: str = "constant", value: Any = None) -> Mapped:
     return _pad_params(tensor(input), list(static_ints(pad, "pad")), const(mode, "mode"), const(value, "value"))
+
+
+# ------------------------------------------------------------------ Unfold
+@builder("Unfold", example=Example((2, 5, 6), {"kernel_size": [2, 3], "stride": [1, 2], "padding": [1, 0]}))
+def _unfold(p: Params, xs: list[Shape]) -> Call:
+    return Call(nn.Unfold, (tuple(p["kernel_size"]),), {"dilation": tuple(p["dilation"]),
+                                                         "padding": tuple(p["padding"]), "stride": tuple(p["stride"])})
+
+
+zero_flops("Unfold")  # a gather (im2col)
+
+
+def _unfold_params(x: fx.Node, kernel_size: Any, dilation: Any, padding: Any, stride: Any) -> Mapped:
+    return Mapped("Unfold", {"kernel_size": pair(const(kernel_size, "kernel_size")),
+                             "dilation": pair(const(dilation, "dilation")), "padding": pair(const(padding, "padding")),
+                             "stride": pair(const(stride, "stride"))}, [x])
+
+
+@module_rule(nn.Unfold)
+def _import_unfold(m: nn.Unfold, xs: list[fx.Node]) -> Mapped:
+    return _unfold_params(xs[0], m.kernel_size, m.dilation, m.padding, m.stride)
+
+
+@function_rule(F.unfold)
+def _f_unfold(input: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Mapped:
+    return _unfold_params(tensor(input), kernel_size, dilation, padding, stride)

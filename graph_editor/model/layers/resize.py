@@ -1,4 +1,5 @@
-"""Layers that change the spatial size of an image: Interpolate (nn.Upsample, F.interpolate) and Pad (F.pad)."""
+"""Layers that change the spatial size of an image: Interpolate (nn.Upsample, F.interpolate), Pad (F.pad) and
+Unfold (nn.Unfold, sliding windows as columns)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 
 from ..catalog import ParamSpec, fmt_shape, layer
 from ..errors import ShapeError
-from ._rules import need_rank
+from ._rules import conv_out, need_rank
 
 CAT = "Resize"
 MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "area")
@@ -67,3 +68,21 @@ def pad(p, xs):
                              field="pad")
         out[d] = x[d] + left + right
     return tuple(out)
+
+
+@layer("Unfold", "Shape", "Cuts sliding windows out of an image (nn.Unfold, im2col): CxHxW becomes "
+       "(C*kh*kw)xL, one column per window position.", [
+           ParamSpec("kernel_size", "ints", [2, 2], "Window size.", minimum=1, length=2),
+           ParamSpec("dilation", "ints", [1, 1], "Spacing of the window.", minimum=1, length=2),
+           ParamSpec("padding", "ints", [0, 0], "Zero padding on each side.", minimum=0, length=2),
+           ParamSpec("stride", "ints", [1, 1], "Step between windows.", minimum=1, length=2),
+       ], prefix="unfold", key_params=("kernel_size", "stride"))
+def unfold(p, xs):
+    (x,) = xs
+    need_rank(x, 4, "CxHxW input")
+    out = [conv_out(x[2 + i], p["kernel_size"][i], p["stride"][i], p["padding"][i], p["dilation"][i])
+           for i in range(2)]
+    if min(out) < 1:
+        raise ShapeError(f"window {fmt_shape((0, *p['kernel_size']))} is larger than the padded input "
+                         f"{fmt_shape(x[1:], batch=True)}")
+    return (x[0], x[1] * p["kernel_size"][0] * p["kernel_size"][1], out[0] * out[1])
