@@ -23,27 +23,29 @@ from ..import_rules import Mapped, free_module_path, graph_fold, module_rule
 from ..modules import Call, Example, Params, Shape, builder
 
 
-def offset_index(kind: str, window: list[int]) -> torch.Tensor:
-    """``[N, N]``: the table row for each pair of positions of an h x w window (N = h*w)."""
-    h, w = window
-    coords = torch.stack(torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")).flatten(1)  # [2, N]
-    rel = coords[:, :, None] - coords[:, None, :]
-    if kind == "absolute":
-        return rel[0].abs() * w + rel[1].abs()
-    return (rel[0] + h - 1) * (2 * w - 1) + rel[1] + w - 1
-
-
 class RelativePositionBias(nn.Module):
     """``table[index]`` as ``[1, heads, N, N]``: each head's learned bias for every pair of window positions."""
 
     def __init__(self, num_heads: int, window: list[int], kind: str = "relative") -> None:
         super().__init__()
         self.num_heads, self.window, self.kind = num_heads, list(window), kind
-        self.table = nn.Parameter(torch.empty(table_rows(kind, self.window), num_heads))
+        h, w = self.window
+        rows = (2 * h - 1) * (2 * w - 1) if kind == "relative" else h * w  # one per signed or absolute offset
+        self.table = nn.Parameter(torch.empty(rows, num_heads))
         self.index: torch.Tensor  # computed from the window (a meta tensor on meta), never saved
-        self.register_buffer("index", offset_index(kind, self.window), persistent=False)
+        self.register_buffer("index", self.offset_index(kind, self.window), persistent=False)
         if not self.table.is_meta:
             nn.init.trunc_normal_(self.table, std=0.02)
+
+    @staticmethod
+    def offset_index(kind: str, window: list[int]) -> torch.Tensor:
+        """``[N, N]``: the table row for each pair of positions of an h x w window (N = h*w)."""
+        h, w = window
+        coords = torch.stack(torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")).flatten(1)  # [2, N]
+        rel = coords[:, :, None] - coords[:, None, :]
+        if kind == "absolute":
+            return rel[0].abs() * w + rel[1].abs()
+        return (rel[0] + h - 1) * (2 * w - 1) + rel[1] + w - 1
 
     def forward(self) -> torch.Tensor:
         n = self.window[0] * self.window[1]
@@ -192,7 +194,7 @@ def _match(picked: torch.Tensor, table_shape: torch.Size) -> tuple[int, list[int
     window = [side, side]
     for kind in ("relative", "absolute"):
         rows = table_rows(kind, window)
-        index = offset_index(kind, window)
+        index = RelativePositionBias.offset_index(kind, window)
         head = torch.arange(heads).view(heads, 1, 1)
         for transposed, shape, numbers in ((False, (rows, heads), index * heads + head),
                                            (True, (heads, rows), head * rows + index)):

@@ -76,9 +76,9 @@ class Pad(nn.Module):
         self.pad, self.mode, self.value = tuple(pad), mode, value
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.mode == "constant":
-            return F.pad(x, self.pad, value=self.value)
-        return F.pad(x, self.pad, mode=self.mode)
+        if self.mode == "constant":  # spelled out: model.py copies this class and imports only torch
+            return torch.nn.functional.pad(x, self.pad, value=self.value)
+        return torch.nn.functional.pad(x, self.pad, mode=self.mode)
 
     def extra_repr(self) -> str:
         return f"pad={self.pad}, mode={self.mode!r}, value={self.value}"
