@@ -31,23 +31,41 @@ def strict_round_trip(module: nn.Module, shape: tuple[int, ...]) -> dict[str, st
 class Attention(nn.Module):
     """Attention written out by hand: ``q @ k.transpose(-2, -1) * scale``, ``attn @ v`` (shvit, levit, cait)."""
 
-    def __init__(self, dim: int = 8, heads: int = 2) -> None:
+    def __init__(self, dim: int = 8, heads: int = 2, picks: bool = False) -> None:
         super().__init__()
-        self.heads, self.scale = heads, (dim // heads) ** -0.5
+        self.heads, self.scale, self.picks = heads, (dim // heads) ** -0.5, picks
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, n, c = x.shape
-        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = (qkv[0], qkv[1], qkv[2]) if self.picks else qkv.unbind(0)  # CaiT's picks, timm's unbind
         attn = (q @ k.transpose(-2, -1)) * self.scale
         x = torch.matmul(attn.softmax(dim=-1), v)
         return self.proj(x.transpose(1, 2).reshape(b, n, c)).mean(1)
 
 
-def test_hand_written_attention_imports_as_matmul_nodes():
-    types = strict_round_trip(Attention(), (5, 8))
-    assert list(types.values()).count("MatMul") == 2
+@pytest.mark.parametrize("picks", [False, True])
+def test_hand_written_attention_imports_as_matmul_nodes(picks):
+    types = strict_round_trip(Attention(picks=picks), (5, 8))
+    assert list(types.values()).count("MatMul") == 2 and list(types.values()).count("Unbind") == 1
+
+
+class CosineAttention(nn.Module):
+    """SwiftFormer's additive attention: ``F.normalize``, ``q @ self.w_g`` with a 2-D parameter, and PiT's
+    ``x[:, :cls.shape[1]]``, a slice whose end is read from another tensor's size."""
+
+    def __init__(self, dim: int = 6) -> None:
+        super().__init__()
+        self.w_g = nn.Parameter(torch.randn(dim, 1))
+        self.cls = nn.Parameter(torch.randn(1, 2, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = F.normalize(x, dim=-1)
+        weight = (q @ self.w_g).softmax(dim=1)                      # [B, N, 1]
+        g = torch.cat([self.cls.expand(x.shape[0], -1, -1), q * weight], dim=1)
+        return g[:, :self.cls.shape[1]].flatten(1)
 
 
 class Arithmetic(nn.Module):
@@ -302,3 +320,15 @@ class Windows(nn.Module):
 def test_unfold_imports():
     types = strict_round_trip(Windows(), (3, 6, 6))
     assert list(types.values()).count("Unfold") == 2
+
+
+def test_normalize_a_parameter_matrix_and_a_slice_by_a_size_import():
+    types = strict_round_trip(CosineAttention(), (5, 6))
+    assert "Normalize" in types.values() and "MatMul" in types.values() and "Slice" in types.values()
+
+
+def test_normalize_refuses_the_batch_dim():
+    g = _graph((3, 4), ("Normalize", "norm", {"dim": 0}))
+    g.connect("input", "norm")
+    problems = [str(p) for p in validate(g, 2).problems]
+    assert any("cannot normalise along dim 0" in p for p in problems), problems

@@ -45,6 +45,8 @@ def _f_matmul(input: Any, other: Any, *, out: Any = None) -> Mapped:
     a, b = tensor(input, "left operand"), tensor(other, "second operand")
     for name, x in (("left", a), ("right", b)):
         rank = _rank(x)
+        if rank == 2 and x.op == "get_attr":
+            continue  # a parameter [K, N] is a Parameter node [1, K, N]: it broadcasts alike (x @ self.w)
         if rank is not None and rank < 3:
             raise Unmappable(f"a matrix product whose {name} operand is {rank}-D with its batch: the catalog's "
                              "MatMul multiplies matrices per sample (a Linear maps x @ W)")
