@@ -332,3 +332,14 @@ def test_normalize_refuses_the_batch_dim():
     g.connect("input", "norm")
     problems = [str(p) for p in validate(g, 2).problems]
     assert any("cannot normalise along dim 0" in p for p in problems), problems
+
+
+def test_a_size_read_from_the_batch_is_not_specialised():
+    from graph_editor.build import ModuleImportError
+
+    class BatchBound(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[:, : x.shape[0]]  # depends on the batch: no fixed slice
+
+    with pytest.raises(ModuleImportError, match="end is computed from the batch size"):
+        import_module(BatchBound(), (6,), strict=True)
