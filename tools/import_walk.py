@@ -313,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="--timm: walk the largest families first (a second walk on the same --results file)")
     parser.add_argument("--save-choices", action="store_true",
                         help="--timm: write each family's chosen model to tools/timm_families.json (the tests' list)")
+    parser.add_argument("--retry-failed", action="store_true", help="--timm: walk again what the --results file holds as failed")
     parser.add_argument("--report", action="store_true",
                         help="--timm: print the --results file as the markdown table of docs/import.md, walk nothing")
     parser.add_argument("--full-errors", action="store_true", help="print each failure's whole message")
@@ -324,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         return timm_families.main(args.results, onnx=not (args.skip_onnx or args.skip_outputs),
                                   timeout=args.per_model_timeout, only=args.only,
                                   largest_first=args.largest_first, save_choices=args.save_choices,
-                                  report=args.report)
+                                  report=args.report, retry_failed=args.retry_failed)
     cases = [*(torchvision_cases() if args.source in (None, "torchvision") else []),
              *(timm_cases() if args.source in (None, "timm") else [])]
     if args.only:

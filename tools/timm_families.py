@@ -152,7 +152,7 @@ def time_limit(seconds: int) -> Iterator[None]:
 
 
 def walk_families(results: Results, *, onnx: bool, timeout: int, only: list[str] | None = None,
-                  largest_first: bool = False) -> list[dict[str, Any]]:
+                  largest_first: bool = False, retry_failed: bool = False) -> list[dict[str, Any]]:
     """Walk every chosen family not yet in ``results`` (or whose record lacks the ONNX proof asked for),
     smallest first (``largest_first``: a second walk on the same file, from the other end)."""
     rows = []
@@ -161,7 +161,7 @@ def walk_families(results: Results, *, onnx: bool, timeout: int, only: list[str]
         if only and case.name not in only and case.family not in only:
             continue
         done = results.outcomes.get(case.name)
-        if done is None or (onnx and not done["onnx"] and done["ok"]):
+        if done is None or (onnx and not done["onnx"] and done["ok"]) or (retry_failed and not done["ok"]):
             with warnings.catch_warnings(), time_limit(timeout):
                 warnings.simplefilter("ignore")
                 outcome = walk.walk_one(case, onnx=onnx, strict=False)
@@ -169,6 +169,7 @@ def walk_families(results: Results, *, onnx: bool, timeout: int, only: list[str]
                     "ok": outcome.ok, "programs": outcome.programs, "onnx": onnx and outcome.ok,
                     "import_s": round(outcome.import_s, 2), "import_cpu_s": round(outcome.import_cpu_s, 2), "total_s": round(outcome.total_s, 2),
                     "cause": outcome.cause, "checks": outcome.checks, "load": round(_load(), 1),
+                    "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "torch": torch.__version__}
             results.add(done)
         rows.append(done)
@@ -224,7 +225,7 @@ def _cpu(r: dict[str, Any]) -> str:
 
 
 def main(results_path: Path, *, onnx: bool, timeout: int, only: list[str] | None, largest_first: bool = False,
-         save_choices: bool = False, report: bool = False) -> int:
+         save_choices: bool = False, report: bool = False, retry_failed: bool = False) -> int:
     results = Results(results_path)
     if report:
         print(markdown(results))
@@ -236,6 +237,7 @@ def main(results_path: Path, *, onnx: bool, timeout: int, only: list[str] | None
         return 0
     print(f"{'family':<26} {'model':<34} {'params':>8} {'result':<10} {'prog':>4} {'import':>7} {'total':>7}  "
           "cause or checks")
-    rows = walk_families(results, onnx=onnx, timeout=timeout, only=only, largest_first=largest_first)
+    rows = walk_families(results, onnx=onnx, timeout=timeout, only=only, largest_first=largest_first,
+                         retry_failed=retry_failed)
     print(summary(rows, len(results.choices)))
     return 0 if all(r["ok"] for r in rows) else 1
