@@ -111,6 +111,8 @@ zero_flops("GroupNorm")
 
 @module_rule(nn.GroupNorm)
 def _import_gn(m: nn.GroupNorm, xs: list[fx.Node]) -> Mapped:
+    if m.affine and m.bias is None:  # timm poolformerv2's GroupNorm1: the layer would add a bias of its own
+        raise Unmappable("GroupNorm with bias=False")
     return Mapped("GroupNorm", {"num_groups": m.num_groups, "num_channels": m.num_channels, "eps": m.eps,
                                 "affine": m.affine}, xs)
 
