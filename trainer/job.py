@@ -300,7 +300,7 @@ def end_of_epoch(job: Job, epoch: int, seconds: float) -> bool:
     job.store.add_metrics(job.run_id, rows)
     report = ({"per_class": val.per_class(), "confusion": val.confusion.tolist(),
                "classes": [str(c) for c in job.setup.splits.classes]} if val else {})
-    job.store.add_epoch_report(job.run_id, epoch, report)
+    job.store.add_epoch_report(job.run_id, epoch, {**report, "step": job.step})   # the weights it judged
     best_metric = spec.checkpoints.metric
     best = job.best.get(best_metric)
     job.store.update_run(job.run_id, epoch=epoch, step=job.step, best_metric=best_metric,

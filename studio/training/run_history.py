@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.store import Run, RunStore
+from trainer.store import Checkpoint, Run, RunStore
 
 # What can be overlaid: store metric name -> label.
 CURVES = {"val/accuracy": "val accuracy", "val/loss": "val loss", "train/loss": "train loss",
@@ -131,6 +131,35 @@ def load_curves(store: RunStore, run_id: int, name: str) -> tuple[np.ndarray, np
         return np.zeros(0), np.zeros(0)
     arr = np.asarray(pts, dtype=np.float64)
     return arr[:, 0], arr[:, 1]
+
+
+@dataclass(frozen=True)
+class ConfusionSource:
+    """The validation matrix the Runs workspace shows for a run, and the checkpoint of that very
+    epoch whose re-evaluation gives its samples (None: no checkpoint of that epoch is kept)."""
+
+    report: dict[str, Any]
+    checkpoint: Checkpoint | None
+
+
+def confusion_source(store: RunStore, run_id: int) -> ConfusionSource | None:
+    """The newest epoch report of ``run_id`` that has a checkpoint of its own (best before last), else
+    the newest report with none; None when the run stored no matrix.
+
+    A report's weights are those of a checkpoint saved at the step the report was made (reports carry
+    it); for reports of older runs without a step, a best checkpoint of the same epoch (best is only
+    saved at an epoch's end, where a last one may be saved mid-epoch by a stop).
+    """
+    reports = [r for r in store.epoch_reports(run_id) if r.get("confusion")]
+    if not reports:
+        return None
+    kept = [c for kind in ("best", "last") for c in store.checkpoint_candidates(run_id, kind)]
+    for report in reversed(reports):
+        for c in kept:
+            same = c.step == report["step"] if "step" in report else c.kind == "best" and c.epoch == report["epoch"]
+            if same:
+                return ConfusionSource(report, c)
+    return ConfusionSource(reports[-1], None)
 
 
 def run_graph(store: RunStore, run_id: int) -> dict[str, Any]:

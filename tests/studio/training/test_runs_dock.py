@@ -188,6 +188,9 @@ def test_a_running_run_is_not_deleted(store):
 
 @pytest.mark.process
 def test_a_past_runs_confusion_matrix_and_the_samples_of_a_cell(qtbot, tmp_path):
+    """Two epochs; a min_delta no epoch can beat makes epoch 1 the best checkpoint and epoch 2 the last.
+    The matrix shown and the samples a click brings are the same epoch's (the click once re-evaluated
+    the best checkpoint, epoch 1, under epoch 2's matrix and swapped the matrix)."""
     import subprocess
     import sys
 
@@ -196,30 +199,32 @@ def test_a_past_runs_confusion_matrix_and_the_samples_of_a_cell(qtbot, tmp_path)
 
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"name": "past", "model": {"graph": str(ROOT / "assets/templates/digits_cnn.graph.json")},
-                                "device": "cpu", "train": {"epochs": 1}}))
+                                "device": "cpu", "train": {"epochs": 2}, "early_stopping": {"min_delta": 0.9}}))
     db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     done = subprocess.run([sys.executable, "-m", "trainer", "run", str(spec), "--db", db], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     store = RunStore(db)
+    assert {(c.kind, c.epoch) for c in store.checkpoints(1)} >= {("best", 1), ("last", 2)}
     panel = _panel(qtbot, store)
     panel.select_ids([1])
     stored = np.asarray(store.epoch_reports(1)[-1]["confusion"])
     view = panel.confusion.matrix_view
-    assert np.array_equal(view.matrix(), stored) and panel.confusion.caption.text().endswith("run 1, epoch 1)")
+    assert np.array_equal(view.matrix(), stored)
+    assert panel.confusion.caption.text().endswith("run 1, epoch 2, last checkpoint)")
     t = int(np.argmax(np.diag(stored)))
     panel.tabs.setCurrentWidget(panel.confusion)
     x, y = view.cell_center(t, t)
     qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(int(x), int(y)))
     assert panel.wait_samples()
     qtbot.waitUntil(lambda: len(panel.confusion.gallery.shown_indices()) > 0, timeout=60_000)
-    # The best checkpoint is epoch 1's: re-evaluated on the CPU it gives the stored matrix again.
+    # The last checkpoint is epoch 2's: re-evaluated on the CPU it gives the stored matrix again.
     assert np.array_equal(view.matrix(), stored)
-    assert panel.confusion.gallery.title() == f"true {t}, predicted {t} (run 1, best checkpoint): {stored[t, t]} samples"
+    assert panel.confusion.gallery.title() == (f"true {t}, predicted {t} (run 1, last checkpoint, epoch 2): "
+                                               f"{stored[t, t]} samples")
     qtbot.wait(100)                                           # the gallery's tiles laid out
     panel.grab().save(str(tmp_path / "runs_confusion.png"))   # painted: an attribute once hid QWidget.metric()
     store.close()
-
 
 
 def test_the_confusion_tab_follows_a_running_run(qtbot, store):
