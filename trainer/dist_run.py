@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -201,8 +200,7 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
             controls.on_state = on_state
         controls.install_sigterm()   # on every rank: a SIGTERM ends the run at rank 0's next step
         _started(job, ctx)
-        t0 = time.perf_counter()
-        finish(job, run_epochs(job), time.perf_counter() - t0)
+        finish(job, run_epochs(job), job.elapsed())   # every part of a resumed run
         close()
         return ev.EXIT_OK
     except NonFiniteLoss as exc:

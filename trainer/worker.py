@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import signal
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -195,10 +194,9 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
                  batch_size=st.spec.train.batch_size, train_size=len(s.train), val_size=len(s.val),
                  test_size=len(s.test), classes=s.classes, start_step=job.step, precision=st.spec.precision.dtype,
                  compile=st.spec.precision.compile, run_dir=str(run_dir))
-    t0 = time.perf_counter()
     try:
         status = run_epochs(job)
-        finish(job, status, time.perf_counter() - t0)
+        finish(job, status, job.elapsed())   # every part of a resumed run, not the gaps between them
         return ev.EXIT_OK
     except NonFiniteLoss as exc:
         fail(job, "nan", f"{exc}: training diverged (try a lower optim.lr)", step=exc.step)

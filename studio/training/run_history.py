@@ -59,7 +59,7 @@ def recipe(spec: dict[str, Any] | None) -> str:
         return block.get(key) if isinstance(block, dict) else None
 
     bits = []
-    for value, text in ((part("optim", "name"), "{}"), (part("optim", "lr"), "lr {:g}"),
+    for value, text in ((part("optim", "name"), "{}"), (part("optim", "lr"), "lr {:g}"), (part("schedule", "name"), "{} schedule"),
                         (part("train", "batch_size"), "batch {}"), (part("train", "epochs"), "{} epochs"),
                         (part("precision", "dtype"), "{}"), (part("precision", "compile"), "compile {}"),
                         (part("data", "dataset"), "dataset {}")):
@@ -82,7 +82,16 @@ def graph_label(run: Run) -> str:
     return str(name) if name else f"#{run.graph_hash[:8]}"
 
 
-def _seconds(run: Run, now: datetime) -> float | None:
+def run_seconds(store: RunStore, run: Run, now: datetime) -> float | None:
+    """How long a run has trained: the worker's own clock, which goes on across a resume and leaves out
+    the time between a stop and its resume (the ``seconds`` of its summary once it ended, else its last
+    ``time`` metric); for a run that recorded neither, the span from its start to its end (or now)."""
+    seconds = (run.summary or {}).get("seconds") if run.status != "running" else None
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        return float(seconds)
+    clock = store.metric_max(run.id, "time")
+    if clock is not None:
+        return clock
     if run.started_at is None:
         return None
     end = run.ended_at or (now if run.status == "running" else None)
@@ -94,34 +103,47 @@ def best_val_accuracy(store: RunStore, run_id: int) -> float | None:
     return store.metric_max(run_id, "val/accuracy")
 
 
-def run_rows(store: RunStore, best_cache: dict[int, float | None] | None = None) -> list[RunRow]:
+def run_rows(store: RunStore, cache: dict[int, tuple[float | None, float | None]] | None = None) -> list[RunRow]:
     """Every run in the store (running ones whose worker died are marked interrupted first).
 
-    ``best_cache`` keeps the best validation accuracy of runs that have ended, so polling the
-    store costs one indexed query per running run, not one per run ever made.
+    ``cache`` keeps the best validation accuracy and the duration of runs that have ended, so polling
+    the store costs indexed queries per running run, not per run ever made.
     """
     now = datetime.now(UTC).replace(tzinfo=None)
-    cache = {} if best_cache is None else best_cache
+    cache = {} if cache is None else cache
     rows = []
     for r in store.runs():
-        if r.id not in cache or r.status == "running":
-            best = best_val_accuracy(store, r.id)
+        if r.id in cache and r.status != "running":
+            best, seconds = cache[r.id]
+        else:
+            best, seconds = best_val_accuracy(store, r.id), run_seconds(store, r, now)
             if r.status == "running":
                 cache.pop(r.id, None)
             else:
-                cache[r.id] = best
-        else:
-            best = cache[r.id]
+                cache[r.id] = best, seconds
         data = (r.spec or {}).get("data", {})
         rows.append(RunRow(
             id=r.id, name=r.name or "", status=r.status, graph=graph_label(r),
             dataset=str(data.get("dataset", "")) if isinstance(data, dict) else "",
             best=best, best_metric=r.best_metric or "", params=r.params or 0,
-            seconds=_seconds(r, now), device=r.device or "",
+            seconds=seconds, device=r.device or "",
             started=r.started_at.strftime("%Y-%m-%d %H:%M") if r.started_at else "",
             error=r.error or "", epoch=r.epoch or 0, step=r.step or 0, recipe=recipe(r.spec),
             tags=tuple(r.tags or ()), notes=r.notes or "", spec=r.spec if isinstance(r.spec, dict) else {}))
     return rows
+
+
+def lr_changes(store: RunStore, run_id: int) -> str:
+    """What became of a run's learning rate, in a line: the rates set by hand during the run (the
+    ``lr/set`` metric, with their steps) and the last rate trained with; "" for a run with no lr rows."""
+    lrs = [(s, v) for s, _n, v in store.metrics(run_id, "lr") if v is not None]
+    if not lrs:
+        return ""
+    bits = [f"{lrs[0][1]:.4g} at step {lrs[0][0]}"]
+    bits += [f"set by hand to {v:.4g} at step {s}" for s, _n, v in store.metrics(run_id, "lr/set") if v is not None]
+    if len(lrs) > 1:
+        bits.append(f"{lrs[-1][1]:.4g} at step {lrs[-1][0]}")
+    return "Learning rate: " + ", ".join(bits) + "."
 
 
 def load_curves(store: RunStore, run_id: int, name: str) -> tuple[np.ndarray, np.ndarray]:

@@ -57,6 +57,7 @@ from .run_history import (
     confusion_source,
     delete_run,
     describe_runs,
+    lr_changes,
     run_graph,
     run_rows,
 )
@@ -180,7 +181,7 @@ class RunsPanel(QWidget):
         self.open_graph = open_graph
         self.prompts = prompts
         self._overlaid: list[int] = []
-        self._best_cache: dict[int, float | None] = {}
+        self._best_cache: dict[int, tuple[float | None, float | None]] = {}   # ended runs: best, seconds
         self._confusion_run: int | None = None      # the run whose matrix the Confusion tab shows...
         self._confusion_epoch = -1                   # ...and the epoch it was read at
         self._confusion_source: ConfusionSource | None = None   # its matrix and the checkpoint of that epoch
@@ -370,6 +371,8 @@ class RunsPanel(QWidget):
         text = (f"Run {r.id} {r.name}: {r.status.replace('_', ' ')} at epoch {r.epoch}, step {r.step}, on "
                 f"{r.device}, {took}.\nGraph {r.graph}, dataset {r.dataset}, {r.params:,} parameters."
                 + (f"\nRecipe: {r.recipe}." if r.recipe else ""))
+        if lr := lr_changes(self.store, r.id):
+            text += f"\n{lr}"
         if r.error:
             text += f"\n\nReason: {r.error}"
         self.details.setText(text)

@@ -260,6 +260,31 @@ def test_details_follow_the_selected_run_live_and_show_its_recipe(qtbot, store):
     assert "at epoch 2, step 20" in panel.details.text()
 
 
+def test_a_resumed_runs_duration_and_its_learning_rate_set_by_hand(qtbot, store):
+    """A run stopped at 40 s of training, resumed an hour later, ended at 70 s on its clock (the worker's
+    summary): its duration is 70 s, not the hour between; its details say the schedule and the rate set
+    by hand mid-run (the lr/set rows the worker writes) as well as the rate it ended at."""
+    from datetime import timedelta
+
+    spec = {"optim": {"name": "sgd", "lr": 0.05}, "schedule": {"name": "cosine"}}
+    rid = store.create_run(name="resumed", spec=spec, graph=_graph(), graph_hash="7" * 64, device="cpu", params=1)
+    store.add_metrics(rid, [(10, "lr", 0.05), (20, "lr", 0.04), (20, "lr/set", 0.0123), (30, "lr", 0.0123),
+                            (10, "time", 12.0), (30, "time", 69.5)])
+    run = store.run(rid)
+    store.finish(rid, "completed", summary={"seconds": 70.0})
+    store.update_run(rid, ended_at=run.started_at + timedelta(hours=1, seconds=70))
+    panel = _panel(qtbot, store)
+    assert dict(zip(_column(panel, "name"), _column(panel, "duration"), strict=True))["resumed"] == "1:10"
+    panel.select_ids([rid])
+    text = panel.details.text()
+    assert ", 1:10." in text and "sgd, lr 0.05, cosine schedule" in text
+    assert "Learning rate: 0.05 at step 10, set by hand to 0.0123 at step 20, 0.0123 at step 30." in text
+    # while it runs, the duration is its clock so far
+    store.update_run(rid, status="running", ended_at=None)
+    panel.refresh()
+    assert ", 1:10." in panel.details.text() or ", 1:09." in panel.details.text()
+
+
 def test_the_table_shows_at_least_eight_runs(qtbot, store):
     panel = _panel(qtbot, store)
     panel.resize(1000, 520)                           # a short window: the tabs below give way, not the table
