@@ -223,12 +223,14 @@ class MainWindow(QMainWindow):
 
     def _on_analyzed(self, analysis: object, problems: object) -> None:
         self.summary.show_analysis(analysis, problems)
-        built = analysis is None and self.live.inference is not None and self.live.inference.ok
-        # a graph that validates but does not build (a Module node whose class cannot be imported): in Problems
+        # what the build on meta adds to the graph's own problems (a reserved node id, a Module node whose
+        # class cannot be imported, a billion-parameter warning): the verdict `torch-studio validate` prints
+        inference = self.live.inference
+        own = inference.problems if inference is not None else []
         if is_blank(self.controller.graph):
             self._show_blank_problems()
         else:
-            self.problems.set_problems(list(problems) if built else [], source="build")  # type: ignore[call-overload]
+            self.problems.set_problems([p for p in problems if p not in own], source="build")  # type: ignore[attr-defined]
         if analysis is None and is_blank(self.controller.graph):   # nothing to fix yet: say what to do
             self.summary.totals.setText("A new network: add layers between Input and Output to see shapes, "
                                         "parameters and FLOPs.")
