@@ -255,3 +255,24 @@ def test_breadcrumbs_say_where_the_selection_sits_and_lead_back_out(qtbot):
     controller.select(["input"])  # outside every block: no crumbs
     qtbot.wait(20)
     assert not crumbs.isVisible()
+
+
+def test_far_zoom_block_labels_tell_blocks_apart(qtbot, tmp_path):
+    """Zoomed out (a map label per block), features.4 and features.6 read the same "featur..." (cut at
+    the end at a fixed 12 px on screen although a smaller size fits): the labels now shrink to fit, or are
+    cut in the middle, so the blocks' own pixels differ."""
+    canvas, controller, _live = open_canvas(qtbot, "mobilenet_v2")
+    controller.set_collapsed(gid(controller, "stage3"), False)
+    canvas.resetTransform()
+    canvas.scale(0.3, 0.3)
+    boxes = canvas.graph_scene.boxes
+    canvas.centerOn(boxes[gid(controller, "features.5")])
+    qtbot.wait(50)
+    shot = canvas.grab()
+    shot.save(str(tmp_path / "far_labels.png"))
+
+    def inside(name: str):
+        rect = canvas.mapFromScene(boxes[gid(controller, name)].sceneBoundingRect()).boundingRect()
+        return shot.copy(rect.adjusted(8, 8, -8, -8)).toImage()
+
+    assert inside("features.4") != inside("features.6")
