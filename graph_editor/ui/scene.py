@@ -16,7 +16,7 @@ from .groups import GroupBox, GroupFrame
 from .items import NodeItem, PortItem
 from .look import Metrics
 from .style import DARK, Fonts, Theme
-from .wires import WireItem
+from .wires import WireItem, wraps
 
 
 class GraphScene(QGraphicsScene):
@@ -238,6 +238,10 @@ class GraphScene(QGraphicsScene):
             rects += [f.rect for k, f in self.frames.items()
                       if k != gid and set(groups[k].nodes) < members and not f.rect.isEmpty()]
             self.frames[gid].fit(rects, whole=not self._others_within(rects, members))
+        if self.frames:   # a wire that wraps to the next band runs above the frames it enters: they moved
+            for wire in self.wires.values():
+                if wire.isVisible() and wraps(wire.src.anchor(wire), wire.dst.anchor(wire)):
+                    wire.update_path()
 
     def _others_within(self, rects: list[QRectF], members: set[str]) -> bool:
         """Whether a node or block outside ``members`` lies within the rectangle around ``rects``."""

@@ -276,3 +276,26 @@ def test_far_zoom_block_labels_tell_blocks_apart(qtbot, tmp_path):
         return shot.copy(rect.adjusted(8, 8, -8, -8)).toImage()
 
     assert inside("features.4") != inside("features.6")
+
+
+def test_no_wire_runs_behind_a_closed_block(qtbot):
+    """ResNet-18 with every block open but the head: the wires that wrap from layer3's end to layer4 ran
+    their lane across the top of layer4's band (90 above the input they reach, which sits deep in its
+    frames), behind the head block beside it. A wrapping wire runs in the gap above the frames it enters."""
+    canvas, controller, _live = open_canvas(qtbot, "resnet18")
+    controller.set_all_collapsed(False)
+    controller.set_collapsed(gid(controller, "head"), True)
+    qtbot.wait(20)
+    scene = canvas.graph_scene
+    behind = []
+    for box_id, box in scene.boxes.items():
+        if not box.isVisible():
+            continue
+        rect = box.sceneBoundingRect().adjusted(4, 4, -4, -4)
+        for wire in scene.wires.values():
+            if not wire.isVisible() or wire.src.parentItem() is box or wire.dst.parentItem() is box:
+                continue
+            path = wire.mapToScene(wire._path)
+            if any(rect.contains(path.pointAtPercent(k / 400)) for k in range(401)):
+                behind.append((str(wire.edge), box_id))
+    assert behind == []
