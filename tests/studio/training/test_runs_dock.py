@@ -301,3 +301,27 @@ def test_an_unnamed_run_is_named_after_its_graph_file():
     assert run_name("LeNet-5") == "LeNet-5"               # a template opened unsaved
     assert run_name("Untitled") == "Untitled"             # as the window calls it, never the spec file's "spec"
     assert run_name("") == "Untitled"
+
+
+def test_the_confusion_tab_lays_its_parts_side_by_side_where_it_is_short(qtbot, store, tmp_path):
+    """In the Runs workspace the tab is wide and short: stacked, the matrix, the table and the gallery
+    could not have their least heights, and the splitter laid the table and its grip over the matrix's
+    last rows. Now no two of the parts (and grips) overlap."""
+    import numpy as np
+
+    rid = store.create_run(name="ten", spec={}, graph=_graph(), graph_hash="6" * 64, device="cpu", params=1)
+    matrix = (np.eye(10, dtype=int) * 17).tolist()
+    store.add_epoch_report(rid, 1, {"confusion": matrix, "classes": [str(i) for i in range(10)]})
+    panel = _panel(qtbot, store)
+    panel.resize(1400, 780)                           # the Runs workspace at 1440x900
+    panel.select_ids([rid])
+    panel.tabs.setCurrentWidget(panel.confusion)
+    qtbot.wait(50)
+    assert panel.confusion.height() < 480, panel.confusion.height()   # the tab is short
+    qtbot.wait(50)
+    panel.grab().save(str(tmp_path / "runs_confusion_short.png"))
+    split = panel.confusion.split
+    parts = [split.widget(i).geometry() for i in range(split.count())]
+    parts += [split.handle(i).geometry() for i in range(1, split.count())]
+    assert all(not a.intersects(b) for k, a in enumerate(parts) for b in parts[k + 1:]), parts
+    assert panel.confusion.matrix_view.height() >= panel.confusion.matrix_view.minimumHeight()
