@@ -52,7 +52,7 @@ class ExperimentsHook(QObject):
 
     @property
     def url(self) -> str:
-        from trainer.store import default_url
+        from trainer.store.runs import default_url
 
         return self.db_url or default_url()
 
@@ -88,7 +88,7 @@ class ExperimentsHook(QObject):
     # ------------------------------------------------------------------ reading
     def refresh(self, force: bool = False) -> None:
         """Re-read the studies and the chosen one (redrawn only when something changed)."""
-        from trainer.store import StoreError
+        from trainer.store.runs import StoreError
         from trainer.sweep.report import list_studies, storage_for_reading, study_report
 
         if self.panel is None:
@@ -123,7 +123,7 @@ class ExperimentsHook(QObject):
 
     # ------------------------------------------------------------------ acting
     def _run(self, run_id: int) -> Any:
-        from trainer.store import RunStore, StoreError
+        from trainer.store.runs import RunStore, StoreError
 
         try:
             store = RunStore(self.url, create=False)
