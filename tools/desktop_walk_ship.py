@@ -68,7 +68,7 @@ def run_ship_walk(w: Walk) -> None:
         time.sleep(25)                       # the worker starts, trains one epoch, tests
 
     def confusion() -> None:
-        w.click(707, 300)                    # the matrix's cell (3, 3) in the Train workspace
+        w.click(1129, 300)                   # the matrix's cell (3, 3) in the Train workspace
         time.sleep(8)                        # the checkpoint is re-evaluated for the samples
 
     def export_onnx() -> None:
