@@ -149,6 +149,10 @@ class WireItem(QGraphicsItem):
         grown = _scaled(rect, LABEL_GROW) if not rect.isEmpty() else rect
         self._bounds = self._path.boundingRect().united(grown).adjusted(-4, -4, 4, 4)
 
+    def path_rect(self) -> QRectF:
+        """The rectangle around the drawn curve (its label aside)."""
+        return self._path.boundingRect()
+
     def label_rect(self, lod: float) -> QRectF:
         """Where the label goes at zoom ``lod``; empty when it is not shown (too short on
         screen to hold it and not hovered, or zoomed too far out)."""
