@@ -15,14 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from trainer.metrics import names
 from trainer.store.runs import Checkpoint, Run, RunStore
 
 # What can be overlaid: store metric name -> label.
-CURVES = {"val/accuracy": "val accuracy", "val/loss": "val loss", "train/loss": "train loss",
-          "train/accuracy": "train accuracy", "lr": "learning rate", "samples_per_s": "samples/s",
-          "system/cpu_percent": "CPU % (100 = one core)", "system/rss": "resident memory (bytes)",
-          "memory/allocated": "GPU memory allocated (bytes, CUDA runs)",
-          "memory/reserved": "GPU memory reserved (bytes, CUDA runs)"}
+CURVES = {m.name: m.label for m in (names.VAL_ACCURACY, names.VAL_LOSS, names.TRAIN_LOSS, names.TRAIN_ACCURACY,
+                                    names.LR, names.SAMPLES_PER_S, names.CPU_PERCENT, names.RSS,
+                                    names.MEMORY_ALLOCATED, names.MEMORY_RESERVED)}
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ def run_seconds(store: RunStore, run: Run, now: datetime) -> float | None:
     seconds = (run.summary or {}).get("seconds") if run.status != "running" else None
     if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
         return float(seconds)
-    clock = store.metric_max(run.id, "time")
+    clock = store.metric_max(run.id, names.TIME.name)
     if clock is not None:
         return clock
     if run.started_at is None:
@@ -136,11 +135,11 @@ def run_rows(store: RunStore, cache: dict[int, tuple[float | None, float | None]
 def lr_changes(store: RunStore, run_id: int) -> str:
     """What became of a run's learning rate, in a line: the rates set by hand during the run (the
     ``lr/set`` metric, with their steps) and the last rate trained with; "" for a run with no lr rows."""
-    lrs = [(s, v) for s, _n, v in store.metrics(run_id, "lr") if v is not None]
+    lrs = [(s, v) for s, _n, v in store.metrics(run_id, names.LR.name) if v is not None]
     if not lrs:
         return ""
     bits = [f"{lrs[0][1]:.4g} at step {lrs[0][0]}"]
-    bits += [f"set by hand to {v:.4g} at step {s}" for s, _n, v in store.metrics(run_id, "lr/set") if v is not None]
+    bits += [f"set by hand to {v:.4g} at step {s}" for s, _n, v in store.metrics(run_id, names.LR_SET.name) if v is not None]
     if len(lrs) > 1:
         bits.append(f"{lrs[-1][1]:.4g} at step {lrs[-1][0]}")
     return "Learning rate: " + ", ".join(bits) + "."
