@@ -50,5 +50,6 @@ def test_the_peak_is_never_below_the_resident_memory_of_the_same_sample():
         if i % 10 == 0:
             keep = keep[-3:]
         s = memory_sample(torch.device("cpu"))
-        below += s["peak_rss"] < s["rss"]
+        assert s.peak_rss is not None and s.rss is not None
+        below += s.peak_rss < s.rss
     assert below == 0
