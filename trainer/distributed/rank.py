@@ -15,6 +15,7 @@ run and records its own failure.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
 import time
@@ -194,15 +195,22 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
             restore_from(job, Path(resume_from))
         if ctx.main:
             controls.listen()
+            recorder = job.recorder
 
             def on_state(state: str, reason: str) -> None:
-                job.recorder.flush()
+                recorder.flush()
                 emitter.emit(ev.State(state=state, reason=reason))
             controls.on_state = on_state
         controls.install_sigterm()   # on every rank: a SIGTERM ends the run at rank 0's next step
         _started(job, ctx)
         t0 = time.perf_counter()
         finish(job, run_epochs(job), time.perf_counter() - t0)
+        # the wrapped model holds the process group: free it first, so the group's gloo threads are
+        # joined by destroy_process_group while the interpreter is whole (the process then ends at once:
+        # trainer.__main__)
+        job = None
+        del model
+        gc.collect()
         close()
         return ev.EXIT_OK
     except NonFiniteLoss as exc:
