@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_editor.model import Graph, GraphError, InputSpec, load_graph, save_graph, validate
-from studio.format import nbytes
+from graph_editor.model.units import nbytes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
