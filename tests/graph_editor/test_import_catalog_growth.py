@@ -343,3 +343,16 @@ def test_a_size_read_from_the_batch_is_not_specialised():
 
     with pytest.raises(ModuleImportError, match="end is computed from the batch size"):
         import_module(BatchBound(), (6,), strict=True)
+
+
+class SpaceToDepth(nn.Module):
+    """LeViT's subsample ``x[:, ::2, ::2]`` and a space-to-depth written with ``...``: several dims sliced at once."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        parts = [x[..., 0::2, 0::2], x[..., 1::2, 0::2], x[:, :, 0::2, 1::2], x[:, 1:, 1::2, 1::2]]
+        return torch.cat(parts, dim=1).flatten(1)
+
+
+def test_slicing_several_dims_at_once_imports_as_one_slice_each():
+    types = strict_round_trip(SpaceToDepth(), (3, 6, 6))
+    assert list(types.values()).count("Slice") == 9
