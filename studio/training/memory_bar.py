@@ -96,7 +96,7 @@ def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None,
     else:
         figures.largest_batch, _ = largest_batch(graph, budget, optimizer=pred.optimizer, precision=pred.precision,
                                                  channels_last=cl, device=kind, checkpoint=pred.checkpoint,
-                                                 stop=stop, resident=resident)
+                                                 stop=stop, resident=resident, frozen=pred.frozen)
     return figures
 
 
