@@ -32,9 +32,9 @@ from graph_editor.build.fake import fake_batch, fake_cpu
 from graph_editor.model import Graph, GraphError
 
 from .checkpointing import SegmentError, checkpointed_module
+from .finetune import freeze
 from .loop import make_train_step
 from .memory_tracker import Block, StorageTracker, attributed
-from .finetune import freeze
 from .optim import make_optimizer
 from .spec import OPTIMIZERS, ModelSpec, OptimSpec, SpecError
 

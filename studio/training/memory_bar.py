@@ -69,6 +69,9 @@ def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None,
     """The run's predicted peak, the largest batch that fits and, when it does not fit, the doctor's
     fixes. For a BackgroundTask: torch is imported here, on its thread; ``stop`` ends it early
     (between two predictions) by raising ``trainer.memory_predict.Cancelled``."""
+    from .tasks import import_trainer
+
+    import_trainer()
     from trainer.memory_doctor import diagnose, predict_for_spec, run_budget
     from trainer.memory_predict import largest_batch
     from trainer.spec import spec_from_dict
@@ -103,9 +106,13 @@ def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None,
 def _resident(rs: Any) -> int:
     """The dataset's bytes on the device for run spec ``rs`` (0 when streamed, or unreadable: the
     dialog's dataset check says why)."""
-    from trainer.checks import load_data
+    from trainer.checks import dataset_path, load_data, load_graph
+    from trainer.data.images.prepare import disk_path
     from trainer.memory_doctor import resident_data_bytes
 
+    path, graph = dataset_path(rs), load_graph(rs, [])
+    if path is not None and graph is not None and disk_path(rs.data, path, graph.input_spec.shape, []):
+        return 0    # images read from disk stream from the host: reading the folder whole here would take minutes
     raw = load_data(rs, [])
     return resident_data_bytes(rs, raw) if raw is not None else 0
 
