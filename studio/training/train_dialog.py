@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from graph_editor.model.finetune import plan_of
 from graph_editor.model.graph import Graph
 from graph_editor.model.serialize import graph_to_dict
 from graph_editor.model.validate import validate
@@ -39,6 +40,7 @@ from .dataset_view import DatasetView
 from .devices import Device
 from .devices_distributed import DeviceBox
 from .memory_bar import MemoryFigures, MemoryPanel, predict_for_dialog
+from .run_history import start_line
 from .spec_form import PRESETS, SpecForm
 from .tasks import BackgroundTask
 
@@ -76,8 +78,13 @@ class TrainDialog(QDialog):
             self.device_box.select_for(initial)
         else:
             self.apply_preset("quick")
+        plan = plan_of(graph)
+        if not plan.is_empty():     # the fine-tuning drawn on the design
+            self.form.set_values(plan.spec_fields(graph))
         self.form.changed.connect(self.refresh_problems)
         self.form.changed.connect(self._sync_preset)
+        self.form.changed.connect(self._show_start)
+        self._show_start()
         self.form.changed.connect(self._memory_timer.start)
         self.form.changed.connect(self.dataset_view.spec_changed)
         self.device.currentIndexChanged.connect(self._memory_timer.start)
@@ -151,6 +158,11 @@ class TrainDialog(QDialog):
         self.device.currentIndexChanged.connect(self.refresh_problems)
         self.device_box.predicted.connect(self.refresh_problems)
         form.addRow("device", self.device_box)
+        self.finetune_label = QLabel("")
+        self.finetune_label.setWordWrap(True)
+        self.finetune_label.setToolTip("model.init_from, model.frozen, model.lr_scale and model.reinit: set on the "
+                                       "canvas (Graph > Freeze, Learning-Rate Multiplier, Replace Head) or under Advanced")
+        form.addRow("start", self.finetune_label)
         return box
 
     def _advanced_box(self) -> QGroupBox:
@@ -188,6 +200,11 @@ class TrainDialog(QDialog):
             self.form.set_values(PRESETS[name])
             self.preset.setCurrentText(name)
         self.refresh_problems()
+
+    def _show_start(self) -> None:
+        """How the run starts, in one line: from scratch, or from weights with what is frozen and scaled."""
+        model = self.form.values()[0].get("model", {})
+        self.finetune_label.setText(start_line(model))
 
     def _sync_preset(self) -> None:
         """The preset box names the preset every recipe value still matches, else says "custom"."""
