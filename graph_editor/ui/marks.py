@@ -9,7 +9,7 @@ show. The marks come from the graph's metadata (:mod:`graph_editor.model.finetun
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen
@@ -22,7 +22,18 @@ from .groups import GroupBox, GroupFrame
 
 if TYPE_CHECKING:
     from ..model import Graph
-    from .scene import GraphScene
+    from .items import NodeItem
+
+
+class MarkedScene(Protocol):
+    """What the marks need of the scene (:class:`~graph_editor.ui.scene.GraphScene`, which makes them)."""
+
+    @property
+    def graph(self) -> Graph: ...
+
+    nodes: dict[str, NodeItem]
+    boxes: dict[str, GroupBox]
+    frames: dict[str, GroupFrame]
 
 ICE, AMBER, GREEN, VIOLET = QColor("#3d9be0"), QColor("#d98c1a"), QColor("#2f9e5b"), QColor("#8e5cd6")
 TAG_H = 17.0
@@ -116,7 +127,7 @@ def node_tags(graph: Graph) -> dict[str, tuple[list[Tag], bool]]:
 class TrainingMarks:
     """Keeps the scene's marks in step with the graph (every change re-derives them: a few dozen items)."""
 
-    def __init__(self, scene: GraphScene) -> None:
+    def __init__(self, scene: MarkedScene) -> None:
         self.scene = scene
         self.items: dict[str, MarkItem] = {}
         self._shown: dict[str, tuple[tuple[str, ...], bool, tuple[float, ...]]] = {}

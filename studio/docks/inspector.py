@@ -37,7 +37,7 @@ from graph_editor.ui.controller import EditorController
 
 from .. import format as fmt
 from .param_editors import ParamEditor, StrictSpinBox, make_editor
-from .sweep_rows import add_sweep_rows
+from .sweep_rows import Row, add_sweep_rows
 
 
 class FieldRow(QWidget):
@@ -68,7 +68,7 @@ class InspectorDock(QWidget):
         self.node_id: str | None = None
         self.rows: dict[str, FieldRow] = {}
         self.editors: dict[str, ParamEditor] = {}
-        self.sweep_rows: dict[str, FieldRow] = {}     # parameter -> its sweep range line
+        self.sweep_rows: dict[str, Row] = {}          # parameter -> its sweep range line
         self._shapes: dict[str, tuple[int, ...]] = {}
         self._ports: dict[str, list[tuple[int, ...]]] = {}  # every output's shape, nodes with several
         self._graph: Graph | None = None
