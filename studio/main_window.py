@@ -92,7 +92,8 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.setDockNestingEnabled(True)
         self._build_docks()
-        self.files = FileActions(self.document, services.settings, services.prompts, self, self.log.append, self)
+        self.files = FileActions(self.document, services.settings, services.prompts, self, self.log.append,
+                                 services.recovery.folder.parent / "weights", self)
         self.action = build_actions(self, self._handlers(), services.icons)
         self.recent_menu = QMenu("Open &Recent", self)
         self.menus = build_menus(self.menuBar(), self.action, recent=self.recent_menu)

@@ -27,6 +27,7 @@ class ImportRequest:
     input_shape: tuple[int, ...]
     num_classes: int
     strict: bool = False
+    weights: str = ""        # "": as the factory makes them; "cache": the local caches; else a weights file
 
 
 class Prompts(Protocol):

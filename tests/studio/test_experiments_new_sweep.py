@@ -60,8 +60,8 @@ def test_a_sweep_started_in_the_studio_runs_its_trials_and_shows_them(window, qt
     with qtbot.waitSignal(window.experiments.sweep.finished, timeout=300_000) as done:
         pass
     assert done.args == [0]
-    window.experiments.refresh(force=True)
-    assert panel.study.currentText() == "studio-sweep" and panel.table.rowCount() == 2
+    qtbot.waitUntil(lambda: (window.experiments.refresh(force=True), panel.table.rowCount())[1] == 2, timeout=30_000)
+    assert panel.study.currentText() == "studio-sweep", panel.status.text()
     states = {panel.table.item(r, 1).text() for r in range(2)}
     assert states == {"complete"}, states
     assert not panel.stop_button.isEnabled() and panel.new_button.isEnabled()
