@@ -57,10 +57,16 @@ def test_a_sweep_started_in_the_studio_runs_its_trials_and_shows_them(window, qt
     panel = window.experiments.panel
     QTest.mouseClick(panel.new_button, Qt.MouseButton.LeftButton)
     assert asked == [["conv1.out_channels"]] and panel.stop_button.isEnabled()
+    lines: list[str] = []
+    window.experiments.sweep.line.connect(lines.append)
     with qtbot.waitSignal(window.experiments.sweep.finished, timeout=300_000) as done:
         pass
-    assert done.args == [0]
-    qtbot.waitUntil(lambda: (window.experiments.refresh(force=True), panel.table.rowCount())[1] == 2, timeout=30_000)
+    assert done.args == [0], lines
+    try:
+        qtbot.waitUntil(lambda: (window.experiments.refresh(force=True), panel.table.rowCount())[1] == 2,
+                        timeout=30_000)
+    except Exception:
+        raise AssertionError((lines, panel.status.text(), panel.table.rowCount())) from None
     assert panel.study.currentText() == "studio-sweep", panel.status.text()
     states = {panel.table.item(r, 1).text() for r in range(2)}
     assert states == {"complete"}, states
