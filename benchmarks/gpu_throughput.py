@@ -7,7 +7,7 @@ its metrics written to a real SQLite run store and its events to a stream) in th
 hand-written eager fp32 loop, the worker's loop in eager fp32, and the worker's loop with torch.compile
 + bf16 + channels_last, interleaved for a few rounds. For the worker's two it also reports the model
 FLOP utilisation (the graph's own FLOP count, training as 3x the forward, over the GPU's dense bf16
-peak) and the share of the time spent getting batches (``trainer.utilisation``). One process is fair
+peak) and the share of the time spent getting batches (``trainer.metrics.utilisation``). One process is fair
 here: the GPU, not the host's threads, sets the pace (the CPU comparison, where threading decides,
 runs each loop as its own process: ``train_throughput.py``).
 """
@@ -27,15 +27,15 @@ import torch
 import torch.nn.functional as F
 
 from graph_editor.build import analyze, build_module
-from trainer import events as ev
 from trainer.checks import setup
-from trainer.controls import Controls
 from trainer.job import build_model, make_job, report_metrics
 from trainer.loop import EpochTotals, LoopHooks, train_one_epoch
+from trainer.metrics.utilisation import DataWait, mfu, peak_tflops
 from trainer.optim import make_optimizer
+from trainer.protocol import events as ev
+from trainer.protocol.controls import Controls
 from trainer.spec import spec_from_dict
-from trainer.store import RunStore
-from trainer.utilisation import DataWait, mfu, peak_tflops
+from trainer.store.runs import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "assets" / "templates"
@@ -189,7 +189,7 @@ def gpu_section(args: argparse.Namespace) -> None:
     for name in waits:
         util = (f"MFU {mfu(flops, statistics.median(rates[name]), peak):.1%} median, "
                 f"{mfu(flops, max(rates[name]), peak):.1%} best of {peak:g} dense bf16 TFLOP/s"
-                if peak else "MFU: this GPU's peak is not known (trainer.utilisation.PEAKS_TFLOPS)")
+                if peak else "MFU: this GPU's peak is not known (trainer.metrics.utilisation.PEAKS_TFLOPS)")
         print(f"  {name}: {util} ({flops / 1e9:.2f} GFLOP forward a sample, training 3x); waiting on data "
               f"{waits[name].seconds / spent[name]:.1%} of the time (goal < 2%)")
     for num, den in ((EAGER, A), (FAST, EAGER)):

@@ -5,7 +5,7 @@ round in reverse order, so a machine that speeds up or slows down mid-run favour
 
 - ``pytorch``: a hand-written loop (forward, cross-entropy, zero_grad, backward, AdamW step);
 - ``studio``: the trainer's own step (``trainer.loop.make_train_step``), no inspection;
-- ``inspected``: the same step wrapped by ``trainer.inspect.LiveInspection`` every ``--every`` s,
+- ``inspected``: the same step wrapped by ``trainer.inspection.LiveInspection`` every ``--every`` s,
   its reports handed to a publisher that writes the JSON file as the worker does (on a thread).
 
 It prints samples/s of each, the ratios, and the direct figure behind them: the median extra time
@@ -30,7 +30,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from graph_editor.build import build_module  # noqa: E402
 from graph_editor.model import load_graph  # noqa: E402
-from trainer.inspect import InspectReport, LiveInspection, inspected_step, write_report  # noqa: E402
+from trainer.inspection import InspectReport, LiveInspection, inspected_step, write_report  # noqa: E402
 from trainer.loop import make_train_step  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ from PySide6.QtTest import QTest  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from studio.training.runs_dock import RunsPanel  # noqa: E402
-from trainer.store import RunStore  # noqa: E402
+from trainer.store.runs import RunStore  # noqa: E402
 
 
 def fill(store: RunStore, runs: int, points: int) -> None:

@@ -97,7 +97,7 @@ def _set_aside(report: ExportReport, written: Written) -> None:
 def _record_artifact(source: ExportSource, run_id: int, report: ExportReport, path: Path) -> None:
     """Add the export to the run's artifacts; a store that cannot take it (read-only, gone, full) leaves
     the verified files as they are and a note in the report saying the export is not recorded."""
-    from trainer.store import RunStore, StoreError
+    from trainer.store.runs import RunStore, StoreError
 
     try:
         store = RunStore(source.store_url, create=False)

@@ -23,7 +23,7 @@ from .source import (
 )
 
 if TYPE_CHECKING:
-    from trainer.store import RunStore
+    from trainer.store.runs import RunStore
 
 CHECKPOINT_KINDS = ("best", "last")
 
@@ -32,8 +32,8 @@ def from_run(run_id: int, *, checkpoint: str | Path = "best", store: str | None 
              verify_batch: int = 64) -> ExportSource:
     """A source for ``run_id``: its graph snapshot with the ``best``/``last`` checkpoint (or a checkpoint
     file), verified on ``verify_batch`` raw samples of the run's validation split, with its metrics."""
-    from trainer.checkpoint import CheckpointError, load_checkpoint_weights
-    from trainer.store import RunStore, StoreError
+    from trainer.checkpoints.single_file import CheckpointError, load_checkpoint_weights
+    from trainer.store.runs import RunStore, StoreError
 
     try:
         runs = RunStore(store, create=False)   # a typo in the path is said, not made into an empty store
@@ -99,7 +99,7 @@ def one_click_run(current: int | None, store: str | None = None) -> int | None:
     """The run one-click export ships: the newest completed run of the same graph as ``current`` (the
     run this window started last), so a run stopped midway never displaces a finished one; ``current``
     itself when no run of its graph completed; None without a current run."""
-    from trainer.store import RunStore, StoreError
+    from trainer.store.runs import RunStore, StoreError
 
     if current is None:
         return None

@@ -1,6 +1,6 @@
 """``torch-studio explain GRAPH``: where ``torch.compile`` would break the graph's model into pieces.
 
-Runs ``torch._dynamo.explain`` in a fresh process (:func:`trainer.explain.explain_in_subprocess`):
+Runs ``torch._dynamo.explain`` in a fresh process (:func:`trainer.compilation.explain.explain_in_subprocess`):
 the graph count, each graph break with its reason, hints and the node it is in.
 """
 
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from trainer.explain import ExplainError, explain_in_subprocess
+    from trainer.compilation.explain import ExplainError, explain_in_subprocess
 
     if args.batch < 1:
         fail("--batch must be at least 1")

@@ -88,8 +88,8 @@ def autograd_table(captured: AutogradCapture) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from studio.cli_train import open_store
-    from trainer.inspect import InspectHistory, reports_from_metrics
-    from trainer.store import StoreError
+    from trainer.inspection import InspectHistory, reports_from_metrics
+    from trainer.store.runs import StoreError
 
     store = open_store(args.db)
     try:
@@ -121,7 +121,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def inspect_table(report, steps: list[int]) -> str:  # noqa: ANN001 - trainer.inspect.InspectReport
+def inspect_table(report, steps: list[int]) -> str:  # noqa: ANN001 - trainer.inspection.InspectReport
     """One row per graph node, in network order."""
     def num(v: float | None, fmt: str = ".3g") -> str:
         return "-" if v is None else format(v, fmt)

@@ -1,7 +1,7 @@
 """``torch-studio launch SPEC [--slurm]``: print how to start a distributed run spec.
 
 Prints each node's ``torchrun`` line (or, with ``--slurm``, an ``sbatch`` script) written by
-:mod:`trainer.launch_scripts` from the spec's ``distributed`` section. It starts nothing.
+:mod:`trainer.distributed.scripts` from the spec's ``distributed`` section. It starts nothing.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainer.launch_scripts import commands_text, launch_from_spec, sbatch_script
+from trainer.distributed.scripts import commands_text, launch_from_spec, sbatch_script
 from trainer.spec import SpecError, load_spec
 
 

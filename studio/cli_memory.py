@@ -1,6 +1,6 @@
 """``torch-studio memory GRAPH``: the predicted peak memory of a training step, and the largest batch.
 
-The prediction runs the trainer's own step on fake tensors (:mod:`trainer.memory_predict`): no
+The prediction runs the trainer's own step on fake tensors (:mod:`trainer.memory.prediction`): no
 real memory, no GPU, a second or two.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from studio.cli_graph import fail, load_for_cli, parse_shape
 from studio.format import nbytes
 
-MAX_BYTES = 1 << 60   # 1 EiB: trainer.memory_predict.MAX_BUDGET (not imported: it imports torch)
+MAX_BYTES = 1 << 60   # 1 EiB: trainer.memory.prediction.MAX_BUDGET (not imported: it imports torch)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb": 1000 ** 2, "mib": 1024 ** 2,
           "g": 1000 ** 3, "gb": 1000 ** 3, "gib": 1024 ** 3, "t": 1000 ** 4, "tb": 1000 ** 4, "tib": 1024 ** 4}
 
@@ -54,7 +54,7 @@ def parse_bytes(text: str) -> int:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    from trainer.memory_predict import (
+    from trainer.memory.prediction import (
         MemoryPredictionError,
         largest_batch,
         predict_memory,

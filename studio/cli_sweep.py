@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from graph_editor.model import GraphFileError
-    from trainer.store import StoreError
+    from trainer.store.runs import StoreError
     from trainer.sweep import Sweep, SweepPlan
 
     plan = SweepPlan(graph=args.graph, space=args.space, trials=args.trials, data=args.data, parallel=args.parallel,

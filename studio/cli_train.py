@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainer import events as ev
+from trainer.protocol import events as ev
 from trainer.run_outcome import default_run_name
 from trainer.spec import COMPILE_MODES, PRECISIONS, STRATEGIES
 
@@ -86,7 +86,7 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trainer.client import WorkerClient
+    from trainer.protocol.client import WorkerClient
 
     with tempfile.TemporaryDirectory(prefix="torch-studio-") as tmp:
         spec_path = Path(tmp) / "spec.json"
@@ -199,8 +199,8 @@ def _pct(v: float | None, fmt: str) -> str:
 
 
 # ------------------------------------------------------------------ runs / show
-def open_store(url: str | None):  # noqa: ANN201 - trainer.store.RunStore
-    from trainer.store import RunStore, StoreError
+def open_store(url: str | None):  # noqa: ANN201 - trainer.store.runs.RunStore
+    from trainer.store.runs import RunStore, StoreError
 
     try:
         return RunStore(url, create=False)   # reading: a store that is not there is said, never made
@@ -210,7 +210,7 @@ def open_store(url: str | None):  # noqa: ANN201 - trainer.store.RunStore
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from trainer.store import StoreError, run_to_dict
+    from trainer.store.runs import StoreError, run_to_dict
 
     try:
         runs = open_store(args.db).runs()   # reading only: works on a full disk and on read-only media
@@ -235,7 +235,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from trainer.store import StoreError, run_to_dict
+    from trainer.store.runs import StoreError, run_to_dict
 
     store = open_store(args.db)
     try:                      # a damaged store fails on any read: one error line, never a traceback

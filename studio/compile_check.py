@@ -1,6 +1,6 @@
 """Graph > Check Compile: where ``torch.compile`` breaks the graph's model, as warnings on its nodes.
 
-The check runs ``python -m trainer.explain`` (:mod:`trainer.explain`) in a child process, so the
+The check runs ``python -m trainer.compilation.explain`` (:mod:`trainer.compilation.explain`) in a child process, so the
 window never waits and never imports dynamo; its graph breaks go to the Problems dock under their
 own source, each on its node (a click selects it), and leave it as soon as the graph changes.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, QProcess, Signal
 
 from graph_editor.model import Graph, Problem, dumps, save_graph, validate
-from trainer.explain import Explanation
+from trainer.compilation.explain import Explanation
 
 from .actions import ActionSpec
 
@@ -66,7 +66,7 @@ class CompileCheck(QObject):
         self.proc = QProcess(self)
         self.proc.setWorkingDirectory(os.getcwd())  # Module nodes import their classes from here too
         self.proc.finished.connect(self._on_finished)
-        self.proc.start(sys.executable, ["-m", "trainer.explain", path, "--json"])
+        self.proc.start(sys.executable, ["-m", "trainer.compilation.explain", path, "--json"])
         self._say("Check Compile: running torch._dynamo.explain in the background…", "info")
         self.port.status("Checking where torch.compile breaks the graph…")
         return True

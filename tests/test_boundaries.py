@@ -84,14 +84,14 @@ def test_layering():
 
 
 def test_studio_reads_the_run_store_through_its_methods():
-    """No SQL in the app shell: run-history queries are :class:`trainer.store.RunStore` methods."""
+    """No SQL in the app shell: run-history queries are :class:`trainer.store.runs.RunStore` methods."""
     assert offenders("studio", ("sqlalchemy",)) == []
 
 
 def test_the_worker_protocol_and_its_client_stay_light():
     """The CLI and the studio load the protocol, the client and the liveness check without torch,
     Qt or a database driver."""
-    for rel in ("trainer/events.py", "trainer/client.py", "trainer/liveness.py", "trainer/per_class.py"):
+    for rel in ("trainer/protocol/events.py", "trainer/protocol/client.py", "trainer/store/liveness.py", "trainer/metrics/per_class.py"):
         heavy = {n for n in imported_modules(ROOT / rel) if n.split(".")[0] in ("torch", "sqlalchemy", *QT)}
         assert heavy == set(), rel
 

@@ -4,7 +4,7 @@
 
 Needs a CUDA GPU. For each case (template, batch, precision, channels_last, cuDNN benchmark) it runs
 the trainer's own step (``trainer.loop.make_train_step``, the spec's default AdamW) three times and
-reports, beside :func:`trainer.memory_predict.predict_memory`'s peak and parts:
+reports, beside :func:`trainer.memory.prediction.predict_memory`'s peak and parts:
 
 * ``peak``: ``torch.cuda.max_memory_allocated`` over the three steps (what the prediction test checks);
 * ``persistent_extra``: bytes allocated after the steps beyond the weights, gradients and optimizer
@@ -16,7 +16,7 @@ reports, beside :func:`trainer.memory_predict.predict_memory`'s peak and parts:
   storage) against what :func:`graph_editor.build.autograd.capture_autograd` lists on fake CUDA, as
   multisets of (shape, dtype) with the differences.
 
-The figures fed ``trainer.memory_predict``'s CUDA terms; ``docs/gpu.md`` records a run.
+The figures fed ``trainer.memory.prediction``'s CUDA terms; ``docs/gpu.md`` records a run.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from graph_editor.build import build_module, example_input  # noqa: E402
 from graph_editor.build.autograd import capture_autograd, tensors_in  # noqa: E402
 from graph_editor.model import load_graph  # noqa: E402
 from trainer.loop import make_train_step  # noqa: E402
-from trainer.memory_predict import predict_memory  # noqa: E402
+from trainer.memory.prediction import predict_memory  # noqa: E402
 from trainer.optim import make_optimizer  # noqa: E402
 from trainer.spec import OptimSpec  # noqa: E402
 

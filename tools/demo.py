@@ -132,8 +132,8 @@ def edit_and_undo(tour: Tour) -> None:
 
 def train_digits(tour: Tour) -> None:
     """Training: digits_cnn on the embedded digits in the worker process, every run kept in a store."""
-    from trainer import events as ev
-    from trainer.client import WorkerClient
+    from trainer.protocol import events as ev
+    from trainer.protocol.client import WorkerClient
 
     spec = tour.out / "digits_cnn.spec.json"
     spec.write_text(json.dumps({"schema_version": 1, "name": "demo digits_cnn", "device": "cpu",

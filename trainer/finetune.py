@@ -24,7 +24,7 @@ from torch import nn
 
 from graph_editor.model import Graph
 
-from .checkpointing import SegmentError, resolve_segments
+from .memory.recomputation import SegmentError, resolve_segments
 from .spec import ModelSpec, RunSpec, SpecError
 
 BN = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)

@@ -17,8 +17,7 @@ from torch import nn
 
 from graph_editor.build import build_module
 
-from . import events as ev
-from .checkpoint import (
+from .checkpoints.single_file import (
     CheckpointError,
     checkpoint_file,
     fault_point,
@@ -30,14 +29,12 @@ from .checkpoint import (
     save_checkpoint,
     verify_checkpoint,
 )
-from .checkpointing import SegmentError, checkpointed_module
 from .checks import Setup
-from .compile_log import watch as watch_compile
-from .controls import Controls
+from .compilation.log import watch as watch_compile
 from .data.images.prepare import file_loaders
 from .data.loaders import Augment, DeviceLoader, StreamLoader
 from .finetune import freeze, initialise, lr_scales
-from .inspect import LiveInspection, publisher
+from .inspection import LiveInspection, publisher
 from .loop import (
     EpochTotals,
     Evaluation,
@@ -49,14 +46,17 @@ from .loop import (
     report_pending,
     train_one_epoch,
 )
-from .memory import memory_sample, rss_bytes
-from .memtrace import LiveRecording
-from .memtrace import publisher as memtrace_publisher
+from .memory.recomputation import SegmentError, checkpointed_module
+from .memory.samples import memory_sample, rss_bytes
+from .memory.timeline import LiveRecording
+from .memory.timeline import publisher as memtrace_publisher
+from .metrics.recorder import Recorder
+from .metrics.skipped import watch as watch_skipped
 from .optim import Schedule, make_optimizer
-from .recorder import Recorder
-from .skipped import watch as watch_skipped
+from .protocol import events as ev
+from .protocol.controls import Controls
 from .spec import SpecError
-from .store import RunStore
+from .store.runs import RunStore
 
 LOWER_IS_BETTER = {"val_loss"}
 
@@ -89,7 +89,7 @@ class Job:
     last_cpu: tuple[float, float] = field(default_factory=lambda: (time.process_time(), time.monotonic()))
     recorder: Recorder = field(default_factory=Recorder)
     inspection: LiveInspection | None = None   # inspects a step on request or every inspect_every_s
-    dist: Any = None          # under torchrun: trainer.dist_run.RankRole (agreement, sharded checkpoints)
+    dist: Any = None          # under torchrun: trainer.distributed.rank.RankRole (agreement, sharded checkpoints)
 
     @property
     def spec(self):  # noqa: ANN201 - RunSpec

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .metrics.per_class import per_class
 from .optim import set_lr
-from .per_class import per_class
 
 StepFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
@@ -224,7 +224,7 @@ class Evaluation:
 
     def per_class(self) -> dict[str, list[Any]]:
         """Precision, recall and F1 of every class (0 where undefined), and its support, as the
-        events and the store carry them (:func:`trainer.per_class.per_class`)."""
+        events and the store carry them (:func:`trainer.metrics.per_class.per_class`)."""
         return per_class(self.confusion).to_dict()
 
 

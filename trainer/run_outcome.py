@@ -1,5 +1,5 @@
 """How a run is refused, recorded and ended -- shared by the one-process worker (:mod:`trainer.worker`)
-and the torchrun launcher and ranks (:mod:`trainer.dist_launch`, :mod:`trainer.dist_run`): the
+and the torchrun launcher and ranks (:mod:`trainer.distributed.launch`, :mod:`trainer.distributed.rank`): the
 refusal before anything ran (exit 2, a ``failed`` event with ``problems``), the spec and folder a new
 run is stored with, the end of a run (``finished``) and its failure (``failed``, even when the store
 cannot record it). Its own module, so the distributed entry points need nothing back from the worker
@@ -14,13 +14,13 @@ import torch
 
 from graph_editor.build import BuildError
 
-from . import events as ev
 from .checks import Setup
 from .data import DataError
+from .distributed.lifeline import live_ranks
 from .job import Job, emit_memory, evaluate_split, load_best_weights
-from .lifeline import live_ranks
+from .protocol import events as ev
 from .spec import SpecError
-from .store import Run, RunStore, StoreError, default_run_root
+from .store.runs import Run, RunStore, StoreError, default_run_root
 
 
 def refuse(emitter: ev.Emitter, kind: str, message: str, problems: list[str] | None = None, *,

@@ -114,7 +114,7 @@ class TrainSpec:
     batch_size: int = 64
     seed: int = 0
     metrics_interval_s: float = 0.25  # host reads device-side loss/accuracy at most this often
-    inspect_every_s: float = 0.0      # inspect a step (per-node gradients, trainer.inspect) this often; 0 = off
+    inspect_every_s: float = 0.0      # inspect a step (per-node gradients, trainer.inspection) this often; 0 = off
 
 
 @dataclass
@@ -133,7 +133,7 @@ class EarlyStopSpec:
 
 @dataclass
 class MemorySpec:
-    # Activation checkpointing (trainer.checkpointing): group ids or "first..last" node id ranges whose
+    # Activation checkpointing (trainer.memory.recomputation): group ids or "first..last" node id ranges whose
     # activations are recomputed in backward instead of kept.
     checkpoint: list[str] = field(default_factory=list)
     budget_mb: float = 0.0    # refuse a run predicted to need more; 0: the GPU's memory on CUDA, no check on the CPU
@@ -148,7 +148,7 @@ class CheckpointSpec:
 
 @dataclass
 class DistributedSpec:
-    """Data parallelism under ``torchrun`` (trainer.distributed). ``strategy`` none: one process."""
+    """Data parallelism under ``torchrun`` (trainer.distributed.parallel). ``strategy`` none: one process."""
 
     strategy: str = "none"              # none, ddp (DistributedDataParallel), fsdp2 (fully_shard)
     nproc_per_node: int = 1             # processes (ranks) on each machine

@@ -3,7 +3,7 @@
 Also ``python -m trainer resume RUN_ID [--db URL]``: continue a stopped, failed or interrupted run
 from its last whole checkpoint, as the same run (a damaged newest checkpoint is skipped for the one
 before it, and stderr says so). The protocol (events out, commands in, exit status) is described in
-:mod:`trainer.events`. The worker never imports Qt and needs no GUI.
+:mod:`trainer.protocol.events`. The worker never imports Qt and needs no GUI.
 
 Whatever goes wrong before ``run_started`` is a refusal (exit 2, a ``failed`` event with
 ``problems``), never a traceback on the terminal: an unexpected exception keeps its traceback in
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import signal
 import sys
 import time
@@ -24,21 +25,21 @@ from typing import Any
 
 import torch
 
-from . import dist_launch
-from . import events as ev
-from .checkpoint import CheckpointError, discard_after, verify_checkpoint
+from .checkpoints.single_file import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
-from .controls import Controls
+from .distributed import launch as dist_launch
+from .distributed.lifeline import is_torchrun_child
 from .job import (
     build_model,
     make_job,
     restore,
     run_epochs,
 )
-from .lifeline import is_torchrun_child
 from .loop import NonFiniteLoss
-from .memory import memory_sample
-from .memory_doctor import gate as memory_gate
+from .memory.doctor import gate as memory_gate
+from .memory.samples import memory_sample
+from .protocol import events as ev
+from .protocol.controls import Controls
 from .run_outcome import (  # noqa: F401  (public here too: trainer.worker.refuse, default_run_dir, ...)
     SETUP_ERRORS,
     count_params,
@@ -53,13 +54,14 @@ from .run_outcome import (  # noqa: F401  (public here too: trainer.worker.refus
     stored_spec,
 )
 from .spec import STRATEGIES, load_spec, spec_from_dict
-from .store import RunStore, StoreError
+from .store.runs import RunStore, StoreError
 
 _EARLY_STOP: list[str] = []    # a SIGINT/SIGTERM that came before the run's own handlers
 
 
 def main(argv: list[str] | None = None, *, early_signals: list[str] | None = None) -> int:
     """The worker's command line; ``early_signals`` are stop signals noted before this was imported."""
+    faulthandler.enable(all_threads=True)   # a native crash (SIGSEGV, SIGABRT) leaves every thread's stack on stderr
     for sig in (signal.SIGINT, signal.SIGTERM):   # from the first line: no KeyboardInterrupt traceback, ever
         signal.signal(sig, lambda signum, _frame: _EARLY_STOP.append(signal.Signals(signum).name))
     _EARLY_STOP.extend(early_signals or [])
@@ -81,7 +83,7 @@ def main(argv: list[str] | None = None, *, early_signals: list[str] | None = Non
     try:
         if args.command == "run":
             if is_torchrun_child():   # a rank, started by our launcher or by torchrun itself
-                from .dist_run import run_rank
+                from .distributed.rank import run_rank
 
                 return run_rank(args.spec, db=args.db, run_dir=args.run_dir, run_id=args.run_id,
                                 resume_from=args.resume_from, emitter=emitter)

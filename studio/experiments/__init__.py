@@ -61,7 +61,7 @@ class ExperimentsHook(QObject):
 
     @property
     def url(self) -> str:
-        from trainer.store import default_url
+        from trainer.store.runs import default_url
 
         return self.db_url or default_url()
 
@@ -99,7 +99,7 @@ class ExperimentsHook(QObject):
     # ------------------------------------------------------------------ reading
     def refresh(self, force: bool = False) -> None:
         """Re-read the studies and the chosen one (redrawn only when something changed)."""
-        from trainer.store import StoreError
+        from trainer.store.runs import StoreError
         from trainer.sweep.report import list_studies, storage_for_reading, study_report
 
         if self.panel is None:
@@ -134,7 +134,7 @@ class ExperimentsHook(QObject):
 
     # ------------------------------------------------------------------ acting
     def _run(self, run_id: int) -> Any:
-        from trainer.store import RunStore, StoreError
+        from trainer.store.runs import RunStore, StoreError
 
         try:
             store = RunStore(self.url, create=False)

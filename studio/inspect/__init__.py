@@ -114,7 +114,7 @@ class InspectHook(QObject):
 
     def load_run(self, store: Any, run_id: int) -> None:
         """Show the inspections stored with run ``run_id`` (a finished run is inspected later this way)."""
-        from trainer.inspect import reports_from_metrics
+        from trainer.inspection import reports_from_metrics
 
         assert self.workspace is not None
         self.run_id = run_id
@@ -132,7 +132,7 @@ class InspectHook(QObject):
         ctl = self.training()
         if ctl is None or not ctl.session.is_running():
             return False
-        from trainer.events import InspectNow
+        from trainer.protocol.events import InspectNow
 
         return bool(ctl.session.bridge.send(InspectNow()))
 
@@ -143,7 +143,7 @@ class InspectHook(QObject):
             self.run_id = event.run_id
             self.workspace.reset_run()
         elif event.event == "inspect":
-            from trainer.inspect import read_report
+            from trainer.inspection import read_report
 
             try:
                 self.workspace.add_report(read_report(event.path))

@@ -18,7 +18,7 @@ def _make(template: str, batch: int) -> QWidget:
     from graph_editor.build.autograd import capture_autograd
     from graph_editor.model import load_graph
     from studio.resources import TEMPLATES
-    from trainer.inspect import InspectHistory, inspected_step
+    from trainer.inspection import InspectHistory, inspected_step
 
     from .backward import BackwardView
     from .flow import GradientFlowPlot, Sparkline

@@ -14,7 +14,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontMetricsF, QResizeEvent
 
-from trainer.inspect import EXPLODING, VANISHING, InspectReport
+from trainer.inspection import EXPLODING, VANISHING, InspectReport
 
 from ..training.plot_theme import BLUE, VERMILLION, PlotTheme, plot_theme
 

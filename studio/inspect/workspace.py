@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 from graph_editor.build.autograd import LOSS, AutogradCapture
 from graph_editor.model import Graph, Problem
 from graph_editor.ui.canvas import GraphCanvas
-from trainer.inspect import InspectHistory, InspectReport
+from trainer.inspection import InspectHistory, InspectReport
 
 from ..training.tasks import BackgroundTask
 from .backward import BackwardView

@@ -20,7 +20,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from graph_editor.model.serialize import graph_to_dict, load_graph
-from trainer.events import EpochEnd
+from trainer.protocol.events import EpochEnd
 
 from ..resources import IconSet
 from ..themes import THEME_TABLE, ThemeManager

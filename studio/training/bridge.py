@@ -1,11 +1,11 @@
-"""The worker process as Qt signals: a thin adapter over :class:`trainer.client.WorkerClient`.
+"""The worker process as Qt signals: a thin adapter over :class:`trainer.protocol.client.WorkerClient`.
 
 The client runs ``python -m trainer run SPEC --db URL`` in a session of its own (so it can outlive
 the studio: "let it finish in the background"), a little below the studio's priority, with stderr
 in a log file whose tail is the reason given when the process dies without saying why; its reader
 thread never reads more than a bounded amount ahead. Every ``POLL_MS`` this adapter takes the
 client's parsed events for at most ``SLICE_S`` and emits them as typed signals (the dataclasses of
-:mod:`trainer.events`), so a flood of events can never stall the event loop.
+:mod:`trainer.protocol.events`), so a flood of events can never stall the event loop.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from trainer import events as ev
-from trainer.client import WorkerClient
+from trainer.protocol import events as ev
+from trainer.protocol.client import WorkerClient
 
 POLL_MS = 25           # the GUI thread takes the worker's events this often...
 SLICE_S = 0.006        # ...and spends at most this long on them per turn of the event loop
@@ -24,9 +24,9 @@ WORKER_NICE = 5
 
 
 class WorkerBridge(QObject):
-    """One worker process at a time. Signals carry the typed events of :mod:`trainer.events`.
+    """One worker process at a time. Signals carry the typed events of :mod:`trainer.protocol.events`.
 
-    ``event`` carries every event (an :class:`~trainer.events.UnknownEvent` from a newer worker
+    ``event`` carries every event (an :class:`~trainer.protocol.events.UnknownEvent` from a newer worker
     too), before its own signal. ``crashed(reason)`` is emitted when the process ends without a
     ``finished`` or ``failed`` event (killed, segfault, out of host memory); ``exited(code)`` always
     comes last.

@@ -1,7 +1,7 @@
 """Confusion-matrix heatmap, per-class precision/recall/F1, and the samples behind a cell.
 
 :func:`per_class_metrics` gives the table's rows from the per-class figures the worker sent (or, for a
-matrix the studio made itself, :func:`trainer.per_class.per_class` of it; tested without Qt).
+matrix the studio made itself, :func:`trainer.metrics.per_class.per_class` of it; tested without Qt).
 :class:`ConfusionMatrixView` paints the matrix with its counts and class labels and emits
 ``cell_clicked(true, predicted)``; :class:`SampleGallery` shows the validation samples that fell
 in that cell with their true and predicted labels. Both take the studio's light or dark colours
@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from trainer.events import PerClass
-from trainer.per_class import per_class
+from trainer.metrics.per_class import per_class
+from trainer.protocol.events import PerClass
 
 from .plot_theme import LIGHT, PlotTheme, plot_theme
 
@@ -50,7 +50,7 @@ class ClassMetrics:
 def per_class_metrics(matrix: np.ndarray, names: Sequence[str], figures: PerClass | None = None,
                       ) -> list[ClassMetrics]:
     """One row per class: ``figures`` as the worker sent them, else computed from ``matrix`` (rows
-    true classes, columns predicted) by :func:`trainer.per_class.per_class`."""
+    true classes, columns predicted) by :func:`trainer.metrics.per_class.per_class`."""
     pc = figures if figures is not None else per_class(matrix)
     return [ClassMetrics(str(names[i]) if i < len(names) else str(i), float(pc.precision[i]),
                          float(pc.recall[i]), float(pc.f1[i]), int(pc.support[i])) for i in range(len(pc))]
@@ -380,7 +380,7 @@ class ConfusionPanel(QWidget):
         self._pred_source, self._stale = source, False
 
     def show_predictions(self, result: Any, source: str, t: int, p: int) -> None:
-        """A checkpoint's re-evaluation (:class:`~trainer.predict.Predictions`): its matrix and
+        """A checkpoint's re-evaluation (:class:`~trainer.metrics.confusion_cells.Predictions`): its matrix and
         per-class figures, its samples, and cell (t, p) of it."""
         self.set_matrix(result.matrix(), result.classes, source, per_class=result.per_class())
         self.set_predictions(result.images, result.true, result.pred, source)

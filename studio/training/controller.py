@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from graph_editor.model.graph import Graph
 from trainer.run_outcome import default_run_name
-from trainer.store import RunStore, StoreError, default_run_root, default_url
+from trainer.store.runs import RunStore, StoreError, default_run_root, default_url
 
 from ..prompts import Prompts, ask_about_running_run
 from .dashboard import TrainingDashboard

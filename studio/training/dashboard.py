@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from trainer import events as ev
+from trainer.protocol import events as ev
 
 from ..elided_label import ElidedLabel
 from .confusion import ConfusionPanel

@@ -4,7 +4,7 @@ Each listed device is a choice; with N > 1 GPUs two more follow them: "all N GPU
 over N GPUs". Choosing one writes the run spec's ``distributed`` section (strategy and processes per
 machine; a single device sets strategy ``none``) and its device (``cuda``: each rank takes the GPU
 of its local rank). Beside each strategy the predicted memory of one GPU
-(:func:`trainer.memory_distributed.per_rank`, off the GUI thread); "Launch on several machines..."
+(:func:`trainer.memory.per_rank.per_rank`, off the GUI thread); "Launch on several machines..."
 opens :class:`studio.training.devices_launch.LaunchDialog` for the spec as it stands.
 """
 
@@ -59,7 +59,7 @@ def device_choices(devices: Sequence[Device]) -> list[DeviceChoice]:
 class PerGpu:
     """One GPU's predicted peak under each strategy, and what a GPU leaves for training (None: unknown)."""
 
-    ranks: dict[str, Any]          # strategy -> trainer.memory_distributed.RankMemory
+    ranks: dict[str, Any]          # strategy -> trainer.memory.per_rank.RankMemory
     usable: int | None
 
     def fits(self, strategy: str) -> bool:
@@ -75,8 +75,8 @@ class PerGpu:
 def per_gpu_for_dialog(graph: Any, spec: dict[str, Any], n: int, memory_mib: int | None) -> PerGpu:
     """One GPU's predicted peak under DDP and FSDP2 over ``n`` GPUs of ``memory_mib`` each. For a
     BackgroundTask: torch is imported here, on its thread."""
-    from trainer.memory_distributed import per_rank
-    from trainer.memory_predict import usable_bytes
+    from trainer.memory.per_rank import per_rank
+    from trainer.memory.prediction import usable_bytes
     from trainer.spec import spec_from_dict
 
     from .memory_bar import _resident

@@ -1,7 +1,7 @@
 """"Launch on several machines...": the ``torchrun`` line of each machine and a Slurm script.
 
 The Train dialog's spec, with the machines, processes per machine, strategy and rendezvous set here,
-is saved as a spec file every machine reads (a shared folder); :mod:`trainer.launch_scripts` writes
+is saved as a spec file every machine reads (a shared folder); :mod:`trainer.distributed.scripts` writes
 the lines from it, exactly as ``torch-studio launch SPEC [--slurm]`` prints them. Each text has a
 Copy button; a problem (a batch that does not divide among the processes, a bad endpoint) is shown
 instead of lines that would fail.
@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from trainer.launch_scripts import commands_text, launch_from_spec, sbatch_script, slug
+from trainer.distributed.scripts import commands_text, launch_from_spec, sbatch_script, slug
 from trainer.spec import MAX_NNODES, MAX_NPROC, SpecError, spec_from_dict
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from trainer import events as ev
+from trainer.protocol import events as ev
 from trainer.spec import OptimSpec
-from trainer.store import RunStore, StoreError
+from trainer.store.runs import RunStore, StoreError
 
 from .dashboard import TrainingDashboard
 from .memory_bar import predicted_peak

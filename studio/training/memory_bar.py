@@ -68,12 +68,12 @@ def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None,
                        stop: Callable[[], bool] | None = None) -> MemoryFigures:
     """The run's predicted peak, the largest batch that fits and, when it does not fit, the doctor's
     fixes. For a BackgroundTask: torch is imported here, on its thread; ``stop`` ends it early
-    (between two predictions) by raising ``trainer.memory_predict.Cancelled``."""
+    (between two predictions) by raising ``trainer.memory.prediction.Cancelled``."""
     from .tasks import import_trainer
 
     import_trainer()
-    from trainer.memory_doctor import diagnose, predict_for_spec, run_budget
-    from trainer.memory_predict import largest_batch
+    from trainer.memory.doctor import diagnose, predict_for_spec, run_budget
+    from trainer.memory.prediction import largest_batch
     from trainer.spec import spec_from_dict
 
     rs = spec_from_dict(spec)
@@ -108,7 +108,7 @@ def _resident(rs: Any) -> int:
     dialog's dataset check says why)."""
     from trainer.checks import dataset_path, load_data, load_graph
     from trainer.data.images.prepare import disk_path
-    from trainer.memory_doctor import resident_data_bytes
+    from trainer.memory.doctor import resident_data_bytes
 
     path, graph = dataset_path(rs), load_graph(rs, [])
     if path is not None and graph is not None and disk_path(rs.data, path, graph.input_spec.shape, []):
@@ -121,7 +121,7 @@ def predicted_peak(spec: dict[str, Any], device: str) -> int:
     """The predicted peak of a training step of the run ``spec`` on ``device`` (the worker's device,
     "cpu" or "cuda:N"), for the dashboard's memory plot. For a BackgroundTask: torch is imported here."""
     from trainer.checks import load_graph
-    from trainer.memory_doctor import predict_for_spec
+    from trainer.memory.doctor import predict_for_spec
     from trainer.spec import spec_from_dict
 
     rs = spec_from_dict(spec)

@@ -1,6 +1,6 @@
 """The memory timeline of recorded training steps, stacked by graph node; a click on a band selects its node.
 
-It draws the ``memory_trace`` event's timeline (``trainer.memtrace``): time on x, live bytes above
+It draws the ``memory_trace`` event's timeline (``trainer.memory.timeline``): time on x, live bytes above
 what lived before the recording on y, one filled band per node (the largest at the peak first,
 the rest as "other"). Drawn here, offline, with pyqtgraph: PyTorch's memory_viz needs a browser
 and its CDN. ``node_clicked(node id)`` lets the studio select the node on the canvas.
@@ -181,7 +181,7 @@ def _preview(argv: list[str]) -> int:
     from graph_editor.build import build_module
     from graph_editor.model import load_graph
     from trainer.loop import make_train_step
-    from trainer.memtrace import record_job_steps
+    from trainer.memory.timeline import record_job_steps
     from trainer.optim import make_optimizer
     from trainer.spec import OptimSpec
 

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from trainer.store import RunStore, StoreError
+from trainer.store.runs import RunStore, StoreError
 
 from .compare import X_AXES, ema, x_values
 from .plots import PALETTE, CurvePlot

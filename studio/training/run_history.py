@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.store import Run, RunStore
+from trainer.store.runs import Run, RunStore
 
 # What can be overlaid: store metric name -> label.
 CURVES = {"val/accuracy": "val accuracy", "val/loss": "val loss", "train/loss": "train loss",

@@ -40,8 +40,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from trainer.events import PerClass, ProtocolError
-from trainer.store import RunStore, StoreError
+from trainer.protocol.events import PerClass, ProtocolError
+from trainer.store.runs import RunStore, StoreError
 
 from ..prompts import Prompts, ask_delete_runs
 from .compare import matches, parse_filter, recipe_diff

@@ -16,7 +16,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from trainer import events as ev
+from trainer.protocol import events as ev
 
 from .bridge import WorkerBridge
 from .dashboard import TrainingDashboard

@@ -15,7 +15,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QThread, Signal
 
 _IMPORTS = threading.Lock()
-TRAINER_MODULES = ("torch._dynamo", "torchvision.transforms.v2", "trainer.checks", "trainer.memory_doctor",
+TRAINER_MODULES = ("torch._dynamo", "torchvision.transforms.v2", "trainer.checks", "trainer.memory.doctor",
                    "trainer.data.images.preview")
 
 
@@ -72,8 +72,8 @@ class BackgroundTask(QObject):
 
 
 def predict_checkpoint(spec: dict[str, Any], checkpoint: str) -> Any:
-    """:func:`trainer.predict.predict_validation`, for a BackgroundTask: torch is imported
+    """:func:`trainer.metrics.confusion_cells.predict_validation`, for a BackgroundTask: torch is imported
     here, on the background thread, the first time samples are asked for."""
-    from trainer.predict import predict_validation
+    from trainer.metrics.confusion_cells import predict_validation
 
     return predict_validation(spec, checkpoint)

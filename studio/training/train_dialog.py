@@ -377,7 +377,7 @@ PANEL_TITLE = "Memory (predicted peak of a training step)"
 
 
 def rank_figures(rank: Any, usable: int | None) -> MemoryFigures:
-    """One rank's predicted peak (``trainer.memory_distributed.RankMemory``) as the memory bar's bands:
+    """One rank's predicted peak (``trainer.memory.per_rank.RankMemory``) as the memory bar's bands:
     DDP's bucket copy of the gradients joins the gradients, FSDP2's gathered unit the weights (each
     rank's shards). No search for the largest batch or fixes: those are one process's."""
     parts = dict(rank.parts)

@@ -11,8 +11,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from exporters import ExportError, ExportOptions, export, from_run
 from graph_editor.model import Graph, InputSpec, save_graph
-from trainer.client import WorkerClient
-from trainer.store import RunStore
+from trainer.protocol.client import WorkerClient
+from trainer.store.runs import RunStore
 
 pytestmark = [pytest.mark.export, pytest.mark.process]
 
@@ -61,7 +61,7 @@ def test_onnx_of_a_run_is_checked_on_real_validation_samples_and_recorded(traine
 
 
 def test_last_checkpoint_and_its_weights_are_the_ones_exported(trained, tmp_path):
-    from trainer.checkpoint import load_checkpoint_weights
+    from trainer.checkpoints.single_file import load_checkpoint_weights
 
     db, run_id = trained
     store = RunStore(db)

@@ -12,9 +12,9 @@ import pytest
 from exporters import ExportOptions, export, from_run
 from exporters.registry import get_format
 from studio.cli import main
-from trainer.client import WorkerClient
 from trainer.data import DIGITS
-from trainer.store import RunStore
+from trainer.protocol.client import WorkerClient
+from trainer.store.runs import RunStore
 
 pytestmark = [pytest.mark.export, pytest.mark.process]
 

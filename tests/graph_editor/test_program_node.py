@@ -85,7 +85,7 @@ def test_it_runs_at_batch_one_and_trains_a_step(imported):
 def test_memory_prediction_and_autograd_capture_see_inside_it(imported):
     """Run under fake tensors like any node: its conv's backward and weights are the node's."""
     from graph_editor.build.autograd import capture_autograd
-    from trainer.memory_predict import predict_memory
+    from trainer.memory.prediction import predict_memory
 
     capture = capture_autograd(imported[1].graph, batch=2)
     mine = [n for n in capture.nodes if n.owner == "block"]

@@ -15,7 +15,7 @@ from graph_editor.model import graph_to_dict, load_graph
 from studio.experiments import retrain_spec
 from tests.trainer.helpers import DIGITS_CNN
 from trainer.spec import spec_from_dict
-from trainer.store import RunStore
+from trainer.store.runs import RunStore
 from trainer.sweep.study import load_study, make_pruner, open_storage
 
 

@@ -66,7 +66,7 @@ def test_one_click_ships_the_best_checkpoint_of_the_newest_completed_run_and_say
     """A run of the same graph stopped after the completed one (only its last weights) does not displace
     the completed run's best checkpoint; the dialog names the run, the checkpoint and its metric."""
     from tests.trainer.helpers import run_worker, write_spec
-    from trainer.store import RunStore
+    from trainer.store.runs import RunStore
 
     db = window.export.db_url
     code, _, err = run_worker(write_spec(tmp_path, train={"epochs": 2, "batch_size": 64}), db)

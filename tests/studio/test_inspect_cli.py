@@ -51,8 +51,8 @@ def test_autograd_refusals_name_the_problem(capsys, tmp_path):
 
 
 def test_inspect_prints_a_runs_stored_figures_and_flags(capsys, tmp_path):
-    from trainer.inspect import InspectReport, NodeFigures
-    from trainer.store import RunStore
+    from trainer.inspection import InspectReport, NodeFigures
+    from trainer.store.runs import RunStore
 
     url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     store = RunStore(url)

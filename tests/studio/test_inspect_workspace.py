@@ -7,7 +7,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 
 from graph_editor.build import build_module
-from trainer.inspect import inspected_step
+from trainer.inspection import inspected_step
 
 from .helpers import open_template
 
@@ -100,8 +100,8 @@ def test_live_reports_fill_the_plot_overlay_and_flag_exploding(window, qtbot):
 
 
 def test_a_finished_run_chosen_in_runs_is_inspected_from_the_store(window, qtbot, tmp_path):
-    from trainer.inspect import InspectReport, NodeFigures
-    from trainer.store import RunStore
+    from trainer.inspection import InspectReport, NodeFigures
+    from trainer.store.runs import RunStore
 
     store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
     run_id = store.create_run(name="done", spec={}, graph={}, graph_hash="h", device="cpu", params=1)
@@ -147,8 +147,8 @@ def test_capturing_a_broken_graph_says_why_and_keeps_the_last_capture(window, qt
 
 
 def test_a_run_s_backward_time_shows_in_ms_and_one_inspection_spans_the_run(window, qtbot, tmp_path):
-    from trainer.inspect import InspectReport, NodeFigures
-    from trainer.store import RunStore
+    from trainer.inspection import InspectReport, NodeFigures
+    from trainer.store.runs import RunStore
 
     store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
     run_id = store.create_run(name="one", spec={}, graph={}, graph_hash="h", device="cpu", params=1)

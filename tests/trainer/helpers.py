@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from graph_editor.model import Graph, InputSpec, save_graph
-from trainer.client import WorkerClient
-from trainer.events import Event
+from trainer.protocol.client import WorkerClient
+from trainer.protocol.events import Event
 from trainer.spec import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from trainer.checkpoint import (
+from trainer.checkpoints.single_file import (
     load_checkpoint_weights,
     load_optimizer,
     optimizer_tensors,

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from graph_editor.model import Graph, InputSpec
-from trainer.store import RunStore
+from trainer.store.runs import RunStore
 
 from .helpers import DIGITS_CNN, run_worker, write_spec
 
@@ -34,7 +34,7 @@ def test_mixed_precision_runs_on_the_gpu(tmp_path, db, precision):
 
 
 def test_resume_on_the_gpu_restores_the_grad_scaler(tmp_path, db):
-    from trainer.client import WorkerClient
+    from trainer.protocol.client import WorkerClient
 
     spec = write_spec(tmp_path, DIGITS_CNN, device="cuda", precision={"dtype": "fp16"}, train={"epochs": 50})
     with WorkerClient.run(spec, db=db) as w:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.checkpoint import FAULT_ENV, FAULT_POINTS, fault_point
+from trainer.checkpoints.single_file import FAULT_ENV, FAULT_POINTS, fault_point
 
 
 def test_a_kill_plan_naming_no_save_point_is_refused(monkeypatch):

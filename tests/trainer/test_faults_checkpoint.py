@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import torch
 
-from trainer.checkpoint import (
+from trainer.checkpoints.single_file import (
     FAULT_ENV,
     CheckpointError,
     checkpoint_file,
@@ -31,7 +31,7 @@ from trainer.checkpoint import (
     save_checkpoint,
     verify_checkpoint,
 )
-from trainer.store import RunStore
+from trainer.store.runs import RunStore
 
 from .helpers import THOROUGH, write_spec
 

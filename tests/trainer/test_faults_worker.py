@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from trainer.store import RunStore
+from trainer.store.runs import RunStore
 
 from .helpers import write_spec
 

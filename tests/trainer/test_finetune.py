@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.checkpoint import load_checkpoint_weights
-from trainer.client import WorkerClient
+from trainer.checkpoints.single_file import load_checkpoint_weights
+from trainer.protocol.client import WorkerClient
 from trainer.spec import SpecError, spec_from_dict
 
 from .helpers import DIGITS_CNN, run_worker, write_spec

@@ -1,4 +1,4 @@
-"""trainer.inspect: per-node figures of an inspected step against a hand-written computation with
+"""trainer.inspection: per-node figures of an inspected step against a hand-written computation with
 tensor hooks, the schedule of a live inspection, flags, and the report file."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from graph_editor.build import build_module
 from graph_editor.model import load_graph
-from trainer.inspect import (
+from trainer.inspection import (
     InspectReport,
     LiveInspection,
     NodeFigures,
@@ -187,7 +187,7 @@ def test_non_finite_figures_survive_json(tmp_path):
 
 
 def test_history_keeps_series_and_the_step_a_flag_began():
-    from trainer.inspect import InspectHistory
+    from trainer.inspection import InspectHistory
 
     def report(step: int, grad: float) -> InspectReport:
         return InspectReport(step, 1.0, "cpu", [NodeFigures("fc", grad_out=grad, grad_w=1.0)])
@@ -204,8 +204,8 @@ def test_history_keeps_series_and_the_step_a_flag_began():
 
 
 def test_reports_come_back_from_store_rows(tmp_path):
-    from trainer.inspect import reports_from_metrics
-    from trainer.store import RunStore
+    from trainer.inspection import reports_from_metrics
+    from trainer.store.runs import RunStore
 
     store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
     run = store.create_run(name="r", spec={}, graph={}, graph_hash="h", device="cpu", params=1)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.client import WorkerClient
-from trainer.events import InspectNow
-from trainer.inspect import read_report, reports_from_metrics
-from trainer.store import RunStore
+from trainer.inspection import read_report, reports_from_metrics
+from trainer.protocol.client import WorkerClient
+from trainer.protocol.events import InspectNow
+from trainer.store.runs import RunStore
 
 from .helpers import write_spec
 

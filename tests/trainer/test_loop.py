@@ -74,8 +74,8 @@ def test_time_spent_paused_is_counted_apart_from_training():
     import threading
     import time
 
-    from trainer.controls import Controls
-    from trainer.events import Pause, Resume
+    from trainer.protocol.controls import Controls
+    from trainer.protocol.events import Pause, Resume
 
     states: list[str] = []
     controls = Controls(lambda state, reason: states.append(state))

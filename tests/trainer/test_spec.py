@@ -234,7 +234,7 @@ def test_the_mlp_template_takes_the_digits_flattened(tmp_path):
 
 @pytest.mark.process
 def test_the_mlp_template_trains_on_the_digits_in_the_real_worker(tmp_path, db):
-    from trainer.predict import predict_validation
+    from trainer.metrics.confusion_cells import predict_validation
 
     spec = write_spec(tmp_path, MLP, train={"epochs": 2, "batch_size": 64})
     code, events, err = run_worker(spec, db)

@@ -21,9 +21,9 @@ import pytest
 
 from graph_editor.build import build_module
 from graph_editor.model import graph_from_dict, load_graph
-from trainer.checkpoint import load_checkpoint_weights
-from trainer.client import WorkerClient, environ_with
-from trainer.store import RunStore
+from trainer.checkpoints.single_file import load_checkpoint_weights
+from trainer.protocol.client import WorkerClient, environ_with
+from trainer.store.runs import RunStore
 
 from .helpers import ROOT, THOROUGH
 from .matrix_cases import THOROUGH_ONLY, Case, every_case, pairs, pairwise_cases

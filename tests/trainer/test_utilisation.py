@@ -8,7 +8,7 @@ import pytest
 
 from graph_editor.build import analyze
 from graph_editor.model import load_graph
-from trainer.utilisation import DataWait, mfu, peak_tflops
+from trainer.metrics.utilisation import DataWait, mfu, peak_tflops
 
 from .helpers import ROOT
 

@@ -15,10 +15,10 @@ import torch
 
 from graph_editor.build import build_module
 from graph_editor.model import load_graph
-from trainer.checkpoint import load_checkpoint_weights, verify_checkpoint
-from trainer.client import WorkerClient
-from trainer.events import PerClass
-from trainer.store import RunStore
+from trainer.checkpoints.single_file import load_checkpoint_weights, verify_checkpoint
+from trainer.protocol.client import WorkerClient
+from trainer.protocol.events import PerClass
+from trainer.store.runs import RunStore
 
 from .helpers import DIGITS_CNN, kinds, run_worker, write_spec
 
@@ -195,9 +195,9 @@ def test_out_of_memory_fails_with_the_memory_figures(tmp_path, db, monkeypatch, 
     """A CUDA OOM cannot happen here; the worker's handling of the exception is exercised in-process."""
     import io
 
-    from trainer import events as ev
     from trainer import worker
     from trainer.checks import setup
+    from trainer.protocol import events as ev
     from trainer.spec import load_spec
 
     def oom(_job):
@@ -238,7 +238,7 @@ def test_csv_data_over_the_device_budget_streams_through_a_dataloader(tmp_path, 
 def test_image_folder_with_its_own_splits_trains_and_its_validation_is_predicted_again(tmp_path, db):
     from PIL import Image
 
-    from trainer.predict import predict_validation
+    from trainer.metrics.confusion_cells import predict_validation
 
     from .helpers import tiny_cnn
 

@@ -16,7 +16,7 @@ from .study import SQLITE_TIMEOUT_S, summary
 
 def storage_for_reading(url: str) -> optuna.storages.RDBStorage | None:
     """Optuna's storage in the run store at ``url``; None when no study was ever made there."""
-    from ..store_engine import make_engine
+    from ..store.engine import make_engine
 
     engine, _ = make_engine(url, create=False)
     try:

@@ -30,12 +30,12 @@ from optuna.trial import TrialState
 
 from graph_editor.model import graph_from_dict, graph_to_dict, load_graph
 
-from .. import events as ev
-from ..client import WorkerClient
-from ..memory_doctor import CONVS, MiB, predict_for_spec
-from ..memory_predict import MemoryPredictionError
+from ..memory.doctor import CONVS, MiB, predict_for_spec
+from ..memory.prediction import MemoryPredictionError
+from ..protocol import events as ev
+from ..protocol.client import WorkerClient
 from ..spec import SpecError, spec_from_dict
-from ..store import RunStore, StoreError, default_url
+from ..store.runs import RunStore, StoreError, default_url
 from ..threads import SWITCH, usable_cores
 from .space import Space, parse_space
 from .study import (

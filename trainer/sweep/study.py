@@ -22,8 +22,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..liveness import process_alive, process_started
-from ..store import RunStore, StoreError
+from ..store.liveness import process_alive, process_started
+from ..store.runs import RunStore, StoreError
 
 PRUNERS = ("median", "halving", "hyperband", "none")
 METRICS = {"val_accuracy": "maximize", "val_loss": "minimize"}

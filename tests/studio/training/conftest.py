@@ -11,6 +11,7 @@ import pytest
 
 from graph_editor.model.serialize import load_graph
 from studio.training.devices import cpu_device
+from trainer.store.liveness import process_alive, process_started
 
 ROOT = Path(__file__).resolve().parents[3]
 DIGITS_CNN = ROOT / "assets" / "templates" / "digits_cnn.graph.json"
@@ -31,18 +32,21 @@ def controller(qtbot, tmp_path):
     ctl.install(win)
     qtbot.addWidget(win)
     win.show()
-    pids: list[int] = []
+    pids: list[tuple[int, int]] = []
     start = ctl.start
 
     def tracked(spec):
         pid = start(spec)
-        pids.append(pid)
+        pids.append((pid, process_started(pid)))
         return pid
 
     ctl.start = tracked
     yield ctl
     ctl.shutdown()
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+    for pid, started in pids:
+        # only a worker still alive as itself: an ended worker's number may belong to another test's process
+        # by now (pid_max is often 32768, and the suite starts thousands of processes)
+        if process_alive(pid, started):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
 

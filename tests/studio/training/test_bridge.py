@@ -9,7 +9,7 @@ import pytest
 
 from graph_editor.model import Graph, InputSpec, save_graph
 from studio.training.bridge import WorkerBridge
-from trainer import events as ev
+from trainer.protocol import events as ev
 
 pytestmark = pytest.mark.qt
 

@@ -7,7 +7,7 @@ import pytest
 from PySide6.QtWidgets import QApplication
 
 from studio.training.dashboard import ProgressClock, TrainingDashboard, format_duration
-from trainer import events as ev
+from trainer.protocol import events as ev
 
 pytestmark = pytest.mark.qt
 

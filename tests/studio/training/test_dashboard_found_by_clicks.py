@@ -80,7 +80,7 @@ def test_a_followed_run_shows_its_lr_and_predicted_line_and_the_plot_says_what_r
     import json
 
     from studio.training.follow import RunFollower
-    from trainer.store import RunStore
+    from trainer.store.runs import RunStore
 
     graph = json.loads((ROOT / "assets/templates/digits_cnn.graph.json").read_text())
     spec = {"name": "bg", "optim": {"lr": 0.004}, "train": {"epochs": 2, "batch_size": 32}, "device": "cpu",

@@ -12,10 +12,10 @@ from graph_editor.model.serialize import graph_to_dict
 from studio.training.dashboard import TrainingDashboard
 from studio.training.memory_bar import predicted_peak
 from studio.training.session import TrainingSession
-from tests.trainer.test_memory_predict import template
-from trainer import events as ev
+from tests.trainer.memory.test_memory_predict import template
 from trainer.checks import load_data
-from trainer.memory_doctor import predict_for_spec, resident_data_bytes
+from trainer.memory.doctor import predict_for_spec, resident_data_bytes
+from trainer.protocol import events as ev
 from trainer.spec import spec_from_dict
 
 pytestmark = pytest.mark.qt

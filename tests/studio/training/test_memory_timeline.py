@@ -10,9 +10,9 @@ from PySide6.QtTest import QTest
 
 from graph_editor.build import build_module
 from studio.training.memory_timeline import MemoryTimelineView, band_at, stack
-from tests.trainer.test_memory_predict import template
+from tests.trainer.memory.test_memory_predict import template
 from trainer.loop import make_train_step
-from trainer.memtrace import record_job_steps
+from trainer.memory.timeline import record_job_steps
 from trainer.optim import make_optimizer
 from trainer.spec import OptimSpec
 

@@ -10,7 +10,7 @@ from PySide6.QtTest import QTest
 
 from studio.training.compare import ema, matches, parse_filter, recipe_diff, x_values
 from studio.training.runs_dock import RunsPanel
-from trainer.store import RunStore
+from trainer.store.runs import RunStore
 
 
 def test_ema_is_tensorboards_debiased_average_and_keeps_gaps():

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from studio.training.plot_theme import DARK, LIGHT, apply_plot_theme
 from studio.training.run_history import delete_run, describe_runs, run_rows
 from studio.training.runs_dock import COLUMNS, RunsPanel
-from trainer.store import RunStore
+from trainer.store.runs import RunStore
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.qt

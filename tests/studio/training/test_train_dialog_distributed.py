@@ -23,9 +23,9 @@ from studio.training import devices
 from studio.training.devices import Device
 from studio.training.train_dialog import TrainDialog
 from trainer.checks import load_data
-from trainer.launch_scripts import commands_text, launch_from_spec
-from trainer.memory_distributed import per_rank
-from trainer.memory_doctor import resident_data_bytes
+from trainer.distributed.scripts import commands_text, launch_from_spec
+from trainer.memory.doctor import resident_data_bytes
+from trainer.memory.per_rank import per_rank
 from trainer.spec import load_spec, spec_from_dict
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -16,7 +16,7 @@ from PySide6.QtCore import QPoint, Qt
 from graph_editor.model.serialize import graph_to_dict, load_graph
 from studio.training.controller import BACKGROUND, STOP
 from studio.training.runs_dock import RunsPanel
-from trainer.store import RunStore
+from trainer.store.runs import RunStore
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow, pytest.mark.process]
 WAIT = 90_000

@@ -65,7 +65,7 @@ class FileLoader(DeviceLoader):
 
     Workers start once, from a clean forkserver process, and persist across epochs. ``rank``/``world``
     give a rank under torchrun its rows of each global batch (training) or its share of each
-    evaluation step, as :mod:`trainer.dist_data` does for data in memory."""
+    evaluation step, as :mod:`trainer.distributed.data` does for data in memory."""
 
     def __init__(self, split: FileSplit, batch_size: int, device: torch.device, *, train: bool, mean: torch.Tensor,
                  std: torch.Tensor, transform: Transform, workers: int = 2, mix: Mix | None = None,

@@ -1,0 +1,38 @@
+"""The ``memory`` event's figures: the process's RSS on a CPU, the allocator's counters on CUDA."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from trainer.memory.samples import memory_sample
+from trainer.protocol import events as ev
+
+
+def test_cpu_sample_is_the_resident_set():
+    s = memory_sample(torch.device("cpu"))
+    assert s["device"] == "cpu" and s["rss"] > 0 and s["peak_rss"] >= s["rss"] // 2
+
+
+def test_cuda_fields_travel_in_the_typed_event():
+    line = ev.Memory(step=3, device="cuda:0", allocated=10, reserved=20, peak=15, active=10, inactive_split=4,
+                     alloc_retries=1, num_ooms=0, free=100, total=200).to_json()
+    back = ev.Event.from_json(line)
+    assert isinstance(back, ev.Memory) and back.cuda and not back.extra
+    assert (back.active, back.inactive_split, back.alloc_retries, back.num_ooms, back.free, back.total) == \
+        (10, 4, 1, 0, 100, 200)
+    cpu = json.loads(ev.Memory(step=1, device="cpu", rss=5, peak_rss=6).to_json())
+    assert "active" not in cpu and "free" not in cpu
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_sample_has_the_allocator_counters():
+    dev = torch.device("cuda")
+    x = torch.empty(64 * 2 ** 20, dtype=torch.uint8, device=dev)
+    s = memory_sample(dev)
+    assert s["allocated"] >= x.numel() and s["reserved"] >= s["allocated"] and s["active"] >= x.numel()
+    assert 0 < s["free"] < s["total"] and s["num_ooms"] >= 0 and s["alloc_retries"] >= 0
+    assert s["inactive_split"] >= 0

@@ -1,0 +1,1 @@
+"""torch.compile around a run: the persistent cache, dynamo's log and the compile check."""

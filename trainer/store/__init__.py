@@ -1,0 +1,1 @@
+"""The run store: runs, metrics, checkpoints and artifacts in a SQLAlchemy database."""
