@@ -44,9 +44,11 @@ class FinetuneActions:
         if not blocks:
             self._said("select a layer or a block to scale its learning rate")
             return
-        current = plan_of(self.port.graph).lr_scale.get(blocks[0], 1.0)
+        graph = self.port.graph
+        current = plan_of(graph).lr_scale.get(blocks[0], 1.0)
+        names = ", ".join(graph.groups[b].name if b in graph.groups else graph.nodes[b].title for b in blocks)
         factor = self.port.prompts.number(self.port.host, "Learning-rate multiplier",
-                                          f"{', '.join(blocks)} learn at this multiple of the rate (1: the rate itself):",
+                                          f"Multiple of the learning rate for {names} (1: the rate itself):",
                                           current, 0.0, 100.0, 4)
         if factor is not None:
             self._said(edits.set_lr_scale(blocks, factor))

@@ -53,6 +53,7 @@ class ExperimentsHook(QObject):
                             tip="Sweeps: every trial of a study, its history, parameters and pruning; the best trial")
         port.workspaces.changed.connect(self._entered)
         self.sweep: SweepProcess | None = None
+        self._creating = False     # a sweep started here is still making its study: do not read it yet
         self.ask: Callable[[Any], SweepRequest | None] = self._ask   # tests script the dialog's answer
         port.add_action(ActionSpec("new_sweep", "New S&weep…", "&Run", None, "", False,
                                    "Search the recipe and the design's sweep variables with Optuna (Experiments)",
@@ -102,7 +103,7 @@ class ExperimentsHook(QObject):
         from trainer.store.runs import StoreError
         from trainer.sweep.report import list_studies, storage_for_reading, study_report
 
-        if self.panel is None:
+        if self.panel is None or self._creating:
             return
         try:
             if self.storage is None:
@@ -177,7 +178,10 @@ class ExperimentsHook(QObject):
         if request is None:
             return
         self.sweep = sweep = SweepProcess(self)
-        sweep.line.connect(lambda line: self.port.log(f"sweep: {line}"))
+        # Not read until the sweep says its first trial started: a reader opening Optuna's storage while the
+        # sweep creates its tables made the sweep fail ("no such table: version_info").
+        self._creating = True
+        sweep.line.connect(self._sweep_said)
         sweep.finished.connect(self._finished)
         sweep.start(self.port.graph, request, self.url)
         self.study = request.study
@@ -187,11 +191,18 @@ class ExperimentsHook(QObject):
             self.panel.set_sweeping(True)
         self.refresh(force=True)
 
+    def _sweep_said(self, line: str) -> None:
+        self.port.log(f"sweep: {line}")
+        if self._creating and line.startswith("trial "):
+            self._creating = False
+            self.refresh(force=True)
+
     def stop_sweep(self) -> None:
         if self.sweep is not None:
             self.sweep.stop()
 
     def _finished(self, code: int) -> None:
+        self._creating = False
         self.port.log(f"Sweep {self.study} ended (exit status {code})", "info" if code == 0 else "warning")
         if self.panel is not None:
             self.panel.set_sweeping(False)

@@ -12,6 +12,7 @@ which stops its trials cleanly.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 import time
@@ -70,7 +71,7 @@ class SweepDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("New Sweep")
         self.graph = graph
-        name = str(graph.metadata.get("name") or "graph").replace(" ", "_")
+        name = re.sub(r"[^A-Za-z0-9_-]+", "_", str(graph.metadata.get("name") or "graph")).strip("_") or "graph"
         self.data = QLineEdit("digits")
         self.trials, self.parallel, self.epochs = _spin(8, 1, 10_000), _spin(2, 1, 64), _spin(3, 1, 10_000)
         self.space = QLineEdit(default_space(graph))

@@ -33,7 +33,7 @@ from .tasks import BackgroundTask
 
 THUMB = 56
 AUG_VIEWS = 6
-AUG_THUMB = 84
+AUG_THUMB = 72
 
 
 class ClassHistogram(QWidget):
@@ -290,7 +290,7 @@ class DatasetView(QTabWidget):
         for i, img in enumerate(views):
             cell = QLabel()
             cell.setPixmap(image_to_pixmap(img, AUG_THUMB))
-            self.aug_grid.addWidget(cell, i // 3, i % 3)
+            self.aug_grid.addWidget(cell, 0, i)      # one row: the tab is short in the dialog
         im = self._image_spec()
         self.aug_note.setText(f"{AUG_VIEWS} draws of the train transform: crop scale {im.get('crop_scale')}, "
                               f"flip {im.get('hflip')}, auto augment {im.get('auto_augment')}")
