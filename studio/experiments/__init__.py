@@ -193,8 +193,8 @@ class ExperimentsHook(QObject):
 
     def _sweep_said(self, line: str) -> None:
         self.port.log(f"sweep: {line}")
-        if self._creating and line.startswith("trial "):
-            self._creating = False
+        if line.startswith("trial "):       # a trial started or ended: read the study afresh
+            self._creating, self.storage = False, None
             self.refresh(force=True)
 
     def stop_sweep(self) -> None:
@@ -202,7 +202,7 @@ class ExperimentsHook(QObject):
             self.sweep.stop()
 
     def _finished(self, code: int) -> None:
-        self._creating = False
+        self._creating, self.storage = False, None
         self.port.log(f"Sweep {self.study} ended (exit status {code})", "info" if code == 0 else "warning")
         if self.panel is not None:
             self.panel.set_sweeping(False)

@@ -12,7 +12,7 @@ from graph_editor.model import load_graph
 from graph_editor.model.commands import UndoStack
 from graph_editor.model.sweep_vars import SetSweepVariable
 from studio.experiments.new_sweep import SweepDialog, SweepRequest
-from tests.trainer.helpers import DIGITS_CNN
+from tests.trainer.helpers import DIGITS_CNN, THOROUGH
 
 pytestmark = pytest.mark.qt
 
@@ -40,6 +40,7 @@ def test_the_dialog_starts_from_the_design_s_sweep_variables_and_checks_the_spac
 
 @pytest.mark.slow
 @pytest.mark.process
+@pytest.mark.skipif(not THOROUGH, reason="make test-thorough: two worker runs through the sweep command")
 def test_a_sweep_started_in_the_studio_runs_its_trials_and_shows_them(window, qtbot, tmp_path):
     window.controller.graph  # noqa: B018 - the starter graph is replaced by the template next
     assert window.files.open(DIGITS_CNN)
