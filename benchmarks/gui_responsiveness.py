@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from studio.training.dashboard import STEP_CURVES, TrainingDashboard  # noqa: E402
+from studio.training.dashboard import CURVES, TrainingDashboard  # noqa: E402
 from studio.training.session import TrainingSession  # noqa: E402
 
 TICK_MS = 5
@@ -41,7 +41,7 @@ HISTORY = 1_000_000  # points per step curve in phase 4
 
 SYNTHETIC = r"""
 import sys, time, random
-from trainer import events as ev
+from trainer.protocol import events as ev
 seconds, first = float(sys.argv[1]), int(sys.argv[2])
 classes = [str(i) for i in range(10)]
 out = sys.stdout
@@ -154,7 +154,7 @@ def main() -> int:
                              command=[sys.executable, "-c", SYNTHETIC, "4", str(first_step), str(pause_s)])
 
     steps = np.arange(HISTORY, dtype=np.float64)
-    history = {"loss": 2.3 / (1 + steps / 500), "accuracy": np.minimum(1.0, steps / 5000),
+    history = {"train/loss": 2.3 / (1 + steps / 500), "train/accuracy": np.minimum(1.0, steps / 5000),
                "lr": np.full(HISTORY, 3e-3), "samples_per_s": 50000.0 + np.random.default_rng(0).random(HISTORY)}
 
     def load_history(_run_id: int) -> None:
@@ -162,8 +162,8 @@ def main() -> int:
         if not long_run["on"]:
             return
         for name, ys in history.items():
-            plot, curve = STEP_CURVES[name]
-            dash.plots[plot].append(curve, steps, ys)
+            curve = CURVES[name]
+            dash.plots[curve.plot].append(curve.label, steps, ys)
         long_run["on"] = False
 
     long_run = {"on": False}

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from graph_editor.model.registry import Registry
+
 from .errors import FormatUnavailable
 
 if TYPE_CHECKING:
@@ -91,7 +93,7 @@ class Format:
         return [], {}
 
 
-_FORMATS: dict[str, Format] = {}
+_FORMATS: Registry[str, Format] = Registry("an export format")
 
 
 def export_format(cls: type[Format]) -> type[Format]:
@@ -99,16 +101,15 @@ def export_format(cls: type[Format]) -> type[Format]:
     shortcut another format holds, is refused, and so is a format without its menu text and tip."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no format name")
-    if cls.name in _FORMATS:
-        raise ValueError(f"an export format {cls.name!r} is already registered "
-                         f"({type(_FORMATS[cls.name]).__name__})")
+    if cls.name in _FORMATS:     # refused before its other checks: a second format is the error to name
+        _FORMATS.add(cls.name, cls())
     for attr in ("title", "menu_text", "tip"):
         if not getattr(cls, attr):
             raise ValueError(f"export format {cls.name!r} ({cls.__name__}) sets no {attr}")
     holder = next((f for f in _FORMATS.values() if cls.shortcut and f.shortcut == cls.shortcut), None)
     if holder is not None:
         raise ValueError(f"export format {cls.name!r}: the shortcut {cls.shortcut} is taken by {holder.name!r}")
-    _FORMATS[cls.name] = cls()
+    _FORMATS.add(cls.name, cls())
     return cls
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from graph_editor.model.units import mib
+
 # Float32 error grows with the magnitude of what was summed, not of the one value summed to: a logit
 # near 0 that is the difference of terms at 1e8 carries an error of tens of ulps of 1e8 in any two
 # correct float32 implementations (an untrained inception_v3 in eval mode: logits to 1.4e8, two logits
@@ -185,7 +187,7 @@ class ExportReport:
 
 def _fmt(key: str, value: Any) -> str:
     if key.endswith("_bytes") and isinstance(value, int):
-        return f"{value:,} bytes ({value / 2**20:.2f} MiB)"
+        return f"{value:,} bytes ({mib(value, 2)})"
     if key == "top1_agreement" and isinstance(value, float):
         return f"{value:.1%}"
     if key.endswith("_ms") and isinstance(value, float):

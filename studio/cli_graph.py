@@ -11,7 +11,7 @@ from typing import Any
 from graph_editor.model import Graph, GraphError, InputSpec, load_graph, save_graph, validate
 from graph_editor.model.finetune import KEY as FINETUNE
 from graph_editor.model.finetune import FinetunePlan
-from studio.format import nbytes
+from graph_editor.model.units import nbytes
 
 
 def register(sub: argparse._SubParsersAction) -> None:

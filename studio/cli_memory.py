@@ -12,8 +12,8 @@ import re
 import sys
 from typing import Any
 
+from graph_editor.model.units import nbytes
 from studio.cli_graph import fail, load_for_cli, parse_shape
-from studio.format import nbytes
 
 MAX_BYTES = 1 << 60   # 1 EiB: trainer.memory.prediction.MAX_BUDGET (not imported: it imports torch)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb": 1000 ** 2, "mib": 1024 ** 2,

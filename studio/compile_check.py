@@ -7,16 +7,14 @@ own source, each on its node (a click selects it), and leave it as soon as the g
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import tempfile
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QProcess, Signal
 
 from graph_editor.model import Graph, Problem, dumps, save_graph, validate
-from trainer.compilation.explain import Explanation
+from trainer.compilation.explain import ExplainError, Explanation, explain_command, read_explanation
 
 from .actions import ActionSpec
 
@@ -66,7 +64,8 @@ class CompileCheck(QObject):
         self.proc = QProcess(self)
         self.proc.setWorkingDirectory(os.getcwd())  # Module nodes import their classes from here too
         self.proc.finished.connect(self._on_finished)
-        self.proc.start(sys.executable, ["-m", "trainer.compilation.explain", path, "--json"])
+        program, *args = explain_command(path)
+        self.proc.start(program, args)
         self._say("Check Compile: running torch._dynamo.explain in the background…", "info")
         self.port.status("Checking where torch.compile breaks the graph…")
         return True
@@ -94,11 +93,9 @@ class CompileCheck(QObject):
             self._tmp.cleanup()
             self._tmp = None
         try:
-            if code != 0:
-                raise ValueError(next((ln for ln in reversed(err.splitlines()) if ln.strip()), f"exit {code}"))
-            result = Explanation.from_dict(json.loads(out.splitlines()[-1]))
-        except (ValueError, IndexError, TypeError) as exc:
-            self._say(f"Check Compile failed: {str(exc).removeprefix('error: ')}", "error")
+            result = read_explanation(code, out, err)
+        except ExplainError as exc:
+            self._say(f"Check Compile failed: {exc}", "error")
             self.done.emit(None)
             return
         self.show(result)

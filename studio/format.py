@@ -1,26 +1,9 @@
-"""Human-readable counts for the summary and the status bar (no torch needed)."""
+"""Shapes as the summary and the status bar write and read them (no torch needed); counts and bytes are
+:mod:`graph_editor.model.units`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-
-def count(n: float) -> str:
-    """1234567 -> '1.23M'; below a thousand the plain number."""
-    for suffix in ("", "K", "M", "G", "T"):
-        if abs(n) < 1000 or suffix == "T":
-            return f"{n:.0f}" if suffix == "" else f"{n:.2f}{suffix}"
-        n /= 1000
-    return f"{n:.2f}P"
-
-
-def nbytes(n: float) -> str:
-    """Bytes with binary prefixes: 1536 -> '1.50 KiB'."""
-    for suffix in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or suffix == "GiB":
-            return f"{n:.0f} B" if suffix == "B" else f"{n:.2f} {suffix}"
-        n /= 1024
-    return f"{n:.2f} GiB"
 
 
 def shape(dims: Sequence[int]) -> str:

@@ -8,9 +8,7 @@ from typing import Any
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QLabel, QStatusBar
 
-from graph_editor.model import Inference
-
-from . import format as fmt
+from graph_editor.model import Inference, units
 
 
 class GraphStatus(QObject):
@@ -53,8 +51,8 @@ class GraphStatus(QObject):
         if analysis is None:
             self.totals.setText("")
             return
-        self.totals.setText(f"{analysis.total_params:,} params · {fmt.count(analysis.total_flops)} FLOPs · "
-                            f"{fmt.nbytes(analysis.activation_bytes)} activations")
+        self.totals.setText(f"{analysis.total_params:,} params · {units.count(analysis.total_flops)} FLOPs · "
+                            f"{units.nbytes(analysis.activation_bytes)} activations")
 
 
 def is_blank(graph: Any) -> bool:

@@ -20,6 +20,7 @@ import torch
 from graph_editor.model import Graph, GraphError, InputSpec, fmt_shape, graph_from_dict, graph_to_dict
 from graph_editor.model import load_graph as _load_graph_file
 from graph_editor.model import validate as validate_graph
+from graph_editor.model.units import MiB
 
 from .data import DataError, RawData, Splits, fit_to_input, load_raw, prepare, split_indices
 from .data.images.index import index_images
@@ -27,6 +28,20 @@ from .data.images.prepare import disk_path, disk_splits
 from .spec import RunSpec, SpecError
 
 CHANNELS_LAST_LAYERS = {"Conv2d", "ConvTranspose2d"}   # the layers that decide a graph is a convnet
+
+
+def nhwc_pays(graph: Graph) -> bool:
+    """Whether ``graph`` gains from channels_last: it takes images (C, H, W) and has 2-D convolutions,
+    which oneDNN on CPUs and cuDNN's tensor-core kernels run fastest in NHWC. An MLP on images, or a
+    graph that reshapes a flat input into an image, would only pay for the layout change."""
+    return len(graph.input_spec.shape) == 3 and any(n.type in CHANNELS_LAST_LAYERS for n in graph)
+
+
+def channels_last(spec: RunSpec, graph: Graph) -> bool:
+    """The one rule for whether a run's batches and weights go channels_last: the spec allows it
+    (``precision.channels_last``) and :func:`nhwc_pays`. The worker, the memory prediction and its doctor,
+    the training dialog and the sweeps all ask here, so a predicted peak is the peak of the run that trains."""
+    return spec.precision.channels_last and nhwc_pays(graph)
 
 
 @dataclass
@@ -41,11 +56,8 @@ class Setup:
 
     @property
     def channels_last(self) -> bool:
-        """Whether batches and weights go channels_last: the spec allows it, the data are images and the
-        graph is a convnet (2-D convolutions, which oneDNN on CPUs and cuDNN's tensor-core kernels run
-        fastest in NHWC). An MLP on images would only pay for the layout change."""
-        return (self.spec.precision.channels_last and self.splits.is_image
-                and any(n.type in CHANNELS_LAST_LAYERS for n in self.graph))
+        """Whether batches and weights go channels_last (:func:`channels_last`)."""
+        return channels_last(self.spec, self.graph)
 
     @property
     def graph_dict(self) -> dict[str, Any]:
@@ -204,7 +216,7 @@ def setup(spec: RunSpec) -> Setup:
     if problems or graph is None or raw is None:
         raise SpecError(problems)
     float_bytes = 4 * (raw.x.size + sum(x.size for x, _ in raw.own_splits().values()))
-    streamed = float_bytes > spec.data.device_budget_mb * 2**20
+    streamed = float_bytes > spec.data.device_budget_mb * MiB
     d = spec.data
     try:
         splits = prepare(raw, val_fraction=d.val_fraction, test_fraction=d.test_fraction, seed=spec.train.seed,

@@ -26,13 +26,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .loop import StepFn, autocast
+
+if TYPE_CHECKING:
+    from .protocol.events import Event
 
 VANISHING = 1e-7   # a gradient norm below this is flagged as vanishing
 EXPLODING = 1e3    # a gradient norm above this (or not finite) is flagged as exploding
@@ -380,7 +383,7 @@ def reports_from_metrics(rows: list[tuple[int, str, float | None]]) -> list[Insp
     return [InspectReport(step, None, "", list(nodes.values())) for step, nodes in sorted(by_step.items())]
 
 
-def publisher(run_dir: Path, store: Any, run_id: int, emit: Callable[..., None],
+def publisher(run_dir: Path, store: Any, run_id: int, emit: Callable[[Event], None],
               submit: Callable[[Callable[[], None]], None]) -> Publish:
     """What the worker does with a report, on its recorder thread (the step never waits for a disk):
     write the file into the run directory, store the figures as metric rows, then emit ``inspect``
@@ -391,7 +394,7 @@ def publisher(run_dir: Path, store: Any, run_id: int, emit: Callable[..., None],
         def write() -> None:
             path = write_report(report, run_dir)
             store.add_metrics(run_id, report.metric_rows())
-            emit(ev.INSPECT, step=report.step, path=str(path), nodes=len(report.nodes), loss=_finite(report.loss),
-                 flags=[[node, kind, figure, _finite(value)] for node, kind, figure, value in report.flags()])
+            emit(ev.Inspect(step=report.step, path=str(path), nodes=len(report.nodes), loss=_finite(report.loss),
+                            flags=[[node, kind, figure, _finite(value)] for node, kind, figure, value in report.flags()]))
         submit(write)
     return publish

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -50,6 +50,8 @@ from .memory.recomputation import SegmentError, checkpointed_module
 from .memory.samples import memory_sample, rss_bytes
 from .memory.timeline import LiveRecording
 from .memory.timeline import publisher as memtrace_publisher
+from .metrics import names
+from .metrics.names import rows as metric_rows
 from .metrics.recorder import Recorder
 from .metrics.skipped import watch as watch_skipped
 from .optim import Schedule, make_optimizer
@@ -140,7 +142,8 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
     compiled = spec.precision.compile != "off"
     opt = make_optimizer(model, spec.optim, lr_tensor=compiled, device=dev,
                          scales=lr_scales(model, setup.graph, spec.model))
-    runner = torch.compile(model, mode=spec.precision.compile) if compiled else model
+    # torch.compile returns the module's compiled wrapper, typed as a plain callable: called as the module
+    runner = cast(nn.Module, torch.compile(model, mode=spec.precision.compile)) if compiled else model
     step_fn, scaler = make_train_step(runner, opt, device=dev, precision=spec.precision.dtype,
                                       label_smoothing=spec.optim.label_smoothing, compile_mode=spec.precision.compile)
     loaders = make_loaders(setup)
@@ -169,15 +172,16 @@ def make_loaders(setup: Setup) -> dict[str, DeviceLoader]:
     if s.on_disk:   # image files decoded per batch in the loaders' workers
         return dict(file_loaders(spec, s, setup.device, channels_last=setup.channels_last))
     aug = Augment(spec.data.augment.flip, spec.data.augment.translate)
-    kw = dict(channels_last=setup.channels_last, seed=spec.train.seed)
+    cl, seed = setup.channels_last, spec.train.seed
     out: dict[str, DeviceLoader] = {}
-    for name, split in (("train", s.train), ("val", s.val), ("test", s.test)):
-        train = name == "train"
+    for name in ("train", "val", "test"):
+        split, train = s.memory_split(name), name == "train"
         if setup.streamed:
             out[name] = StreamLoader(split, spec.train.batch_size, setup.device, train=train, mean=s.mean, std=s.std,
-                                     workers=spec.data.workers, augment=aug, **kw)
+                                     workers=spec.data.workers, augment=aug, channels_last=cl, seed=seed)
         else:
-            out[name] = DeviceLoader(split, spec.train.batch_size, setup.device, train=train, augment=aug, **kw)
+            out[name] = DeviceLoader(split, spec.train.batch_size, setup.device, train=train, augment=aug,
+                                     channels_last=cl, seed=seed)
     return out
 
 
@@ -194,8 +198,8 @@ def _timed_first_call(job: Job, step_fn: StepFn) -> StepFn:
         out = step_fn(x, y)
         if job.setup.device.type == "cuda":
             torch.cuda.synchronize(job.setup.device)   # once: the compile time must include the kernels
-        job.emitter.emit(ev.COMPILE_DONE, seconds=round(time.perf_counter() - t0, 3),
-                         mode=job.spec.precision.compile, graph_breaks=log.breaks, recompiles=log.recompiles)
+        job.emitter.emit(ev.CompileDone(seconds=round(time.perf_counter() - t0, 3), mode=job.spec.precision.compile,
+                                        graph_breaks=log.breaks, recompiles=log.recompiles))
         done = True
         return out
 
@@ -207,16 +211,15 @@ def report_metrics(job: Job, step: int, epoch: int, losses: list[float], correct
     """Store a window of training metrics, then emit it (a reader that saw the event finds the rows)."""
     b = job.spec.train.batch_size
     loss, acc = sum(losses) / len(losses), sum(correct) / (b * len(correct))
+    event = ev.Metrics(step=step, epoch=epoch, loss=loss, accuracy=acc, lr=lr, samples_per_s=round(samples_per_s, 1))
     # "time" (seconds since this process started) and "epoch" give the Runs comparison its wall-time
     # and epoch x axes; two more rows of the same batched insert.
-    rows = [(step, "train/loss", loss), (step, "train/accuracy", acc), (step, "lr", lr),
-            (step, "samples_per_s", samples_per_s), (step, "time", time.monotonic() - job.started),
-            (step, "epoch", float(epoch))]
-    fields = dict(step=step, epoch=epoch, loss=loss, accuracy=acc, lr=lr, samples_per_s=round(samples_per_s, 1))
+    rows = metric_rows(event, step) + [(step, names.TIME.name, time.monotonic() - job.started),
+                                       (step, names.EPOCH.name, float(epoch))]
 
     def write() -> None:   # on the recorder thread: the training step does not wait for the disk
         job.store.add_metrics(job.run_id, rows)
-        job.emitter.emit(ev.METRICS, **fields)
+        job.emitter.emit(event)
 
     job.recorder.submit(write)
     if time.monotonic() - job.last_memory >= 2.0:
@@ -225,18 +228,17 @@ def report_metrics(job: Job, step: int, epoch: int, losses: list[float], correct
 
 def emit_memory(job: Job, step: int, background: bool = False) -> None:
     """Store and emit a memory sample (on the recorder thread when ``background``)."""
-    sample = memory_sample(job.setup.device)
+    sample = memory_sample(job.setup.device, step)
     job.last_memory = now = time.monotonic()
     cpu, (cpu0, wall0) = time.process_time(), job.last_cpu
     job.last_cpu = (cpu, now)
     # System curves: the process's CPU use since the last sample (100 = one core busy) and its RSS.
-    system = [(step, "system/cpu_percent", 100.0 * (cpu - cpu0) / max(now - wall0, 1e-6)),
-              (step, "system/rss", float(rss_bytes()))]
+    system = [(step, names.CPU_PERCENT.name, 100.0 * (cpu - cpu0) / max(now - wall0, 1e-6)),
+              (step, names.RSS.name, float(rss_bytes()))]
 
     def write() -> None:
-        job.store.add_metrics(job.run_id, [(step, f"memory/{k}", float(v)) for k, v in sample.items()
-                                           if k != "device"] + system)
-        job.emitter.emit(ev.MEMORY, step=step, **sample)
+        job.store.add_metrics(job.run_id, [*metric_rows(sample, step), *system])
+        job.emitter.emit(sample)
 
     if background:
         job.recorder.submit(write)
@@ -294,21 +296,21 @@ def end_of_epoch(job: Job, epoch: int, seconds: float) -> bool:
     val = evaluate_split(job, "val")
     values = {"val_accuracy": val.accuracy, "val_loss": val.loss} if val else {}
     improved = {name: _improves(job, name, v, epoch) for name, v in values.items()}
-    lr = job.lr_at(job.step)
-    rows = [(job.step, "epoch/train_loss", job.totals.loss), (job.step, "epoch/train_accuracy", job.totals.accuracy)]
-    rows += [(job.step, name.replace("_", "/", 1), v) for name, v in values.items()]
-    job.store.add_metrics(job.run_id, rows)
-    report = ({"per_class": val.per_class(), "confusion": val.confusion.tolist(),
-               "classes": [str(c) for c in job.setup.splits.classes]} if val else {})
-    job.store.add_epoch_report(job.run_id, epoch, report)
     best_metric = spec.checkpoints.metric
+    per_class = val.per_class() if val else None
+    event = ev.EpochEnd(epoch=epoch, step=job.step, train_loss=job.totals.loss, train_accuracy=job.totals.accuracy,
+                        val_loss=val.loss if val else None, val_accuracy=val.accuracy if val else None,
+                        lr=job.lr_at(job.step), seconds=round(seconds, 3), best=bool(improved.get(best_metric)),
+                        per_class=ev.PerClass.from_dict(per_class) if per_class else None,
+                        confusion=val.confusion.tolist() if val else None,
+                        classes=[str(c) for c in job.setup.splits.classes] if val else None)
+    job.store.add_metrics(job.run_id, metric_rows(event, job.step))
+    report = {"per_class": per_class, "confusion": event.confusion, "classes": event.classes} if val else {}
+    job.store.add_epoch_report(job.run_id, epoch, report)
     best = job.best.get(best_metric)
     job.store.update_run(job.run_id, epoch=epoch, step=job.step, best_metric=best_metric,
                          best_value=best[0] if best else None)
-    job.emitter.emit(ev.EPOCH_END, epoch=epoch, step=job.step, train_loss=job.totals.loss,
-                     train_accuracy=job.totals.accuracy, val_loss=val.loss if val else None,
-                     val_accuracy=val.accuracy if val else None, lr=lr, seconds=round(seconds, 3),
-                     best=bool(improved.get(best_metric)), **report)
+    job.emitter.emit(event)
     stop_metric = spec.early_stopping.metric
     job.bad_epochs = 0 if improved.get(stop_metric, True) else job.bad_epochs + 1
     if spec.checkpoints.best and improved.get(best_metric):
@@ -353,8 +355,8 @@ def save(job: Job, kind: str) -> Path:
     fault_point("recorded")
     prune(path.parent, kind, job.step)
     fault_point("pruned")
-    job.emitter.emit(ev.CHECKPOINT, kind=kind, path=str(path), step=job.step, epoch=job.epoch, metric=metric,
-                     value=value)
+    job.emitter.emit(ev.Checkpoint(kind=kind, path=str(path), step=job.step, epoch=job.epoch, metric=metric,
+                                   value=value))
     return path
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -18,16 +19,17 @@ from .checks import Setup
 from .data import DataError
 from .distributed.lifeline import live_ranks
 from .job import Job, emit_memory, evaluate_split, load_best_weights
+from .metrics.names import rows as metric_rows
 from .protocol import events as ev
 from .spec import SpecError
 from .store.runs import Run, RunStore, StoreError, default_run_root
 
 
 def refuse(emitter: ev.Emitter, kind: str, message: str, problems: list[str] | None = None, *,
-           tb: str = "", **extra: object) -> int:
+           tb: str = "", diagnosis: dict[str, Any] | None = None) -> int:
     """Nothing ran: report the problem (event and stderr, one line) and exit with EXIT_REFUSED."""
-    emitter.emit(ev.FAILED, kind=kind, message=message, problems=problems or [message], traceback=tb, step=None,
-                 **extra)
+    emitter.emit(ev.Failed(kind=kind, message=message, problems=problems or [message], traceback=tb, step=None,
+                           diagnosis=diagnosis))
     print(f"error: {message}", file=sys.stderr, flush=True)
     return ev.EXIT_REFUSED
 
@@ -102,29 +104,28 @@ def finish(job: Job, status: str, seconds: float) -> None:
         test = evaluate_split(job, "test")
     best_metric = job.spec.checkpoints.metric
     best = job.best.get(best_metric)
-    summary = {"test_loss": test.loss if test else None, "test_accuracy": test.accuracy if test else None,
-               "test_per_class": test.per_class() if test else None,
-               "test_confusion": test.confusion.tolist() if test else None,
-               "best": {"metric": best_metric, "value": best[0], "epoch": int(best[1])} if best else None,
-               "seconds": round(seconds, 3)}
-    if test:
-        job.store.add_metrics(job.run_id, [(job.step, "test/loss", test.loss), (job.step, "test/accuracy",
-                                                                               test.accuracy)])
+    event = ev.Finished(status=status, epoch=job.epoch, step=job.step, test_loss=test.loss if test else None,
+                        test_accuracy=test.accuracy if test else None,
+                        test_per_class=ev.PerClass.from_dict(test.per_class()) if test else None,
+                        test_confusion=test.confusion.tolist() if test else None,
+                        best=ev.Best(best_metric, best[0], int(best[1])) if best else None, seconds=round(seconds, 3))
+    job.store.add_metrics(job.run_id, metric_rows(event, job.step))
     emit_memory(job, job.step)
     job.store.update_run(job.run_id, epoch=job.epoch, step=job.step)
-    job.store.finish(job.run_id, status, summary=summary)
-    job.emitter.emit(ev.FINISHED, status=status, epoch=job.epoch, step=job.step, **summary)
+    job.store.finish(job.run_id, status, summary=event.summary())
+    job.emitter.emit(event)
 
 
-def fail(job: Job, kind: str, message: str, *, tb: str = "", step: int | None = None, **extra: object) -> None:
+def fail(job: Job, kind: str, message: str, *, tb: str = "", step: int | None = None,
+         memory: dict[str, Any] | None = None, rank: int | None = None) -> None:
     """Record and report a failed run. The event goes out even when the store cannot record it."""
     try:
         job.recorder.flush()    # what was written before the failure stays, and comes first
     except Exception as exc:  # noqa: BLE001 - the failure being reported matters more
         message += f" (and writing metrics failed: {first_line(exc)})"
     message = record_failure(job.store, job.run_id, kind, message, tb=tb, epoch=job.epoch, step=job.step)
-    job.emitter.emit(ev.FAILED, kind=kind, message=message, traceback=tb, step=step if step is not None else job.step,
-                     **extra)
+    job.emitter.emit(ev.Failed(kind=kind, message=message, traceback=tb, step=step if step is not None else job.step,
+                               memory=memory, rank=rank))
     print(f"error: {message}", file=sys.stderr, flush=True)
 
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from graph_editor.model.units import mib
+
 from .checkpoints.single_file import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
 from .distributed import launch as dist_launch
@@ -107,7 +109,8 @@ def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev
         return refuse(emitter, "spec", f"--db: {exc}")
     try:
         st = setup(load_spec(path))
-        if (too_big := memory_gate(st)) is not None:    # predicted not to fit: refused with the fixes
+        predicted, too_big = memory_gate(st)
+        if too_big is not None:    # predicted not to fit: refused with the fixes
             return refuse(emitter, "oom", f"out of memory: {too_big.message()}", too_big.problems(),
                           diagnosis=too_big.to_dict())
         model = build_model(st)
@@ -121,7 +124,8 @@ def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev
         store.update_run(run_id, run_dir=str(folder))
     except StoreError as exc:
         return refuse(emitter, "spec", f"--db: {exc}")
-    return execute(st, model, store, emitter, run_id, folder, checkpoint=None)
+    return execute(st, model, store, emitter, run_id, folder, checkpoint=None,
+                   predicted_peak=predicted.peak_bytes if predicted else None)
 
 
 def _record_the_dead(store: RunStore) -> None:
@@ -167,10 +171,12 @@ def usable_checkpoint(store: RunStore, run_id: int) -> tuple[dict[str, torch.Ten
 
 
 def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emitter, run_id: int, run_dir: Path,
-            *, checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]] | None) -> int:
-    """Train the run to its end and record how it ended; never raises."""
+            *, checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]] | None,
+            predicted_peak: int | None = None) -> int:
+    """Train the run to its end and record how it ended; never raises. ``predicted_peak``: the memory
+    gate's prediction, reported in ``run_started`` (the dashboard draws it instead of predicting again)."""
     emitter.run_id = run_id
-    controls = Controls(lambda state, reason: emitter.emit(ev.STATE, state=state, reason=reason))
+    controls = Controls(lambda state, reason: emitter.emit(ev.State(state=state, reason=reason)))
     try:
         job = make_job(st, model, store=store, emitter=emitter, run_id=run_id, run_dir=run_dir, controls=controls)
         if checkpoint is not None:
@@ -178,25 +184,26 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
 
         def on_state(state: str, reason: str) -> None:
             job.recorder.flush()
-            emitter.emit(ev.STATE, state=state, reason=reason)
+            emitter.emit(ev.State(state=state, reason=reason))
         controls.on_state = on_state
     except Exception as exc:  # noqa: BLE001 - reported as a failed run, never lost
         message = f"cannot start the run: {type(exc).__name__}: {exc}"
         kind = "oom" if isinstance(exc, torch.OutOfMemoryError) else "error"   # the data did not fit, say
         tb = traceback.format_exc()
         message = record_failure(store, run_id, kind, message, tb=tb)
-        emitter.emit(ev.FAILED, kind=kind, message=message, traceback=tb, step=None)
+        emitter.emit(ev.Failed(kind=kind, message=message, traceback=tb, step=None))
         print(f"error: {message}", file=sys.stderr, flush=True)
         return ev.EXIT_FAILED
     controls.listen()
     controls.install_sigterm()
     controls.sigterm = controls.sigterm or bool(_EARLY_STOP)   # a stop that came during startup
     s = st.splits
-    emitter.emit(ev.RUN_STARTED, name=st.spec.name, device=str(st.device), params=count_params(model),
-                 epochs=st.spec.train.epochs, steps_per_epoch=job.loaders["train"].steps,
-                 batch_size=st.spec.train.batch_size, train_size=len(s.train), val_size=len(s.val),
-                 test_size=len(s.test), classes=s.classes, start_step=job.step, precision=st.spec.precision.dtype,
-                 compile=st.spec.precision.compile, run_dir=str(run_dir))
+    emitter.emit(ev.RunStarted(
+        name=st.spec.name, device=str(st.device), params=count_params(model), epochs=st.spec.train.epochs,
+        steps_per_epoch=job.loaders["train"].steps, batch_size=st.spec.train.batch_size, train_size=len(s.train),
+        val_size=len(s.val), test_size=len(s.test), classes=list(s.classes), start_step=job.step,
+        precision=st.spec.precision.dtype, compile=st.spec.precision.compile, run_dir=str(run_dir),
+        predicted_peak=predicted_peak))
     t0 = time.perf_counter()
     try:
         status = run_epochs(job)
@@ -206,10 +213,8 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
         fail(job, "nan", f"{exc}: training diverged (try a lower optim.lr)", step=exc.step)
     except torch.OutOfMemoryError as exc:
         figures = memory_sample(st.device)
-        peak = figures.get("peak", 0)
-        peak_mib = peak / 2**20 if isinstance(peak, int) else 0
-        fail(job, "oom", f"out of memory on {st.device} (peak {peak_mib:.0f} MiB): {exc}",
-             tb=traceback.format_exc(), memory=figures)
+        fail(job, "oom", f"out of memory on {st.device} (peak {mib(figures.peak or 0, 0)}): {exc}",
+             tb=traceback.format_exc(), memory=figures.counters())
     except Exception as exc:  # noqa: BLE001 - any crash is reported as a failed run, never lost
         fail(job, "error", f"{type(exc).__name__}: {exc}", tb=traceback.format_exc())
     return ev.EXIT_FAILED

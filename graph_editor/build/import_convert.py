@@ -156,14 +156,18 @@ class Converter:
             self.ids[n] = self._id_of(src[0])
             return True
         if n.target is operator.getitem and isinstance(src, fx.Node) and src.op == "call_module" and isinstance(
-                self.gm.get_submodule(str(src.target)), nn.MultiheadAttention):
-            if _args(n)[1] != 0:
-                raise Unmappable("uses the attention weights; only the attention output maps")
+                self.gm.get_submodule(str(src.target)), nn.MultiheadAttention | nn.LSTM | nn.GRU):
+            if _args(n)[1] != 0:  # (output, weights) of attention, (output, final state) of an LSTM or GRU
+                raise Unmappable("uses the attention weights or a recurrent layer's final state; only the output "
+                                 "maps")
             self.ids[n] = self._id_of(src)
             return True
         if n.target is operator.getitem and isinstance(src, fx.Node) and isinstance(_args(n)[1], int):
             if src in self.failed:
                 raise _Skip()  # reported where it failed
+            if src in self.deferred and src not in self.ids:  # q, k, v = qkv[0], qkv[1], qkv[2] of a permute
+                mapped, self.part_permute[src] = self.deferred[src]
+                self._add(src, mapped, _safe_id(f"{_readable_id(src)}_unbind", self.graph))  # not the permute's value
             holder = self.graph.nodes.get(self.ids.get(src, ""))
             spec = holder.spec if holder is not None else None
             if holder is not None and spec is not None and spec.multi_output:  # parts[i] of a Split: port i
@@ -179,13 +183,15 @@ class Converter:
         return n.target in ("permute", torch.permute) and self._unbind_follows(n)
 
     def _unbind_follows(self, n: fx.Node) -> bool:
-        """A permute that moves the batch, read only by ``.unbind(0)`` (timm's attention): left to the
-        unbind, which becomes an Unbind of the permute's input (see ops.split.unbind_after_permute)."""
+        """A permute that moves the batch, read only by ``.unbind(0)`` (timm's attention) or by picking its
+        parts, ``qkv[0], qkv[1], qkv[2]`` (CaiT's): left to the unbind or the first pick, which becomes an
+        Unbind of the permute's input (see ops.split.unbind_after_permute)."""
         x, *rest = _args(n)
         dims = list(rest[0]) if len(rest) == 1 and isinstance(rest[0], list | tuple) else list(rest)
         dims = dims or list(_kwargs(n).get("dims", ()))
         unbinds = [u for u in n.users if u.target in ("unbind", torch.unbind)]
-        if not isinstance(x, fx.Node) or not dims or len(unbinds) != len(n.users) or any(
+        picks = [u for u in n.users if u.target is operator.getitem and isinstance(u.args[1], int)]
+        if not isinstance(x, fx.Node) or not dims or len(unbinds) != len(n.users) and len(picks) != len(n.users) or any(
                 (u.args[1] if len(u.args) > 1 else u.kwargs.get("dim", 0)) != 0 for u in unbinds):
             return False
         try:

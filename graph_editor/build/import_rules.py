@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import getitem
 from typing import Any
 
 import torch.nn.functional as F
@@ -298,6 +299,41 @@ def const(value: Any, name: str) -> Any:
     if isinstance(value, fx.Node):
         raise Unmappable(f"{name} is computed at run time; only constants map to a layer parameter")
     return value
+
+
+def static_ints(value: Any, name: str) -> Any:
+    """``value`` with each size computed from tensor shapes (``y.shape[-2]``) replaced by its value at the
+    import's input shape, as torch.export specialises it; Unmappable where a value is not known."""
+    if isinstance(value, list | tuple):
+        return type(value)(static_ints(v, name) for v in value)
+    if isinstance(value, fx.Node):
+        if "static" not in value.meta:
+            raise Unmappable(f"{name} is computed at run time from something other than tensor sizes")
+        if _reads_batch(value):
+            raise Unmappable(f"{name} is computed from the batch size, which a graph does not fix")
+        return int(value.meta["static"])
+    return value
+
+
+def _reads_batch(size: fx.Node) -> bool:
+    """Whether a size computed while tracing reads a tensor's batch dimension (``x.shape[0]``, ``x.size(0)``,
+    ``len(x)``) anywhere on its way."""
+    stack, seen = [size], set()
+    while stack:
+        n = stack.pop()
+        if n in seen or "val" in n.meta:  # a tensor: the sizes read from it are what is checked
+            continue
+        seen.add(n)
+        first = n.args[1] if len(n.args) > 1 else None
+        source = n.args[0] if n.args else None
+        if n.target is len or n.op == "call_method" and n.target == "size" and first == 0:
+            return True
+        if n.target is getitem and first == 0 and isinstance(source, fx.Node) and (
+                source.target is getattr and source.args[1] == "shape"
+                or source.op == "call_method" and source.target == "size" and len(source.args) == 1):
+            return True
+        stack.extend(n.all_input_nodes)
+    return False
 
 
 def permute_dims(dims: list[int], rank: int) -> Mapped:

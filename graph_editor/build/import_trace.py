@@ -144,6 +144,8 @@ class _Recorder(nn.Module):
                 recorder.values[n] = out
                 if isinstance(out, torch.Tensor):
                     n.meta["val"] = out  # shapes for the import rules that need them (torch.split by size)
+                elif isinstance(out, int) and not isinstance(out, bool):
+                    n.meta["static"] = out  # a size computed from shapes (F.interpolate(x, size=y.shape[-2:]))
                 return out
 
         return Interp(self.gm).run(x)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ParamError, ShapeError
+from .registry import Registry
 
 Shape = tuple[int, ...]
 ParamValue = int | float | bool | str | list[int]
@@ -271,15 +272,12 @@ class LayerSpec:
         return not self.outputs
 
 
-_REGISTRY: dict[str, LayerSpec] = {}
+_REGISTRY: Registry[str, LayerSpec] = Registry("a layer type")
 
 
 def register(spec: LayerSpec) -> LayerSpec:
     """Add a layer type to the catalog; a second type of the same name is refused."""
-    if spec.type in _REGISTRY:
-        raise ValueError(f"layer type {spec.type!r} is already registered")
-    _REGISTRY[spec.type] = spec
-    return spec
+    return _REGISTRY.add(spec.type, spec)
 
 
 def layer(

@@ -78,10 +78,3 @@ def box_size(ports: int) -> tuple[float, float]:
     return BOX_W, box_height(ports)
 
 
-def fmt_count(n: float) -> str:
-    """1234567 -> '1.23M', for parameters and FLOPs on the canvas."""
-    for suffix in ("", "K", "M", "G", "T"):
-        if abs(n) < 1000 or suffix == "T":
-            return f"{n:.0f}" if suffix == "" else f"{n:.3g}{suffix}"
-        n /= 1000
-    return f"{n:g}"

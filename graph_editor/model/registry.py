@@ -1,7 +1,7 @@
 """A registry that refuses duplicates: the one rule every growing list in the graph language follows.
 
-Layer types, builders, FLOP rules, import rules and file migrations each live in a
-:class:`Registry`. Registering a key twice is a programming error that would otherwise make the
+Layer types, builders, FLOP rules, import rules, file migrations, export formats, dataset readers,
+worker events and commands, and metric names each live in a :class:`Registry`. Registering a key twice is a programming error that would otherwise make the
 last import win silently, so it raises :class:`DuplicateError` naming both registrations.
 """
 
@@ -56,6 +56,9 @@ class Registry(Generic[K, V]):
 
     def items(self) -> list[tuple[K, V]]:
         return list(self._items.items())
+
+    def values(self) -> list[V]:
+        return list(self._items.values())
 
 
 def _name(key: object) -> str:

@@ -19,6 +19,7 @@ from .catalog import INT_LIMIT, ParamSpec, get_layer, short_repr
 from .errors import GraphFileError, ParamError
 from .graph import DTYPES, ID_RE, Edge, Graph, Group, InputSpec, Node
 from .hierarchy import nesting_problem
+from .registry import Registry
 
 SCHEMA_VERSION = 3
 SUFFIX = ".graph.json"
@@ -198,15 +199,12 @@ _BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 # ------------------------------------------------------------------ migrations
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
-MIGRATIONS: dict[int, Migration] = {}
+MIGRATIONS: Registry[int, Migration] = Registry("the schema migration")   # from version N to N + 1
 
 
 def migration(from_version: int) -> Callable[[Migration], Migration]:
     def deco(fn: Migration) -> Migration:
-        if from_version in MIGRATIONS:
-            raise ValueError(f"a migration from schema version {from_version} is already registered")
-        MIGRATIONS[from_version] = fn
-        return fn
+        return MIGRATIONS.add(from_version, fn)
     return deco
 
 

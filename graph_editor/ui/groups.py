@@ -18,8 +18,9 @@ from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from ..model import Graph, Group
 from ..model.block_layout import FRAME_HEADER, FRAME_MARGIN
-from ..model.geometry import BOX_W, PORT_Y, ROW_H, SHAPE_H, TITLE_H, box_height, fmt_count
+from ..model.geometry import BOX_W, PORT_Y, ROW_H, SHAPE_H, TITLE_H, box_height
 from ..model.hierarchy import external_ports
+from ..model.units import count
 from .items import RADIUS, SIMPLE_LOD, PortItem, lod_of
 
 if TYPE_CHECKING:
@@ -99,8 +100,8 @@ class GroupBox(QGraphicsItem):
         return self.kind or self.count_text()
 
     def stat_rows(self) -> list[tuple[str, str]]:
-        return [("params", "…" if self.params is None else fmt_count(self.params)),
-                ("FLOPs", "…" if self.flops is None else fmt_count(self.flops))]
+        return [("params", "…" if self.params is None else count(self.params)),
+                ("FLOPs", "…" if self.flops is None else count(self.flops))]
 
     def _update_tooltip(self) -> None:
         head = f"<b>{self.name}</b>" + (f" ({self.kind})" if self.kind else "") + f": a block of {self.count} layers"

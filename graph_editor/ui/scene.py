@@ -8,7 +8,7 @@ the editing canvas and, alone, by the thumbnail renderer.
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, QRectF
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneHelpEvent
 
 from ..model import Edge, Graph, Group, Inference, Node, fmt_shape
 from ..model.hierarchy import parents, visible
@@ -69,6 +69,14 @@ class GraphScene(QGraphicsScene):
         self._follow(graph, True)
         self.marks.sync()
 
+    def helpEvent(self, event: QGraphicsSceneHelpEvent) -> None:  # noqa: N802 - Qt's name
+        """A node's tooltip is made when it is first wanted (:meth:`NodeItem.toolTip`)."""
+        for item in self.items(event.scenePos()):
+            if isinstance(item, NodeItem):
+                item.toolTip()
+                break
+        super().helpEvent(event)
+
     def _follow(self, graph: Graph, on: bool) -> None:
         ev = graph.events
         for signal, slot in ((ev.node_added, self._on_node_added), (ev.node_removed, self._on_node_removed),
@@ -128,8 +136,9 @@ class GraphScene(QGraphicsScene):
         if self.inference is not None:
             shape = self.inference.edge_shape(edge)
             wire.set_label(fmt_shape(shape) if shape else "")
-        for other in dst.wires:
-            other.update_path()
+        for other in dst.wires:     # a variadic port spreads its wires' ends
+            if other is not wire:
+                other.update_path()
         wire.setVisible(self.wire_shown(edge))
         if self._touches_box(edge):
             self._on_groups_changed()  # the box gains a port

@@ -14,6 +14,8 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
+from graph_editor.model import units
+
 from .. import format as fmt
 
 COLUMNS = ("Node", "Type", "Output", "Params", "FLOPs", "Activations")
@@ -95,8 +97,8 @@ def _cell(row: Any, col: int) -> str:
     if col == 3:
         return f"{value:,}"
     if col == 4:
-        return fmt.count(value)
-    return fmt.nbytes(value)
+        return units.count(value)
+    return units.nbytes(value)
 
 
 class SummaryDock(QWidget):
@@ -151,8 +153,8 @@ class SummaryDock(QWidget):
             self.table.resizeColumnToContents(col)
         self.totals.setText(
             f"<b>{analysis.total_params:,}</b> parameters ({analysis.trainable_params:,} trainable) · "
-            f"<b>{fmt.count(analysis.total_flops)}</b> FLOPs · "
-            f"<b>{fmt.nbytes(analysis.activation_bytes)}</b> activations at batch {analysis.batch} · "
+            f"<b>{units.count(analysis.total_flops)}</b> FLOPs · "
+            f"<b>{units.nbytes(analysis.activation_bytes)}</b> activations at batch {analysis.batch} · "
             f"output {fmt.shape(analysis.output_shape)}")
 
 

@@ -85,14 +85,12 @@ class AutogradItem(NodeItem):
         self.in_ports["in"] = PortItem(self, node.id, "in", True, variadic=True)
         self.out_ports["out"] = PortItem(self, node.id, "out", False)
 
-    def _update_tooltip(self) -> None:
-        grad = getattr(self, "grad", None)
-        if grad is None:  # called by NodeItem.__init__ before this item knows its node
-            return
+    def _tooltip_text(self) -> str:
+        grad = self.grad
         head = f"<b>{_html(grad.name)}</b> of {_html(grad.owner)}"
         if grad.param:
             head += f"<br>accumulates the gradient of {_html(grad.param)}"
-        self.setToolTip(head + "<br>" + _saved_table([(grad.name, t) for t in grad.saved]))
+        return head + "<br>" + _saved_table([(grad.name, t) for t in grad.saved])
 
     def _paint_text(self, painter: QPainter, scene: SceneLook) -> None:
         theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics

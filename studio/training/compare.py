@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from trainer.metrics import names
+
 X_AXES = ("step", "epoch", "wall time")
 SHORT = {"lr": "optim.lr", "optimizer": "optim.name", "weight_decay": "optim.weight_decay",
          "batch_size": "train.batch_size", "epochs": "train.epochs", "precision": "precision.dtype",
@@ -50,13 +52,13 @@ def x_values(steps: np.ndarray, axis: str, reference: dict[str, tuple[np.ndarray
     recorded before those series existed gets NaN: nothing plotted rather than a wrong axis)."""
     if axis == "step":
         return np.asarray(steps, dtype=np.float64)
-    name = {"epoch": "epoch", "wall time": "time"}.get(axis)
+    name = {"epoch": names.EPOCH.name, "wall time": names.TIME.name}.get(axis)
     if name is None:
         raise ValueError(f"unknown x axis {axis!r} (choose {', '.join(X_AXES)})")
     ref_steps, ref_values = reference.get(name, (np.zeros(0), np.zeros(0)))
     if len(ref_steps) == 0:
         return np.full(len(steps), np.nan)
-    if name == "epoch":    # an epoch's fraction: steps per epoch from where the epoch number changes
+    if name == names.EPOCH.name:    # an epoch's fraction: steps per epoch from where the epoch number changes
         per_epoch = max(float(ref_steps[-1]) / max(float(ref_values[-1]), 1.0), 1.0)
         return np.asarray(steps, dtype=np.float64) / per_epoch
     return np.interp(np.asarray(steps, dtype=np.float64), ref_steps, ref_values)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -30,6 +31,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from graph_editor.model.units import MiB, mib
+from trainer.metrics import names
 from trainer.protocol import events as ev
 
 from ..elided_label import ElidedLabel
@@ -248,24 +251,26 @@ class TrainingDashboard(QWidget):
         """Buffer one point; drawn at the next refresh tick."""
         self._pending[(plot, curve)].append((x, y))
 
+    def add_values(self, step: int, values: Mapping[str, float | None]) -> None:
+        """Metrics at ``step`` by their names (:mod:`trainer.metrics.names`); those with a curve are plotted."""
+        for name, v in values.items():
+            curve = CURVES.get(name)
+            if curve is not None and isinstance(v, int | float):
+                self.add_point(curve.plot, curve.label, step, v * curve.scale)
+
     def add_metrics(self, m: ev.Metrics) -> None:
         """A ``metrics`` event: its loss, accuracy, lr and samples_per_s at its step."""
-        for name, (plot, curve) in STEP_CURVES.items():
-            v = getattr(m, name)
-            if v is not None:
-                self.add_point(plot, curve, m.step, v)
+        self.add_values(m.step, names.values(m))
         self.clock.update(m.step)
 
-    def add_memory(self, step: int, values: dict[str, float]) -> None:
-        """Memory sample in bytes: CUDA allocated/reserved/peak, or the process RSS."""
-        for name, v in values.items():
-            if isinstance(v, (int, float)) and v is not None:
-                self.add_point("memory", name, step, v / 2**20)
+    def add_memory(self, m: ev.Memory, step: int) -> None:
+        """A ``memory`` event (bytes): CUDA allocated/reserved/peak, or the process RSS, at ``step``."""
+        self.add_values(step, names.values(m))
 
     def set_predicted_peak(self, nbytes: int | None) -> None:
         """The run's predicted peak (bytes; None: none) as a dashed line across the memory plot."""
-        label = f"predicted tensors {nbytes / 2**20:.1f} MiB" if nbytes else ""
-        self.plots["memory"].set_level("predicted", nbytes / 2**20 if nbytes else None, label)
+        label = f"predicted tensors {mib(nbytes)}" if nbytes else ""
+        self.plots["memory"].set_level("predicted", nbytes / MiB if nbytes else None, label)
 
     def recording_memory(self) -> None:
         """A recording was asked for: the button waits for its ``memory_trace`` event."""
@@ -280,13 +285,10 @@ class TrainingDashboard(QWidget):
         self.record_button.setEnabled(self.stop_button.isEnabled())
         self.memory_trace_shown.emit()
 
-    def end_epoch(self, e: ev.EpochEnd, names: Sequence[str] = ()) -> None:
+    def end_epoch(self, e: ev.EpochEnd, class_names: Sequence[str] = ()) -> None:
         """An ``epoch_end`` event: plot points, a table row, the confusion matrix with the per-class
-        figures the worker computed (``names``: the class names when the event has none)."""
-        for name, (plot, curve) in _EPOCH_CURVES.items():
-            v = getattr(e, name)
-            if v is not None:
-                self.add_point(plot, curve, e.step, v)
+        figures the worker computed (``class_names``: the class names when the event has none)."""
+        self.add_values(e.step, {n: v for n, v in names.values(e).items() if n in EPOCH_CURVES})
         cells = [str(e.epoch)] + [_cell(v, ".4f") for v in (e.train_loss, e.train_accuracy, e.val_loss,
                                                               e.val_accuracy)]   # aligned decimals
         cells.append(_cell(e.lr, ".1e"))
@@ -299,7 +301,7 @@ class TrainingDashboard(QWidget):
             self.epoch_table.resizeColumnToContents(col)
         self.epoch_table.scrollToBottom()
         if e.confusion is not None:
-            self.confusion.set_matrix(np.asarray(e.confusion), e.classes or names, f"epoch {e.epoch}",
+            self.confusion.set_matrix(np.asarray(e.confusion), e.classes or class_names, f"epoch {e.epoch}",
                                       per_class=e.per_class)
 
     def compile_started(self) -> None:
@@ -358,11 +360,10 @@ class TrainingDashboard(QWidget):
             self.eta_label.setText(f"ETA {format_duration(eta)}")
         self._update_compile_label()
 
-    def _ensure_curve(self, plot: str, curve: str) -> None:
-        style = _CURVE_STYLE.get(curve)
+    def _ensure_curve(self, plot: str, label: str) -> None:
+        style = _STYLES.get((plot, label))
         if style is not None:
-            color, dashed, symbols = style
-            self.plots[plot].add_curve(curve, color, dashed=dashed, symbols=symbols)
+            self.plots[plot].add_curve(label, style.colour, symbols=style.symbols)
 
     def set_plot_theme(self, theme: str | PlotTheme) -> None:
         """The dashboard's own coloured text (its plots and matrix are themed as views of their own)."""
@@ -382,10 +383,27 @@ def _cell(v: float | None, fmt: str) -> str:
     return format(v, fmt)
 
 
-# worker metric name -> (plot, curve)
-STEP_CURVES = {"loss": ("loss", "train"), "accuracy": ("accuracy", "train"), "lr": ("lr", "lr"),
-               "samples_per_s": ("throughput", "samples/s")}
-_EPOCH_CURVES = {"val_loss": ("loss", "val"), "val_accuracy": ("accuracy", "val")}
-# curve -> (colour, dashed, symbols)
-_CURVE_STYLE = {"train": ("#0072B2", False, False), "val": ("#D55E00", False, True),
-                "lr": ("#009E73", False, False), "samples/s": ("#CC79A7", False, False)}
+class Curve(NamedTuple):
+    """Where a metric is drawn: its plot, its curve's label there, its colour (None: the plot's palette),
+    markers on each point (sparse per-epoch data), and the factor from its unit to the plot's."""
+
+    plot: str
+    label: str
+    colour: str | None = None
+    symbols: bool = False
+    scale: float = 1.0
+
+
+# metric name (trainer.metrics.names) -> its curve: the one entry a metric needs to be plotted live
+CURVES = {
+    names.TRAIN_LOSS.name: Curve("loss", "train", "#0072B2"),
+    names.VAL_LOSS.name: Curve("loss", "val", "#D55E00", symbols=True),
+    names.TRAIN_ACCURACY.name: Curve("accuracy", "train", "#0072B2"),
+    names.VAL_ACCURACY.name: Curve("accuracy", "val", "#D55E00", symbols=True),
+    names.LR.name: Curve("lr", "lr", "#009E73"),
+    names.SAMPLES_PER_S.name: Curve("throughput", "samples/s", "#CC79A7"),
+    **{m.name: Curve("memory", m.field, scale=1 / MiB) for m in (
+        names.MEMORY_ALLOCATED, names.MEMORY_RESERVED, names.MEMORY_PEAK, names.MEMORY_RSS, names.MEMORY_PEAK_RSS)},
+}
+EPOCH_CURVES = (names.VAL_LOSS.name, names.VAL_ACCURACY.name)   # what an epoch_end adds to the plots
+_STYLES = {(c.plot, c.label): c for c in CURVES.values() if c.colour}

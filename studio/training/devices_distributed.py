@@ -17,13 +17,11 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from studio.format import nbytes
+from graph_editor.model.units import MiB, nbytes
 
 from .devices import Device
 from .spec_form import SpecForm
 from .tasks import BackgroundTask
-
-MiB = 2 ** 20
 
 
 @dataclass(frozen=True)

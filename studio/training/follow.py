@@ -14,6 +14,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from trainer.metrics import names
 from trainer.protocol import events as ev
 from trainer.spec import OptimSpec
 from trainer.store.runs import RunStore, StoreError
@@ -23,6 +24,8 @@ from .memory_bar import predicted_peak
 from .tasks import BackgroundTask
 
 POLL_MS = 1000
+# the rows an epoch writes: its own (epoch/...) and the val split's, read together at its epoch_end
+_EPOCH = frozenset(m.name for m in names.carried_by(ev.EPOCH_END))
 
 
 class RunFollower(QObject):
@@ -53,7 +56,7 @@ class RunFollower(QObject):
     def _predict_peak(self, spec: dict[str, Any], graph: Any, device: str) -> BackgroundTask | None:
         """The run's predicted peak as the memory plot's dashed line, as for a run this window started
         (computed on a thread from the stored spec and graph)."""
-        if not isinstance(graph, dict):
+        if not isinstance(graph, dict) or not graph:    # no graph kept: nothing to predict
             return None
         full = {**spec, "model": {**(spec.get("model") or {}), "graph": graph}}
         task = BackgroundTask(lambda: predicted_peak(full, device), self)
@@ -83,35 +86,26 @@ class RunFollower(QObject):
     def _show_steps(self, rows: list[tuple[int, str, float | None]]) -> None:
         windows: dict[int, dict[str, float | None]] = defaultdict(dict)
         for step, name, value in rows:
-            if name.startswith(("epoch/", "val/")):
+            if name in _EPOCH:
                 self._epoch_rows[step][name] = value
             elif step > self._step:
                 windows[step][name] = value
         for step in sorted(windows):
-            w = windows[step]
-            if "train/loss" in w or "lr" in w:
-                self.dashboard.add_metrics(ev.Metrics(step=step, loss=w.get("train/loss"),
-                                                      accuracy=w.get("train/accuracy"), lr=w.get("lr"),
-                                                      samples_per_s=w.get("samples_per_s")))
-            memory = {k.removeprefix("memory/"): v for k, v in w.items() if k.startswith("memory/") and v is not None}
-            if memory:
-                self.dashboard.add_memory(step, memory)
+            self.dashboard.add_values(step, windows[step])     # the store's names are the curves' keys
+            if names.TRAIN_LOSS.name in windows[step]:
+                self.dashboard.clock.update(step)
             self._step = step
 
     def _show_epochs(self, reports: list[dict[str, Any]]) -> None:
-        ends = sorted(s for s, v in self._epoch_rows.items() if "epoch/train_loss" in v)  # one per epoch, in order
+        ends = sorted(s for s, v in self._epoch_rows.items() if names.EPOCH_TRAIN_LOSS.name in v)  # one per epoch
         while self._reports < min(len(reports), len(ends)):
             report, step = reports[self._reports], ends[self._reports]
-            v = self._epoch_rows[step]
-            try:
-                per_class = ev.PerClass.from_dict(report["per_class"]) if report.get("per_class") else None
-            except ev.ProtocolError:
-                per_class = None
-            self.dashboard.end_epoch(ev.EpochEnd(
-                epoch=int(report.get("epoch", self._reports + 1)), step=step,
-                train_loss=v.get("epoch/train_loss"), train_accuracy=v.get("epoch/train_accuracy"),
-                val_loss=v.get("val/loss"), val_accuracy=v.get("val/accuracy"), per_class=per_class,
-                confusion=report.get("confusion"), classes=report.get("classes")))
+            # the epoch's event as the worker sent it: its metrics by the table, its report as stored
+            event = ev.decode({"event": ev.EPOCH_END, "epoch": int(report.get("epoch", self._reports + 1)), "step": step,
+                               **names.fields(ev.EPOCH_END, self._epoch_rows[step]),
+                               **{k: report.get(k) for k in ("per_class", "confusion", "classes")}})
+            if isinstance(event, ev.EpochEnd):
+                self.dashboard.end_epoch(event)
             self._reports += 1
             if self._reports == 1 and self._epochs:       # the first epoch tells how many steps one takes
                 total = step * self._epochs

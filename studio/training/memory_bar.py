@@ -18,14 +18,13 @@ from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from studio.format import nbytes
+from graph_editor.model.units import MiB, nbytes
 
 # Okabe-Ito, in the bar's order; "transient" also holds the input batch. "data": the dataset, where the
 # loaders keep it on the device; "workspace": cuBLAS's workspaces on CUDA.
 BANDS = (("data", "dataset", "#999999"), ("weights", "weights", "#0072B2"), ("gradients", "grads", "#56B4E9"),
          ("optimizer", "optimizer", "#009E73"), ("activations", "activations", "#E69F00"),
          ("transient", "transient", "#CC79A7"), ("workspace", "cuBLAS", "#D55E00"))
-MiB = 2 ** 20
 SEARCH_LIMIT = 1 << 16     # memory_predict.largest_batch's default upper bound
 
 
@@ -84,21 +83,20 @@ def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None,
         int(rs.memory.budget_mb * MiB) if rs.memory.budget_mb > 0 else total)
     label = ("memory.budget_mb" if rs.memory.budget_mb > 0 else
              f"{device} leaves for training" if kind == "cuda" else "of the machine's RAM")
-    cl = rs.precision.channels_last and len(graph.input_spec.shape) == 3 and any(
-        n.type in ("Conv2d", "ConvTranspose2d") for n in graph)
-    pred = predict_for_spec(graph, rs, device=kind, channels_last=cl, resident=resident)
+    pred = predict_for_spec(graph, rs, device=kind, resident=resident)   # channels_last: the worker's rule
     figures = MemoryFigures(pred.peak_bytes, dict(pred.parts), budget, label, pred.batch, phase=pred.peak_phase,
                             node=pred.peak_node)
     if budget is None:
         return figures
     if pred.peak_bytes > budget:
-        diag = diagnose(graph, rs, budget, device=kind, prediction=pred, channels_last=cl, stop=stop)
+        diag = diagnose(graph, rs, budget, device=kind, prediction=pred, stop=stop)
         figures.fixes = [f.to_dict() for f in diag.fixes]
         batch_fix = next((f for f in diag.fixes if f.name == "batch"), None)
         figures.largest_batch = batch_fix.changes["train.batch_size"] if batch_fix else 0
     else:
         figures.largest_batch, _ = largest_batch(graph, budget, optimizer=pred.optimizer, precision=pred.precision,
-                                                 channels_last=cl, device=kind, checkpoint=pred.checkpoint,
+                                                 channels_last=pred.channels_last, device=kind,
+                                                 checkpoint=pred.checkpoint,
                                                  stop=stop, resident=resident, frozen=pred.frozen)
     return figures
 

@@ -15,11 +15,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from studio.format import nbytes
+from graph_editor.model.units import MiB, nbytes
 
 from .plot_theme import PALETTE, PlotTheme, plot_theme
 
-MiB = 2 ** 20
 EMPTY = ("No memory timeline yet. Record memory (on the dashboard, or Run > Record Memory Timeline) records "
          "the next two training steps of the running job, every allocation by graph node.")
 

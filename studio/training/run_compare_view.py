@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from trainer.metrics import names
 from trainer.store.runs import RunStore, StoreError
 
 from .compare import X_AXES, ema, x_values
@@ -84,7 +85,7 @@ class CompareCurves(QWidget):
                             "Select runs and press Overlay")
         for i, run_id in enumerate(ids):
             steps, ys = load_curves(store, run_id, key)
-            xs = x_values(steps, axis, {n: load_curves(store, run_id, n) for n in ("epoch", "time")}
+            xs = x_values(steps, axis, {n: load_curves(store, run_id, n) for n in (names.EPOCH.name, names.TIME.name)}
                           if axis != "step" else {})
             if self.log_y.isChecked():        # a log axis shows positive values only
                 keep = ys > 0

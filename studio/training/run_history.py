@@ -15,14 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from trainer.metrics import names
 from trainer.store.runs import Run, RunStore
 
 # What can be overlaid: store metric name -> label.
-CURVES = {"val/accuracy": "val accuracy", "val/loss": "val loss", "train/loss": "train loss",
-          "train/accuracy": "train accuracy", "lr": "learning rate", "samples_per_s": "samples/s",
-          "system/cpu_percent": "CPU % (100 = one core)", "system/rss": "resident memory (bytes)",
-          "memory/allocated": "GPU memory allocated (bytes, CUDA runs)",
-          "memory/reserved": "GPU memory reserved (bytes, CUDA runs)"}
+CURVES = {m.name: m.label for m in (names.VAL_ACCURACY, names.VAL_LOSS, names.TRAIN_LOSS, names.TRAIN_ACCURACY,
+                                    names.LR, names.SAMPLES_PER_S, names.CPU_PERCENT, names.RSS,
+                                    names.MEMORY_ALLOCATED, names.MEMORY_RESERVED)}
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ class TrainingSession(QObject):
         self._checkpoint: ev.Checkpoint | None = None
         self._predict_task: BackgroundTask | None = None
         self._peak_task: BackgroundTask | None = None
+        self._given_peak: int | None = None
         self._connect()
 
     def _connect(self) -> None:
@@ -68,9 +69,11 @@ class TrainingSession(QObject):
         d.confusion.samples_requested.connect(self._load_samples)
 
     # ------------------------------------------------------------------ control
-    def start(self, spec: dict[str, Any]) -> int:
-        """Write ``spec`` to a fresh launch folder and start the worker on it; returns the pid."""
-        self.spec = spec
+    def start(self, spec: dict[str, Any], predicted_peak: int | None = None) -> int:
+        """Write ``spec`` to a fresh launch folder and start the worker on it; returns the pid.
+        ``predicted_peak``: the Train dialog's prediction for this very spec (bytes), drawn on the memory
+        plot, so that the run is not predicted again here."""
+        self.spec, self._given_peak = spec, predicted_peak
         folder = self.work_dir / time.strftime("%Y%m%d-%H%M%S")
         n = 1
         while folder.exists():
@@ -120,7 +123,13 @@ class TrainingSession(QObject):
             self.run_started.emit(e.run_id)
 
     def _predict_peak(self, e: ev.RunStarted) -> None:
-        """The run's predicted peak for the memory plot, computed on a thread (a second or so)."""
+        """The run's predicted peak for the memory plot: the worker's gate's, else the Train dialog's; only
+        a run started with neither (a script, the dashboard's preview) is predicted here, on a thread."""
+        peak = e.predicted_peak or self._given_peak
+        if peak:
+            self._peak_task = None
+            self.dashboard.set_predicted_peak(peak)
+            return
         spec, device = dict(self.spec), e.device or "cpu"
         task = self._peak_task = BackgroundTask(lambda: predicted_peak(spec, device), self)
         task.done.connect(lambda peak, t=task: self.dashboard.set_predicted_peak(peak)
@@ -138,7 +147,7 @@ class TrainingSession(QObject):
             self.dashboard.plots["memory"].getPlotItem().setTitle(title)
         if e.step is not None:
             self._step = e.step
-        self.dashboard.add_memory(self._step, e.figures())
+        self.dashboard.add_memory(e, self._step)
 
     def _on_epoch(self, e: ev.EpochEnd) -> None:
         self.dashboard.end_epoch(e, e.classes or self.info.classes)

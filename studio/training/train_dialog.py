@@ -67,6 +67,7 @@ class TrainDialog(QDialog):
         self._preview_timer = QTimer(self, singleShot=True, interval=300)
         self._preview_timer.timeout.connect(self._read_preview)
         self._memory: MemoryFigures | None = None   # the predicted peak of the spec as it is now
+        self._memory_spec: dict[str, Any] = {}       # the spec it was predicted for
         self._memory_task: BackgroundTask | None = None
         self._memory_stop = threading.Event()
         self._memory_tasks: list[BackgroundTask] = []     # superseded ones end at their next prediction
@@ -318,7 +319,7 @@ class TrainDialog(QDialog):
         stop = self._memory_stop = threading.Event()
         graph, mib = self.graph.copy(), dev.memory_mib if dev else None
         task = BackgroundTask(lambda: predict_for_dialog(graph, spec, mib, spec["device"], stop.is_set), self)
-        task.done.connect(lambda f, t=task: self._show_memory(f) if t is self._memory_task else None)
+        task.done.connect(lambda f, t=task: self._show_memory(f, spec) if t is self._memory_task else None)
         task.error.connect(lambda m, t=task: self.memory.set_error(m)
                            if t is self._memory_task and not stop.is_set() else None)
         self._memory_task = task.start()
@@ -344,8 +345,14 @@ class TrainDialog(QDialog):
         self._stop_memory()
         super().closeEvent(event)
 
-    def _show_memory(self, figures: MemoryFigures) -> None:
-        self._memory = figures
+    def predicted_peak(self) -> int | None:
+        """The peak predicted for the spec as it stands (bytes), None while that prediction runs. One
+        process's peak: a DDP/FSDP2 run's per-GPU figures are the device box's."""
+        fresh = self._memory is not None and self._memory_spec == self.spec()   # not an edit ago
+        return self._memory.peak if fresh and self._memory is not None else None
+
+    def _show_memory(self, figures: MemoryFigures, spec: dict[str, Any]) -> None:
+        self._memory, self._memory_spec = figures, spec
         self._show_panel()
         self.refresh_problems()
 

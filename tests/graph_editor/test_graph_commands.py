@@ -159,7 +159,7 @@ def test_clean_state():
 
 
 REFUSED = {
-    "unknown type": lambda g: AddNode(g, "Conv3d"),
+    "unknown type": lambda g: AddNode(g, "Conv4d"),
     "duplicate id": lambda g: AddNode(g, "ReLU", "conv1"),
     "bad id": lambda g: AddNode(g, "ReLU", "1st relu"),
     "bad param": lambda g: AddNode(g, "Conv2d", params={"out_channels": 0}),

@@ -205,7 +205,7 @@ def test_every_unsupported_op_is_listed_with_its_place():
      r"cannot trace.*and as one program: torch.export cannot capture Branchy", False),
     (type("TwoIn", (nn.Module,), {"forward": lambda self, x, y: x + y})(), "takes 2 inputs", False),
     (nn.Sequential(nn.Linear(4, 4)), "fails on an input", False),  # the given shape does not fit
-    (nn.Sequential(nn.Conv2d(3, 4, 3, padding="same")), "padding='same'", True),
+    (nn.Sequential(nn.Conv2d(3, 4, 2, padding="same")), "padding='same' with kernel \\[2, 2\\] pads one side more", True),
 ])
 def test_modules_that_cannot_be_graphs_get_one_clear_error(module, words, strict):
     with pytest.raises(ModuleImportError, match=words):
@@ -355,9 +355,9 @@ def test_a_subclass_forward_that_does_more_is_traced_into():
     assert "F.batch_norm" in str(info.value).splitlines()[0]  # the root cause leads
 
 
-def test_avg_pool_that_excludes_real_padding_is_refused():
-    with pytest.raises(ModuleImportError, match="count_include_pad=False and padding"):
-        import_module(nn.Sequential(nn.AvgPool2d(3, 1, 1, count_include_pad=False)), (3, 8, 8), strict=True)
+def test_avg_pool_with_a_divisor_override_is_refused():
+    with pytest.raises(ModuleImportError, match="divisor_override=4"):
+        import_module(nn.Sequential(nn.AvgPool2d(3, 1, 1, divisor_override=4)), (3, 8, 8), strict=True)
 
 
 def test_data_dependent_control_flow_names_its_line():

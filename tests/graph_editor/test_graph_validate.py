@@ -54,10 +54,10 @@ def test_merge_needs_two_inputs():
 
 def test_unknown_type_and_out_of_range_param():
     lenet = lenet_graph()
-    lenet.add_node("Conv3d", "vol", check=False)
+    lenet.add_node("Conv4d", "vol", check=False)
     lenet.nodes["conv1"].params["stride"] = [0, 1]
     found = validate(lenet).problems
-    assert any(p.node == "vol" and p.field == "type" and "unknown layer type 'Conv3d'" in p.message for p in found)
+    assert any(p.node == "vol" and p.field == "type" and "unknown layer type 'Conv4d'" in p.message for p in found)
     assert any(p.node == "conv1" and p.field == "stride" and p.message == "stride must be >= 1, got 0"
                for p in found)
 

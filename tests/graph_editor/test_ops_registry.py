@@ -153,13 +153,13 @@ def _dummy(*args, **kwargs):
     (lambda: function_rule(F.relu)(_dummy), "relu"),
     (lambda: function_rule(methods=("flatten",))(_dummy), "'flatten'"),
     (lambda: layer("Linear", "Core", "a second Linear")(_dummy), "'Linear'"),
-    (lambda: migration(1)(_dummy), "schema version 1"),
+    (lambda: migration(1)(_dummy), "schema migration for 1"),
 ], ids=["builder", "flop_rule", "zero_flops", "module_rule", "call_rule", "function_rule", "method_rule",
         "catalog", "migration"])
 def test_every_registry_refuses_a_duplicate(register, key):
     def state() -> tuple:
         return (dict(MODULE_RULES.items()), dict(METHOD_RULES.items()), sorted(flop_types()),
-                sorted(builder_types()), dict(MIGRATIONS))
+                sorted(builder_types()), dict(MIGRATIONS.items()))
 
     before = state()
     with pytest.raises(ValueError, match="already registered") as info:

@@ -198,15 +198,30 @@ def explain_in_subprocess(graph: Graph | str | os.PathLike[str], batch: int = 2,
             save_graph(graph, path)
         else:
             path = os.fspath(graph)
-        cmd = [sys.executable, "-m", "trainer.compilation.explain", path, "--batch", str(batch), "--json"]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+            done = subprocess.run(explain_command(path, batch), capture_output=True, text=True, timeout=timeout,
+                                  cwd=cwd)
         except subprocess.TimeoutExpired:
             raise ExplainError(f"the compile check took more than {timeout:.0f} s") from None
-    if done.returncode != 0:
-        lines = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
-        raise ExplainError(lines[-1].removeprefix("error: ") if lines else f"exit status {done.returncode}")
-    return Explanation.from_dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return read_explanation(done.returncode, done.stdout, done.stderr)
+
+
+def explain_command(path: str, batch: int = 2) -> list[str]:
+    """The compile check of the graph file ``path`` as a command line (the studio starts it as a QProcess,
+    :func:`explain_in_subprocess` as a subprocess); its answer is read by :func:`read_explanation`."""
+    return [sys.executable, "-m", "trainer.compilation.explain", path, "--batch", str(batch), "--json"]
+
+
+def read_explanation(returncode: int, stdout: str, stderr: str) -> Explanation:
+    """The answer of :func:`explain_command`'s process; :class:`ExplainError` with the child's own error
+    line when it failed or wrote no explanation."""
+    if returncode != 0:
+        lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+        raise ExplainError(lines[-1].removeprefix("error: ") if lines else f"exit status {returncode}")
+    try:
+        return Explanation.from_dict(json.loads(stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError, TypeError, KeyError) as exc:
+        raise ExplainError(f"the compile check wrote no explanation: {_first_line(exc)}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

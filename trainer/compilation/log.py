@@ -56,8 +56,8 @@ class CompileLog(logging.Handler):
             self._owners = _class_lines(self.model)
         file, line, code = frames[-1] if frames else ("", 0, "")
         where = (f"{file.rpartition('/')[2]}:{line}" + (f" `{code}`" if code else "")) if frames else ""
-        self.emitter.emit(ev.GRAPH_BREAK, reason=reason, node=node_of(frames, self.model, self._owners),
-                          where=where, count=self.breaks)
+        self.emitter.emit(ev.GraphBreakEvent(reason=reason, node=node_of(frames, self.model, self._owners),
+                                              where=where, count=self.breaks))
 
     def _recompile(self, text: str) -> None:
         self.recompiles += 1
@@ -66,7 +66,7 @@ class CompileLog(logging.Handler):
         m = _RECOMPILING.search(text)
         lines = [ln.strip(" -") for ln in text.splitlines()[1:] if ln.strip(" -")]
         reason = next((ln for ln in lines if not ln.startswith("triggered by")), "")
-        self.emitter.emit(ev.RECOMPILE, function=m.group(1) if m else "", reason=reason, count=self.recompiles)
+        self.emitter.emit(ev.Recompile(function=m.group(1) if m else "", reason=reason, count=self.recompiles))
 
 
 def watch(emitter: Any, model: Any, limit: int = 20) -> CompileLog:

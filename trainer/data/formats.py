@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from graph_editor.model.registry import Registry
+
 from .raw import DataError, RawData
 
 DIGITS = Path(__file__).resolve().parents[2] / "assets" / "data" / "digits.npz"
@@ -41,7 +43,7 @@ class DatasetFormat:
     fallback: bool = False   # detected only when no other format claims the path
 
 
-_FORMATS: dict[str, DatasetFormat] = {}
+_FORMATS: Registry[str, DatasetFormat] = Registry("a dataset format")
 
 
 def dataset_format(name: str, *, detect: Detector | None = None, fallback: bool = False,
@@ -51,16 +53,16 @@ def dataset_format(name: str, *, detect: Detector | None = None, fallback: bool 
     ``detect(path)`` says whether a file or folder is in this format; ``auto`` asks every format in
     the order they register, then the ``fallback`` ones (any folder of folders is an image folder)."""
     def deco(read: Reader) -> Reader:
-        if name in _FORMATS or name == "auto":
-            raise ValueError(f"dataset format '{name}' is already registered")
-        _FORMATS[name] = DatasetFormat(name, read, detect, (read.__doc__ or "").strip().split("\n")[0], fallback)
+        if name == "auto":
+            raise ValueError("dataset format 'auto' is taken: it means every registered format, in turn")
+        _FORMATS.add(name, DatasetFormat(name, read, detect, (read.__doc__ or "").strip().split("\n")[0], fallback))
         return read
     return deco
 
 
 def formats() -> dict[str, DatasetFormat]:
     _ensure_loaded()
-    return dict(_FORMATS)
+    return dict(_FORMATS.items())
 
 
 def format_names() -> tuple[str, ...]:

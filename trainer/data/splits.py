@@ -61,10 +61,14 @@ class Splits:
 
     def samples(self, name: str) -> torch.Tensor:
         """A memory split's samples (``train``, ``val`` or ``test``); a split of files has none in memory."""
+        return self.memory_split(name).x
+
+    def memory_split(self, name: str) -> Split:
+        """The split ``name`` held in memory; TypeError for a split of files (read by the file loaders)."""
         split = getattr(self, name)
         if not isinstance(split, Split):
             raise TypeError(f"the {name} split is read from files, not held in memory")
-        return split.x
+        return split
 
 
 def split_indices(n: int, val_fraction: float, test_fraction: float, seed: int,

@@ -130,8 +130,7 @@ def _ended_by_signal(store: RunStore, emitter: ev.Emitter, run_id: int, exc: Exc
 def _record(store: RunStore, emitter: ev.Emitter, run_id: int, kind: str, message: str, *, step: int | None = None,
             tb: str = "", rank: int | None = None) -> int:
     message = record_failure(store, run_id, kind, message, tb=tb)
-    extra = {"rank": rank} if rank is not None else {}
-    emitter.emit(ev.FAILED, kind=kind, message=message, traceback=tb, step=step, **extra)
+    emitter.emit(ev.Failed(kind=kind, message=message, traceback=tb, step=step, rank=rank))
     print(f"error: {message}", file=sys.stderr, flush=True)
     return ev.EXIT_FAILED
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -80,8 +80,7 @@ def init(spec: DistributedSpec, device: torch.device, env: Mapping[str, str] = o
     if device.type == "cuda":
         torch.cuda.set_device(local)
         device = torch.device("cuda", local)
-    extra = {"device_id": device} if backend == "nccl" else {}
-    dist.init_process_group(backend, **extra)
+    dist.init_process_group(backend, device_id=device if backend == "nccl" else None)
     control = dist.new_group(backend="gloo", timeout=CONTROL_TIMEOUT)
     return Context(rank, world, local, spec.strategy, backend, device, control)
 
@@ -121,7 +120,8 @@ def fsdp_units(graph: Graph, model: nn.Module, entries: Sequence[str]) -> list[l
     """The module names (graph node ids) of each ``fully_shard`` unit: the entries (node ids, group
     ids, 'first..last' ranges), or with none every top-level group; units without parameters are
     dropped. Raises SegmentError naming the entry."""
-    order = [n.target for n in model.graph.nodes if n.op == "call_module"] if hasattr(model, "graph") else \
+    fx_graph = getattr(model, "graph", None)     # a GraphModule's, in the order it calls its nodes
+    order = [n.target for n in fx_graph.nodes if n.op == "call_module"] if fx_graph is not None else \
         [name for name, _ in model.named_children()]
     if not entries:
         entries = children(graph.groups, None)
@@ -151,8 +151,9 @@ def shard_fsdp2(model: nn.Module, graph: Graph, spec: DistributedSpec, ctx: Cont
     fully_shard(model, mesh=mesh, reshard_after_forward=spec.reshard_after_forward)
     if fsdp_sums_gradients(mesh, ctx):
         for m in model.modules():      # pytorch#162338: gloo's reduce-scatter summed: divide by the world
-            if hasattr(m, "set_gradient_divide_factor"):
-                m.set_gradient_divide_factor(float(ctx.world))
+            divide = getattr(m, "set_gradient_divide_factor", None)    # FSDP2's units only
+            if divide is not None:
+                divide(float(ctx.world))
     return model
 
 
@@ -167,7 +168,7 @@ def fsdp_sums_gradients(mesh: Any, ctx: Context) -> bool:
     nn.init.ones_(probe.weight)
     fully_shard(probe, mesh=mesh)
     probe(torch.ones(1, ctx.world, device=ctx.device)).sum().backward()
-    grad = probe.weight.grad.full_tensor()
+    grad = cast(Any, probe.weight.grad).full_tensor()     # a DTensor: its shards gathered
     return bool(torch.allclose(grad, torch.full_like(grad, float(ctx.world))))
 
 
@@ -219,7 +220,7 @@ def launch(spec: DistributedSpec, module_args: list[str], log_dir: Path) -> list
     except ChildFailedError as exc:
         out = []
         for rank, failure in sorted(exc.failures.items()):
-            failure.rank = rank
+            cast(Any, failure).rank = rank     # ProcessFailure knows its local rank only
             out.append(failure)
         return out
     return None

@@ -89,8 +89,8 @@ class RankRole:
             fault_point("recorded")
             prune(path.parent, kind, job.step)
             fault_point("pruned")
-            job.emitter.emit(ev.CHECKPOINT, kind=kind, path=str(path), step=job.step, epoch=job.epoch,
-                             metric=metric, value=value)
+            job.emitter.emit(ev.Checkpoint(kind=kind, path=str(path), step=job.step, epoch=job.epoch,
+                                           metric=metric, value=value))
         return path
 
     def load_best(self, job: Job) -> bool:
@@ -188,7 +188,7 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
         assert folder is not None and run_id is not None
         note_alive(folder, rank)    # a resume refuses while this process lives
         emitter.run_id = run_id
-        controls = Controls(lambda state, reason: emitter.emit(ev.STATE, state=state, reason=reason))
+        controls = Controls(lambda state, reason: emitter.emit(ev.State(state=state, reason=reason)))
         job = make_rank_job(st, model, ctx, store=store, emitter=emitter, run_id=run_id, run_dir=folder,
                             controls=controls)
         if resume_from:
@@ -199,7 +199,7 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
 
             def on_state(state: str, reason: str) -> None:
                 recorder.flush()
-                emitter.emit(ev.STATE, state=state, reason=reason)
+                emitter.emit(ev.State(state=state, reason=reason))
             controls.on_state = on_state
         controls.install_sigterm()   # on every rank: a SIGTERM ends the run at rank 0's next step
         _started(job, ctx)
@@ -248,12 +248,12 @@ def _create_run(store: RunStore, st: Any, model: torch.nn.Module, spec_path: str
 
 def _started(job: Job, ctx: Context) -> None:
     st, s = job.setup, job.setup.splits
-    job.emitter.emit(ev.RUN_STARTED, name=st.spec.name, device=str(st.device),
-                     params=sum(p.numel() for p in job.model.parameters()), epochs=st.spec.train.epochs,
-                     steps_per_epoch=job.loaders["train"].steps, batch_size=st.spec.train.batch_size,
-                     train_size=len(s.train), val_size=len(s.val), test_size=len(s.test), classes=s.classes,
-                     start_step=job.step, precision=st.spec.precision.dtype, compile=st.spec.precision.compile,
-                     run_dir=str(job.run_dir), distributed=ctx.describe())
+    job.emitter.emit(ev.RunStarted(
+        name=st.spec.name, device=str(st.device), params=sum(p.numel() for p in job.model.parameters()),
+        epochs=st.spec.train.epochs, steps_per_epoch=job.loaders["train"].steps, batch_size=st.spec.train.batch_size,
+        train_size=len(s.train), val_size=len(s.val), test_size=len(s.test), classes=list(s.classes),
+        start_step=job.step, precision=st.spec.precision.dtype, compile=st.spec.precision.compile,
+        run_dir=str(job.run_dir), distributed=ctx.describe()))
 
 
 def _failed(job: Job | None, rank: int, folder: Path | None, launched: bool, kind: str,

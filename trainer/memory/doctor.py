@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graph_editor.model import Graph
+from graph_editor.model.units import MiB, mib
 
+from ..checks import channels_last as uses_channels_last
+from ..checks import nhwc_pays
 from ..spec import RunSpec, SpecError
 from .prediction import (
     BatchTooSmall,
@@ -31,9 +34,7 @@ from .prediction import (
 )
 from .recomputation import SegmentError, resolve_segments
 
-MiB = 2 ** 20
 ADAPTIVE = ("adam", "adamw", "rmsprop")    # optimizers with per-parameter state SGD does without
-CONVS = {"Conv2d", "ConvTranspose2d"}
 
 
 @dataclass
@@ -66,9 +67,9 @@ class Diagnosis:
 
     def message(self) -> str:
         p = self.prediction
-        who = ", ".join(f"{k} {v / MiB:.1f} MiB" for k, v in self.holders())
-        text = (f"predicted peak {p.peak_bytes / MiB:.1f} MiB at batch {p.batch} exceeds the "
-                f"{self.budget / MiB:.1f} MiB this device leaves for training (peak in the {p.peak_phase}"
+        who = ", ".join(f"{k} {mib(v)}" for k, v in self.holders())
+        text = (f"predicted peak {mib(p.peak_bytes)} at batch {p.batch} exceeds the "
+                f"{mib(self.budget)} this device leaves for training (peak in the {p.peak_phase}"
                 f"{', held most by ' + who if who else ''})")
         return text
 
@@ -77,7 +78,7 @@ class Diagnosis:
         lines = [f"train.batch_size: {self.message()}"]
         for f in self.fixes:
             verdict = "fits" if f.fits else "still too big"
-            lines.append(f"fix: {f.label}: {f.peak_bytes / MiB:.1f} MiB ({verdict}); set "
+            lines.append(f"fix: {f.label}: {mib(f.peak_bytes)} ({verdict}); set "
                          + ", ".join(f"{k} = {v!r}" for k, v in f.changes.items()))
         return lines
 
@@ -91,7 +92,7 @@ def predict_for_spec(graph: Graph, spec: RunSpec, *, device: str = "cpu", channe
     """The prediction for a run spec (fp16 counts as bf16: the same bytes); ``changes`` override
     batch, optimizer, precision or checkpoint."""
     precision = spec.precision.dtype if spec.precision.dtype in ("fp32", "bf16") else "bf16"
-    cl = spec.precision.channels_last and _convnet(graph) if channels_last is None else channels_last
+    cl = uses_channels_last(spec, graph) if channels_last is None else channels_last
     kw: dict[str, Any] = dict(batch=spec.train.batch_size, optimizer=copy.copy(spec.optim), precision=precision,
                               channels_last=cl, device=device, checkpoint=list(spec.memory.checkpoint),
                               frozen=list(spec.model.frozen))
@@ -129,7 +130,7 @@ def diagnose(graph: Graph, spec: RunSpec, budget: int, *, device: str = "cpu",
 
     if pred.precision == "fp32":
         add("bf16", "bf16 autocast", {"precision.dtype": "bf16"}, precision="bf16")
-    if not pred.channels_last and _convnet(graph) and len(graph.input_spec.shape) == 3:
+    if not pred.channels_last and nhwc_pays(graph):
         add("channels_last", "channels_last", {"precision.channels_last": True}, channels_last=True)
     if pred.optimizer in ADAPTIVE:
         add("sgd", f"SGD with momentum instead of {pred.optimizer}", {"optim.name": "sgd"}, optimizer="sgd")
@@ -138,7 +139,7 @@ def diagnose(graph: Graph, spec: RunSpec, budget: int, *, device: str = "cpu",
         add("checkpoint", f"activation checkpointing of {len(blocks)} block(s)", {"memory.checkpoint": blocks},
             checkpoint=blocks)
     if resident and device.startswith("cuda"):     # on the CPU the host holds the data either way
-        add("stream", f"stream the dataset ({resident / MiB:.0f} MiB) from host memory", {"data.device_budget_mb": 0},
+        add("stream", f"stream the dataset ({mib(resident, 0)}) from host memory", {"data.device_budget_mb": 0},
             resident=0)
     return diag
 
@@ -189,8 +190,6 @@ def apply_fix(spec: dict[str, Any], fix: Fix | dict[str, Any]) -> dict[str, Any]
     return out
 
 
-def _convnet(graph: Graph) -> bool:
-    return any(n.type in CONVS for n in graph)
 
 
 def run_budget(spec: RunSpec, device_type: str, total: int | None) -> int | None:
@@ -207,30 +206,39 @@ def check_run(graph: Graph, spec: RunSpec, *, device_type: str, total: int | Non
               channels_last: bool, resident: int = 0) -> Diagnosis | None:
     """The worker's gate: the diagnosis (with its fixes) of a run predicted not to fit, else None;
     ``resident``: the dataset's bytes on the device. fp8 runs are not predicted (their layers are torchao's)."""
+    return judge_run(graph, spec, device_type=device_type, total=total, channels_last=channels_last,
+                     resident=resident)[1]
+
+
+def judge_run(graph: Graph, spec: RunSpec, *, device_type: str, total: int | None, channels_last: bool,
+              resident: int = 0) -> tuple[MemoryPrediction | None, Diagnosis | None]:
+    """:func:`check_run` with the prediction it made (None where it predicts nothing: no budget, fp8, a
+    step that reads its data's values), so the run reports the peak it was let in with."""
     budget = run_budget(spec, device_type, total)
     if budget is None or spec.precision.dtype == "fp8":
-        return None
+        return None, None
     dev = "cuda" if device_type == "cuda" else "cpu"
     try:
         pred = predict_for_spec(graph, spec, device=dev, channels_last=channels_last, resident=resident)
     except DataDependentStep:  # a node reads the data's values: the device computes what fake tensors cannot
-        return None
+        return None, None
     except MemoryPredictionError as exc:  # the step itself is refused (batch norm over one sample): say so
         field = "train.batch_size" if isinstance(exc, BatchTooSmall) else "memory"
         raise SpecError([f"{field}: {exc}"]) from None
     if pred.peak_bytes <= budget:
-        return None
-    return diagnose(graph, spec, budget, device=dev, prediction=pred, channels_last=channels_last)
+        return pred, None
+    return pred, diagnose(graph, spec, budget, device=dev, prediction=pred, channels_last=channels_last)
 
 
-def gate(st: Any) -> Diagnosis | None:
-    """:func:`check_run` for a checked :class:`trainer.checks.Setup` (its device's total memory on
-    CUDA): the worker refuses the run, as kind "oom" before ``run_started``, when this is not None."""
+def gate(st: Any) -> tuple[MemoryPrediction | None, Diagnosis | None]:
+    """:func:`judge_run` for a checked :class:`trainer.checks.Setup` (its device's total memory on
+    CUDA): the worker refuses the run, as kind "oom" before ``run_started``, when the diagnosis is not
+    None, and reports the prediction's peak in ``run_started`` when it fits."""
     total = None
     if st.device.type == "cuda":
         import torch
 
         total = torch.cuda.mem_get_info(st.device)[1]
     resident = 0 if st.streamed else splits_bytes(st.splits)
-    return check_run(st.graph, st.spec, device_type=st.device.type, total=total, channels_last=st.channels_last,
+    return judge_run(st.graph, st.spec, device_type=st.device.type, total=total, channels_last=st.channels_last,
                      resident=resident)

@@ -30,6 +30,7 @@ from graph_editor.build import build_module
 from graph_editor.build.data_dependent import describe, node_label
 from graph_editor.build.fake import fake_batch, fake_cpu
 from graph_editor.model import Graph, GraphError
+from graph_editor.model.units import MiB
 
 from ..finetune import freeze
 from ..loop import make_train_step
@@ -188,7 +189,7 @@ def cublas_workspace_bytes() -> int:
     if pairs:
         return sum(int(kib) * 1024 * int(count) for kib, count in pairs)
     major = torch.cuda.get_device_capability()[0] if torch.cuda.is_available() else 9
-    return 32 * 2 ** 20 if major in (9, 10) else 4096 * 1024 * 2 + 16 * 1024 * 8
+    return 32 * MiB if major in (9, 10) else 4096 * 1024 * 2 + 16 * 1024 * 8
 
 
 def _run_steps(graph: Graph, model: nn.Module, tracker: StorageTracker, spec: OptimSpec, batch: int, precision: str,
@@ -295,7 +296,7 @@ def _node(nodes: dict[str, dict[str, int]], name: str) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------- largest batch
-CUDA_CONTEXT = 512 * 2 ** 20   # the CUDA context and cuBLAS/cuDNN handles, outside the allocator
+CUDA_CONTEXT = 512 * MiB   # the CUDA context and cuBLAS/cuDNN handles, outside the allocator
 CUDA_SLACK = 0.05              # the caching allocator's fragmentation, as a fraction of the rest
 SEARCH_UPPER = 1 << 16         # largest_batch searches no further: 65,536 means "65,536 or more"
 
@@ -318,8 +319,8 @@ def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "ad
     starts at batch 1, or 2 where batch norm needs more than one sample (:class:`BatchTooSmall`), and
     stops at ``upper``: a result of ``upper`` means "``upper`` or more" (:func:`search_capped`).
     ``stop`` is asked before each prediction; True raises :class:`Cancelled`."""
-    kw = dict(optimizer=optimizer, precision=precision, channels_last=channels_last, device=device,
-              checkpoint=checkpoint, resident=resident, frozen=frozen)
+    kw: dict[str, Any] = dict(optimizer=optimizer, precision=precision, channels_last=channels_last, device=device,
+                              checkpoint=checkpoint, resident=resident, frozen=frozen)
     if budget <= 0 or budget > MAX_BUDGET:
         raise MemoryPredictionError(f"budget: must be positive and at most {MAX_BUDGET:,} bytes, got {budget:,}")
     first = 1

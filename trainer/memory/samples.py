@@ -7,27 +7,29 @@ import sys
 
 import torch
 
+from ..protocol.events import Memory
 
-def memory_sample(device: torch.device) -> dict[str, int | str]:
+
+def memory_sample(device: torch.device, step: int | None = None) -> Memory:
     """Allocated/reserved/peak bytes on CUDA; resident set size and its peak on the CPU."""
     if device.type == "cuda" and torch.cuda.is_available():
-        return cuda_sample(device)
-    return {"device": str(device), "rss": rss_bytes(), "peak_rss": peak_rss_bytes()}
+        return cuda_sample(device, step)
+    return Memory(step=step, device=str(device), rss=rss_bytes(), peak_rss=peak_rss_bytes())
 
 
-def cuda_sample(device: torch.device) -> dict[str, int | str]:
+def cuda_sample(device: torch.device, step: int | None = None) -> Memory:
     """The caching allocator's counters: allocated, reserved and peak bytes; active and
     inactive-split bytes (blocks in use, and freed pieces of split blocks: fragmentation); the
     count of allocation retries (a cudaMalloc that failed, freed the cache and tried again: a sign
     of memory pressure) and of OOMs; and the device's free and total bytes as the driver sees them."""
     stats = torch.cuda.memory_stats(device)
     free, total = torch.cuda.mem_get_info(device)
-    return {"device": str(device), "allocated": torch.cuda.memory_allocated(device),
-            "reserved": torch.cuda.memory_reserved(device), "peak": torch.cuda.max_memory_allocated(device),
-            "active": int(stats.get("active_bytes.all.current", 0)),
-            "inactive_split": int(stats.get("inactive_split_bytes.all.current", 0)),
-            "alloc_retries": int(stats.get("num_alloc_retries", 0)), "num_ooms": int(stats.get("num_ooms", 0)),
-            "free": int(free), "total": int(total)}
+    return Memory(step=step, device=str(device), allocated=torch.cuda.memory_allocated(device),
+                  reserved=torch.cuda.memory_reserved(device), peak=torch.cuda.max_memory_allocated(device),
+                  active=int(stats.get("active_bytes.all.current", 0)),
+                  inactive_split=int(stats.get("inactive_split_bytes.all.current", 0)),
+                  alloc_retries=int(stats.get("num_alloc_retries", 0)), num_ooms=int(stats.get("num_ooms", 0)),
+                  free=int(free), total=int(total))
 
 
 def rss_bytes() -> int:

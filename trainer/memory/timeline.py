@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -30,6 +30,9 @@ from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from graph_editor.build.autograd import tensors_in
+
+if TYPE_CHECKING:
+    from ..protocol.events import Event
 
 NODE = "node:"
 BACKWARD = "autograd::engine::evaluate_function: "
@@ -375,7 +378,7 @@ def parse_cuda(snapshot: dict[str, Any], index: int) -> MemoryTrace:
     return trace
 
 
-def publisher(run_dir: Path, emit: Callable[..., None], submit: Callable[[Callable[[], None]], None]) -> Publish:
+def publisher(run_dir: Path, emit: Callable[[Event], None], submit: Callable[[Callable[[], None]], None]) -> Publish:
     """What the worker does with a recording, on its recorder thread: parse it, write the full record
     to ``<run_dir>/memory/trace-step<N>.json``, then emit ``memory_trace`` with the summary."""
     from ..protocol import events as ev
@@ -383,15 +386,15 @@ def publisher(run_dir: Path, emit: Callable[..., None], submit: Callable[[Callab
     def publish(make: Callable[[], MemoryTrace] | None, first: int, steps: int, error: str) -> None:
         def write() -> None:
             if make is None:
-                emit(ev.MEMORY_TRACE, step=first, steps=0, path="", error=error)
+                emit(ev.MemoryTimeline(step=first, steps=0, path="", error=error))
                 return
             trace = make()
             trace.steps = steps
             path = trace.save(Path(run_dir) / "memory" / f"trace-step{first}.json")
             s = trace.summary()
-            emit(ev.MEMORY_TRACE, step=first, steps=steps, path=str(path), peak_bytes=s["peak_bytes"],
-                 attributed=round(s["attributed"], 6), peak_phase=s["peak_phase"], peak_node=s["peak_node"],
-                 at_peak=s["at_peak"], timeline=s["timeline"])
+            emit(ev.MemoryTimeline(step=first, steps=steps, path=str(path), peak_bytes=s["peak_bytes"],
+                                   attributed=round(s["attributed"], 6), peak_phase=s["peak_phase"],
+                                   peak_node=s["peak_node"], at_peak=s["at_peak"], timeline=s["timeline"]))
         submit(write)
     return publish
 

@@ -49,6 +49,6 @@ def _report(job: Job, split: str, new: list[tuple[str, str]]) -> None:
         if first:
             job.store.add_artifact(job.run_id, "skipped_files", str(path))
         job.store.add_metrics(job.run_id, [(step, "data/skipped_files", float(total))])
-        job.emitter.emit(ev.SKIPPED_FILES, step=step, split=split, files=[list(f) for f in new[:SHOWN]], count=total)
+        job.emitter.emit(ev.SkippedFiles(step=step, split=split, files=[list(f) for f in new[:SHOWN]], count=total))
 
     job.recorder.submit(write)

@@ -14,7 +14,8 @@ reader that saw an event can find it in the store.
     ``name``, ``device`` ("cpu", "cuda:0"), ``params`` (parameter count), ``epochs``,
     ``steps_per_epoch``, ``batch_size``, ``train_size``, ``val_size``, ``test_size``, ``classes``
     (list of class names), ``start_step`` (0, or the step a resumed run continues from),
-    ``precision``, ``compile``, ``run_dir``.
+    ``precision``, ``compile``, ``run_dir``; ``predicted_peak`` (bytes) where the worker's memory gate
+    predicted the run (on CUDA, or with ``memory.budget_mb``).
 ``compile_done`` (:class:`CompileDone`)
     ``seconds`` (time of the first, compiling, training step), ``mode``, ``graph_breaks`` and
     ``recompiles`` (how many dynamo logged up to then). Only when compile is on.
@@ -96,7 +97,7 @@ Adding an event is one dataclass here::
 
 Every field has a default (an older worker does not send a newer field); give it the name and
 order the worker emits; document it in the list above. ``to_json``/``from_json``, the registry
-(:data:`EVENT_TYPES`) and the worker's ``Emitter.emit("inspect", step=..., path=...)`` then work
+(:data:`EVENT_TYPES`) and the worker's ``Emitter.emit(Inspect(step=..., path=...))`` then work
 unchanged; the bridge forwards it on its ``event`` signal (give it a signal of its own there if
 the studio listens to it).
 """
@@ -243,6 +244,7 @@ class RunStarted(Event):
     compile: str = "off"
     run_dir: str = ""
     distributed: dict[str, Any] | None = optional()   # under torchrun: strategy, world_size, backend
+    predicted_peak: int | None = optional()   # bytes: the peak the worker's memory gate predicted, where it ran
 
 
 @event_type(COMPILE_DONE)
@@ -334,6 +336,11 @@ class Memory(Event):
     def cuda(self) -> bool:
         return self.allocated is not None
 
+    def counters(self) -> dict[str, Any]:
+        """The device and every figure this sample has (a failed event's ``memory``)."""
+        return {"device": self.device, **{k: v for k, v in self.to_dict().items()
+                                          if k not in ("event", "run_id", "time", "step", "device")}}
+
     def figures(self) -> dict[str, float]:
         """The byte counts this sample has, by name (allocated/reserved/peak, or rss/peak_rss)."""
         return {k: v for k in self.BYTES if isinstance(v := getattr(self, k), int | float)}
@@ -376,6 +383,12 @@ class Finished(Event):
     test_confusion: list[list[int]] | None = None
     best: Best | None = None
     seconds: float | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """What the run store keeps of the run's end (its ``summary``), as the event carries it."""
+        wire = self.to_dict()
+        return {k: wire.get(k) for k in ("test_loss", "test_accuracy", "test_per_class", "test_confusion", "best",
+                                         "seconds")}
 
 
 @event_type(FAILED)

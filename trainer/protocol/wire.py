@@ -35,14 +35,15 @@ def optional() -> Any:
     return field(default=None, metadata={"optional": True})
 
 
-def _clean(value: Any) -> Any:
-    """JSON has no NaN: non-finite floats become None (the failed event says why)."""
+def json_safe(value: Any) -> Any:
+    """``value`` for JSON, which has no NaN or infinity: such floats become None, in lists and dicts too
+    (on the wire the failed event says why; the run store's JSON columns use it as well)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -103,7 +104,7 @@ class Event:
                 continue
             out[f.name] = value.to_dict() if isinstance(value, Record) else value
         out.update({k: v for k, v in self.extra.items() if k not in out})
-        return _clean(out)
+        return json_safe(out)
 
     def to_json(self) -> str:
         """One JSON line (without the newline)."""
@@ -146,7 +147,7 @@ class UnknownEvent(Event):
         return self.name
 
     def to_dict(self) -> dict[str, Any]:
-        return _clean({"event": self.name, "run_id": self.run_id, "time": self.time, **self.extra})
+        return json_safe({"event": self.name, "run_id": self.run_id, "time": self.time, **self.extra})
 
 
 _FIELD_NAMES: dict[type[Event], frozenset[str]] = {}
@@ -212,8 +213,8 @@ def encode(event: str, run_id: int | None, /, **fields: Any) -> str:
 class Emitter:
     """Writes events to a stream; a closed stream (the GUI went away) silences it, training goes on.
 
-    ``emit(name, **fields)`` builds the event's dataclass (fields it does not declare are written
-    too, as ``extra``; the worker's tests check there are none); ``emit(event)`` takes one built.
+    It takes built events only (``emit(Metrics(step=..., loss=...))``): a field the event does not
+    declare is a ``TypeError`` where the event is made, never a silent ``extra`` on the wire.
     """
 
     def __init__(self, stream: IO[str] | None = None) -> None:
@@ -221,15 +222,14 @@ class Emitter:
         self.run_id: int | None = None
         self.closed = False
 
-    def emit(self, event: str | Event, /, **fields: Any) -> None:
+    def emit(self, event: Event, /) -> None:
+        if not isinstance(event, Event):
+            raise TypeError(f"Emitter.emit takes an event (trainer.protocol.events), not {short(event)}")
         if self.closed:
             return
-        if isinstance(event, Event):
-            event.run_id = self.run_id if event.run_id is None else event.run_id
-            event.time = round(time.time(), 3) if event.time is None else event.time
-            line = event.to_json()
-        else:
-            line = encode(event, self.run_id, **fields)
+        event.run_id = self.run_id if event.run_id is None else event.run_id
+        event.time = round(time.time(), 3) if event.time is None else event.time
+        line = event.to_json()
         try:
             self.stream.write(line + "\n")
             self.stream.flush()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,8 @@ from typing import Any
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+
+from ..protocol.wire import json_safe
 
 BUSY_ENV = "TORCH_STUDIO_DB_BUSY_MS"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -105,15 +106,7 @@ def _postgres_url(parsed: URL, shown: str) -> URL:
 
 def _json_finite(value: Any) -> str:
     """JSON for PostgreSQL, which refuses NaN and Infinity: those become null."""
-    def clean(v: Any) -> Any:
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return [clean(x) for x in v]
-        return v
-    return json.dumps(clean(value), allow_nan=False, default=str)
+    return json.dumps(json_safe(value), allow_nan=False, default=str)
 
 
 def _check_sqlite_file(url: str, path: Path, create: bool) -> bool:

@@ -29,8 +29,9 @@ import optuna
 from optuna.trial import TrialState
 
 from graph_editor.model import graph_from_dict, graph_to_dict, load_graph
+from graph_editor.model.units import mib
 
-from ..memory.doctor import CONVS, MiB, predict_for_spec
+from ..memory.doctor import predict_for_spec
 from ..memory.prediction import MemoryPredictionError
 from ..protocol import events as ev
 from ..protocol.client import WorkerClient
@@ -214,13 +215,12 @@ class Sweep:
                           checked.precision.channels_last, checked.memory.checkpoint], sort_keys=True)
         if key not in self._peaks:
             g = graph_from_dict(graph)
-            cl = checked.precision.channels_last and len(g.input_spec.shape) == 3 and any(n.type in CONVS for n in g)
-            self._peaks[key] = predict_for_spec(g, checked, channels_last=cl).peak_bytes
+            self._peaks[key] = predict_for_spec(g, checked).peak_bytes     # channels_last by the run's own rule
         peak = self._peaks[key]
         if peak <= budget:
             return ""
-        return (f"predicted peak memory {peak / MiB:.1f} MiB at batch {checked.train.batch_size} exceeds the "
-                f"budget of {budget / MiB:.1f} MiB; no worker was started")
+        return (f"predicted peak memory {mib(peak)} at batch {checked.train.batch_size} exceeds the "
+                f"budget of {mib(budget)}; no worker was started")
 
     def _on_event(self, slot: _Slot, event: ev.Event) -> None:
         if isinstance(event, ev.RunStarted) and event.run_id is not None:

@@ -1,4 +1,4 @@
-"""Convolutions: Conv1d, Conv2d (groups, so depthwise too) and ConvTranspose2d."""
+"""Convolutions: Conv1d, Conv2d (groups, so depthwise too), Conv3d and ConvTranspose2d."""
 
 from __future__ import annotations
 
@@ -29,13 +29,19 @@ def _conv2d(p: Params, xs: list[Shape]) -> Call:
     return _conv(nn.Conv2d, p, xs)
 
 
+@builder("Conv3d", example=Example((2, 4, 5, 5), {"out_channels": 4, "kernel_size": [2, 3, 3], "padding": [0, 1, 1],
+                                                  "groups": 2}))
+def _conv3d(p: Params, xs: list[Shape]) -> Call:
+    return _conv(nn.Conv3d, p, xs)
+
+
 @builder("ConvTranspose2d", example=Example((4, 5, 5), {"out_channels": 3, "kernel_size": 2, "stride": 2,
                                                         "output_padding": 1}))
 def _deconv(p: Params, xs: list[Shape]) -> Call:
     return _conv(nn.ConvTranspose2d, p, xs, output_padding=tuple(p["output_padding"]))
 
 
-@flop_rule("Conv1d", "Conv2d", "ConvTranspose2d")
+@flop_rule("Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d")
 def _conv_flops(p: Params, xs: list[Shape], out: Shape) -> int:
     x = xs[0]
     c_in = x[1]
@@ -47,16 +53,31 @@ def _conv_flops(p: Params, xs: list[Shape], out: Shape) -> int:
     return int(conv_flop_count(list(x), list(w), list(out), transposed=transposed))
 
 
-@module_rule(nn.Conv1d, nn.Conv2d, nn.ConvTranspose2d)
-def _import_conv(m: nn.Conv1d | nn.Conv2d | nn.ConvTranspose2d, xs: list[fx.Node]) -> Mapped:
+_CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose2d)
+
+
+@module_rule(*_CONVS)
+def _import_conv(m: nn.Conv1d | nn.Conv2d | nn.Conv3d | nn.ConvTranspose2d, xs: list[fx.Node]) -> Mapped:
     if m.padding_mode != "zeros":
         raise Unmappable(f"padding_mode={m.padding_mode!r} (only zero padding maps)")
-    if isinstance(m.padding, str):
-        raise Unmappable(f"padding={m.padding!r} (give the padding as numbers)")
     params = {"in_channels": m.in_channels, "out_channels": m.out_channels, "kernel_size": list(m.kernel_size),
-              "stride": list(m.stride), "padding": list(m.padding), "dilation": list(m.dilation),
+              "stride": list(m.stride), "padding": _padding(m), "dilation": list(m.dilation),
               "groups": m.groups, "bias": m.bias is not None}
     if isinstance(m, nn.ConvTranspose2d):
         params["output_padding"] = list(m.output_padding)
-    kind = next(c.__name__ for c in type(m).__mro__ if c in (nn.Conv1d, nn.Conv2d, nn.ConvTranspose2d))
+    kind = next(c.__name__ for c in type(m).__mro__ if c in _CONVS)
     return Mapped(kind, params, xs)  # a library's subclass imports as the torch layer it extends
+
+
+def _padding(m: nn.Conv1d | nn.Conv2d | nn.Conv3d | nn.ConvTranspose2d) -> list[int]:
+    """The padding as numbers: 'valid' is none; 'same' (stride 1) pads each side by half the dilated kernel's
+    reach, which is the same convolution where that reach is even."""
+    if not isinstance(m.padding, str):
+        return list(m.padding)
+    if m.padding == "valid":
+        return [0] * len(m.kernel_size)
+    reach = [d * (k - 1) for d, k in zip(m.dilation, m.kernel_size, strict=True)]
+    if any(r % 2 for r in reach):
+        raise Unmappable(f"padding='same' with kernel {list(m.kernel_size)} pads one side more than the other "
+                         "(an odd kernel size keeps it even)")
+    return [r // 2 for r in reach]

@@ -8,7 +8,16 @@ import torch
 from torch import fx, nn
 
 from ..analysis import zero_flops
-from ..import_rules import Mapped, Unmappable, library_rule, module_rule
+from ..import_rules import (
+    Mapped,
+    Unmappable,
+    attributes,
+    const,
+    function_rule,
+    library_rule,
+    module_rule,
+    tensor,
+)
 from ..modules import Call, Example, Params, Shape, builder, or_input
 
 
@@ -104,3 +113,37 @@ zero_flops("GroupNorm")
 def _import_gn(m: nn.GroupNorm, xs: list[fx.Node]) -> Mapped:
     return Mapped("GroupNorm", {"num_groups": m.num_groups, "num_channels": m.num_channels, "eps": m.eps,
                                 "affine": m.affine}, xs)
+
+
+# ------------------------------------------------------------------ Normalize
+class Normalize(nn.Module):
+    """``F.normalize(x, p, dim, eps)``: each vector along ``dim`` divided by its p-norm."""
+
+    def __init__(self, p: float = 2.0, dim: int = -1, eps: float = 1e-12) -> None:
+        super().__init__()
+        self.p, self.dim, self.eps = p, dim, eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.normalize(x, self.p, self.dim, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, dim={self.dim}, eps={self.eps}"
+
+
+@builder("Normalize", example=Example((3, 4), {"p": 2.0, "dim": 1}))
+def _normalize(p: Params, xs: list[Shape]) -> Call:
+    return Call(Normalize, (float(p["p"]), p["dim"], float(p["eps"])))
+
+
+zero_flops("Normalize")  # a norm and a division: FlopCounterMode counts neither
+module_rule(Normalize)(attributes("Normalize", "p", "dim", "eps"))
+
+
+@function_rule(torch.nn.functional.normalize)
+def _f_normalize(input: Any, p: Any = 2.0, dim: Any = 1, eps: Any = 1e-12, out: Any = None) -> Mapped:
+    dim = const(dim, "dim")
+    value = tensor(input).meta.get("val")
+    if isinstance(value, torch.Tensor) and dim % value.dim() == 0:
+        raise Unmappable("normalises across the batch dimension; only per-sample dims map")
+    return Mapped("Normalize", {"p": float(const(p, "p")), "dim": dim, "eps": float(const(eps, "eps"))},
+                  [tensor(input)])

@@ -50,26 +50,32 @@ def _f_maxpool(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
 
 
 # ------------------------------------------------------------------ AvgPool2d
-@builder("AvgPool2d", example=Example((3, 6, 6), {"kernel_size": 2, "padding": 1}))
+@builder("AvgPool2d", example=Example((3, 6, 6), {"kernel_size": 3, "stride": 1, "padding": 1,
+                                                  "count_include_pad": False}))
 def _avgpool(p: Params, xs: list[Shape]) -> Call:
-    return Call(nn.AvgPool2d, (), _window(p))
+    return Call(nn.AvgPool2d, (), _window(p, count_include_pad=p["count_include_pad"]))
+
+
+def _avgpool_params(kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,
+                    divisor_override: Any) -> dict[str, Any]:
+    if divisor_override is not None:
+        raise Unmappable(f"average pooling with divisor_override={divisor_override!r}")
+    return {"kernel_size": pair(kernel_size), "stride": _stride(stride, kernel_size), "padding": pair(padding),
+            "ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad)}
 
 
 @module_rule(nn.AvgPool2d)
 def _import_avgpool(m: nn.AvgPool2d, xs: list[fx.Node]) -> Mapped:
-    if (not m.count_include_pad and pair(m.padding) != [0, 0]) or m.divisor_override is not None:
-        raise Unmappable("AvgPool2d with count_include_pad=False and padding, or a divisor_override")
-    return Mapped("AvgPool2d", {"kernel_size": pair(m.kernel_size), "stride": _stride(m.stride, m.kernel_size),
-                                "padding": pair(m.padding), "ceil_mode": m.ceil_mode}, xs)
+    return Mapped("AvgPool2d", _avgpool_params(m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad,
+                                               m.divisor_override), xs)
 
 
 @function_rule(F.avg_pool2d)
 def _f_avgpool(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: Any = None) -> Mapped:
-    if (not count_include_pad and pair(padding) != [0, 0]) or divisor_override is not None:  # no padding: no pad to count
-        raise Unmappable("avg_pool2d with count_include_pad=False and padding, or a divisor_override")
-    return Mapped("AvgPool2d", {"kernel_size": pair(kernel_size), "stride": _stride(stride, kernel_size),
-                                "padding": pair(padding), "ceil_mode": ceil_mode}, [tensor(input)])
+    return Mapped("AvgPool2d", _avgpool_params(const(kernel_size, "kernel_size"), const(stride, "stride"),
+                                               const(padding, "padding"), ceil_mode, count_include_pad,
+                                               divisor_override), [tensor(input)])
 
 
 # ------------------------------------------------------------------ AdaptiveAvgPool2d

@@ -15,20 +15,21 @@ import json
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 from torch import fx, nn
-from torch._export.serde import serialize as serde
-from torch.export import ExportedProgram
 from torch.utils.flop_counter import FlopCounterMode
 
 from ...model.layers.program import TYPE
 from ..analysis import flop_rule
 from ..import_rules import Mapped, Unmappable, module_rule
 from ..modules import Call, Example, Params, Shape, builder, built_call
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
 
 FORMAT = 1
 # The example program of the per-type tests: encode() of a module returning
@@ -66,6 +67,8 @@ def encode(ep: ExportedProgram) -> tuple[str, str]:
     if bad:
         raise ProgramError(f"the program holds {len(bad)} non-tensor constant(s) ({bad[0]}), which cannot be "
                            "saved without pickling")
+    from torch._export.serde import serialize as serde  # here: importing it loads dynamo (seconds at startup)
+
     art = serde.serialize(ep, serialize_state_dict=False, serialize_constants=False, serialize_example_inputs=False)
     first: dict[int, str] = {}  # a weight shared under several names (a block called twice) is one tensor
     weights = [[k, str(v.dtype).removeprefix("torch."), list(v.shape), isinstance(v, nn.Parameter),
@@ -108,6 +111,8 @@ def load(text: str, sha256: str) -> fx.GraphModule:
         state[name] = nn.Parameter(value, requires_grad=grad) if is_param else value
     constants = load_tensors(base64.b64decode(payload["constants"])) if payload["constants"] else {}
     constants = {k: v.to(device) for k, v in constants.items()}
+    from torch._export.serde import serialize as serde
+
     artifact = serde.SerializedArtifact(payload["program"].encode("utf-8"), state, constants, {})  # type: ignore[arg-type]
     try:
         module = serde.deserialize(artifact).module(check_guards=False)

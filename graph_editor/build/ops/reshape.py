@@ -14,7 +14,16 @@ import torch
 from torch import fx, nn
 
 from ..analysis import zero_flops
-from ..import_rules import Mapped, Unmappable, attributes, const, function_rule, module_rule, tensor
+from ..import_rules import (
+    Mapped,
+    Unmappable,
+    attributes,
+    const,
+    function_rule,
+    module_rule,
+    static_ints,
+    tensor,
+)
 from ..modules import Call, Example, Params, Shape, builder
 from .param import expand_to_batch
 
@@ -291,7 +300,8 @@ def _f_slice(input: Any, index: Any) -> Mapped:
     if dim == 0:
         raise Unmappable(f"x[{_index_text(index)}] slices the batch dimension; only per-sample dims may be sliced")
     s = items[k]
-    start, end, step = (const(v, what) for v, what in ((s.start, "start"), (s.stop, "end"), (s.step, "step")))
+    # a bound read from a tensor's size (PiT's x[:, :cls_tokens.shape[1]]) specialises at the import's shape
+    start, end, step = (static_ints(v, what) for v, what in ((s.start, "start"), (s.stop, "end"), (s.step, "step")))
     return Mapped("Slice", {"dim": dim, "start": 0 if start is None else start, "end": end,
                             "step": 1 if step is None else step}, [tensor(input)])
 

@@ -1,4 +1,4 @@
-"""Convolutions: Conv1d, Conv2d (groups, so depthwise too) and ConvTranspose2d."""
+"""Convolutions: Conv1d, Conv2d (groups, so depthwise too), Conv3d and ConvTranspose2d."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _channels(p, x) -> int:
 
 
 def _conv(p, x, n: int):
-    need_rank(x, n + 2, f"{'CxL' if n == 1 else 'CxHxW'} input")
+    need_rank(x, n + 2, f"{('CxL', 'CxHxW', 'CxDxHxW')[n - 1]} input")
     _channels(p, x)
     spatial = [
         conv_out(x[2 + i], p["kernel_size"][i], p["stride"][i], p["padding"][i], p["dilation"][i]) for i in range(n)
@@ -58,6 +58,12 @@ def conv1d(p, xs):
        prefix="conv", key_params=("out_channels", "kernel_size", "stride", "groups"))
 def conv2d(p, xs):
     return _conv(p, xs[0], 2)
+
+
+@layer("Conv3d", CAT, "3-D convolution over a CxDxHxW volume (video, medical scans).", _conv_params(3),
+       prefix="conv", key_params=("out_channels", "kernel_size", "stride", "groups"))
+def conv3d(p, xs):
+    return _conv(p, xs[0], 3)
 
 
 @layer("ConvTranspose2d", CAT, "Transposed 2-D convolution (learned upsampling).", _conv_params(2, transpose=True),

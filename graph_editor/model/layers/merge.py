@@ -1,4 +1,4 @@
-"""Layers that join several inputs: Add, Multiply, Concat."""
+"""Element-wise arithmetic and joins: Add, Multiply, Concat, Subtract and AddConstant."""
 
 from __future__ import annotations
 
@@ -47,3 +47,31 @@ def concat(p, xs):
         if any(a != b for i, (a, b) in enumerate(zip(x, xs[0], strict=True)) if i != d):
             raise ShapeError(f"inputs must match except in dim {d}: {', '.join(fmt_shape(x) for x in xs)}")
     return (*xs[0][:d], sum(x[d] for x in xs), *xs[0][d + 1:])
+
+
+@layer("Subtract", CAT, "Element-wise difference in - other (PoolFormer's pool(x) - x); shapes broadcast.", inputs=(
+    PortSpec("in", doc="the tensor subtracted from"), PortSpec("other", doc="the tensor subtracted")),
+    prefix="sub")
+def subtract(p, xs):
+    return _broadcast(xs, "subtract")
+
+
+@layer("AddConstant", CAT, "Adds a fixed number, nothing learned: x + value (x - 1 adds -1); or subtracts "
+       "the input from it, value - x.", [
+           ParamSpec("value", "float", 1.0, "The number added to every element."),
+           ParamSpec("subtract_input", "bool", False, "Compute value - x instead (1 - x, as written)."),
+       ], prefix="add_const", display="Add Constant", key_params=("value", "subtract_input"))
+def add_constant(p, xs):
+    return xs[0]
+
+
+@layer("Stack", CAT, "Stacks tensors of one shape along a new dimension (torch.stack).", [
+    ParamSpec("dim", "int", 1, "Where the new dimension goes (batch is 0)."),
+], inputs=_MANY, prefix="stack", key_params=("dim",))
+def stack(p, xs):
+    if len({tuple(x) for x in xs}) > 1:
+        raise ShapeError(f"inputs must have one shape: {', '.join(fmt_shape(x) for x in xs)}")
+    d = norm_dim(p["dim"], len(xs[0]) + 1)
+    if d == 0:
+        raise ShapeError("cannot stack along the batch dimension", field="dim")
+    return (*xs[0][:d], len(xs), *xs[0][d:])

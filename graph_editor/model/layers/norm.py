@@ -83,3 +83,19 @@ def groupnorm(p, xs):
     if c % p["num_groups"]:
         raise ShapeError(f"num_groups {p['num_groups']} must divide the {c} channels")
     return x
+
+
+@layer("Normalize", CAT, "Divides each vector along a dim by its p-norm (F.normalize): unit length, nothing "
+       "learned (cosine attention: XCiT, SwiftFormer).", [
+           ParamSpec("p", "float", 2.0, "The norm's exponent (2: Euclidean length).", minimum=0.0),
+           ParamSpec("dim", "int", -1, "The dim whose vectors are normalised (batch is 0)."),
+           ParamSpec("eps", "float", 1e-12, "The smallest norm divided by.", minimum=0.0),
+       ], prefix="normalize", key_params=("p", "dim"))
+def normalize(p, xs):
+    (x,) = xs
+    if len(x) < 2:
+        raise ShapeError("expects at least a 1-D input per sample")
+    if not -len(x) <= p["dim"] < len(x) or p["dim"] % len(x) == 0:
+        raise ShapeError(f"cannot normalise along dim {p['dim']} of {fmt_shape(x, batch=True)}: it is the batch "
+                         "or out of range", field="dim")
+    return x

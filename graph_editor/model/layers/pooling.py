@@ -18,6 +18,9 @@ def _pool_params(dilation: bool) -> list[ParamSpec]:
     ]
     if dilation:
         params.insert(3, ParamSpec("dilation", "ints", [1, 1], "Spacing of the window.", minimum=1, length=2))
+    else:
+        params.append(ParamSpec("count_include_pad", "bool", True, "Count the zero padding in each window's "
+                                "average (off: divide by the input elements the window covers)."))
     return params
 
 

@@ -195,6 +195,22 @@ def test_tab_key_opens_the_search(canvas):
     canvas.search.close()
 
 
+def test_hovering_a_node_shows_its_tooltip_made_on_demand(editor, canvas, qtbot):
+    """Node tooltips are made when first wanted (a Qt help event on the canvas), not at every change."""
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtWidgets import QApplication, QToolTip
+
+    with qtbot.waitSignal(canvas.live.inferred):
+        editor.set_param("fc2", "in_features", 99)
+    item = canvas.graph_scene.nodes["fc2"]
+    where = at(canvas, item.sceneBoundingRect().center())
+    event = QHelpEvent(QHelpEvent.Type.ToolTip, where, canvas.viewport().mapToGlobal(where))
+    QApplication.sendEvent(canvas.viewport(), event)
+    qtbot.waitUntil(QToolTip.isVisible, timeout=2000)
+    assert "expects 99 input features, receives 84" in QToolTip.text()
+    QToolTip.hideText()
+
+
 def test_live_analysis_marks_a_broken_node_red_with_the_reason(editor, canvas, qtbot):
     with qtbot.waitSignal(canvas.live.inferred):
         editor.set_param("fc2", "in_features", 99)

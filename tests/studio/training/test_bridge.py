@@ -15,7 +15,7 @@ pytestmark = pytest.mark.qt
 
 SCRIPT = r"""
 import sys, time
-from trainer import events as ev
+from trainer.protocol import events as ev
 w = sys.stdout.write
 w(ev.encode(ev.RUN_STARTED, 7, name="s", epochs=1, steps_per_epoch=3) + "\n")
 w("this is not json\n")

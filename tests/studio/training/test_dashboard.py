@@ -130,3 +130,50 @@ def test_no_epoch_table_cell_is_cut_at_the_smallest_window(dash):
         text = dash.epochs.item(0, col).text()
         assert header.sectionSize(col) >= metrics.horizontalAdvance(text), (col, text, header.sectionSize(col))
     assert sum(header.sectionSize(c) for c in range(dash.epochs.columnCount())) <= table.viewport().width() + 1
+
+
+def _curves(d: TrainingDashboard) -> dict[tuple[str, str], tuple[list[float], list[float]]]:
+    d.flush(everything=True)
+    return {(k, c): (p.buffer(c).x.tolist(), p.buffer(c).y.tolist()) for k, p in d.plots.items()
+            for c in p.curve_names()}
+
+
+def test_a_run_followed_from_the_store_draws_what_its_events_drew(qtbot, tmp_path):
+    """One name per metric: the store rows the worker writes for its events (trainer.metrics.names) give a
+    followed run the very curves the live events give, CUDA memory counters that are not bytes included."""
+    from studio.training.follow import RunFollower
+    from trainer.metrics import names
+    from trainer.store.runs import RunStore
+
+    events: list[ev.Event] = [ev.Metrics(step=s, epoch=1, loss=2 / s, accuracy=s / 4, lr=0.01 * s, samples_per_s=90.0)
+                              for s in (1, 2, 3)]
+    events.append(ev.Memory(step=3, device="cuda:0", allocated=2 ** 20, reserved=2 ** 21, peak=3 * 2 ** 20,
+                            active=2 ** 20, inactive_split=0, alloc_retries=1, num_ooms=0, free=2 ** 30, total=2 ** 31))
+    per_class = ev.PerClass([1.0, 0.5], [0.5, 1.0], [0.66, 0.66], [2, 2])
+    events.append(ev.EpochEnd(epoch=1, step=3, train_loss=0.7, train_accuracy=0.6, val_loss=0.8, val_accuracy=0.75,
+                              per_class=per_class, confusion=[[1, 1], [0, 2]], classes=["a", "b"]))
+    live = TrainingDashboard()
+    qtbot.addWidget(live)
+    live.begin_run("live", 3)
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    rid = store.create_run(name="r", spec={}, graph={}, graph_hash="0" * 64, device="cuda:0", params=1)
+    for e in events:
+        step = getattr(e, "step", 0) or 0
+        store.add_metrics(rid, names.rows(e, step))
+        if isinstance(e, ev.Metrics):
+            live.add_metrics(e)
+        elif isinstance(e, ev.Memory):
+            live.add_memory(e, step)
+        elif isinstance(e, ev.EpochEnd):
+            store.add_epoch_report(rid, e.epoch, {"per_class": per_class.to_dict(), "confusion": e.confusion,
+                                                  "classes": e.classes})
+            live.end_epoch(e)
+    followed = TrainingDashboard()
+    qtbot.addWidget(followed)
+    follower = RunFollower(store, followed, rid, interval_ms=60_000)   # one poll, in __init__
+    follower.stop()
+    want = _curves(live)
+    assert ("memory", "allocated") in want and ("accuracy", "val") in want and ("memory", "free") not in want
+    assert _curves(followed) == want
+    assert followed.epochs.rowCount() == 1 and followed.confusion.matrix_view.matrix().tolist() == [[1, 1], [0, 2]]
+    store.close()

@@ -90,3 +90,14 @@ def test_cpu_rss_samples_and_a_flat_curve_keep_the_line_in_view(qtbot, session):
     assert level.pen.style() == Qt.PenStyle.DashLine
     dash.begin_run("next", 10)            # a new run starts without the old run's line
     assert plot.level("predicted") is None
+
+
+def test_a_run_s_peak_is_not_predicted_again_for_its_plot(qtbot, session):
+    """The worker's gate predicted the run (run_started says so): the dashed line is that peak at once,
+    and no prediction starts in the studio (wait_tasks has nothing to wait for)."""
+    session.spec = {"model": {"graph": "missing.graph.json"}}   # predicting it would fail
+    session.bridge.run_started.emit(ev.RunStarted(name="r", device="cuda:0", epochs=1, steps_per_epoch=10,
+                                                  predicted_peak=1536 * MiB))
+    level = session.dashboard.plots["memory"].level("predicted")
+    assert level is not None and level.label.toPlainText() == "predicted tensors 1536.0 MiB"
+    assert session.wait_tasks(0)

@@ -103,3 +103,17 @@ def test_a_compiled_worker_run_reports_the_break_on_its_node(tmp_path, db, induc
     done = next(e for e in events if e.event == "compile_done")
     assert done.graph_breaks >= 1 and done.recompiles >= 0
     assert events[-1].event == "finished"
+
+
+def test_the_check_s_command_and_its_answer_are_read_in_one_place():
+    """The studio's QProcess and explain_in_subprocess start the same command and read its answer alike."""
+    from trainer.compilation.explain import ExplainError, Explanation, explain_command, read_explanation
+
+    assert explain_command("g.graph.json")[1:] == ["-m", "trainer.compilation.explain", "g.graph.json", "--batch",
+                                                   "2", "--json"]
+    with pytest.raises(ExplainError, match="^no such graph file$"):
+        read_explanation(1, "", "Traceback (most recent call last):\nerror: no such graph file\n\n")
+    with pytest.raises(ExplainError, match="wrote no explanation"):
+        read_explanation(0, "a warning, no JSON\n", "")
+    e = Explanation(graph_count=1, break_count=0, breaks=[], ops_per_graph=[3], inputs="meta", batch=2, seconds=0.5)
+    assert read_explanation(0, "noise\n" + json.dumps(e.to_dict()) + "\n", "") == e

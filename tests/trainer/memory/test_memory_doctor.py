@@ -123,3 +123,21 @@ def test_a_batch_of_one_into_batch_norm_is_a_spec_problem():
     spec.memory.budget_mb = 1024
     with pytest.raises(SpecError, match=r"train.batch_size: batch 1: node bn1 \(BatchNorm1d\) normalises over the batch"):
         check_run(load_graph(MLP), spec, device_type="cpu", total=None, channels_last=False)
+
+
+def test_channels_last_is_one_rule_for_the_run_its_prediction_and_the_doctor():
+    """A graph that reshapes a flat input into an image has convolutions but takes no images: the worker
+    keeps it NCHW, and so does the prediction (the dialog's bar, the dashboard's line, the gate, the
+    sweeps). A convnet on images goes channels_last everywhere."""
+    from graph_editor.model import Graph, InputSpec
+    from trainer.checks import channels_last, setup
+
+    flat = Graph(InputSpec((64,)), 10, {"name": "flat conv"})
+    flat.chain(("Input", "input"), ("Reshape", "to_image", {"shape": [1, 8, 8]}),
+               ("Conv2d", "conv", {"out_channels": 4, "kernel_size": 3}), ("Flatten", "flatten"),
+               ("Linear", "fc", {"out_features": 10}), ("Output", "output"))
+    spec = digits_spec(batch=8)
+    assert not channels_last(spec, flat) and not predict_for_spec(flat, spec).channels_last
+    st = setup(spec_from_dict({"model": {"graph": str(DIGITS_CNN)}, "data": {"dataset": "digits"},
+                               "train": {"batch_size": 8}}))
+    assert st.channels_last and channels_last(st.spec, st.graph) and predict_for_spec(st.graph, st.spec).channels_last

@@ -64,7 +64,7 @@ def test_the_gate_refuses_a_run_that_fits_only_without_its_dataset():
     step = predict_for_spec(g, spec, channels_last=False).peak_bytes
     spec.memory.budget_mb = (step + data / 2) / MiB          # the step fits, the step and the data do not
     assert check_run(g, spec, device_type="cpu", total=None, channels_last=False) is None
-    diag = gate(st)
+    _, diag = gate(st)
     assert diag is not None and diag.prediction.parts["data"] == data
     assert diag.prediction.peak_bytes == step + data
     batch = next(f for f in diag.fixes if f.name == "batch")

@@ -12,8 +12,10 @@ from trainer.protocol import events as ev
 
 
 def test_cpu_sample_is_the_resident_set():
-    s = memory_sample(torch.device("cpu"))
-    assert s["device"] == "cpu" and s["rss"] > 0 and s["peak_rss"] >= s["rss"] // 2
+    s = memory_sample(torch.device("cpu"), step=4)
+    assert isinstance(s, ev.Memory) and s.step == 4 and not s.cuda
+    assert s.device == "cpu" and s.rss is not None and s.peak_rss is not None and s.rss > 0 and s.peak_rss >= s.rss // 2
+    assert s.counters() == {"device": "cpu", "rss": s.rss, "peak_rss": s.peak_rss}   # a failed event's memory
 
 
 def test_cuda_fields_travel_in_the_typed_event():
@@ -32,7 +34,7 @@ def test_cuda_fields_travel_in_the_typed_event():
 def test_cuda_sample_has_the_allocator_counters():
     dev = torch.device("cuda")
     x = torch.empty(64 * 2 ** 20, dtype=torch.uint8, device=dev)
-    s = memory_sample(dev)
+    s = memory_sample(dev).counters()
     assert s["allocated"] >= x.numel() and s["reserved"] >= s["allocated"] and s["active"] >= x.numel()
     assert 0 < s["free"] < s["total"] and s["num_ooms"] >= 0 and s["alloc_retries"] >= 0
     assert s["inactive_split"] >= 0

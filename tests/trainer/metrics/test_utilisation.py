@@ -10,7 +10,7 @@ from graph_editor.build import analyze
 from graph_editor.model import load_graph
 from trainer.metrics.utilisation import DataWait, mfu, peak_tflops
 
-from .helpers import ROOT
+from ..helpers import ROOT
 
 
 def test_peaks_by_device_name():

@@ -1,0 +1,88 @@
+"""Layers that change the spatial size of an image: Interpolate (nn.Upsample, F.interpolate), Pad (F.pad) and
+Unfold (nn.Unfold, sliding windows as columns)."""
+
+from __future__ import annotations
+
+import math
+
+from ..catalog import ParamSpec, fmt_shape, layer
+from ..errors import ShapeError
+from ._rules import conv_out, need_rank
+
+CAT = "Resize"
+MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "area")
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+@layer("Interpolate", CAT, "Resizes an image to a size or by a factor (nn.Upsample, F.interpolate): nearest, "
+       "bilinear, bicubic or area.", [
+           ParamSpec("size", "ints", None, "Output height and width (empty: scale by scale_factor).", minimum=1,
+                     length=2, optional=True),
+           ParamSpec("scale_factor", "float", 2.0, "Factor on height and width when no size is given.",
+                     minimum=0.0, optional=True),
+           ParamSpec("mode", "choice", "nearest", "How new pixels are computed.", choices=MODES),
+           ParamSpec("align_corners", "bool", False, "Bilinear and bicubic: align the corner pixels of input and "
+                     "output (ignored by the other modes)."),
+       ], prefix="upsample", key_params=("size", "scale_factor", "mode"))
+def interpolate(p, xs):
+    (x,) = xs
+    need_rank(x, 4, "CxHxW input")
+    if p["size"] is not None:
+        return (x[0], x[1], *p["size"])
+    factor = p["scale_factor"]
+    if factor is None or factor <= 0:
+        raise ShapeError("needs a size or a positive scale_factor", field="scale_factor")
+    out = [math.floor(d * factor) for d in x[2:]]
+    if min(out) < 1:
+        raise ShapeError(f"scale_factor {factor:g} makes {fmt_shape(x)} empty", field="scale_factor")
+    return (x[0], x[1], *out)
+
+
+@layer("Pad", CAT, "Pads the last dims (F.pad): pad lists (left, right) of the last dim first, then of the one "
+       "before it; with a constant, or by reflecting, replicating or wrapping the edge.", [
+           ParamSpec("pad", "ints", [1, 1, 1, 1], "Padding (left, right) for the last dim, then (top, bottom)...",
+                     minimum=0),
+           ParamSpec("mode", "choice", "constant", "What the new elements hold.", choices=PAD_MODES),
+           ParamSpec("value", "float", 0.0, "The constant (mode 'constant' only)."),
+       ], prefix="pad", key_params=("pad", "mode"))
+def pad(p, xs):
+    (x,) = xs
+    amounts = p["pad"]
+    if len(amounts) % 2:
+        raise ShapeError(f"pad needs pairs (left, right) per dim, got {len(amounts)} values", field="pad")
+    dims = len(amounts) // 2
+    if dims > len(x) - 1:
+        raise ShapeError(f"pads {dims} dims, the input {fmt_shape(x)} has {len(x) - 1} after the batch", field="pad")
+    if p["mode"] != "constant" and (dims > 3 or dims > len(x) - 2):
+        raise ShapeError(f"{p['mode']} padding pads at most the last 3 dims and never the channels: "
+                         f"{dims} dims of {fmt_shape(x)}", field="pad")
+    out = list(x)
+    for i in range(dims):
+        d = len(x) - 1 - i
+        left, right = amounts[2 * i], amounts[2 * i + 1]
+        if p["mode"] == "reflect" and max(left, right) >= x[d]:
+            raise ShapeError(f"reflect padding {max(left, right)} must be smaller than the size {x[d]} of dim {d}",
+                             field="pad")
+        if p["mode"] == "circular" and max(left, right) > x[d]:
+            raise ShapeError(f"circular padding {max(left, right)} must be at most the size {x[d]} of dim {d}",
+                             field="pad")
+        out[d] = x[d] + left + right
+    return tuple(out)
+
+
+@layer("Unfold", "Shape", "Cuts sliding windows out of an image (nn.Unfold, im2col): CxHxW becomes "
+       "(C*kh*kw)xL, one column per window position.", [
+           ParamSpec("kernel_size", "ints", [2, 2], "Window size.", minimum=1, length=2),
+           ParamSpec("dilation", "ints", [1, 1], "Spacing of the window.", minimum=1, length=2),
+           ParamSpec("padding", "ints", [0, 0], "Zero padding on each side.", minimum=0, length=2),
+           ParamSpec("stride", "ints", [1, 1], "Step between windows.", minimum=1, length=2),
+       ], prefix="unfold", key_params=("kernel_size", "stride"))
+def unfold(p, xs):
+    (x,) = xs
+    need_rank(x, 4, "CxHxW input")
+    out = [conv_out(x[2 + i], p["kernel_size"][i], p["stride"][i], p["padding"][i], p["dilation"][i])
+           for i in range(2)]
+    if min(out) < 1:
+        raise ShapeError(f"window {fmt_shape((0, *p['kernel_size']))} is larger than the padded input "
+                         f"{fmt_shape(x[1:], batch=True)}")
+    return (x[0], x[1] * p["kernel_size"][0] * p["kernel_size"][1], out[0] * out[1])
