@@ -50,7 +50,7 @@ from .dashboard import format_duration
 from .graph_diff import diff_graphs
 from .plot_theme import PlotTheme, plot_theme
 from .run_compare_view import CompareCurves, RunNotes
-from .run_history import RunRow, delete_run, describe_runs, run_graph, run_rows
+from .run_history import RunRow, delete_run, describe_runs, run_graph, run_rows, start_line
 from .tasks import BackgroundTask, predict_checkpoint
 
 COLUMNS = ("id", "name", "status", "graph", "dataset", "best val acc", "params", "duration", "device", "started",
@@ -360,6 +360,9 @@ class RunsPanel(QWidget):
         text = (f"Run {r.id} {r.name}: {r.status.replace('_', ' ')} at epoch {r.epoch}, step {r.step}, on "
                 f"{r.device}, {took}.\nGraph {r.graph}, dataset {r.dataset}, {r.params:,} parameters."
                 + (f"\nRecipe: {r.recipe}." if r.recipe else ""))
+        model: dict[str, Any] = r.spec["model"] if isinstance(r.spec.get("model"), dict) else {}
+        if any(model.get(k) for k in ("init_from", "frozen", "lr_scale", "reinit")):
+            text += f"\nStart: {start_line(model)}."
         if r.error:
             text += f"\n\nReason: {r.error}"
         self.details.setText(text)

@@ -271,3 +271,16 @@ def test_an_unnamed_run_is_named_after_its_graph_file():
     assert run_name("LeNet-5") == "LeNet-5"               # a template opened unsaved
     assert run_name("Untitled") == "Untitled"             # as the window calls it, never the spec file's "spec"
     assert run_name("") == "Untitled"
+
+
+def test_a_fine_tuned_run_s_start_is_in_its_recipe_and_details(qtbot, store):
+    spec = {"optim": {"name": "sgd", "lr": 0.05}, "data": {"dataset": "digits"},
+            "model": {"init_from": "/w/resnet18-f37072fd.safetensors", "frozen": ["g_stem", "g_layer1"],
+                      "lr_scale": ["g_layer2=0.1"], "reinit": ["fc"]}}
+    rid = store.create_run(name="tuned", spec=spec, graph=_graph(), graph_hash="7" * 64, device="cpu", params=1)
+    panel = _panel(qtbot, store)
+    panel.select_ids([rid])
+    text = panel.details.text()
+    assert "dataset digits, from resnet18-f37072fd.safetensors, 2 frozen." in text
+    assert ("Start: from weights /w/resnet18-f37072fd.safetensors; frozen: g_stem, g_layer1; learning rate: "
+            "g_layer2 x0.1; re-initialised: fc." in text)
