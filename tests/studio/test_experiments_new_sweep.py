@@ -41,10 +41,6 @@ def test_the_dialog_starts_from_the_design_s_sweep_variables_and_checks_the_spac
 @pytest.mark.slow
 @pytest.mark.process
 @pytest.mark.skipif(not THOROUGH, reason="make test-thorough: two worker runs through the sweep command")
-@pytest.mark.xfail(strict=False, reason="a reader of the run store's SQLite file (trainer.sweep.report.storage_for_reading, "
-                   "here the workspace) while a sweep makes and fills it: the sweep failed with 'disk I/O error' / "
-                   "'no such table: version_info', its trials' runs 'could not be tagged (no run N)', and the reader "
-                   "saw a stale study; reproduced with the CLI sweep and a plain polling process, no studio involved")
 def test_a_sweep_started_in_the_studio_runs_its_trials_and_shows_them(window, qtbot, tmp_path):
     window.controller.graph  # noqa: B018 - the starter graph is replaced by the template next
     assert window.files.open(DIGITS_CNN)
