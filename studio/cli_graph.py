@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from graph_editor.model import Graph, GraphError, InputSpec, load_graph, save_graph
+from graph_editor.model.finetune import KEY as FINETUNE
+from graph_editor.model.finetune import FinetunePlan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="per-sample input shape, e.g. 3,32,32 (needed unless the first layer is Linear)")
     p.add_argument("--num-classes", type=int, help="class count (default: the size of the module's output)")
     p.add_argument("--weights", metavar="OUT.safetensors", help="also write the module's weights, keyed by node id")
+    p.add_argument("--pretrained", metavar="FILE|cache", default="",
+                   help="load these weights into the module first: a weights file, or 'cache' for the local "
+                        "torch hub / Hugging Face cache (nothing is downloaded); with --weights the graph's "
+                        "runs start from them (model.init_from)")
     p.add_argument("--strict", action="store_true",
                    help="fail on any op without a catalog layer instead of keeping its module whole as a Module node")
     p.set_defaults(func=cmd_import)
@@ -109,7 +115,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             fail(f"{flag} {target}: the folder {folder} does not exist")
     try:
         result = import_factory(args.factory, args.input_shape, args.num_classes,
-                                shape_hint="with --input-shape, e.g. --input-shape 3,32,32", strict=args.strict)
+                                shape_hint="with --input-shape, e.g. --input-shape 3,32,32", strict=args.strict,
+                                weights=args.pretrained)
     except GraphError as exc:
         fail(str(exc))
     try:
@@ -120,6 +127,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                 save_file({k: v.detach().clone().contiguous() for k, v in result.state_dict.items()}, args.weights)
             except Exception as exc:  # noqa: BLE001 - SafetensorError wraps the OS error: say which file and why
                 fail(f"cannot write {args.weights}: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc}")
+        if result.weights_from and args.weights:
+            result.graph.metadata[FINETUNE] = FinetunePlan(init_from=str(Path(args.weights).resolve())).to_metadata()
         save_graph(result.graph, args.output)
     except OSError as exc:
         fail(f"cannot write {exc.filename}: {exc.strerror}")

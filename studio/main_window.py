@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .compile_check import CompileCheck
     from .experiments import ExperimentsHook
     from .export_dialog import ExportHook
+    from .finetune import FinetuneActions
     from .inspect import InspectHook
     from .training_hook import TrainingHook
 
@@ -78,6 +79,7 @@ class MainWindow(QMainWindow):
     inspect: InspectHook          # the Inspect workspace
     experiments: ExperimentsHook  # the Experiments workspace (sweeps)
     compile_check: CompileCheck   # Graph > Check Compile: graph breaks into Problems
+    finetune: FinetuneActions     # Graph > Freeze / Unfreeze, Learning-Rate Multiplier, Replace Head
 
     def __init__(self, services: Services, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -90,7 +92,8 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.setDockNestingEnabled(True)
         self._build_docks()
-        self.files = FileActions(self.document, services.settings, services.prompts, self, self.log.append, self)
+        self.files = FileActions(self.document, services.settings, services.prompts, self, self.log.append,
+                                 services.recovery.folder.parent / "weights", self)
         self.action = build_actions(self, self._handlers(), services.icons)
         self.recent_menu = QMenu("Open &Recent", self)
         self.menus = build_menus(self.menuBar(), self.action, recent=self.recent_menu)

@@ -62,7 +62,10 @@ _EARLY_STOP: list[str] = []    # a SIGINT/SIGTERM that came before the run's own
 
 def main(argv: list[str] | None = None, *, early_signals: list[str] | None = None) -> int:
     """The worker's command line; ``early_signals`` are stop signals noted before this was imported."""
-    faulthandler.enable(all_threads=True)   # a native crash (SIGSEGV, SIGABRT) leaves every thread's stack on stderr
+    # A native crash (SIGSEGV, SIGABRT) leaves every thread's stack on stderr; a stderr without a file
+    # descriptor (main() called in a process whose stderr is captured) has nowhere to put it.
+    with contextlib.suppress(ValueError, AttributeError, OSError):   # io.UnsupportedOperation is both
+        faulthandler.enable(all_threads=True)
     for sig in (signal.SIGINT, signal.SIGTERM):   # from the first line: no KeyboardInterrupt traceback, ever
         signal.signal(sig, lambda signum, _frame: _EARLY_STOP.append(signal.Signals(signum).name))
     _EARLY_STOP.extend(early_signals or [])

@@ -67,7 +67,22 @@ def recipe(spec: dict[str, Any] | None) -> str:
                 bits.append(text.format(value))
             except (TypeError, ValueError):
                 bits.append(f"{text.split(' ')[0]} {value}" if " " in text else str(value))
+    model: dict[str, Any] = spec["model"] if isinstance(spec.get("model"), dict) else {}
+    if model.get("init_from"):
+        bits.append(f"from {Path(str(model['init_from'])).name}")
+    if model.get("frozen"):
+        bits.append(f"{len(model['frozen'])} frozen")
     return ", ".join(bits)
+
+
+def start_line(model: dict[str, Any]) -> str:
+    """``model.init_from``, ``frozen``, ``lr_scale`` and ``reinit`` in words (the Train dialog, run details)."""
+    parts = [f"from weights {model['init_from']}" if model.get("init_from") else "from scratch"]
+    for key, what in (("frozen", "frozen"), ("lr_scale", "learning rate"), ("reinit", "re-initialised")):
+        entries = [str(e).replace("=", " x") for e in model.get(key) or []]
+        if entries:
+            parts.append(f"{what}: {', '.join(entries)}")
+    return "; ".join(parts)
 
 
 def graph_label(run: Run) -> str:

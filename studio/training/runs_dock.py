@@ -60,6 +60,7 @@ from .run_history import (
     lr_changes,
     run_graph,
     run_rows,
+    start_line,
 )
 from .tasks import BackgroundTask, predict_checkpoint
 
@@ -373,6 +374,9 @@ class RunsPanel(QWidget):
                 + (f"\nRecipe: {r.recipe}." if r.recipe else ""))
         if lr := lr_changes(self.store, r.id):
             text += f"\n{lr}"
+        model: dict[str, Any] = r.spec["model"] if isinstance(r.spec.get("model"), dict) else {}
+        if any(model.get(k) for k in ("init_from", "frozen", "lr_scale", "reinit")):
+            text += f"\nStart: {start_line(model)}."
         if r.error:
             text += f"\n\nReason: {r.error}"
         self.details.setText(text)

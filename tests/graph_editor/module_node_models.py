@@ -52,12 +52,13 @@ def digits_sine_net() -> SineNet:
 
 
 class RecurrentBlock(nn.Module):
-    """A GRU over the tokens, its output sequence only: the GRU returns a tuple, so the block is kept."""
+    """A plain RNN over the tokens (no catalog layer; the catalog has LSTM and GRU), its output sequence only:
+    the RNN returns (sequence, hidden state [layers, batch, features]), so the block is kept."""
 
     def __init__(self, features: int) -> None:
         super().__init__()
         self.features = features
-        self.rnn = nn.GRU(features, features, batch_first=True)
+        self.rnn = nn.RNN(features, features, batch_first=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.rnn(x)[0]

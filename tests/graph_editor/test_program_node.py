@@ -236,7 +236,7 @@ def test_a_module_returning_a_tuple_is_one_node_with_an_output_port_each():
 
 
 def test_an_output_that_does_not_lead_with_the_batch_widens_to_the_module_around_it():
-    """nn.GRU's hidden state is [layers, batch, features]: its block, which returns the sequence, is kept."""
+    """nn.RNN's hidden state is [layers, batch, features]: its block, which returns the sequence, is kept."""
     torch.manual_seed(0)
     net = SequenceNet().eval()
     result = import_module(net, (5, 6))

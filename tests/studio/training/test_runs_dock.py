@@ -325,3 +325,16 @@ def test_the_confusion_tab_lays_its_parts_side_by_side_where_it_is_short(qtbot, 
     parts += [split.handle(i).geometry() for i in range(1, split.count())]
     assert all(not a.intersects(b) for k, a in enumerate(parts) for b in parts[k + 1:]), parts
     assert panel.confusion.matrix_view.height() >= panel.confusion.matrix_view.minimumHeight()
+
+
+def test_a_fine_tuned_run_s_start_is_in_its_recipe_and_details(qtbot, store):
+    spec = {"optim": {"name": "sgd", "lr": 0.05}, "data": {"dataset": "digits"},
+            "model": {"init_from": "/w/resnet18-f37072fd.safetensors", "frozen": ["g_stem", "g_layer1"],
+                      "lr_scale": ["g_layer2=0.1"], "reinit": ["fc"]}}
+    rid = store.create_run(name="tuned", spec=spec, graph=_graph(), graph_hash="7" * 64, device="cpu", params=1)
+    panel = _panel(qtbot, store)
+    panel.select_ids([rid])
+    text = panel.details.text()
+    assert "dataset digits, from resnet18-f37072fd.safetensors, 2 frozen." in text
+    assert ("Start: from weights /w/resnet18-f37072fd.safetensors; frozen: g_stem, g_layer1; learning rate: "
+            "g_layer2 x0.1; re-initialised: fc." in text)
