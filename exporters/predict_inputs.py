@@ -86,9 +86,10 @@ def read_npz(path: Path) -> np.ndarray:
     """The samples of an .npz dataset file (x/images/data/features; labels, if any, are not needed)."""
     from trainer.data import DataError
     from trainer.data.arrays import samples
-    from trainer.data.readers.npz import X_KEYS
+    from trainer.data.readers.npz import X_KEYS, check_npz_bytes
 
     try:
+        check_npz_bytes(path)
         with np.load(path, allow_pickle=False) as z:
             key = next((k for k in X_KEYS if k in z.files), None)
             if key is None:

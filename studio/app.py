@@ -32,6 +32,7 @@ from .dialogs.template_gallery import pick_template
 from .document import Document, starter_graph
 from .experiments import install as install_experiments
 from .export_dialog import ExportHook
+from .finetune import install as install_finetune
 from .inspect import install as install_inspect
 from .main_window import APP_NAME, MainWindow, Services
 from .platform_check import check_desktop
@@ -88,6 +89,7 @@ def port_of(window: MainWindow) -> StudioPort:
 def install_features(window: MainWindow, port: StudioPort, runs_db: str | None) -> None:
     """Plug the features into the window through ``port``, in menu and workspace order (Run, Export;
     Design, Train, Runs, Inspect, Experiments); the window keeps them for its lifetime."""
+    window.finetune = install_finetune(port)
     window.training = training = TrainingHook(port, db_url=runs_db)
     window.export = ExportHook(port, db_url=runs_db, current_run=lambda: training.current_run)
     window.inspect = install_inspect(port, training=training.built_controller,

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+# The exit status of a command whose reader closed the pipe early (``torch-studio predict ... | head``),
+# as a shell reports a program that SIGPIPE ended.
+BROKEN_PIPE_STATUS = 128 + 13
 
 _COMMAND_MODULES = (
     "studio.cli_graph",
@@ -44,7 +49,23 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit where it cannot be caught
+    except BrokenPipeError:
+        return _reader_left()
+    return code
+
+
+def _reader_left() -> int:
+    """The reader of stdout went away: end quietly, as ``head`` expects of the program it cuts short.
+
+    stdout is pointed at the null device so that Python's own flush at exit has nowhere to fail.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return BROKEN_PIPE_STATUS
 
 
 def _open_studio(paths: list[str]) -> int:

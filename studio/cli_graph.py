@@ -6,10 +6,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from graph_editor.model import Graph, GraphError, InputSpec, load_graph, save_graph, validate
-from graph_editor.model.units import nbytes
+from graph_editor.model import Graph, GraphError, InputSpec, load_graph, save_graph
+from graph_editor.model.finetune import KEY as FINETUNE
+from graph_editor.model.finetune import FinetunePlan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="per-sample input shape, e.g. 3,32,32 (needed unless the first layer is Linear)")
     p.add_argument("--num-classes", type=int, help="class count (default: the size of the module's output)")
     p.add_argument("--weights", metavar="OUT.safetensors", help="also write the module's weights, keyed by node id")
+    p.add_argument("--pretrained", metavar="FILE|cache", default="",
+                   help="load these weights into the module first: a weights file, or 'cache' for the local "
+                        "torch hub / Hugging Face cache (nothing is downloaded); with --weights the graph's "
+                        "runs start from them (model.init_from)")
     p.add_argument("--strict", action="store_true",
                    help="fail on any op without a catalog layer instead of keeping its module whole as a Module node")
     p.set_defaults(func=cmd_import)
@@ -84,45 +88,20 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """The graph's own checks, then the build every other command makes (on the ``meta`` device: no
     memory), so validate refuses what summary, memory, train and export refuse: node ids PyTorch modules
-    reserve, a Module node whose class cannot be imported from here, a layer PyTorch itself refuses."""
+    reserve, a Module node whose class cannot be imported from here, a layer PyTorch itself refuses.
+    The studio's Problems panel lists the same verdict (:func:`graph_editor.build.check.check_graph`)."""
+    from graph_editor.build.check import check_graph
+
     graph = load_for_cli(args.graph, args.input_shape)
-    problems = list(validate(graph).problems)
-    notes: list[str] = []
-    if not any(p.severity == "error" for p in problems):
-        built, notes = _build_check(graph)
-        problems += built
-    errors = [p for p in problems if p.severity == "error"]
-    for p in problems:
+    check = check_graph(graph)
+    errors = [p for p in check.problems if p.severity == "error"]
+    for p in check.problems:
         print(f"{p.severity}: {p}", file=sys.stderr if p.severity == "error" else sys.stdout)
     if errors:
         print(f"{len(errors)} problem(s)", file=sys.stderr)
         return 1
-    for note in notes:
-        print(f"warning: {note}")
     print("ok")
     return 0
-
-
-BIG_MODEL = 10 ** 9   # parameters: validate says how large such a model is
-
-
-def _build_check(graph: Graph) -> tuple[list[Any], list[str]]:
-    """(problems of building the graph on ``meta``, notes on a model of a billion parameters or more)."""
-    from graph_editor.build import BuildError, build_module
-
-    try:
-        module = build_module(graph, device="meta")
-    except BuildError as exc:
-        return list(exc.problems), []
-    counts = {name: sum(p.numel() for p in child.parameters()) for name, child in module.named_children()}
-    total = sum(counts.values())
-    if total < BIG_MODEL:
-        return [], []
-    biggest = max(counts, key=lambda k: counts[k])
-    return [], [f"the graph has {total / 1e9:,.1f} billion parameters ({biggest}: {counts[biggest] / 1e9:,.1f} "
-                f"billion): {nbytes(4 * total)} of float32 weights, {nbytes(16 * total)} to train with AdamW "
-                "(weights, gradients and two moments) before any activation; a device that cannot hold them "
-                "refuses the run"]
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -136,7 +115,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             fail(f"{flag} {target}: the folder {folder} does not exist")
     try:
         result = import_factory(args.factory, args.input_shape, args.num_classes,
-                                shape_hint="with --input-shape, e.g. --input-shape 3,32,32", strict=args.strict)
+                                shape_hint="with --input-shape, e.g. --input-shape 3,32,32", strict=args.strict,
+                                weights=args.pretrained)
     except GraphError as exc:
         fail(str(exc))
     try:
@@ -147,6 +127,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                 save_file({k: v.detach().clone().contiguous() for k, v in result.state_dict.items()}, args.weights)
             except Exception as exc:  # noqa: BLE001 - SafetensorError wraps the OS error: say which file and why
                 fail(f"cannot write {args.weights}: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc}")
+        if result.weights_from and args.weights:
+            result.graph.metadata[FINETUNE] = FinetunePlan(init_from=str(Path(args.weights).resolve())).to_metadata()
         save_graph(result.graph, args.output)
     except OSError as exc:
         fail(f"cannot write {exc.filename}: {exc.strerror}")

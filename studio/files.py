@@ -9,17 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
-from graph_editor.model import GraphError, graph_from_dict, load_graph
+from graph_editor.model import Graph, GraphError, graph_from_dict, load_graph
+from graph_editor.model.finetune import KEY as FINETUNE
+from graph_editor.model.finetune import FinetunePlan
 
 from .document import UNTITLED, Document, starter_graph
 from .prompts import Prompts
 from .recovery import RecoveryStore
 from .resources import ASSETS
 from .settings import StudioSettings
+
+if TYPE_CHECKING:
+    from graph_editor.build.importer import ImportResult
 
 Log = Callable[[str, str], None]
 
@@ -31,13 +37,14 @@ class FileActions(QObject):
     opened = Signal(str)  # what the canvas should fit: a path or a name
 
     def __init__(self, document: Document, settings: StudioSettings, prompts: Prompts, window: QWidget,
-                 log: Log, parent: QObject | None = None) -> None:
+                 log: Log, weights_dir: Path, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.document = document
         self.settings = settings
         self.prompts = prompts
         self.window = window
         self.log = log
+        self.weights_dir = weights_dir     # imported pretrained weights, keyed by node ids
 
     # --------------------------------------------------------------- unsaved work
     def maybe_save(self) -> bool:
@@ -115,17 +122,31 @@ class FileActions(QObject):
         from graph_editor.build.factory import import_factory  # torch: only when asked for
 
         try:
-            graph = import_factory(request.target, request.input_shape or None, request.num_classes or None,
-                                   strict=request.strict).graph
+            result = import_factory(request.target, request.input_shape or None, request.num_classes or None,
+                                    strict=request.strict, weights=request.weights)
         except GraphError as exc:
             self.prompts.error(self.window, "Cannot import the module", str(exc))
             self.log(f"Cannot import {request.target}: {exc}", "error")
             return False
-        name = request.target.partition(":")[2]
+        graph, name = result.graph, request.target.partition(":")[2]
+        if result.weights_from:
+            self._keep_weights(graph, result, name)
         self.document.replace(graph, None, name=name, dirty=True)
         self.log(f"Imported {request.target}: {len(graph)} nodes", "info")
         self.opened.emit(name)
         return True
+
+    def _keep_weights(self, graph: Graph, result: ImportResult, name: str) -> None:
+        """The imported weights, keyed by node ids, in the studio's weights folder; the graph's runs start
+        from them (``model.init_from``, the head re-initialised where its classes differ)."""
+        from safetensors.torch import save_file
+
+        folder = self.weights_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}-{Path(result.weights_from).stem}.safetensors"
+        save_file({k: v.detach().clone().contiguous() for k, v in result.state_dict.items()}, str(path))
+        graph.metadata[FINETUNE] = FinetunePlan(init_from=str(path)).to_metadata()
+        self.log(f"Weights of {name} from {result.weights_from}, kept as {path}: its runs start from them", "info")
 
     def open_snapshot(self, data: dict, title: str) -> bool:
         """Edit a graph given as its file contents (a run's graph from the run store)."""

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .compile_check import CompileCheck
     from .experiments import ExperimentsHook
     from .export_dialog import ExportHook
+    from .finetune import FinetuneActions
     from .inspect import InspectHook
     from .training_hook import TrainingHook
 
@@ -78,6 +79,7 @@ class MainWindow(QMainWindow):
     inspect: InspectHook          # the Inspect workspace
     experiments: ExperimentsHook  # the Experiments workspace (sweeps)
     compile_check: CompileCheck   # Graph > Check Compile: graph breaks into Problems
+    finetune: FinetuneActions     # Graph > Freeze / Unfreeze, Learning-Rate Multiplier, Replace Head
 
     def __init__(self, services: Services, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -90,7 +92,8 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.setDockNestingEnabled(True)
         self._build_docks()
-        self.files = FileActions(self.document, services.settings, services.prompts, self, self.log.append, self)
+        self.files = FileActions(self.document, services.settings, services.prompts, self, self.log.append,
+                                 services.recovery.folder.parent / "weights", self)
         self.action = build_actions(self, self._handlers(), services.icons)
         self.recent_menu = QMenu("Open &Recent", self)
         self.menus = build_menus(self.menuBar(), self.action, recent=self.recent_menu)
@@ -223,12 +226,14 @@ class MainWindow(QMainWindow):
 
     def _on_analyzed(self, analysis: object, problems: object) -> None:
         self.summary.show_analysis(analysis, problems)
-        built = analysis is None and self.live.inference is not None and self.live.inference.ok
-        # a graph that validates but does not build (a Module node whose class cannot be imported): in Problems
+        # what the build on meta adds to the graph's own problems (a reserved node id, a Module node whose
+        # class cannot be imported, a billion-parameter warning): the verdict `torch-studio validate` prints
+        inference = self.live.inference
+        own = inference.problems if inference is not None else []
         if is_blank(self.controller.graph):
             self._show_blank_problems()
         else:
-            self.problems.set_problems(list(problems) if built else [], source="build")  # type: ignore[call-overload]
+            self.problems.set_problems([p for p in problems if p not in own], source="build")  # type: ignore[attr-defined]
         if analysis is None and is_blank(self.controller.graph):   # nothing to fix yet: say what to do
             self.summary.totals.setText("A new network: add layers between Input and Output to see shapes, "
                                         "parameters and FLOPs.")

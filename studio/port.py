@@ -30,6 +30,7 @@ from graph_editor.model import Graph, Problem
 from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.controller import EditorController
 from graph_editor.ui.live import LiveAnalysis
+from graph_editor.ui.training_edits import TrainingEdits
 
 from .actions import ActionSpec, make_action
 from .docks.log import LogDock
@@ -158,6 +159,16 @@ class StudioPort:
     @property
     def graph(self) -> Graph:
         return self._controller.graph
+
+    def selection(self) -> list[str]:
+        """The selected node and block ids."""
+        return self._controller.selection
+
+    @property
+    def training_edits(self) -> TrainingEdits:
+        """Fine-tuning and sweep intents on the design (freeze, learning-rate multipliers, replace head,
+        sweep variables), each one undo step: the editor's own, and nothing else of it."""
+        return self._controller
 
     def select(self, node_ids: Sequence[str]) -> None:
         self._controller.select(list(node_ids))

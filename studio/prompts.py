@@ -27,6 +27,7 @@ class ImportRequest:
     input_shape: tuple[int, ...]
     num_classes: int
     strict: bool = False
+    weights: str = ""        # "": as the factory makes them; "cache": the local caches; else a weights file
 
 
 class Prompts(Protocol):
@@ -58,6 +59,10 @@ class Prompts(Protocol):
     def delete_runs(self, parent: QWidget, description: str) -> bool:
         """True to delete the runs named in ``description`` (e.g. "2 runs: 3 "alpha", 5") with their
         rows and files."""
+
+    def number(self, parent: QWidget, title: str, label: str, value: float, low: float, high: float,
+               decimals: int) -> float | None:
+        """A number from ``low`` to ``high`` (``decimals`` 0: a whole number), ``value`` offered."""
 
 
 class QtPrompts:
@@ -113,6 +118,14 @@ class QtPrompts:
 
     def delete_runs(self, parent: QWidget, description: str) -> bool:
         return ask_delete_runs(parent, description)
+
+    def number(self, parent: QWidget, title: str, label: str, value: float, low: float, high: float,
+               decimals: int) -> float | None:
+        if decimals == 0:
+            n, ok = QInputDialog.getInt(parent, title, label, int(value), int(low), int(high))
+            return float(n) if ok else None
+        x, ok = QInputDialog.getDouble(parent, title, label, value, low, high, decimals)
+        return x if ok else None
 
 
 def ask_about_running_run(parent: QWidget | None) -> str:

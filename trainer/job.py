@@ -87,7 +87,9 @@ class Job:
     best: dict[str, list[float]] = field(default_factory=dict)  # metric -> [value, epoch]
     bad_epochs: int = 0
     last_memory: float = 0.0
-    started: float = field(default_factory=time.monotonic)     # this process's start: the "time" metric's zero
+    # The run's clock: the "time" metric's zero, this process's start less what the run trained before a
+    # resume (the gap between a stop and its resume is not the run's time)
+    started: float = field(default_factory=time.monotonic)
     last_cpu: tuple[float, float] = field(default_factory=lambda: (time.process_time(), time.monotonic()))
     recorder: Recorder = field(default_factory=Recorder)
     inspection: LiveInspection | None = None   # inspects a step on request or every inspect_every_s
@@ -96,6 +98,10 @@ class Job:
     @property
     def spec(self):  # noqa: ANN201 - RunSpec
         return self.setup.spec
+
+    def elapsed(self) -> float:
+        """Seconds of the run so far, every part before a resume included."""
+        return time.monotonic() - self.started
 
     def lr_at(self, step: int) -> float:
         override = self.controls.lr_override
@@ -163,6 +169,7 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
     recording = LiveRecording(model, dev, publish=memtrace_publisher(run_dir, emitter.emit, job.recorder.submit),
                               start_step=lambda: job.step, opt=opt)
     controls.on_record_memory = recording.request
+    controls.on_set_lr = lambda lr: record_lr_set(job, lr)
     job.step_fn = recording.wrap(job.step_fn)
     return job
 
@@ -212,9 +219,9 @@ def report_metrics(job: Job, step: int, epoch: int, losses: list[float], correct
     b = job.spec.train.batch_size
     loss, acc = sum(losses) / len(losses), sum(correct) / (b * len(correct))
     event = ev.Metrics(step=step, epoch=epoch, loss=loss, accuracy=acc, lr=lr, samples_per_s=round(samples_per_s, 1))
-    # "time" (seconds since this process started) and "epoch" give the Runs comparison its wall-time
-    # and epoch x axes; two more rows of the same batched insert.
-    rows = metric_rows(event, step) + [(step, names.TIME.name, time.monotonic() - job.started),
+    # "time" (the run's clock, Job.elapsed) and "epoch" give the Runs comparison its wall-time and
+    # epoch x axes; two more rows of the same batched insert.
+    rows = metric_rows(event, step) + [(step, names.TIME.name, job.elapsed()),
                                        (step, names.EPOCH.name, float(epoch))]
 
     def write() -> None:   # on the recorder thread: the training step does not wait for the disk
@@ -306,7 +313,7 @@ def end_of_epoch(job: Job, epoch: int, seconds: float) -> bool:
                         classes=[str(c) for c in job.setup.splits.classes] if val else None)
     job.store.add_metrics(job.run_id, metric_rows(event, job.step))
     report = {"per_class": per_class, "confusion": event.confusion, "classes": event.classes} if val else {}
-    job.store.add_epoch_report(job.run_id, epoch, report)
+    job.store.add_epoch_report(job.run_id, epoch, {**report, "step": job.step})   # the weights it judged
     best = job.best.get(best_metric)
     job.store.update_run(job.run_id, epoch=epoch, step=job.step, best_metric=best_metric,
                          best_value=best[0] if best else None)
@@ -374,6 +381,7 @@ def checkpoint_state(job: Job, kind: str) -> tuple[dict[str, torch.Tensor], dict
         "position": job.position if in_epoch else None, "totals": asdict(job.totals) if in_epoch else None,
         "best": job.best, "bad_epochs": job.bad_epochs, "lr_override": job.controls.lr_override,
         "scaler": job.scaler.state_dict() if job.scaler is not None else None, "spec": job.spec.to_dict(),
+        "time": job.elapsed(),
     }
     return tensors, meta
 
@@ -387,11 +395,28 @@ def restore(job: Job, checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]]
     job.step, job.epoch = meta["step"], meta["epoch"]
     job.best, job.bad_epochs = meta["best"], meta["bad_epochs"]
     job.controls.lr_override = meta["lr_override"]
+    job.started = time.monotonic() - _run_time(job, meta)
     if job.scaler is not None and meta.get("scaler"):
         job.scaler.load_state_dict(meta["scaler"])
     if meta["position"] is not None:
         job.order = tensors["loop.order"].to(job.setup.device)
         job.position, job.totals = meta["position"], EpochTotals(**meta["totals"])
+
+
+def _run_time(job: Job, meta: dict[str, Any]) -> float:
+    """The run's clock at a checkpoint: saved with it, or (older checkpoints) the last "time" metric
+    recorded up to its step."""
+    if isinstance(meta.get("time"), (int, float)):
+        return float(meta["time"])
+    times = [v for s, _n, v in job.store.metrics(job.run_id, names.TIME.name) if s <= meta["step"] and v is not None]
+    return max(times, default=0.0)
+
+
+def record_lr_set(job: Job, lr: float) -> None:
+    """A learning rate set by hand (the ``set_lr`` command), kept with the run as the metric ``lr/set``
+    at the step it takes effect: the run's details say when the schedule was overridden."""
+    step = job.step
+    job.recorder.submit(lambda: job.store.add_metrics(job.run_id, [(step, names.LR_SET.name, lr)]))
 
 
 def load_best_weights(job: Job) -> bool:

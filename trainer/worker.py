@@ -18,7 +18,6 @@ import contextlib
 import faulthandler
 import signal
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -63,7 +62,10 @@ _EARLY_STOP: list[str] = []    # a SIGINT/SIGTERM that came before the run's own
 
 def main(argv: list[str] | None = None, *, early_signals: list[str] | None = None) -> int:
     """The worker's command line; ``early_signals`` are stop signals noted before this was imported."""
-    faulthandler.enable(all_threads=True)   # a native crash (SIGSEGV, SIGABRT) leaves every thread's stack on stderr
+    # A native crash (SIGSEGV, SIGABRT) leaves every thread's stack on stderr; a stderr without a file
+    # descriptor (main() called in a process whose stderr is captured) has nowhere to put it.
+    with contextlib.suppress(ValueError, AttributeError, OSError):   # io.UnsupportedOperation is both
+        faulthandler.enable(all_threads=True)
     for sig in (signal.SIGINT, signal.SIGTERM):   # from the first line: no KeyboardInterrupt traceback, ever
         signal.signal(sig, lambda signum, _frame: _EARLY_STOP.append(signal.Signals(signum).name))
     _EARLY_STOP.extend(early_signals or [])
@@ -204,10 +206,9 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
         val_size=len(s.val), test_size=len(s.test), classes=list(s.classes), start_step=job.step,
         precision=st.spec.precision.dtype, compile=st.spec.precision.compile, run_dir=str(run_dir),
         predicted_peak=predicted_peak))
-    t0 = time.perf_counter()
     try:
         status = run_epochs(job)
-        finish(job, status, time.perf_counter() - t0)
+        finish(job, status, job.elapsed())   # every part of a resumed run, not the gaps between them
         return ev.EXIT_OK
     except NonFiniteLoss as exc:
         fail(job, "nan", f"{exc}: training diverged (try a lower optim.lr)", step=exc.step)

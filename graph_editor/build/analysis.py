@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..model import Graph, Inference, Problem, fmt_shape, validate
+from ..model.finetune import plan_of
 from ..model.registry import Registry
 from .fx import BuildError
 from .modules import NO_MODULE, get_builder
@@ -92,6 +93,7 @@ def analyze(graph: Graph, batch: int = 1, inference: Inference | None = None) ->
     if not inf.ok:
         raise BuildError(inf.problems)
     itemsize = _ITEMSIZE.get(graph.input_spec.dtype, 4)
+    frozen = {n for n, m in plan_of(graph).node_marks(graph).items() if m.get("frozen")}   # do not train
     stats: list[NodeStats] = []
     out_shape: Shape = ()
     for node_id in inf.order:
@@ -104,6 +106,7 @@ def analyze(graph: Graph, batch: int = 1, inference: Inference | None = None) ->
         params = inf.params[node_id]
         try:
             n_params, n_train = (0, 0) if node.type in NO_MODULE else param_count(node.type, params, in_shapes)
+            n_train = 0 if node_id in frozen else n_train
         except (ValueError, RuntimeError, TypeError) as exc:  # torch's refusal, e.g. weights past int64 bytes
             raise BuildError([Problem(node_id, f"PyTorch refuses this {node.type}: {exc}")]) from None
         rule = _FLOPS.get(node.type)

@@ -15,6 +15,7 @@ from torch import nn
 
 from .import_capture import without_cuda
 from .importer import ImportResult, ModuleImportError, guess_input_shape, import_module
+from .pretrained import load_weights
 
 
 def load_factory(spec: str) -> object:
@@ -44,16 +45,22 @@ def load_factory(spec: str) -> object:
 
 
 def import_factory(spec: str, input_shape: tuple[int, ...] | None = None, num_classes: int | None = None,
-                   shape_hint: str = "e.g. 3,32,32", strict: bool = False) -> ImportResult:
+                   shape_hint: str = "e.g. 3,32,32", strict: bool = False, weights: str = "") -> ImportResult:
     """Import the module ``spec`` builds, for per-sample ``input_shape`` (guessed when None).
 
     ``shape_hint`` says how to give the shape where it cannot be guessed (a CLI flag, a field);
-    ``strict`` refuses what does not map instead of keeping it as Module nodes.
+    ``strict`` refuses what does not map instead of keeping it as Module nodes; ``weights`` loads a
+    weights file (or ``"cache"``: torch hub's or Hugging Face's local cache) into the module first
+    (:mod:`.pretrained`; nothing is downloaded).
     """
     module = load_factory(spec)
     if not isinstance(module, nn.Module):
         raise ModuleImportError([], f"{spec}() returned {type(module).__name__}, not a torch.nn.Module")
+    name = spec.partition(":")[2]
+    source = str(load_weights(module, weights, name)) if weights else ""
     shape = input_shape or guess_input_shape(module)
     if not shape:
         raise ModuleImportError([], f"give the per-sample input shape, {shape_hint}")
-    return import_module(module, shape, num_classes, name=spec.partition(":")[2], strict=strict)
+    result = import_module(module, shape, num_classes, name=name, strict=strict)
+    result.weights_from = source
+    return result

@@ -41,6 +41,7 @@ class ImportResult:
 
     graph: Graph
     state_dict: dict[str, torch.Tensor]
+    weights_from: str = ""      # the pretrained weights file loaded before the import ("": the module's own)
 
 
 def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], num_classes: int | None = None,

@@ -44,4 +44,5 @@ class GraphEvents:
         self.node_moved = Signal()  # (node_id)
         self.groups_changed = Signal()  # ()
         self.spec_changed = Signal()  # () input spec or class count
+        self.metadata_changed = Signal()  # (key) a metadata entry: the fine-tuning plan, the sweep variables
         self.changed = Signal()  # ()

@@ -319,6 +319,15 @@ class Graph:
         self.events.spec_changed.emit()
         self.events.changed.emit()
 
+    def set_metadata(self, key: str, value: Any) -> None:
+        """Set one metadata entry (None removes it)."""
+        if value is None:
+            self.metadata.pop(key, None)
+        else:
+            self.metadata[key] = value
+        self.events.metadata_changed.emit(key)
+        self.events.changed.emit()
+
     def clear(self) -> None:
         for node_id in list(self.nodes):
             self.remove_node(node_id)

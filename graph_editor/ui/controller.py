@@ -40,12 +40,13 @@ from ..model.layout import layered_layout
 from . import clipboard
 from .block_edits import Apply, BlockEdits
 from .mime import GRAPH_MIME
+from .training_edits import TrainingEdits
 from .undo import ModelCommand
 
 PASTE_OFFSET = 40.0
 
 
-class EditorController(BlockEdits, QObject):
+class EditorController(BlockEdits, TrainingEdits, QObject):
     """Turns intents (node ids, ports, values) into undoable model commands.
 
     Every intent returns ``None`` when it was applied and a reason string when it was

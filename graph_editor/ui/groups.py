@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["BOX_W", "FRAME_HEADER", "FRAME_MARGIN", "GroupBox", "GroupFrame"]
 
 FAR_LOD = 0.08  # below this zoom a block is a plain box
+LABEL_MIN_PX = 7.0  # the smallest far-zoom block label, in screen pixels
 
 
 class GroupBox(QGraphicsItem):
@@ -146,11 +147,9 @@ class GroupBox(QGraphicsItem):
         if lod >= SIMPLE_LOD:
             self._paint_text(painter, scene)
         elif lod >= FAR_LOD:  # zoomed far out: the name alone, large enough to read, like a map label
-            font = QFont(scene.fonts.title)
-            font.setPixelSize(max(1, round(min(self.height * 0.45, 12.0 / lod))))
+            font, text = far_label(self.name, scene.fonts.title, BOX_W - 8, self.height, lod)
             painter.setFont(font)
             painter.setPen(theme.text)
-            text = QFontMetricsF(font).elidedText(self.name, Qt.TextElideMode.ElideRight, BOX_W - 8)
             painter.drawText(QRectF(4, 0, BOX_W - 8, self.height), Qt.AlignmentFlag.AlignCenter, text)
 
     def _paint_text(self, painter: QPainter, scene: SceneLook) -> None:
@@ -192,6 +191,31 @@ class GroupBox(QGraphicsItem):
         text = f"{self.in_text} → {self.shape_text or '?'}" if self.in_text else f"→ {self.shape_text or '?'}"
         painter.drawText(QRectF(pad, y + 3, inner, SHAPE_H), Qt.AlignmentFlag.AlignVCenter,
                          metrics.elide("mono", text, Qt.TextElideMode.ElideRight, inner))
+
+
+def far_label(name: str, base: QFont, width: float, height: float, lod: float) -> tuple[QFont, str]:
+    """A block's name as a map label in a ``width`` x ``height`` box seen at zoom ``lod``: whole on one
+    line, as large as fits (at most 12 px on screen); else on two lines split after its last '.', '_'
+    or '-' ("features." / "17"); else elided in the middle, which keeps the part that tells blocks apart
+    (blocks named features.1 ... features.17 all read "featur..." cut at the end)."""
+    largest, smallest = min(height * 0.45, 12.0 / lod), min(height * 0.45, LABEL_MIN_PX / lod)
+    probe = QFont(base)
+    probe.setPixelSize(100)
+    metrics = QFontMetricsF(probe)
+
+    def fitting(lines: list[str]) -> float:
+        widest = max(metrics.horizontalAdvance(line) for line in lines)
+        return min(largest, 100.0 * width / max(widest, 1e-6), height / (1.3 * len(lines)))
+
+    cut = max(name.rfind(c) for c in "._-")
+    for lines in ([name], [name[:cut + 1], name[cut + 1:]] if 0 < cut < len(name) - 1 else None):
+        if lines is not None and (px := fitting(lines)) >= smallest:
+            font = QFont(base)
+            font.setPixelSize(max(1, int(px)))
+            return font, "\n".join(lines)
+    font = QFont(base)
+    font.setPixelSize(max(1, round(smallest)))
+    return font, QFontMetricsF(font).elidedText(name, Qt.TextElideMode.ElideMiddle, width)
 
 
 class GroupFrame(QGraphicsItem):

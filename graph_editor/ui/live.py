@@ -3,8 +3,9 @@
 Edits arrive in bursts (a drag, a typed number), so :class:`LiveAnalysis` waits for a
 short quiet period (a single-shot timer restarted by every change) before it runs the
 pure-Python ``validate`` and emits ``inferred``. The torch-based ``analyze`` (parameters,
-FLOPs, activation bytes) runs next, from the event loop, so the shapes are painted first;
-torch itself is imported on the first analysis, after the window has shown.
+FLOPs, activation bytes), with the build on ``meta`` that ``torch-studio validate`` makes
+(:func:`~graph_editor.build.check.check_graph`: one verdict), runs next, from the event loop, so the
+shapes are painted first; torch itself is imported on the first analysis, after the window has shown.
 """
 
 from __future__ import annotations
@@ -92,12 +93,12 @@ class LiveAnalysis(QObject):
         problems = list(inf.problems)
         self.analysis = None
         if inf.ok:
-            from ..build import BuildError, analyze  # torch: imported on first use, after the window shows
+            # the verdict `torch-studio validate` prints: the build on meta and its size warning included
+            from ..build.check import check_graph  # torch: imported on first use, after the window shows
 
             try:
-                self.analysis = analyze(self._graph, self.batch, inf)
-            except BuildError as exc:
-                problems = list(exc.problems)
+                check = check_graph(self._graph, self.batch, inf)
+                self.analysis, problems = check.analysis, check.problems
             except Exception as exc:  # a layer torch refuses: shown as a graph problem, never a traceback
                 problems.append(Problem(None, f"analysis failed: {exc}"))
         self.analyzed.emit(self.analysis, problems)

@@ -13,6 +13,7 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QCursor, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import QInputDialog, QMenu
 
+from ..model.finetune import head_node
 from .groups import GroupBox, GroupFrame
 from .items import NodeItem, PortItem
 from .wires import WireItem
@@ -28,8 +29,43 @@ def ask_group_name(canvas: GraphCanvas, current: str = "block") -> str | None:
     return name if ok and name.strip() else None
 
 
+def ask_number(canvas: GraphCanvas, title: str, label: str, value: float, low: float, high: float,
+               decimals: int) -> float | None:
+    if decimals == 0:
+        n, ok = QInputDialog.getInt(canvas, title, label, int(value), int(low), int(high))
+        return float(n) if ok else None
+    x, ok = QInputDialog.getDouble(canvas, title, label, value, low, high, decimals)
+    return x if ok else None
+
+
+def training_actions(canvas: GraphCanvas, sel: list[str], node: str | None,
+                     ask: Callable[..., float | None] = ask_number) -> list[Action]:
+    """Freeze / Unfreeze and the learning-rate multiplier of the selection; Replace head on the head."""
+    c = canvas.controller
+    if not c.blocks_of(sel):
+        return []
+    frozen = c.is_frozen(sel)
+
+    def scale() -> None:
+        factor = ask(canvas, "Learning-rate multiplier", "Multiple of the rate (1: the rate itself):", 1.0, 0.0, 100.0, 4)
+        if factor is not None:
+            c.set_lr_scale(sel, factor)
+
+    def head() -> None:
+        classes = ask(canvas, "Replace head", "Classes of the new head:", c.graph.num_classes, 2, 1_000_000, 0)
+        if classes is not None:
+            c.replace_head(int(classes))
+
+    out: list[Action] = [("Unfreeze" if frozen else "Freeze", lambda: c.freeze(sel, not frozen)),
+                         ("Learning-rate multiplier…", scale)]
+    if node is not None and node == head_node(c.graph):
+        out.append(("Replace head…", head))
+    return out
+
+
 def context_actions(canvas: GraphCanvas, view_pos: QPointF,
-                    ask_name: Callable[..., str | None] = ask_group_name) -> list[Action]:
+                    ask_name: Callable[..., str | None] = ask_group_name,
+                    ask: Callable[..., float | None] = ask_number) -> list[Action]:
     """What the menu offers at ``view_pos``: for the item there, else for the empty canvas."""
     c = canvas.controller
     item = canvas.itemAt(view_pos.toPoint())
@@ -56,18 +92,19 @@ def context_actions(canvas: GraphCanvas, view_pos: QPointF,
         more: list[Action] = [("Group into a block…", group)] if len(sel) > 1 else []
         return [("Open block", lambda: c.set_collapsed(gid, False)), ("Rename block…", lambda: rename(gid)),
                 ("Ungroup", lambda: c.ungroup(gid)), ("Copy", lambda: c.copy(sel)),
-                ("Duplicate", lambda: c.duplicate(sel)), *more, ("Delete", canvas.delete_selection)]
+                ("Duplicate", lambda: c.duplicate(sel)), *more, *training_actions(canvas, sel, None, ask),
+                ("Delete", canvas.delete_selection)]
     if isinstance(item, GroupFrame):
         gid = item.group_id
         return [("Close into a block", lambda: c.set_collapsed(gid, True)), ("Rename block…", lambda: rename(gid)),
-                ("Ungroup", lambda: c.ungroup(gid))]
+                ("Ungroup", lambda: c.ungroup(gid)), *training_actions(canvas, sel, None, ask)]
     if isinstance(item, NodeItem):
         actions: list[Action] = [("Copy", lambda: c.copy(sel)), ("Cut", lambda: c.cut(sel)),
                                  ("Duplicate", lambda: c.duplicate(sel))]
         if len(sel) > 1:
             actions.append(("Group into a block…", group))
             actions.append(("Auto-layout selection", lambda: c.auto_layout(sel)))
-        return [*actions, ("Delete", canvas.delete_selection)]
+        return [*actions, *training_actions(canvas, sel, item.node_id, ask), ("Delete", canvas.delete_selection)]
     if isinstance(item, WireItem):
         edge = item.edge
         return [("Cut wire", lambda: c.disconnect(edge))]

@@ -15,8 +15,9 @@ from ..model.hierarchy import parents, visible
 from .groups import GroupBox, GroupFrame
 from .items import NodeItem, PortItem
 from .look import Metrics
+from .marks import TrainingMarks
 from .style import DARK, Fonts, Theme
-from .wires import WireItem
+from .wires import WireItem, wraps
 
 
 class GraphScene(QGraphicsScene):
@@ -37,6 +38,7 @@ class GraphScene(QGraphicsScene):
         self.dragging = False  # while the view drags items, model moves do not fight it
         self._caching = True
         self._graph: Graph | None = None
+        self.marks = TrainingMarks(self)   # frozen, learning-rate multipliers, new head, swept parameters
         self.set_graph(graph)
 
     @property
@@ -50,6 +52,7 @@ class GraphScene(QGraphicsScene):
         if self._graph is not None:
             self._follow(self._graph, False)
         self.clear()
+        self.marks.reset()
         self.nodes.clear()
         self.wires.clear()
         self.boxes.clear()
@@ -64,6 +67,7 @@ class GraphScene(QGraphicsScene):
             self._on_edge_added(edge)
         self._on_groups_changed()
         self._follow(graph, True)
+        self.marks.sync()
 
     def helpEvent(self, event: QGraphicsSceneHelpEvent) -> None:  # noqa: N802 - Qt's name
         """A node's tooltip is made when it is first wanted (:meth:`NodeItem.toolTip`)."""
@@ -78,7 +82,7 @@ class GraphScene(QGraphicsScene):
         for signal, slot in ((ev.node_added, self._on_node_added), (ev.node_removed, self._on_node_removed),
                              (ev.edge_added, self._on_edge_added), (ev.edge_removed, self._on_edge_removed),
                              (ev.params_changed, self._on_params_changed), (ev.node_moved, self._on_node_moved),
-                             (ev.groups_changed, self._on_groups_changed)):
+                             (ev.groups_changed, self._on_groups_changed), (ev.changed, self.marks.sync)):
             (signal.connect if on else signal.disconnect)(slot)
 
     def set_theme(self, theme: Theme) -> None:
@@ -247,6 +251,11 @@ class GraphScene(QGraphicsScene):
             rects += [f.rect for k, f in self.frames.items()
                       if k != gid and set(groups[k].nodes) < members and not f.rect.isEmpty()]
             self.frames[gid].fit(rects, whole=not self._others_within(rects, members))
+        self.marks.sync()     # an open block's tags sit in its header, which moved
+        if self.frames:   # a wire that wraps to the next band runs above the frames it enters: they moved
+            for wire in self.wires.values():
+                if wire.isVisible() and wraps(wire.src.anchor(wire), wire.dst.anchor(wire)):
+                    wire.update_path()
 
     def _others_within(self, rects: list[QRectF], members: set[str]) -> bool:
         """Whether a node or block outside ``members`` lies within the rectangle around ``rects``."""

@@ -36,6 +36,9 @@ def render_thumbnail(graph: Graph, size: QSize, theme: Theme = DARK, relayout: b
     source = scene.items_rect()
     if source.isEmpty():
         return pixmap
+    for wire in scene.wires.values():   # a wire wrapping to the next band goes out beyond the nodes
+        if wire.isVisible():
+            source = source.united(wire.mapRectToScene(wire.path_rect()))
     source = source.adjusted(-20, -20, 20, 20)
     painter = QPainter(pixmap)
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)

@@ -29,8 +29,15 @@ LABEL_MIN_LOD = 0.28  # below this zoom no label is drawn, not even on hover
 ARC_MIN_SPAN = NODE_W * 1.6
 
 
-def wire_path(a: QPointF, b: QPointF) -> QPainterPath:
-    """The curve from ``a`` (an output) to ``b`` (an input)."""
+def wraps(a: QPointF, b: QPointF) -> bool:
+    """A wire from the end of one band to the start of the next (it goes around, through the gap)."""
+    return b.x() - a.x() < -2 * NODE_W and b.y() - a.y() > 150
+
+
+def wire_path(a: QPointF, b: QPointF, band_top: float | None = None) -> QPainterPath:
+    """The curve from ``a`` (an output) to ``b`` (an input). ``band_top``: where the band of ``b`` begins
+    (the top of the open blocks around it), when ``b`` is inside some; a wire that wraps to the next
+    band runs through the gap above that, not across the band's own top (where a block beside may sit)."""
     path = QPainterPath(a)
     dx, dy = b.x() - a.x(), b.y() - a.y()
     if dx > ARC_MIN_SPAN and abs(dy) < 90:  # over the nodes between: an arc above them
@@ -39,8 +46,11 @@ def wire_path(a: QPointF, b: QPointF) -> QPainterPath:
         path.lineTo(b.x() - 130, top)
         path.cubicTo(QPointF(b.x() - 90, top), QPointF(b.x() - 50, top), b)
         return path
-    if dx < -2 * NODE_W and dy > 150:  # to the start of the next band: around, through the gap above it
-        return _around(a, b, b.y() - PORT_Y - 90)
+    if wraps(a, b):  # to the start of the next band: around, through the gap above it
+        if band_top is None or band_top >= b.y() - PORT_Y:
+            return _around(a, b, b.y() - PORT_Y - 90)
+        # wires into nodes deeper in the band keep lanes of their own (their labels apart), in the gap
+        return _around(a, b, band_top - 90 + min(45.0, 0.4 * (b.y() - PORT_Y - band_top)))
     bend = max(40.0, abs(dx) * 0.5) if dx > 0 else max(80.0, min(240.0, -dx * 0.5 + abs(dy) * 0.3))
     path.cubicTo(QPointF(a.x() + bend, a.y()), QPointF(b.x() - bend, b.y()), b)
     return path
@@ -111,8 +121,17 @@ class WireItem(QGraphicsItem):
 
     def update_path(self) -> None:
         self.prepareGeometryChange()
-        self._path = wire_path(self.src.anchor(self), self.dst.anchor(self))
+        a, b = self.src.anchor(self), self.dst.anchor(self)
+        self._path = wire_path(a, b, self._band_top(a, b) if wraps(a, b) else None)
         self._layout_label()
+
+    def _band_top(self, a: QPointF, b: QPointF) -> float | None:
+        """The top of the outermost open block frame the wire enters to reach ``b`` from ``a`` (one
+        around ``b`` but not around ``a``); None when it enters none."""
+        frames = getattr(self.scene(), "frames", {})
+        tops = [r.top() for f in frames.values()
+                if f.isVisible() and (r := f.sceneBoundingRect()).contains(b) and not r.contains(a)]
+        return min(tops) if tops else None
 
     def _layout_label(self) -> None:
         """The label's box at scale 1, centred on the curve, and the wire's length."""
@@ -129,6 +148,10 @@ class WireItem(QGraphicsItem):
             self._label_rect = rect
         grown = _scaled(rect, LABEL_GROW) if not rect.isEmpty() else rect
         self._bounds = self._path.boundingRect().united(grown).adjusted(-4, -4, 4, 4)
+
+    def path_rect(self) -> QRectF:
+        """The rectangle around the drawn curve (its label aside)."""
+        return self._path.boundingRect()
 
     def label_rect(self, lod: float) -> QRectF:
         """Where the label goes at zoom ``lod``; empty when it is not shown (too short on

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
@@ -15,6 +16,10 @@ from PySide6.QtWidgets import (
 
 from .. import format as fmt
 from ..prompts import ImportRequest
+
+FROM_FILE = "from a file"
+WEIGHTS = {"as the factory makes them": "", "from the local caches (torch hub, Hugging Face)": "cache",
+           FROM_FILE: "file"}
 
 
 class ImportModuleDialog(QDialog):
@@ -28,6 +33,14 @@ class ImportModuleDialog(QDialog):
                                "returns an nn.Module (called with no arguments).")
         self.shape = QLineEdit(placeholderText="e.g. 3, 32, 32 (empty: guess from the first layer)")
         self.classes = QSpinBox(minimum=0, maximum=1_000_000, specialValueText="from the output")
+        self.weights = QComboBox(objectName="weights")
+        self.weights.addItems(list(WEIGHTS))
+        self.weights.setToolTip("Pretrained weights loaded into the module before it is imported (nothing is "
+                                "downloaded): the graph's runs then start from them (model.init_from)")
+        self.weights_file = QLineEdit(placeholderText="a .safetensors, .pth or .pt weights file", objectName="weightsFile")
+        self.weights_file.setEnabled(False)
+        self.weights.currentIndexChanged.connect(
+            lambda _i: self.weights_file.setEnabled(self.weights.currentText() == FROM_FILE))
         self.strict = QCheckBox("Strict: fail on any op without a layer", objectName="strict")
         self.strict.setToolTip("Off: a submodule whose ops have no Torch Studio layer is kept whole as one "
                                "Module node (its class, arguments and weights). On: the import fails and "
@@ -44,6 +57,8 @@ class ImportModuleDialog(QDialog):
         form.addRow("Module:factory", self.target)
         form.addRow("Input shape", self.shape)
         form.addRow("Classes", self.classes)
+        form.addRow("Weights", self.weights)
+        form.addRow("", self.weights_file)
         form.addRow("", self.strict)
         form.addRow(self.error)
         form.addRow(buttons)
@@ -61,7 +76,12 @@ class ImportModuleDialog(QDialog):
                 shape = fmt.parse_shape(self.shape.text())
             except ValueError as exc:
                 return str(exc)
-        return ImportRequest(target, shape, self.classes.value(), self.strict.isChecked())
+        weights = WEIGHTS[self.weights.currentText()]
+        if weights == "file":
+            weights = self.weights_file.text().strip()
+            if not weights:
+                return "give the weights file, or choose other weights"
+        return ImportRequest(target, shape, self.classes.value(), self.strict.isChecked(), weights)
 
     def accept(self) -> None:
         result = self.request()

@@ -37,6 +37,7 @@ from graph_editor.ui.controller import EditorController
 
 from .. import format as fmt
 from .param_editors import ParamEditor, StrictSpinBox, make_editor
+from .sweep_rows import Row, add_sweep_rows
 
 
 class FieldRow(QWidget):
@@ -67,6 +68,7 @@ class InspectorDock(QWidget):
         self.node_id: str | None = None
         self.rows: dict[str, FieldRow] = {}
         self.editors: dict[str, ParamEditor] = {}
+        self.sweep_rows: dict[str, Row] = {}          # parameter -> its sweep range line
         self._shapes: dict[str, tuple[int, ...]] = {}
         self._ports: dict[str, list[tuple[int, ...]]] = {}  # every output's shape, nodes with several
         self._graph: Graph | None = None
@@ -161,7 +163,7 @@ class InspectorDock(QWidget):
         self._rebuild_pending = False
         graph = self.controller.graph
         ids = [i for i in self.controller.selection if i in graph.nodes]
-        self.rows, self.editors = {}, {}
+        self.rows, self.editors, self.sweep_rows = {}, {}, {}
         page = QWidget()
         form = QFormLayout(page)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
@@ -230,6 +232,7 @@ class InspectorDock(QWidget):
             name_label = QLabel(pspec.name)
             name_label.setToolTip(editor.toolTip())
             form.addRow(name_label, self.rows[pspec.name])
+        self.sweep_rows = add_sweep_rows(form, self.controller, node, FieldRow)
 
     def _build_graph(self, form: QFormLayout, graph: Graph, selected: int) -> None:
         blocks = [graph.groups[i] for i in self.controller.selection if i in graph.groups]

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QDockWidget
 
+from ..actions import ActionSpec
+from .new_sweep import SweepDialog, SweepProcess, SweepRequest
+
 if TYPE_CHECKING:
     from ..port import StudioPort
     from .panel import ExperimentsPanel
@@ -49,6 +52,13 @@ class ExperimentsHook(QObject):
         port.workspaces.add("Experiments", docks=self.build,
                             tip="Sweeps: every trial of a study, its history, parameters and pruning; the best trial")
         port.workspaces.changed.connect(self._entered)
+        self.sweep: SweepProcess | None = None
+        self._creating = False     # a sweep started here is still making its study: do not read it yet
+        self.ask: Callable[[Any], SweepRequest | None] = self._ask   # tests script the dialog's answer
+        port.add_action(ActionSpec("new_sweep", "New S&weep…", "&Run", None, "", False,
+                                   "Search the recipe and the design's sweep variables with Optuna (Experiments)",
+                                   separator=True), self.new_sweep)
+        port.add_close_guard(self._stop_on_close)
 
     @property
     def url(self) -> str:
@@ -64,6 +74,8 @@ class ExperimentsHook(QObject):
         panel.open_graph.connect(self.open_graph)
         panel.export_run.connect(self.export)
         panel.retrain.connect(self.retrain)
+        panel.new_sweep.connect(self.new_sweep)
+        panel.stop_sweep.connect(self.stop_sweep)
         dock = QDockWidget("Experiments", self.port.host)
         dock.setObjectName("experimentsDock")
         dock.setWidget(panel)
@@ -91,7 +103,7 @@ class ExperimentsHook(QObject):
         from trainer.store.runs import StoreError
         from trainer.sweep.report import list_studies, storage_for_reading, study_report
 
-        if self.panel is None:
+        if self.panel is None or self._creating:
             return
         try:
             if self.storage is None:
@@ -150,6 +162,55 @@ class ExperimentsHook(QObject):
             return
         self._training().start(retrain_spec(run.spec, run.name or f"run {run_id}"))
         self.port.log(f"Retraining run {run_id} on train+val as a new run")
+
+
+    # ------------------------------------------------------------------ sweeping
+    def _ask(self, graph: Any) -> SweepRequest | None:
+        dialog = SweepDialog(graph, self.port.host)
+        return dialog.request() if dialog.exec() == SweepDialog.DialogCode.Accepted else None
+
+    def new_sweep(self) -> None:
+        """Ask for a sweep of the design and start it; the workspace then follows its study."""
+        if self.sweep is not None and self.sweep.running():
+            self.port.status("A sweep is running: stop it first (Experiments > Stop Sweep)")
+            return
+        request = self.ask(self.port.graph)
+        if request is None:
+            return
+        self.sweep = sweep = SweepProcess(self)
+        # Not read until the sweep says its first trial started: a reader opening Optuna's storage while the
+        # sweep creates its tables made the sweep fail ("no such table: version_info").
+        self._creating = True
+        sweep.line.connect(self._sweep_said)
+        sweep.finished.connect(self._finished)
+        sweep.start(self.port.graph, request, self.url)
+        self.study = request.study
+        self.port.log(f"Sweep {request.study} started: {request.trials} trials over {request.space}")
+        self.port.workspaces.show("Experiments")
+        if self.panel is not None:
+            self.panel.set_sweeping(True)
+        self.refresh(force=True)
+
+    def _sweep_said(self, line: str) -> None:
+        self.port.log(f"sweep: {line}")
+        if line.startswith("trial "):       # a trial started or ended: read the study afresh
+            self._creating, self.storage = False, None
+            self.refresh(force=True)
+
+    def stop_sweep(self) -> None:
+        if self.sweep is not None:
+            self.sweep.stop()
+
+    def _finished(self, code: int) -> None:
+        self._creating, self.storage = False, None
+        self.port.log(f"Sweep {self.study} ended (exit status {code})", "info" if code == 0 else "warning")
+        if self.panel is not None:
+            self.panel.set_sweeping(False)
+        self.refresh(force=True)
+
+    def _stop_on_close(self) -> bool:
+        self.stop_sweep()           # its trials stop with it; the study resumes with --study
+        return True
 
 
 def install(port: StudioPort, db_url: str | None = None, *, training: Callable[[], Any] | None = None,

@@ -37,6 +37,8 @@ class ExperimentsPanel(QWidget):
     open_graph = Signal(int)     # a run id
     export_run = Signal(int)
     retrain = Signal(int)
+    new_sweep = Signal()
+    stop_sweep = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -44,14 +46,22 @@ class ExperimentsPanel(QWidget):
         self.study = _named(QComboBox(), "experimentsStudy")
         self.study.setMinimumWidth(200)
         self.study.currentTextChanged.connect(self._chosen)
-        self.status = _named(QLabel("No study yet: torch-studio sweep GRAPH --trials N --space ... makes one."),
+        self.status = _named(QLabel("No study yet: New Sweep… (or torch-studio sweep GRAPH --trials N --space ...) makes one."),
                              "experimentsStatus")
         self.buttons = {key: _named(QPushButton(text), f"experiments_{key}") for key, text in
                         (("open", "Open Graph"), ("export", "Export ONNX…"), ("retrain", "Retrain on Train+Val"))}
         for key, signal in (("open", self.open_graph), ("export", self.export_run), ("retrain", self.retrain)):
             self.buttons[key].clicked.connect(lambda _=False, s=signal: self._act(s))
             self.buttons[key].setEnabled(False)
+        self.new_button = _named(QPushButton("New Sweep…"), "experiments_new")
+        self.new_button.setToolTip("A study over the recipe and the design's sweep variables (Inspector > Sweep)")
+        self.new_button.clicked.connect(self.new_sweep)
+        self.stop_button = _named(QPushButton("Stop Sweep"), "experiments_stop")
+        self.stop_button.clicked.connect(self.stop_sweep)
+        self.stop_button.setEnabled(False)
         top = QHBoxLayout()
+        top.addWidget(self.new_button)
+        top.addWidget(self.stop_button)
         top.addWidget(QLabel("Study"))
         top.addWidget(self.study)
         top.addWidget(self.status, 1)
@@ -87,6 +97,11 @@ class ExperimentsPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(split, 1)
+
+    def set_sweeping(self, running: bool) -> None:
+        """A sweep started here runs (Stop Sweep enabled) or ended."""
+        self.stop_button.setEnabled(running)
+        self.new_button.setEnabled(not running)
 
     def _chosen(self, name: str) -> None:
         if name:

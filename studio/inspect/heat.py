@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QObject, QPoint, QRectF, Qt
+from PySide6.QtCore import QEvent, QObject, QPoint, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
@@ -121,6 +121,7 @@ class Legend(QWidget):
         super().__init__(parent)
         self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.title, self.low, self.high = "", "", ""
+        self.avoid: QWidget | None = None    # the canvas's minimap, which shares the bottom-right corner
         self.resize(250, 58)
         self.hide()
 
@@ -129,9 +130,18 @@ class Legend(QWidget):
         self.update()
 
     def corner(self) -> QPoint:
-        """Bottom right of the canvas's viewport, where a left-to-right graph leaves room."""
+        """Bottom right of the canvas's viewport, where a left-to-right graph leaves room; left of the
+        canvas's minimap when it shows there (or above it, on a viewport too narrow for both)."""
         parent = self.parentWidget()
-        return QPoint(parent.width() - self.width() - 12, parent.height() - self.height() - 12)
+        x, y = parent.width() - self.width() - 12, parent.height() - self.height() - 12
+        beside = self.avoid if self.avoid is not None and self.avoid.isVisible() else None
+        if beside is not None:
+            other = QRect(parent.mapFrom(beside.parentWidget(), beside.pos()), beside.size())
+            if other.left() - self.width() - 12 >= 0:
+                x = other.left() - self.width() - 12
+            else:
+                y = other.top() - self.height() - 12
+        return QPoint(x, y)
 
     def paintEvent(self, _event: object) -> None:
         if self.pos() != self.corner():   # the viewport was resized unseen (the workspaces move docks): follow
@@ -165,7 +175,9 @@ class HeatOverlay:
     def __init__(self, canvas: GraphCanvas) -> None:
         self.canvas = canvas
         self.legend = Legend(canvas.viewport())
+        self.legend.avoid = canvas.minimap
         self._follow = _ResizeFollower(canvas, self._place_legend)
+        self._follow_map = _ResizeFollower(canvas.minimap, self._place_legend)   # it shows and hides as one pans
         self.halos: dict[str, HaloItem] = {}
         self.metric: Metric | None = None
         self.values: dict[str, float] = {}
@@ -214,7 +226,8 @@ class HeatOverlay:
 
 
 class _ResizeFollower(QObject):
-    """Calls ``then`` after ``widget`` was resized or shown (the legend keeps to the corner as docks move)."""
+    """Calls ``then`` after ``widget`` was resized, moved, shown or hidden (the legend keeps to its corner
+    as docks move, and out of the minimap's way); a hidden canvas resizes unseen."""
 
     def __init__(self, widget: QWidget, then: Callable[[], None]) -> None:
         super().__init__(widget)
@@ -222,7 +235,7 @@ class _ResizeFollower(QObject):
         widget.installEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() in (QEvent.Type.Resize, QEvent.Type.Show):   # a hidden canvas resizes unseen
+        if event.type() in (QEvent.Type.Resize, QEvent.Type.Show, QEvent.Type.Hide, QEvent.Type.Move):
             self.then()
         return False
 

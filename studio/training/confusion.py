@@ -336,10 +336,11 @@ class ConfusionPanel(QWidget):
         self.metrics.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.metrics.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.gallery = SampleGallery()
-        split = QSplitter(Qt.Orientation.Vertical)
+        split = self.split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.matrix_view)
         split.addWidget(self.metrics)
         split.addWidget(self.gallery)
+        split.setChildrenCollapsible(False)
         split.setSizes([460, 240, 300])  # proportions: the gallery needs room for a row of samples
         lay.addWidget(self.caption)
         lay.addWidget(split, 1)
@@ -348,6 +349,17 @@ class ConfusionPanel(QWidget):
         self._pred_source = ""      # e.g. "last checkpoint, epoch 9"
         self._stale = False         # a newer matrix came after the predictions
         self.matrix_view.cell_clicked.connect(self.show_cell)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        """Stacked where the panel is tall (the Train dashboard), side by side where it is wide and short
+        (the Runs tab): stacked there, the three did not fit their least sizes and the splitter laid the
+        table and its grip over the matrix's last rows."""
+        super().resizeEvent(event)
+        wide = self.width() > 1.6 * self.height()
+        want = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+        if self.split.orientation() != want:
+            self.split.setOrientation(want)
+            self.split.setSizes([450, 300, 450] if wide else [460, 240, 300])
 
     def clear(self) -> None:
         self.matrix_view.set_matrix(np.zeros((0, 0)), [])

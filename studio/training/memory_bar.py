@@ -68,6 +68,9 @@ def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None,
     """The run's predicted peak, the largest batch that fits and, when it does not fit, the doctor's
     fixes. For a BackgroundTask: torch is imported here, on its thread; ``stop`` ends it early
     (between two predictions) by raising ``trainer.memory.prediction.Cancelled``."""
+    from .tasks import import_trainer
+
+    import_trainer()
     from trainer.memory.doctor import diagnose, predict_for_spec, run_budget
     from trainer.memory.prediction import largest_batch
     from trainer.spec import spec_from_dict
@@ -94,16 +97,20 @@ def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None,
         figures.largest_batch, _ = largest_batch(graph, budget, optimizer=pred.optimizer, precision=pred.precision,
                                                  channels_last=pred.channels_last, device=kind,
                                                  checkpoint=pred.checkpoint,
-                                                 stop=stop, resident=resident)
+                                                 stop=stop, resident=resident, frozen=pred.frozen)
     return figures
 
 
 def _resident(rs: Any) -> int:
     """The dataset's bytes on the device for run spec ``rs`` (0 when streamed, or unreadable: the
     dialog's dataset check says why)."""
-    from trainer.checks import load_data
+    from trainer.checks import dataset_path, load_data, load_graph
+    from trainer.data.images.prepare import disk_path
     from trainer.memory.doctor import resident_data_bytes
 
+    path, graph = dataset_path(rs), load_graph(rs, [])
+    if path is not None and graph is not None and disk_path(rs.data, path, graph.input_spec.shape, []):
+        return 0    # images read from disk stream from the host: reading the folder whole here would take minutes
     raw = load_data(rs, [])
     return resident_data_bytes(rs, raw) if raw is not None else 0
 

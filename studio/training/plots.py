@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QWidget
 
@@ -78,7 +78,7 @@ class CurvePlot(pg.PlotWidget):
             ax.setStyle(autoReduceTextSpace=False, maxTickLevel=1)
         self._legend = item.addLegend(offset=(-8, 8 if legend == "top" else -8))
         self._legend_top = legend == "top"      # the crosshair readout goes to the other edge
-        self._legend_corner = (True, self._legend_top)   # (right, top); refresh() moves it off the curves
+        self._legend_corner: tuple[bool, bool | None] = (True, self._legend_top)   # refresh() moves it off the curves
         self._buffers: dict[str, SeriesBuffer] = {}
         self._items: dict[str, pg.PlotDataItem] = {}
         self._styles: dict[str, tuple[str, bool, bool]] = {}  # name -> (palette colour, dashed, symbols)
@@ -188,8 +188,9 @@ class CurvePlot(pg.PlotWidget):
             self._place_legend()
         self._dirty.clear()
 
-    # corners in order of preference: (right, top)
-    _CORNERS = ((True, True), (True, False), (False, True), (False, False))
+    # places in order of preference: (right, top); top None is half-way up an edge (between curves at the
+    # top and a level line at the bottom, say)
+    _CORNERS = ((True, True), (True, False), (False, True), (False, False), (True, None), (False, None))
 
     def _place_legend(self) -> None:
         """Put the legend in the corner of the view where it covers the fewest drawn points (the
@@ -204,9 +205,12 @@ class CurvePlot(pg.PlotWidget):
         curves = [(x, y) for x, y in (item.getData() for item in self._items.values())
                   if x is not None and y is not None and len(x) > 0]
 
-        def covered(right: bool, top: bool) -> int:
+        def covered(right: bool, top: bool | None) -> int:
             lo_x, hi_x = (x1 - fx * (x1 - x0), x1) if right else (x0, x0 + fx * (x1 - x0))
-            lo_y, hi_y = (y1 - fy * (y1 - y0), y1) if top else (y0, y0 + fy * (y1 - y0))
+            mid = (y0 + y1) / 2
+            half = min((box.height() + 4) / height, 1.0) * (y1 - y0) / 2   # half-way: no edge margin to keep
+            lo_y, hi_y = (y1 - fy * (y1 - y0), y1) if top else (y0, y0 + fy * (y1 - y0)) if top is False else (
+                mid - half, mid + half)
             count = 0
             for xs, ys in curves:   # the lines between points too, sampled across the corner
                 ok = np.isfinite(xs) & np.isfinite(ys)
@@ -217,6 +221,21 @@ class CurvePlot(pg.PlotWidget):
                 inside = (xs >= lo_x) & (xs <= hi_x) & (ys >= lo_y) & (ys <= hi_y)
                 line = np.interp(at, xs, ys) if at[0] <= at[-1] else np.zeros(0)
                 count += int(np.count_nonzero(inside)) + int(np.count_nonzero((line >= lo_y) & (line <= hi_y)))
+            return count + levels(lo_x, hi_x, lo_y, hi_y)
+
+        def levels(lo_x: float, hi_x: float, lo_y: float, hi_y: float) -> int:
+            """Level lines (a predicted peak) cross the whole view, their label at the left above them:
+            a corner over a line counts as over a curve, over a label as over much more."""
+            count = 0
+            for line, _color in self._levels.values():
+                y = line.value()
+                count += 48 if lo_y <= y <= hi_y else 0
+                label = line.label.boundingRect() if getattr(line, "label", None) is not None else QRectF()
+                lx0 = x0 + 0.03 * (x1 - x0)
+                lx1 = lx0 + label.width() * (x1 - x0) / width
+                ly1 = y + label.height() * (y1 - y0) / height
+                if label.width() > 0 and lx0 < hi_x and lx1 > lo_x and y < hi_y and ly1 > lo_y:
+                    count += 200
             return count
 
         now = self._legend_corner
@@ -224,12 +243,14 @@ class CurvePlot(pg.PlotWidget):
         if best != now:
             self.set_legend_corner(*best)
 
-    def set_legend_corner(self, right: bool, top: bool) -> None:
-        """Anchor the legend in a corner of the view (the crosshair readout takes the other edge)."""
+    def set_legend_corner(self, right: bool, top: bool | None) -> None:
+        """Anchor the legend in a corner of the view, or half-way up its left or right edge (``top``
+        None); the crosshair readout takes the other edge (the top, for a legend half-way)."""
         self._legend_corner = (right, top)
-        self._legend_top = top
-        ix, iy = (1 if right else 0), (0 if top else 1)
-        self._legend.anchor(itemPos=(ix, iy), parentPos=(ix, iy), offset=(-8 if right else 8, 8 if top else -8))
+        self._legend_top = bool(top)
+        ix, iy = (1 if right else 0), (0 if top else 1 if top is False else 0.5)
+        dy = 8 if top else -8 if top is False else 0
+        self._legend.anchor(itemPos=(ix, iy), parentPos=(ix, iy), offset=(-8 if right else 8, dy))
 
     def _draw(self, name: str) -> None:
         """Give pyqtgraph the decimated points of ``name`` for the x range in view (all of it while

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from trainer.metrics import names
-from trainer.store.runs import Run, RunStore
+from trainer.store.runs import Checkpoint, Run, RunStore
 
 # What can be overlaid: store metric name -> label.
 CURVES = {m.name: m.label for m in (names.VAL_ACCURACY, names.VAL_LOSS, names.TRAIN_LOSS, names.TRAIN_ACCURACY,
@@ -58,7 +58,7 @@ def recipe(spec: dict[str, Any] | None) -> str:
         return block.get(key) if isinstance(block, dict) else None
 
     bits = []
-    for value, text in ((part("optim", "name"), "{}"), (part("optim", "lr"), "lr {:g}"),
+    for value, text in ((part("optim", "name"), "{}"), (part("optim", "lr"), "lr {:g}"), (part("schedule", "name"), "{} schedule"),
                         (part("train", "batch_size"), "batch {}"), (part("train", "epochs"), "{} epochs"),
                         (part("precision", "dtype"), "{}"), (part("precision", "compile"), "compile {}"),
                         (part("data", "dataset"), "dataset {}")):
@@ -67,7 +67,22 @@ def recipe(spec: dict[str, Any] | None) -> str:
                 bits.append(text.format(value))
             except (TypeError, ValueError):
                 bits.append(f"{text.split(' ')[0]} {value}" if " " in text else str(value))
+    model: dict[str, Any] = spec["model"] if isinstance(spec.get("model"), dict) else {}
+    if model.get("init_from"):
+        bits.append(f"from {Path(str(model['init_from'])).name}")
+    if model.get("frozen"):
+        bits.append(f"{len(model['frozen'])} frozen")
     return ", ".join(bits)
+
+
+def start_line(model: dict[str, Any]) -> str:
+    """``model.init_from``, ``frozen``, ``lr_scale`` and ``reinit`` in words (the Train dialog, run details)."""
+    parts = [f"from weights {model['init_from']}" if model.get("init_from") else "from scratch"]
+    for key, what in (("frozen", "frozen"), ("lr_scale", "learning rate"), ("reinit", "re-initialised")):
+        entries = [str(e).replace("=", " x") for e in model.get(key) or []]
+        if entries:
+            parts.append(f"{what}: {', '.join(entries)}")
+    return "; ".join(parts)
 
 
 def graph_label(run: Run) -> str:
@@ -81,7 +96,16 @@ def graph_label(run: Run) -> str:
     return str(name) if name else f"#{run.graph_hash[:8]}"
 
 
-def _seconds(run: Run, now: datetime) -> float | None:
+def run_seconds(store: RunStore, run: Run, now: datetime) -> float | None:
+    """How long a run has trained: the worker's own clock, which goes on across a resume and leaves out
+    the time between a stop and its resume (the ``seconds`` of its summary once it ended, else its last
+    ``time`` metric); for a run that recorded neither, the span from its start to its end (or now)."""
+    seconds = (run.summary or {}).get("seconds") if run.status != "running" else None
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        return float(seconds)
+    clock = store.metric_max(run.id, names.TIME.name)
+    if clock is not None:
+        return clock
     if run.started_at is None:
         return None
     end = run.ended_at or (now if run.status == "running" else None)
@@ -93,34 +117,47 @@ def best_val_accuracy(store: RunStore, run_id: int) -> float | None:
     return store.metric_max(run_id, "val/accuracy")
 
 
-def run_rows(store: RunStore, best_cache: dict[int, float | None] | None = None) -> list[RunRow]:
+def run_rows(store: RunStore, cache: dict[int, tuple[float | None, float | None]] | None = None) -> list[RunRow]:
     """Every run in the store (running ones whose worker died are marked interrupted first).
 
-    ``best_cache`` keeps the best validation accuracy of runs that have ended, so polling the
-    store costs one indexed query per running run, not one per run ever made.
+    ``cache`` keeps the best validation accuracy and the duration of runs that have ended, so polling
+    the store costs indexed queries per running run, not per run ever made.
     """
     now = datetime.now(UTC).replace(tzinfo=None)
-    cache = {} if best_cache is None else best_cache
+    cache = {} if cache is None else cache
     rows = []
     for r in store.runs():
-        if r.id not in cache or r.status == "running":
-            best = best_val_accuracy(store, r.id)
+        if r.id in cache and r.status != "running":
+            best, seconds = cache[r.id]
+        else:
+            best, seconds = best_val_accuracy(store, r.id), run_seconds(store, r, now)
             if r.status == "running":
                 cache.pop(r.id, None)
             else:
-                cache[r.id] = best
-        else:
-            best = cache[r.id]
+                cache[r.id] = best, seconds
         data = (r.spec or {}).get("data", {})
         rows.append(RunRow(
             id=r.id, name=r.name or "", status=r.status, graph=graph_label(r),
             dataset=str(data.get("dataset", "")) if isinstance(data, dict) else "",
             best=best, best_metric=r.best_metric or "", params=r.params or 0,
-            seconds=_seconds(r, now), device=r.device or "",
+            seconds=seconds, device=r.device or "",
             started=r.started_at.strftime("%Y-%m-%d %H:%M") if r.started_at else "",
             error=r.error or "", epoch=r.epoch or 0, step=r.step or 0, recipe=recipe(r.spec),
             tags=tuple(r.tags or ()), notes=r.notes or "", spec=r.spec if isinstance(r.spec, dict) else {}))
     return rows
+
+
+def lr_changes(store: RunStore, run_id: int) -> str:
+    """What became of a run's learning rate, in a line: the rates set by hand during the run (the
+    ``lr/set`` metric, with their steps) and the last rate trained with; "" for a run with no lr rows."""
+    lrs = [(s, v) for s, _n, v in store.metrics(run_id, names.LR.name) if v is not None]
+    if not lrs:
+        return ""
+    bits = [f"{lrs[0][1]:.4g} at step {lrs[0][0]}"]
+    bits += [f"set by hand to {v:.4g} at step {s}" for s, _n, v in store.metrics(run_id, names.LR_SET.name) if v is not None]
+    if len(lrs) > 1:
+        bits.append(f"{lrs[-1][1]:.4g} at step {lrs[-1][0]}")
+    return "Learning rate: " + ", ".join(bits) + "."
 
 
 def load_curves(store: RunStore, run_id: int, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -130,6 +167,35 @@ def load_curves(store: RunStore, run_id: int, name: str) -> tuple[np.ndarray, np
         return np.zeros(0), np.zeros(0)
     arr = np.asarray(pts, dtype=np.float64)
     return arr[:, 0], arr[:, 1]
+
+
+@dataclass(frozen=True)
+class ConfusionSource:
+    """The validation matrix the Runs workspace shows for a run, and the checkpoint of that very
+    epoch whose re-evaluation gives its samples (None: no checkpoint of that epoch is kept)."""
+
+    report: dict[str, Any]
+    checkpoint: Checkpoint | None
+
+
+def confusion_source(store: RunStore, run_id: int) -> ConfusionSource | None:
+    """The newest epoch report of ``run_id`` that has a checkpoint of its own (best before last), else
+    the newest report with none; None when the run stored no matrix.
+
+    A report's weights are those of a checkpoint saved at the step the report was made (reports carry
+    it); for reports of older runs without a step, a best checkpoint of the same epoch (best is only
+    saved at an epoch's end, where a last one may be saved mid-epoch by a stop).
+    """
+    reports = [r for r in store.epoch_reports(run_id) if r.get("confusion")]
+    if not reports:
+        return None
+    kept = [c for kind in ("best", "last") for c in store.checkpoint_candidates(run_id, kind)]
+    for report in reversed(reports):
+        for c in kept:
+            same = c.step == report["step"] if "step" in report else c.kind == "best" and c.epoch == report["epoch"]
+            if same:
+                return ConfusionSource(report, c)
+    return ConfusionSource(reports[-1], None)
 
 
 def run_graph(store: RunStore, run_id: int) -> dict[str, Any]:

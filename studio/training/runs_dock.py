@@ -5,7 +5,8 @@ a worker left going in the background shows live, and one whose worker died show
 interrupted/failed with its reason. Several selected runs overlay their curves; two give a graph
 diff; "Open graph" hands a run's graph to the shell through the ``open_graph`` callback; "Delete"
 asks through the window's :class:`~studio.prompts.Prompts` first. One selected run shows its last
-validation confusion matrix; a click on a cell re-evaluates its best checkpoint for the samples.
+validation confusion matrix that has a checkpoint of its epoch; a click on a cell re-evaluates that
+checkpoint for the samples, so they are the matrix's own.
 """
 
 from __future__ import annotations
@@ -50,7 +51,17 @@ from .dashboard import format_duration
 from .graph_diff import diff_graphs
 from .plot_theme import PlotTheme, plot_theme
 from .run_compare_view import CompareCurves, RunNotes
-from .run_history import RunRow, delete_run, describe_runs, run_graph, run_rows
+from .run_history import (
+    ConfusionSource,
+    RunRow,
+    confusion_source,
+    delete_run,
+    describe_runs,
+    lr_changes,
+    run_graph,
+    run_rows,
+    start_line,
+)
 from .tasks import BackgroundTask, predict_checkpoint
 
 COLUMNS = ("id", "name", "status", "graph", "dataset", "best val acc", "params", "duration", "device", "started",
@@ -171,9 +182,10 @@ class RunsPanel(QWidget):
         self.open_graph = open_graph
         self.prompts = prompts
         self._overlaid: list[int] = []
-        self._best_cache: dict[int, float | None] = {}
+        self._best_cache: dict[int, tuple[float | None, float | None]] = {}   # ended runs: best, seconds
         self._confusion_run: int | None = None      # the run whose matrix the Confusion tab shows...
         self._confusion_epoch = -1                   # ...and the epoch it was read at
+        self._confusion_source: ConfusionSource | None = None   # its matrix and the checkpoint of that epoch
         self._predict_task: BackgroundTask | None = None
         self.model = RunsModel(self)
         self.proxy = RunsFilter(self)
@@ -360,6 +372,11 @@ class RunsPanel(QWidget):
         text = (f"Run {r.id} {r.name}: {r.status.replace('_', ' ')} at epoch {r.epoch}, step {r.step}, on "
                 f"{r.device}, {took}.\nGraph {r.graph}, dataset {r.dataset}, {r.params:,} parameters."
                 + (f"\nRecipe: {r.recipe}." if r.recipe else ""))
+        if lr := lr_changes(self.store, r.id):
+            text += f"\n{lr}"
+        model: dict[str, Any] = r.spec["model"] if isinstance(r.spec.get("model"), dict) else {}
+        if any(model.get(k) for k in ("init_from", "frozen", "lr_scale", "reinit")):
+            text += f"\nStart: {start_line(model)}."
         if r.error:
             text += f"\n\nReason: {r.error}"
         self.details.setText(text)
@@ -368,8 +385,8 @@ class RunsPanel(QWidget):
 
     # ------------------------------------------------------------- confusion
     def _show_confusion(self, run_id: int) -> None:
-        """The run's last validation confusion matrix, as stored with its epoch; a click on a cell
-        re-evaluates the run's best checkpoint on the CPU to show that cell's samples."""
+        """The run's newest validation confusion matrix that has a checkpoint of its epoch, as stored;
+        a click on a cell re-evaluates that checkpoint on the CPU to show that cell's samples."""
         if run_id == self._confusion_run:
             return
         self._confusion_run = run_id
@@ -379,36 +396,41 @@ class RunsPanel(QWidget):
     def _read_confusion(self, run_id: int) -> None:
         row = self.row(run_id)
         self._confusion_epoch = row.epoch if row is not None else -1
-        reports = [r for r in self.store.epoch_reports(run_id) if r.get("confusion")]
-        if not reports:
+        source = self._confusion_source = confusion_source(self.store, run_id)
+        if source is None:
             self.confusion.gallery.show_message(f"Run {run_id} stored no validation results.")
             return
-        last = reports[-1]      # a newer matrix: samples shown so far go stale, the next click reloads
+        report, ckpt = source.report, source.checkpoint
         try:                    # the per-class figures the worker stored with it
-            figures = PerClass.from_dict(last["per_class"]) if last.get("per_class") else None
+            figures = PerClass.from_dict(report["per_class"]) if report.get("per_class") else None
         except ProtocolError:
             figures = None
-        self.confusion.set_matrix(np.asarray(last["confusion"]), last.get("classes", []),
-                                  f"run {run_id}, epoch {last['epoch']}", per_class=figures)
+        kept = f", {ckpt.kind} checkpoint" if ckpt is not None else ""
+        # a newer matrix: samples shown so far go stale, the next click reloads
+        self.confusion.set_matrix(np.asarray(report["confusion"]), report.get("classes", []),
+                                  f"run {run_id}, epoch {report['epoch']}{kept}", per_class=figures)
 
     def _load_samples(self, t: int, p: int) -> None:
-        run_id = self._confusion_run
-        if run_id is None or (self._predict_task is not None and self._predict_task.is_running()):
+        """The samples of a cell: the re-evaluation of the checkpoint of the epoch the matrix shows."""
+        run_id, source = self._confusion_run, self._confusion_source
+        if run_id is None or source is None or (self._predict_task is not None and self._predict_task.is_running()):
             return
-        path = self.store.checkpoint_path(run_id, "best")
-        if path is None:
-            self.confusion.gallery.show_message(f"Run {run_id} kept no checkpoint to show samples from.")
+        ckpt = source.checkpoint
+        if ckpt is None:
+            self.confusion.gallery.show_message(
+                f"Run {run_id} kept no checkpoint of epoch {source.report['epoch']} to show its samples from.")
             return
-        spec = self.store.run(run_id).spec
-        task = self._predict_task = BackgroundTask(lambda: predict_checkpoint(spec, str(path)), self)
-        task.done.connect(lambda result: self._show_predictions(run_id, result, t, p))
+        spec, path = self.store.run(run_id).spec, ckpt.path
+        label = f"run {run_id}, {ckpt.kind} checkpoint, epoch {ckpt.epoch}"
+        task = self._predict_task = BackgroundTask(lambda: predict_checkpoint(spec, path), self)
+        task.done.connect(lambda result: self._show_predictions(run_id, result, label, t, p))
         task.error.connect(self.confusion.gallery.show_message)
         task.start()
 
-    def _show_predictions(self, run_id: int, result: Any, t: int, p: int) -> None:
+    def _show_predictions(self, run_id: int, result: Any, label: str, t: int, p: int) -> None:
         if run_id != self._confusion_run:
             return                                  # another run was selected meanwhile
-        self.confusion.show_predictions(result, f"run {run_id}, best checkpoint", t, p)
+        self.confusion.show_predictions(result, label, t, p)
 
     def wait_samples(self, ms: int = 60_000) -> bool:
         return self._predict_task.wait(ms) if self._predict_task else True

@@ -42,7 +42,8 @@ class TrainingSession(QObject):
         self.status = "idle"
         self._step = 0
         self._memory_title = ""
-        self._checkpoint: ev.Checkpoint | None = None
+        self._matrix: ev.EpochEnd | None = None          # the epoch whose confusion matrix is shown...
+        self._checkpoints: dict[int, ev.Checkpoint] = {}   # ...and checkpoints from its step on, by step
         self._predict_task: BackgroundTask | None = None
         self._peak_task: BackgroundTask | None = None
         self._given_peak: int | None = None
@@ -83,7 +84,7 @@ class TrainingSession(QObject):
         spec_path = folder / "spec.json"
         spec_path.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
         self.status = "starting"
-        self._checkpoint = None
+        self._matrix, self._checkpoints = None, {}
         self.dashboard.begin_run(spec.get("name") or "run", 0, spec.get("optim", {}).get("lr"))
         self.dashboard.set_state("starting worker...")
         return self.bridge.start(spec_path, self.db_url, folder / "worker.log", cwd=folder)
@@ -151,9 +152,13 @@ class TrainingSession(QObject):
 
     def _on_epoch(self, e: ev.EpochEnd) -> None:
         self.dashboard.end_epoch(e, e.classes or self.info.classes)
+        if e.confusion is not None:
+            self._matrix = e
+            self._checkpoints = {s: c for s, c in self._checkpoints.items() if s >= e.step}
 
     def _on_checkpoint(self, e: ev.Checkpoint) -> None:
-        self._checkpoint = e
+        if e.step not in self._checkpoints or e.kind == "best":   # best and last of one step: the same weights
+            self._checkpoints[e.step] = e
 
     def _on_state(self, e: ev.State) -> None:
         if e.state in ("paused", "running"):
@@ -181,10 +186,15 @@ class TrainingSession(QObject):
 
     # ------------------------------------------------------------- predictions
     def _load_samples(self, t: int, p: int) -> None:
-        ckpt = self._checkpoint
-        if ckpt is None or not self.spec:
+        """The samples of a cell: the re-evaluation of the checkpoint saved with the matrix shown."""
+        matrix = self._matrix
+        ckpt = self._checkpoints.get(matrix.step) if matrix is not None else None
+        if matrix is None or ckpt is None or not self.spec:
+            going = self.is_running()
             self.dashboard.confusion.gallery.show_message(
-                "The samples appear once the run has saved a checkpoint.")
+                "The samples appear once the run has saved a checkpoint." if matrix is None else
+                f"The samples of epoch {matrix.epoch} appear once its checkpoint is saved." if going else
+                f"The run saved no checkpoint of epoch {matrix.epoch} to show its samples from.")
             return
         if self._predict_task is not None and self._predict_task.is_running():
             return

@@ -7,10 +7,25 @@ must not touch Qt widgets; its result or its error message arrives on the GUI th
 
 from __future__ import annotations
 
+import importlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal
+
+_IMPORTS = threading.Lock()
+TRAINER_MODULES = ("torch._dynamo", "torchvision.transforms.v2", "trainer.checks", "trainer.memory.doctor",
+                   "trainer.data.images.preview")
+
+
+def import_trainer() -> None:
+    """Import the trainer's modules, one thread at a time. Two background tasks importing torch's
+    packages at once (the dataset preview and the memory prediction as the Train dialog opens) left
+    one with ``KeyError: 'torch._dynamo'``; once imported, this costs nothing."""
+    with _IMPORTS:
+        for name in TRAINER_MODULES:
+            importlib.import_module(name)
 
 
 class _Runner(QThread):

@@ -11,7 +11,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
@@ -20,7 +19,6 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFileDialog,
     QFormLayout,
-    QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
@@ -31,15 +29,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from graph_editor.model.finetune import plan_of
 from graph_editor.model.graph import Graph
 from graph_editor.model.serialize import graph_to_dict
 from graph_editor.model.validate import validate
 from trainer.spec import SpecError, spec_from_dict
 
-from .confusion import image_to_pixmap
+from . import dataset_read
+from .dataset_view import DatasetView
 from .devices import Device
 from .devices_distributed import DeviceBox
 from .memory_bar import MemoryFigures, MemoryPanel, predict_for_dialog
+from .run_history import start_line
 from .spec_form import PRESETS, SpecForm
 from .tasks import BackgroundTask
 
@@ -47,35 +48,6 @@ RECIPE_FIELDS = {"name": "run name", "train.epochs": "epochs", "train.batch_size
                  "optim.name": "optimizer", "optim.lr": "learning rate", "schedule.name": "LR schedule",
                  "precision.dtype": "precision", "precision.compile": "torch.compile"}
 DATA_FIELDS = ("data.format", "data.target", "data.image_size", "data.val_fraction", "data.test_fraction")
-PREVIEW_SAMPLES = 10
-
-
-def dataset_summary(x: np.ndarray, y: np.ndarray, classes: Sequence[str]) -> dict[str, Any]:
-    """What the preview shows: a few samples (one per class first), class counts, sample shape."""
-    counts = np.bincount(y, minlength=len(classes)) if len(y) else np.zeros(len(classes), int)
-    picks: list[int] = []
-    for c in range(len(classes)):
-        hit = np.flatnonzero(y == c)
-        if hit.size and len(picks) < PREVIEW_SAMPLES:
-            picks.append(int(hit[0]))
-    shape = tuple(int(d) for d in x.shape[1:])
-    if x.ndim == 3:  # (N, H, W) images are one channel
-        shape = (1, *shape)
-    return {"samples": [np.asarray(x[i]) for i in picks], "labels": [str(classes[y[i]]) for i in picks],
-            "counts": {str(c): int(n) for c, n in zip(classes, counts, strict=False)}, "shape": shape,
-            "size": int(len(y))}
-
-
-def _read_summary(dataset: str, fmt: str, target: str, image_size: list[int]) -> dict[str, Any]:
-    # torch (under trainer.data and trainer.checks) is imported here, on the background thread.
-    import trainer.checks  # noqa: F401 - loaded now so that problem_list() finds it imported
-    from trainer.data import RawData, load_raw
-
-    raw = load_raw(dataset, fmt, target=target, image_size=image_size or None)
-    summary = dataset_summary(raw.x, raw.y, raw.classes)
-    summary["raw"] = RawData(raw.x[:1], raw.y[:1], list(raw.classes))  # what the trainer's checks look at
-    summary["own_splits"] = {name: len(y) for name, (_, y) in raw.own_splits().items()}  # IDX, CIFAR, split folders
-    return summary
 
 
 class TrainDialog(QDialog):
@@ -107,9 +79,15 @@ class TrainDialog(QDialog):
             self.device_box.select_for(initial)
         else:
             self.apply_preset("quick")
+        plan = plan_of(graph)
+        if not plan.is_empty():     # the fine-tuning drawn on the design
+            self.form.set_values(plan.spec_fields(graph))
         self.form.changed.connect(self.refresh_problems)
         self.form.changed.connect(self._sync_preset)
+        self.form.changed.connect(self._show_start)
+        self._show_start()
         self.form.changed.connect(self._memory_timer.start)
+        self.form.changed.connect(self.dataset_view.spec_changed)
         self.device.currentIndexChanged.connect(self._memory_timer.start)
         self.device.currentIndexChanged.connect(self._show_panel)
         self.device_box.predicted.connect(self._show_panel)
@@ -162,13 +140,9 @@ class TrainDialog(QDialog):
         self.preview_title = QLabel("")
         self.preview_title.setWordWrap(True)
         lay.addWidget(self.preview_title)
-        self.preview_grid = QGridLayout()
-        lay.addLayout(self.preview_grid)
-        self.counts_label = QLabel("")
-        self.counts_label.setWordWrap(True)
-        self.counts_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lay.addWidget(self.counts_label)
-        lay.addStretch(1)
+        self.preview_title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.dataset_view = DatasetView(lambda: self.form.values()[0]["data"].get("images", {}))
+        lay.addWidget(self.dataset_view, 1)
         return box
 
     def _recipe_box(self) -> QGroupBox:
@@ -185,6 +159,11 @@ class TrainDialog(QDialog):
         self.device.currentIndexChanged.connect(self.refresh_problems)
         self.device_box.predicted.connect(self.refresh_problems)
         form.addRow("device", self.device_box)
+        self.finetune_label = QLabel("")
+        self.finetune_label.setWordWrap(True)
+        self.finetune_label.setToolTip("model.init_from, model.frozen, model.lr_scale and model.reinit: set on the "
+                                       "canvas (Graph > Freeze, Learning-Rate Multiplier, Replace Head) or under Advanced")
+        form.addRow("start", self.finetune_label)
         return box
 
     def _advanced_box(self) -> QGroupBox:
@@ -223,6 +202,11 @@ class TrainDialog(QDialog):
             self.preset.setCurrentText(name)
         self.refresh_problems()
 
+    def _show_start(self) -> None:
+        """How the run starts, in one line: from scratch, or from weights with what is frozen and scaled."""
+        model = self.form.values()[0].get("model", {})
+        self.finetune_label.setText(start_line(model))
+
     def _sync_preset(self) -> None:
         """The preset box names the preset every recipe value still matches, else says "custom"."""
         self.preset.setCurrentText(matching_preset(self.form))
@@ -247,10 +231,9 @@ class TrainDialog(QDialog):
         elif self._summary is not None and not problems:
             # The trainer's own check of data against graph (imported by the preview's thread).
             from trainer.checks import check_fit
-            from trainer.data import fit_to_input
 
-            raw = fit_to_input(self._summary["raw"], self.graph.input_spec.shape)  # as the worker feeds it
-            check_fit(spec_from_dict(self.spec()), self.graph.copy(), raw, problems)
+            check_fit(spec_from_dict(self.spec()), self.graph.copy(), self._summary["raw"], problems)  # as the worker feeds it
+            problems += self._summary["problems"]    # an empty class folder, a single class
             if not problems and (line := self._batch_problem()):
                 problems.append(line)   # before any memory verdict: a batch the data cannot fill says so
         one_process = self.device_box.choice().strategy == "none"
@@ -287,7 +270,9 @@ class TrainDialog(QDialog):
         self._summary, self._data_error = None, ""
         self.preview_title.setText(f"Reading {d['dataset']}...")
         self.start_button.setEnabled(False)
-        task = BackgroundTask(lambda: _read_summary(d["dataset"], d["format"], d["target"], d["image_size"]), self)
+        spec, shape = self.spec(), tuple(self.graph.input_spec.shape)
+        task = BackgroundTask(lambda: dataset_read.read_summary(d["dataset"], d["format"], d["target"], d["image_size"],
+                                                                spec, shape), self)
         task.done.connect(lambda s, t=task: self._show_preview(s) if t is self._task else None)
         task.error.connect(lambda m, t=task: self._show_error(m) if t is self._task else None)
         self._task = task.start()
@@ -295,18 +280,7 @@ class TrainDialog(QDialog):
 
     def _show_preview(self, summary: dict[str, Any]) -> None:
         self._summary = summary
-        while self.preview_grid.count():
-            old = self.preview_grid.takeAt(0).widget()
-            old.hide()                  # at once: deleteLater leaves it painted until the loop turns
-            old.deleteLater()
-        for i, (img, label) in enumerate(zip(summary["samples"], summary["labels"], strict=True)):
-            cell = QLabel()
-            cell.setPixmap(image_to_pixmap(img, 72))
-            cell.setToolTip(f"class {label}")
-            cap = QLabel(label)
-            cap.setAlignment(Qt.AlignmentFlag.AlignCenter)
-            self.preview_grid.addWidget(cell, (i // 5) * 2, i % 5)
-            self.preview_grid.addWidget(cap, (i // 5) * 2 + 1, i % 5)
+        self.dataset_view.show_summary(summary)
         shape = " x ".join(map(str, summary["shape"]))
         title = f"{summary['size']} samples of {shape}, {len(summary['counts'])} classes"
         own = summary.get("own_splits") or {}
@@ -318,13 +292,12 @@ class TrainDialog(QDialog):
             editor.setEnabled(name not in own)
             editor.setToolTip(f"data.{name}_fraction" + (f": unused, the dataset has its own {name} split"
                                                           if name in own else ""))
-        self.counts_label.setText("Class counts: " + ", ".join(f"{c}: {n}" for c, n in summary["counts"].items()))
         self.refresh_problems()
 
     def _show_error(self, message: str) -> None:
         self._data_error = message
         self.preview_title.setText(f"Cannot read this dataset: {message}")
-        self.counts_label.setText("")
+        self.dataset_view.clear_summary()
         self.refresh_problems()
 
     def wait_preview(self, ms: int = 30_000) -> bool:
@@ -361,6 +334,7 @@ class TrainDialog(QDialog):
         self.device_box.stop()
         for task in self._memory_tasks + self._preview_tasks:
             task.wait()
+        self.dataset_view.stop()
         self._memory_tasks, self._preview_tasks = [], []
 
     def done(self, result: int) -> None:

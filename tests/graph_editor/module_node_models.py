@@ -52,8 +52,8 @@ def digits_sine_net() -> SineNet:
 
 
 class RecurrentBlock(nn.Module):
-    """A plain RNN over the tokens (no catalog layer), its output sequence only: the RNN's hidden state is
-    [layers, batch, features], so the RNN cannot be a Program node and the block is kept."""
+    """A plain RNN over the tokens (no catalog layer; the catalog has LSTM and GRU), its output sequence only:
+    the RNN returns (sequence, hidden state [layers, batch, features]), so the block is kept."""
 
     def __init__(self, features: int) -> None:
         super().__init__()

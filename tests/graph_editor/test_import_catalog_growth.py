@@ -182,20 +182,20 @@ class WindowAttentionBias(nn.Module):
     """A relative position bias written out, Swin-style (a signed-offset table [rows, heads] gathered by an index
     buffer) or LeViT-style (an absolute-offset table [heads, rows] gathered as ``table[:, idxs]``)."""
 
-    def __init__(self, style: str, heads: int = 2, side: int = 3) -> None:
+    def __init__(self, style: str, heads: int = 2, h: int = 3, w: int = 3) -> None:
         super().__init__()
-        self.style, self.n = style, side * side
-        pos = torch.stack(torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")).flatten(1)
+        self.style, self.n = style, h * w
+        pos = torch.stack(torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")).flatten(1)
         rel = pos[:, :, None] - pos[:, None, :]
         if style == "swin":
-            index = (rel[0] + side - 1) * (2 * side - 1) + rel[1] + side - 1
-            self.table = nn.Parameter(torch.randn((2 * side - 1) ** 2, heads))
+            index = (rel[0] + h - 1) * (2 * w - 1) + rel[1] + w - 1
+            self.table = nn.Parameter(torch.randn((2 * h - 1) * (2 * w - 1), heads))
         elif style == "levit":
-            index = rel[0].abs() * side + rel[1].abs()
-            self.table = nn.Parameter(torch.randn(heads, side * side))
+            index = rel[0].abs() * w + rel[1].abs()
+            self.table = nn.Parameter(torch.randn(heads, h * w))
         else:  # a gather that is no offset table: kept as it is
-            index = torch.randint(0, side * side, (self.n, self.n), generator=torch.Generator().manual_seed(0))
-            self.table = nn.Parameter(torch.randn(heads, side * side))
+            index = torch.randint(0, h * w, (self.n, self.n), generator=torch.Generator().manual_seed(0))
+            self.table = nn.Parameter(torch.randn(heads, h * w))
         self.register_buffer("index", index, persistent=False)
         self.qk = nn.Linear(4, 2 * heads * 4)
 
@@ -210,16 +210,18 @@ class WindowAttentionBias(nn.Module):
         return attn.softmax(-1).flatten(1)
 
 
-@pytest.mark.parametrize("style, kind", [("swin", "relative"), ("levit", "absolute")])
-def test_a_relative_position_bias_gather_imports_as_one_node(style, kind):
+@pytest.mark.parametrize("style, kind, window", [("swin", "relative", [3, 3]), ("levit", "absolute", [3, 3]),
+                                                 ("swin", "relative", [2, 5]), ("levit", "absolute", [4, 2])])
+def test_a_relative_position_bias_gather_imports_as_one_node(style, kind, window):
     torch.manual_seed(0)
-    module = WindowAttentionBias(style)
-    types = strict_round_trip(module, (9, 4))
+    module = WindowAttentionBias(style, h=window[0], w=window[1])
+    n = window[0] * window[1]
+    types = strict_round_trip(module, (n, 4))
     biases = [i for i, t in types.items() if t == "RelativePositionBias"]
     assert len(biases) == 1 and "Parameter" not in types.values()
-    result = import_module(module, (9, 4), strict=True)
+    result = import_module(module, (n, 4), strict=True)
     node = result.graph.nodes[biases[0]]
-    assert node.params == {"num_heads": 2, "window": [3, 3], "kind": kind}
+    assert node.params == {"num_heads": 2, "window": window, "kind": kind}
     assert sum(v.numel() for k, v in result.state_dict.items() if k.startswith(biases[0])) == module.table.numel()
 
 
@@ -343,3 +345,16 @@ def test_a_size_read_from_the_batch_is_not_specialised():
 
     with pytest.raises(ModuleImportError, match="end is computed from the batch size"):
         import_module(BatchBound(), (6,), strict=True)
+
+
+class SpaceToDepth(nn.Module):
+    """LeViT's subsample ``x[:, ::2, ::2]`` and a space-to-depth written with ``...``: several dims sliced at once."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        parts = [x[..., 0::2, 0::2], x[..., 1::2, 0::2], x[:, :, 0::2, 1::2], x[:, 1:, 1::2, 1::2]]
+        return torch.cat(parts, dim=1).flatten(1)
+
+
+def test_slicing_several_dims_at_once_imports_as_one_slice_each():
+    types = strict_round_trip(SpaceToDepth(), (3, 6, 6))
+    assert list(types.values()).count("Slice") == 9

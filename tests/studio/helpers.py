@@ -61,6 +61,9 @@ class ScriptedPrompts:
     def delete_runs(self, parent, description):
         return self._next("delete_runs", description)
 
+    def number(self, parent, title, label, value, low, high, decimals):
+        return self._next("number", title, value)
+
 
 def settle(window) -> None:
     """Run the debounced validation and the analysis now."""

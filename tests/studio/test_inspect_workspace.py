@@ -221,3 +221,32 @@ def test_the_heat_legend_takes_the_light_theme(window, qtbot):
     assert background() > 160                          # light theme: a light one, its text dark
     text = legend.palette().color(legend.foregroundRole())
     assert text.lightness() < 100
+
+
+def test_the_heat_legend_keeps_out_of_the_minimap(window, qtbot, tmp_path):
+    """Both sat in the canvas's bottom-right corner: zoomed in (the minimap shows) the legend covered
+    it. It moves left of the minimap while that shows, and back to the corner when it hides."""
+    window.resize(1440, 900)
+    open_template(window, "resnet18_cifar")
+    ws = _workspace(window)
+    with qtbot.waitSignal(ws.captured, timeout=120_000):
+        QTest.mouseClick(ws.capture_button, Qt.MouseButton.LeftButton)
+    canvas, legend = window.canvas, ws.overlay.legend
+    QTest.mouseClick(window.workspaces.bar.widgetForAction(window.workspaces.items["Design"].action),
+                     Qt.MouseButton.LeftButton)                       # the overlay stays on the design canvas
+    canvas.zoom_at(3.0, canvas.viewport().rect().center().toPointF())   # part of the graph out of view
+    qtbot.waitUntil(canvas.minimap.isVisible, timeout=5_000)
+    qtbot.wait(50)
+    window.grab().save(str(tmp_path / "legend_minimap.png"))
+
+    def in_canvas(w) -> object:
+        return w.geometry().translated(w.parentWidget().mapTo(canvas, w.parentWidget().rect().topLeft())) \
+            if w.parentWidget() is not canvas else w.geometry()
+
+    assert legend.isVisible()
+    assert not in_canvas(legend).intersects(in_canvas(canvas.minimap))
+    canvas.fit_view()                                                    # all in view: no minimap
+    qtbot.waitUntil(lambda: not canvas.minimap.isVisible(), timeout=5_000)
+    qtbot.wait(50)
+    assert legend.pos() == legend.corner()
+    assert legend.geometry().right() >= legend.parentWidget().width() - 13   # back in the corner

@@ -97,6 +97,27 @@ def test_commands_pause_set_lr_resume_stop(tmp_path, db):
     assert rest[-1].event == "finished" and rest[-1].status == "stopped"
     assert any(e.event == "checkpoint" and e.kind == "last" for e in rest)
     assert RunStore(db).run(rest[-1].run_id).status == "stopped"
+    run_id, first_seconds = rest[-1].run_id, rest[-1].seconds
+    set_at = [(s, v) for s, _n, v in RunStore(db).metrics(run_id, "lr/set")]
+    assert len(set_at) == 1 and set_at[0][1] == pytest.approx(0.0123)   # the rate set by hand, kept with its step
+    time.sleep(3)                                                       # the gap between the stop and the resume
+    with WorkerClient.resume(run_id, db=db) as w:
+        stream = w.events(timeout=60)
+        resumed = until(stream, "metrics", 2)
+        w.stop()
+        resumed += list(stream)
+        assert w.wait(60) == 0, w.stderr
+    store = RunStore(db)
+    run = store.run(run_id)
+    # The run's clock goes on from the checkpoint (it restarted at 0), and leaves the gap out
+    clock = [v for _s, _n, v in store.metrics(run_id, "time")]
+    assert clock == sorted(clock)
+    second_part = (run.ended_at - run.started_at).total_seconds() - first_seconds
+    assert first_seconds < resumed[-1].seconds == run.summary["seconds"] < second_part
+    assert [e.lr for e in resumed if e.event == "metrics"][-1] == pytest.approx(0.0123)
+    # A peak is never below the resident memory of the same sample (the kernel's high-water mark trails)
+    for e in (e for e in resumed if e.event == "memory"):
+        assert e.peak_rss >= e.rss
 
 
 def test_sigterm_saves_a_checkpoint_and_ends_cleanly(tmp_path, db):

@@ -18,7 +18,6 @@ import contextlib
 import gc
 import os
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -203,8 +202,7 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
             controls.on_state = on_state
         controls.install_sigterm()   # on every rank: a SIGTERM ends the run at rank 0's next step
         _started(job, ctx)
-        t0 = time.perf_counter()
-        finish(job, run_epochs(job), time.perf_counter() - t0)
+        finish(job, run_epochs(job), job.elapsed())   # every part of a resumed run
         # the wrapped model holds the process group: free it first, so the group's gloo threads are
         # joined by destroy_process_group while the interpreter is whole (the process then ends at once:
         # trainer.__main__)

@@ -94,7 +94,8 @@ def predict_for_spec(graph: Graph, spec: RunSpec, *, device: str = "cpu", channe
     precision = spec.precision.dtype if spec.precision.dtype in ("fp32", "bf16") else "bf16"
     cl = uses_channels_last(spec, graph) if channels_last is None else channels_last
     kw: dict[str, Any] = dict(batch=spec.train.batch_size, optimizer=copy.copy(spec.optim), precision=precision,
-                              channels_last=cl, device=device, checkpoint=list(spec.memory.checkpoint))
+                              channels_last=cl, device=device, checkpoint=list(spec.memory.checkpoint),
+                              frozen=list(spec.model.frozen))
     kw.update(changes)
     if isinstance(kw["optimizer"], str):
         opt = copy.copy(spec.optim)
@@ -114,7 +115,7 @@ def diagnose(graph: Graph, spec: RunSpec, budget: int, *, device: str = "cpu",
     resident = pred.parts.get("data", 0)
     n, best = largest_batch(graph, budget, stop=stop, optimizer=pred.optimizer, precision=pred.precision,
                             channels_last=pred.channels_last, device=device, checkpoint=pred.checkpoint,
-                            resident=resident)
+                            resident=resident, frozen=pred.frozen)
     if best is not None and n != pred.batch:
         diag.fixes.append(Fix("batch", f"batch {n} (the largest that fits)", {"train.batch_size": n},
                               best.peak_bytes, True))

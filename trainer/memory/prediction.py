@@ -32,9 +32,10 @@ from graph_editor.build.fake import fake_batch, fake_cpu
 from graph_editor.model import Graph, GraphError
 from graph_editor.model.units import MiB
 
+from ..finetune import freeze
 from ..loop import make_train_step
 from ..optim import make_optimizer
-from ..spec import OPTIMIZERS, OptimSpec
+from ..spec import OPTIMIZERS, ModelSpec, OptimSpec, SpecError
 from .recomputation import SegmentError, checkpointed_module
 from .tracker import Block, StorageTracker, attributed
 
@@ -101,6 +102,7 @@ class MemoryPrediction:
     phase_peaks: dict[str, dict[str, int]] = field(default_factory=dict)   # each phase's high point, by part
     checkpoint: list[str] = field(default_factory=list)
     unmodelled_bytes: int = 0
+    frozen: list[str] = field(default_factory=list)     # blocks without gradients or optimizer state
 
     def top_nodes(self, n: int = 3) -> list[tuple[str, int]]:
         """The graph nodes holding most memory at the peak (weights and optimizer state aside)."""
@@ -114,13 +116,13 @@ class MemoryPrediction:
                 "parts": dict(self.parts), "peak_phase": self.peak_phase, "peak_node": self.peak_node,
                 "phase_peaks": {k: dict(v) for k, v in self.phase_peaks.items()},
                 "checkpoint": list(self.checkpoint), "nodes": {k: dict(v) for k, v in self.nodes.items()},
-                "unmodelled_bytes": self.unmodelled_bytes}
+                "unmodelled_bytes": self.unmodelled_bytes, "frozen": list(self.frozen)}
 
 
 # ------------------------------------------------------------------------- prediction
 def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw", precision: str = "fp32",
                    channels_last: bool = False, device: str = "cpu", *,
-                   checkpoint: Sequence[str] = (), resident: int = 0) -> MemoryPrediction:
+                   checkpoint: Sequence[str] = (), resident: int = 0, frozen: Sequence[str] = ()) -> MemoryPrediction:
     """The peak memory of a training step of ``graph`` at ``batch`` and what holds it.
 
     ``optimizer``: a name (:data:`trainer.spec.OPTIMIZERS`) or an :class:`OptimSpec`; ``precision``:
@@ -129,15 +131,21 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
     checkpointing (group ids or 'first..last' node ranges, :mod:`trainer.memory.recomputation`).
     ``resident``: bytes the run keeps on the device outside the step, the dataset when the loaders
     hold it there (part "data", live at every moment; :func:`trainer.memory.doctor.resident_data_bytes`).
-    No real memory is used.
+    ``frozen``: blocks that do not train (``model.frozen``: group ids, node ids, ranges): their weights
+    count, but they get no gradients and no optimizer state, as in the run. No real memory is used.
     """
     spec = _check_args(batch, optimizer, precision, device)
     if isinstance(resident, bool) or not isinstance(resident, int) or resident < 0:
         raise MemoryPredictionError(f"resident: must be a byte count >= 0, got {resident!r}")
     try:
-        model = checkpointed_module(build_module(graph, device="meta"), graph, list(checkpoint), "checkpoint")
+        built = build_module(graph, device="meta")
+        if frozen:   # as the run freezes them: no grad, BatchNorm in eval
+            freeze(built, graph, ModelSpec(frozen=list(frozen)))
+        model = checkpointed_module(built, graph, list(checkpoint), "checkpoint")
     except (GraphError, SegmentError) as exc:  # both name the node or entry
         raise MemoryPredictionError(f"model.graph: {exc}" if isinstance(exc, GraphError) else str(exc)) from None
+    except SpecError as exc:                   # a frozen entry that names no block
+        raise MemoryPredictionError("; ".join(exc.problems)) from None
     tracker = StorageTracker(CUDA_BLOCK if device.startswith("cuda") else 1)
     try:
         log, start = _run_steps(graph, model, tracker, spec, batch, precision, channels_last)
@@ -151,7 +159,8 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
             raise
         raise DataDependentStep(message, node) from None
     pred = _read(tracker, log, start, batch=batch, optimizer=spec.name, precision=precision,
-                 channels_last=channels_last, device=device, model=model, checkpoint=list(checkpoint))
+                 channels_last=channels_last, device=device, model=model, checkpoint=list(checkpoint),
+                 frozen=list(frozen))
     # Live through the whole step, so the peak stays where it is, higher by them: the dataset where the
     # loaders hold it on the device, and on CUDA the cuBLAS workspaces.
     constant = {"data": resident}
@@ -303,7 +312,7 @@ def usable_bytes(total: int, device: str) -> int:
 def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "adamw", precision: str = "fp32",
                   channels_last: bool = False, device: str = "cpu", upper: int = SEARCH_UPPER,
                   checkpoint: Sequence[str] = (), stop: Callable[[], bool] | None = None, resident: int = 0,
-                  ) -> tuple[int, MemoryPrediction | None]:
+                  frozen: Sequence[str] = ()) -> tuple[int, MemoryPrediction | None]:
     """The largest batch whose predicted peak fits ``budget`` bytes, and its prediction (0 and None
     when not even the smallest batch fits). Fits ``peak = c0 + c1*b`` from two predictions, then confirms or
     steps down with real predictions (attention makes the peak slightly more than linear). The search
@@ -311,7 +320,7 @@ def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "ad
     stops at ``upper``: a result of ``upper`` means "``upper`` or more" (:func:`search_capped`).
     ``stop`` is asked before each prediction; True raises :class:`Cancelled`."""
     kw: dict[str, Any] = dict(optimizer=optimizer, precision=precision, channels_last=channels_last, device=device,
-                              checkpoint=checkpoint, resident=resident)
+                              checkpoint=checkpoint, resident=resident, frozen=frozen)
     if budget <= 0 or budget > MAX_BUDGET:
         raise MemoryPredictionError(f"budget: must be positive and at most {MAX_BUDGET:,} bytes, got {budget:,}")
     first = 1

@@ -14,7 +14,10 @@ def memory_sample(device: torch.device, step: int | None = None) -> Memory:
     """Allocated/reserved/peak bytes on CUDA; resident set size and its peak on the CPU."""
     if device.type == "cuda" and torch.cuda.is_available():
         return cuda_sample(device, step)
-    return Memory(step=step, device=str(device), rss=rss_bytes(), peak_rss=peak_rss_bytes())
+    rss = rss_bytes()
+    # The kernel's high-water mark trails the RSS it counts now (threads' counters reach it in batches):
+    # a peak is never below what the process holds at this moment.
+    return Memory(step=step, device=str(device), rss=rss, peak_rss=max(peak_rss_bytes(), rss))
 
 
 def cuda_sample(device: torch.device, step: int | None = None) -> Memory:

@@ -43,6 +43,7 @@ class Controls:
         self.lr_override: float | None = None
         self.on_inspect: Callable[[], None] = lambda: None   # the live inspection's request (trainer.inspection)
         self.on_record_memory: Callable[[], None] = lambda: None   # trainer.memory.timeline.LiveRecording.request
+        self.on_set_lr: Callable[[float], None] = lambda lr: None   # records a rate set by hand with the run
         self.sigterm = False
         self.paused_seconds = 0.0   # time spent paused so far: epoch times and the ETA leave it out
 
@@ -91,6 +92,7 @@ class Controls:
             self._stop(STOP)
         elif isinstance(cmd, SetLr):
             self.lr_override = cmd.lr
+            self.on_set_lr(cmd.lr)
         elif isinstance(cmd, InspectNow):
             self.on_inspect()
         elif isinstance(cmd, RecordMemory):

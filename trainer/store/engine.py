@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 from ..protocol.wire import json_safe
 
 BUSY_ENV = "TORCH_STUDIO_DB_BUSY_MS"
-SQLITE_MAGIC = b"SQLite format 3\x00"
 # PostgreSQL drivers SQLAlchemy knows, in the order a bare postgresql:// URL tries them (module, dialect).
 PG_DRIVERS = (("psycopg", "psycopg"), ("psycopg2", "psycopg2"), ("pg8000", "pg8000"))
 PG_INSTALL = "pip install 'psycopg[binary]'"
@@ -122,15 +122,35 @@ def _check_sqlite_file(url: str, path: Path, create: bool) -> bool:
             raise StoreError(f"{url}: cannot create the folder {path.parent} ({exc.strerror or exc})") from None
         return False
     try:
-        with open(path, "rb") as f:
-            magic = f.read(len(SQLITE_MAGIC))
+        empty = path.stat().st_size == 0
     except OSError as exc:
         raise StoreError(f"{url}: cannot read {path} ({exc.strerror or exc})") from None
-    if magic and magic != SQLITE_MAGIC:
-        raise StoreError(f"{url}: {path} is not a SQLite database")
-    if not magic and not create:
+    if empty and not create:
         raise StoreError(f"{url}: {path} is empty, not a run store")
+    if not empty and _not_a_database(path):
+        raise StoreError(f"{url}: {path} is not a SQLite database")
     return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def _not_a_database(path: Path) -> bool:
+    """Whether SQLite refuses ``path`` as a database, asked through SQLite itself.
+
+    Never by reading the file with ``open()``: closing any descriptor of a file drops every POSIX lock
+    this process holds on it, those of its open SQLite connections included. A sweep (a run store and
+    Optuna's storage open, then another store opened) lost its locks that way; a reader closing its last
+    connection then took the WAL for unused and removed it: runs lost ("no run 1"), "disk I/O error
+    (SQLITE_IOERR_SHORT_READ)", tables missing. SQLite itself defers such closes while a lock is held."""
+    try:
+        con = sqlite3.connect(path)
+    except sqlite3.Error:
+        return False        # the store's own opening says what is wrong
+    try:
+        con.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.DatabaseError as exc:
+        return getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB" or "not a database" in str(exc)
+    finally:
+        con.close()
+    return False
 
 
 def reason(exc: BaseException) -> str:

@@ -186,18 +186,19 @@ def _attribute(gm: fx.GraphModule, target: str) -> Any:
 
 def _match(picked: torch.Tensor, table_shape: torch.Size) -> tuple[int, list[int], str, bool] | None:
     """(heads, window, kind, table stored [heads, rows]) when ``picked`` ([heads, N, N] element numbers of the
-    table) is what a RelativePositionBias gathers, else None."""
+    table) is what a RelativePositionBias gathers for some h x w window (h * w = N), else None."""
     heads, n, m = picked.shape
-    side = math.isqrt(n)
-    if n != m or side * side != n:
+    if n != m:
         return None
-    window = [side, side]
-    for kind in ("relative", "absolute"):
-        rows = table_rows(kind, window)
-        index = RelativePositionBias.offset_index(kind, window)
-        head = torch.arange(heads).view(heads, 1, 1)
-        for transposed, shape, numbers in ((False, (rows, heads), index * heads + head),
-                                           (True, (heads, rows), head * rows + index)):
-            if tuple(table_shape) == shape and torch.equal(picked, numbers):
-                return heads, window, kind, transposed
+    head = torch.arange(heads).view(heads, 1, 1)
+    for window in ([h, n // h] for h in range(1, n + 1) if n % h == 0):
+        for kind in ("relative", "absolute"):
+            rows = table_rows(kind, window)
+            if rows * heads != math.prod(table_shape):
+                continue
+            index = RelativePositionBias.offset_index(kind, window)
+            for transposed, shape, numbers in ((False, (rows, heads), index * heads + head),
+                                               (True, (heads, rows), head * rows + index)):
+                if tuple(table_shape) == shape and torch.equal(picked, numbers):
+                    return heads, window, kind, transposed
     return None

@@ -20,6 +20,7 @@ from ..import_rules import (
     attributes,
     const,
     function_rule,
+    graph_fold,
     module_rule,
     static_ints,
     tensor,
@@ -315,3 +316,30 @@ def _index_text(index: Any) -> str:
             return text if i.step is None else f"{text}:{i.step}"
         return str(i)
     return ", ".join(one(i) for i in index) if isinstance(index, tuple) else one(index)
+
+
+@graph_fold("slices one dim at a time")
+def split_multi_dim_slices(gm: fx.GraphModule) -> None:
+    """``x[:, ::2, ::2]`` (LeViT's subsample, space-to-depth) as ``x[:, ::2][:, :, ::2]``: slices of different dims
+    compose, so each becomes its own Slice node. Only indexing by slices (and one ``...``) is split."""
+    changed = False
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target is not operator.getitem or not isinstance(n.args[1], tuple):
+            continue
+        items = list(n.args[1])
+        if items.count(Ellipsis) > 1 or not all(isinstance(i, slice) or i is Ellipsis for i in items):
+            continue
+        cut = [k for k, i in enumerate(items) if i is not Ellipsis and i != slice(None)]
+        if len(cut) < 2:
+            continue
+        x = n.args[0]
+        with gm.graph.inserting_before(n):
+            for k in cut:  # each cut keeps the rank, so the positions stay those written
+                one = tuple(i if j == k or i is Ellipsis else slice(None) for j, i in enumerate(items))
+                x = gm.graph.call_function(operator.getitem, (x, one))
+                x.meta = dict(n.meta)
+        n.replace_all_uses_with(x)
+        gm.graph.erase_node(n)
+        changed = True
+    if changed:
+        gm.recompile()

@@ -255,3 +255,47 @@ def test_breadcrumbs_say_where_the_selection_sits_and_lead_back_out(qtbot):
     controller.select(["input"])  # outside every block: no crumbs
     qtbot.wait(20)
     assert not crumbs.isVisible()
+
+
+def test_far_zoom_block_labels_tell_blocks_apart(qtbot, tmp_path):
+    """Zoomed out (a map label per block), features.4 and features.6 read the same "featur..." (cut at
+    the end at a fixed 12 px on screen although a smaller size fits): the labels now shrink to fit, or are
+    cut in the middle, so the blocks' own pixels differ."""
+    canvas, controller, _live = open_canvas(qtbot, "mobilenet_v2")
+    controller.set_collapsed(gid(controller, "stage3"), False)
+    canvas.resetTransform()
+    canvas.scale(0.3, 0.3)
+    boxes = canvas.graph_scene.boxes
+    canvas.centerOn(boxes[gid(controller, "features.5")])
+    qtbot.wait(50)
+    shot = canvas.grab()
+    shot.save(str(tmp_path / "far_labels.png"))
+
+    def inside(name: str):
+        rect = canvas.mapFromScene(boxes[gid(controller, name)].sceneBoundingRect()).boundingRect()
+        return shot.copy(rect.adjusted(8, 8, -8, -8)).toImage()
+
+    assert inside("features.4") != inside("features.6")
+
+
+def test_no_wire_runs_behind_a_closed_block(qtbot):
+    """ResNet-18 with every block open but the head: the wires that wrap from layer3's end to layer4 ran
+    their lane across the top of layer4's band (90 above the input they reach, which sits deep in its
+    frames), behind the head block beside it. A wrapping wire runs in the gap above the frames it enters."""
+    canvas, controller, _live = open_canvas(qtbot, "resnet18")
+    controller.set_all_collapsed(False)
+    controller.set_collapsed(gid(controller, "head"), True)
+    qtbot.wait(20)
+    scene = canvas.graph_scene
+    behind = []
+    for box_id, box in scene.boxes.items():
+        if not box.isVisible():
+            continue
+        rect = box.sceneBoundingRect().adjusted(4, 4, -4, -4)
+        for wire in scene.wires.values():
+            if not wire.isVisible() or wire.src.parentItem() is box or wire.dst.parentItem() is box:
+                continue
+            path = wire.mapToScene(wire._path)
+            if any(rect.contains(path.pointAtPercent(k / 400)) for k in range(401)):
+                behind.append((str(wire.edge), box_id))
+    assert behind == []

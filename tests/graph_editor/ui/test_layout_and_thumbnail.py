@@ -114,3 +114,14 @@ def test_qt_binding_keeps_none_alive(qtbot):
         item.setPos(i, i)
         item.update()
     assert sys.getrefcount(None) >= before - 5
+
+
+@pytest.mark.parametrize("name", ["mlp", "resnet18", "mobilenet_v2", "vgg11"])
+def test_a_thumbnail_keeps_its_wires_inside_the_picture(qtbot, name):
+    """The gallery's pictures were fitted to the nodes only: the wires wrapping to the next band, which
+    go out beyond the last node, were cut at the picture's edge. Nothing is drawn on its outer pixels."""
+    image = render_thumbnail(load_graph(TEMPLATES / f"{name}.graph.json"), QSize(280, 150)).toImage()
+    bg = image.pixelColor(0, 0)
+    w, h = image.width(), image.height()
+    border = [(x, y) for x in range(w) for y in (0, h - 1)] + [(x, y) for x in (0, w - 1) for y in range(h)]
+    assert [p for p in border if image.pixelColor(*p) != bg] == []

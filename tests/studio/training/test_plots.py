@@ -168,3 +168,27 @@ def test_the_legend_moves_off_the_curves(qtbot):
     plot.append("loss", xs, np.exp(-xs / 20))            # falls into the bottom right: the legend goes up
     plot.refresh()
     assert plot._legend_corner[1] is True
+
+
+def test_the_legend_covers_neither_the_curves_nor_a_level_line(qtbot, tmp_path):
+    """The dashboard's memory plot: the worker's RSS and peak flat near the top, the predicted peak a
+    dashed line near 0 with its label. The legend sat in the bottom-right corner over the dashed line
+    (lines were not counted); half-way up the right edge it covers nothing."""
+    from PySide6.QtWidgets import QApplication
+
+    plot = CurvePlot("Memory", "MiB", legend="bottom")
+    qtbot.addWidget(plot)
+    plot.resize(420, 240)
+    plot.show()
+    QApplication.processEvents()
+    xs = np.arange(3, 20, dtype=float)
+    plot.append("rss", xs, np.full(xs.shape, 740.0))
+    plot.append("peak_rss", xs, np.full(xs.shape, 970.0))
+    plot.set_level("predicted", 7.3, "predicted tensors 7.3 MiB")
+    plot.refresh()
+    QApplication.processEvents()
+    plot.grab().save(str(tmp_path / "memory_legend.png"))
+    vb = plot.getPlotItem().vb
+    box = vb.mapSceneToView(plot._legend.sceneBoundingRect()).boundingRect()
+    for y in (740.0, 970.0, 7.3):
+        assert not (box.top() <= y <= box.bottom()), (y, box, plot._legend_corner)

@@ -188,6 +188,9 @@ def test_a_running_run_is_not_deleted(store):
 
 @pytest.mark.process
 def test_a_past_runs_confusion_matrix_and_the_samples_of_a_cell(qtbot, tmp_path):
+    """Two epochs; a min_delta no epoch can beat makes epoch 1 the best checkpoint and epoch 2 the last.
+    The matrix shown and the samples a click brings are the same epoch's (the click once re-evaluated
+    the best checkpoint, epoch 1, under epoch 2's matrix and swapped the matrix)."""
     import subprocess
     import sys
 
@@ -196,30 +199,32 @@ def test_a_past_runs_confusion_matrix_and_the_samples_of_a_cell(qtbot, tmp_path)
 
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"name": "past", "model": {"graph": str(ROOT / "assets/templates/digits_cnn.graph.json")},
-                                "device": "cpu", "train": {"epochs": 1}}))
+                                "device": "cpu", "train": {"epochs": 2}, "early_stopping": {"min_delta": 0.9}}))
     db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     done = subprocess.run([sys.executable, "-m", "trainer", "run", str(spec), "--db", db], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     store = RunStore(db)
+    assert {(c.kind, c.epoch) for c in store.checkpoints(1)} >= {("best", 1), ("last", 2)}
     panel = _panel(qtbot, store)
     panel.select_ids([1])
     stored = np.asarray(store.epoch_reports(1)[-1]["confusion"])
     view = panel.confusion.matrix_view
-    assert np.array_equal(view.matrix(), stored) and panel.confusion.caption.text().endswith("run 1, epoch 1)")
+    assert np.array_equal(view.matrix(), stored)
+    assert panel.confusion.caption.text().endswith("run 1, epoch 2, last checkpoint)")
     t = int(np.argmax(np.diag(stored)))
     panel.tabs.setCurrentWidget(panel.confusion)
     x, y = view.cell_center(t, t)
     qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(int(x), int(y)))
     assert panel.wait_samples()
     qtbot.waitUntil(lambda: len(panel.confusion.gallery.shown_indices()) > 0, timeout=60_000)
-    # The best checkpoint is epoch 1's: re-evaluated on the CPU it gives the stored matrix again.
+    # The last checkpoint is epoch 2's: re-evaluated on the CPU it gives the stored matrix again.
     assert np.array_equal(view.matrix(), stored)
-    assert panel.confusion.gallery.title() == f"true {t}, predicted {t} (run 1, best checkpoint): {stored[t, t]} samples"
+    assert panel.confusion.gallery.title() == (f"true {t}, predicted {t} (run 1, last checkpoint, epoch 2): "
+                                               f"{stored[t, t]} samples")
     qtbot.wait(100)                                           # the gallery's tiles laid out
     panel.grab().save(str(tmp_path / "runs_confusion.png"))   # painted: an attribute once hid QWidget.metric()
     store.close()
-
 
 
 def test_the_confusion_tab_follows_a_running_run(qtbot, store):
@@ -255,6 +260,31 @@ def test_details_follow_the_selected_run_live_and_show_its_recipe(qtbot, store):
     assert "at epoch 2, step 20" in panel.details.text()
 
 
+def test_a_resumed_runs_duration_and_its_learning_rate_set_by_hand(qtbot, store):
+    """A run stopped at 40 s of training, resumed an hour later, ended at 70 s on its clock (the worker's
+    summary): its duration is 70 s, not the hour between; its details say the schedule and the rate set
+    by hand mid-run (the lr/set rows the worker writes) as well as the rate it ended at."""
+    from datetime import timedelta
+
+    spec = {"optim": {"name": "sgd", "lr": 0.05}, "schedule": {"name": "cosine"}}
+    rid = store.create_run(name="resumed", spec=spec, graph=_graph(), graph_hash="7" * 64, device="cpu", params=1)
+    store.add_metrics(rid, [(10, "lr", 0.05), (20, "lr", 0.04), (20, "lr/set", 0.0123), (30, "lr", 0.0123),
+                            (10, "time", 12.0), (30, "time", 69.5)])
+    run = store.run(rid)
+    store.finish(rid, "completed", summary={"seconds": 70.0})
+    store.update_run(rid, ended_at=run.started_at + timedelta(hours=1, seconds=70))
+    panel = _panel(qtbot, store)
+    assert dict(zip(_column(panel, "name"), _column(panel, "duration"), strict=True))["resumed"] == "1:10"
+    panel.select_ids([rid])
+    text = panel.details.text()
+    assert ", 1:10." in text and "sgd, lr 0.05, cosine schedule" in text
+    assert "Learning rate: 0.05 at step 10, set by hand to 0.0123 at step 20, 0.0123 at step 30." in text
+    # while it runs, the duration is its clock so far
+    store.update_run(rid, status="running", ended_at=None)
+    panel.refresh()
+    assert ", 1:10." in panel.details.text() or ", 1:09." in panel.details.text()
+
+
 def test_the_table_shows_at_least_eight_runs(qtbot, store):
     panel = _panel(qtbot, store)
     panel.resize(1000, 520)                           # a short window: the tabs below give way, not the table
@@ -271,3 +301,40 @@ def test_an_unnamed_run_is_named_after_its_graph_file():
     assert run_name("LeNet-5") == "LeNet-5"               # a template opened unsaved
     assert run_name("Untitled") == "Untitled"             # as the window calls it, never the spec file's "spec"
     assert run_name("") == "Untitled"
+
+
+def test_the_confusion_tab_lays_its_parts_side_by_side_where_it_is_short(qtbot, store, tmp_path):
+    """In the Runs workspace the tab is wide and short: stacked, the matrix, the table and the gallery
+    could not have their least heights, and the splitter laid the table and its grip over the matrix's
+    last rows. Now no two of the parts (and grips) overlap."""
+    import numpy as np
+
+    rid = store.create_run(name="ten", spec={}, graph=_graph(), graph_hash="6" * 64, device="cpu", params=1)
+    matrix = (np.eye(10, dtype=int) * 17).tolist()
+    store.add_epoch_report(rid, 1, {"confusion": matrix, "classes": [str(i) for i in range(10)]})
+    panel = _panel(qtbot, store)
+    panel.resize(1400, 780)                           # the Runs workspace at 1440x900
+    panel.select_ids([rid])
+    panel.tabs.setCurrentWidget(panel.confusion)
+    qtbot.wait(50)
+    assert panel.confusion.height() < 480, panel.confusion.height()   # the tab is short
+    qtbot.wait(50)
+    panel.grab().save(str(tmp_path / "runs_confusion_short.png"))
+    split = panel.confusion.split
+    parts = [split.widget(i).geometry() for i in range(split.count())]
+    parts += [split.handle(i).geometry() for i in range(1, split.count())]
+    assert all(not a.intersects(b) for k, a in enumerate(parts) for b in parts[k + 1:]), parts
+    assert panel.confusion.matrix_view.height() >= panel.confusion.matrix_view.minimumHeight()
+
+
+def test_a_fine_tuned_run_s_start_is_in_its_recipe_and_details(qtbot, store):
+    spec = {"optim": {"name": "sgd", "lr": 0.05}, "data": {"dataset": "digits"},
+            "model": {"init_from": "/w/resnet18-f37072fd.safetensors", "frozen": ["g_stem", "g_layer1"],
+                      "lr_scale": ["g_layer2=0.1"], "reinit": ["fc"]}}
+    rid = store.create_run(name="tuned", spec=spec, graph=_graph(), graph_hash="7" * 64, device="cpu", params=1)
+    panel = _panel(qtbot, store)
+    panel.select_ids([rid])
+    text = panel.details.text()
+    assert "dataset digits, from resnet18-f37072fd.safetensors, 2 frozen." in text
+    assert ("Start: from weights /w/resnet18-f37072fd.safetensors; frozen: g_stem, g_layer1; learning rate: "
+            "g_layer2 x0.1; re-initialised: fc." in text)

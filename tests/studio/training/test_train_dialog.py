@@ -41,8 +41,8 @@ def test_every_spec_field_has_an_editor_and_the_spec_round_trips(qtbot):
 def test_preview_shows_samples_and_class_counts(qtbot):
     d = _dialog(qtbot)
     assert d.preview_title.text() == "1797 samples of 1 x 8 x 8, 10 classes"
-    assert d.counts_label.text().startswith("Class counts: 0: 178, 1: 182")
-    assert d.preview_grid.count() == 20  # ten thumbnails, ten captions
+    assert list(d.dataset_view.histogram.counts.items())[:2] == [("0", 178), ("1", 182)]
+    assert d.dataset_view.samples_grid.count() == 50  # ten classes: a caption and four samples each
 
 
 def test_presets_and_advanced_fields(qtbot):
@@ -110,7 +110,7 @@ def test_a_folder_split_ahead_of_time_is_previewed_with_its_splits(qtbot, tmp_pa
     qtbot.waitUntil(lambda: d._summary is not None, timeout=60_000)
     d.grab().save(str(tmp_path / "dialog.png"))
     assert d.preview_title.text() == "8 samples of 1 x 8 x 8, 2 classes; its own val split (4) and test split (6) kept"
-    assert d.counts_label.text() == "Class counts: dark: 4, light: 4"
+    assert d.dataset_view.histogram.counts == {"dark": 4, "light": 4}
     fractions = d.form.editors["data.val_fraction"], d.form.editors["data.test_fraction"]
     assert not any(f.isEnabled() for f in fractions) and "own val split" in fractions[0].toolTip()
     d.form.editors["data.dataset"].setText("digits")
@@ -153,13 +153,13 @@ def test_closing_while_the_preview_still_reads_waits_for_every_read(qtbot, tmp_p
 
     from studio.training import train_dialog
 
-    real = train_dialog._read_summary
+    real = train_dialog.dataset_read.read_summary
 
     def slow(*args):
         time.sleep(2.0)
         return real(*args)
 
-    monkeypatch.setattr(train_dialog, "_read_summary", slow)
+    monkeypatch.setattr(train_dialog.dataset_read, "read_summary", slow)
     graph = load_graph(ROOT / "assets/templates/digits_cnn.graph.json")
     d = TrainDialog(graph, [cpu_device()])
     qtbot.addWidget(d)

@@ -18,7 +18,7 @@ from PySide6.QtTest import QTest
 from torch.distributed.run import get_args_parser
 
 from graph_editor.model.serialize import load_graph
-from studio.format import nbytes
+from graph_editor.model.units import nbytes
 from studio.training import devices
 from studio.training.devices import Device
 from studio.training.train_dialog import TrainDialog

@@ -148,6 +148,26 @@ def test_confusion_cell_click_shows_the_samples_of_that_cell(qtbot, controller):
     assert title.startswith(f"true {t}, predicted {t} (") and f"checkpoint, epoch 2): {epoch_matrix[t, t]} samples" in title
 
 
+def test_a_cell_of_an_epoch_without_its_checkpoint_shows_no_other_epochs_samples(qtbot, controller):
+    """Only a best checkpoint, at epoch 1 (no last ones; no epoch beats a min_delta of 0.9): the matrix
+    shown is epoch 2's, so a click says epoch 2 kept no checkpoint (it once showed epoch 1's samples
+    and swapped the matrix under the user's click)."""
+    spec = _spec(2, "no-last") | {"checkpoints": {"last": False}, "early_stopping": {"min_delta": 0.9}}
+    controller.start(spec)
+    with qtbot.waitSignal(controller.session.ended, timeout=WAIT):
+        pass
+    panel = controller.dashboard.confusion
+    shown = panel.matrix_view.matrix().copy()
+    assert panel.caption.text().endswith("epoch 2)")
+    x, y = panel.matrix_view.cell_center(0, 0)
+    qtbot.mouseClick(panel.matrix_view, Qt.MouseButton.LeftButton, pos=QPoint(int(x), int(y)))
+    assert controller.session.wait_predictions()
+    qtbot.wait(200)
+    assert np.array_equal(panel.matrix_view.matrix(), shown)
+    assert panel.gallery.shown_indices() == []
+    assert "no checkpoint of epoch 2" in panel.gallery.title()
+
+
 def test_closing_lets_the_run_finish_in_the_background_and_it_shows_next_time(qtbot, controller, tmp_path):
     from studio.training.controller import TrainingController
 

@@ -54,10 +54,10 @@ def test_reasons_and_frames_are_read_from_dynamo_text():
 
 class Events:
     def __init__(self) -> None:
-        self.seen: list[tuple[str, dict]] = []
+        self.seen: list[ev.Event] = []
 
-    def emit(self, name: str, **fields) -> None:
-        self.seen.append((name, fields))
+    def emit(self, event: ev.Event) -> None:
+        self.seen.append(event)
 
 
 def test_the_log_handler_turns_dynamo_records_into_events_on_their_node():
@@ -72,10 +72,10 @@ def test_the_log_handler_turns_dynamo_records_into_events_on_their_node():
         for log in ("torch._dynamo.symbolic_convert.__graph_breaks", "torch._dynamo.guards.__recompiles"):
             logging.getLogger(log).removeHandler(handler)
         torch._dynamo.reset()
-    breaks = [f for n, f in sink.seen if n == ev.GRAPH_BREAK]
-    recompiles = [f for n, f in sink.seen if n == ev.RECOMPILE]
-    assert breaks and all(b["node"] == "scale" and "Tensor.item()" in b["reason"] for b in breaks)
-    assert recompiles and "size mismatch" in recompiles[0]["reason"]
+    breaks = [e for e in sink.seen if isinstance(e, ev.GraphBreakEvent)]
+    recompiles = [e for e in sink.seen if isinstance(e, ev.Recompile)]
+    assert breaks and all(b.node == "scale" and "Tensor.item()" in b.reason for b in breaks)
+    assert recompiles and "size mismatch" in recompiles[0].reason
     assert handler.breaks == len(breaks) and handler.recompiles == len(recompiles)
 
 
@@ -85,7 +85,8 @@ def test_a_handler_past_its_limit_only_counts():
     for _ in range(3):
         handler.emit(logging.LogRecord("torch._dynamo.symbolic_convert.__graph_breaks", logging.DEBUG, "", 0,
                                        "Graph break in user code at /x.py:3\nGraph Break Reason: why\n", (), None))
-    assert handler.breaks == 3 and len(sink.seen) == 1 and sink.seen[0][1]["where"] == "x.py:3"
+    assert handler.breaks == 3 and len(sink.seen) == 1
+    assert isinstance(sink.seen[0], ev.GraphBreakEvent) and sink.seen[0].where == "x.py:3"
 
 
 @pytest.mark.slow

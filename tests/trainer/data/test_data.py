@@ -302,10 +302,19 @@ def test_an_npz_that_is_not_an_archive_is_refused(tmp_path):
     np.save(tmp_path / "single.npy", np.zeros(3))
     (tmp_path / "single.npy").rename(tmp_path / "single.npz")
     for name in "a.npz", "empty.npz", "single.npz":
-        with pytest.raises(DataError, match="not a readable .npz file|holds a single array"):
+        with pytest.raises(DataError, match="not a readable .npz file|holds a single array|it is empty"):
             load_raw(str(tmp_path / name), "npz")
-    with pytest.raises(DataError, match="not a readable .npz file"):
+    with pytest.raises(DataError, match="not an .npz file .*: it is empty"):
         load_raw("/dev/null", "npz")
+
+
+def test_a_text_file_named_npz_is_not_called_a_pickle(tmp_path):
+    """NumPy reads what is neither a zip nor a .npy array as a pickle: a text file was refused for
+    "pickled (object) data". Its first bytes say what it is not."""
+    (tmp_path / "notes.npz").write_text("x,y\n1,2\n")
+    with pytest.raises(DataError, match="notes.npz: not an .npz file .*neither a zip archive nor a NumPy array") as err:
+        load_raw(str(tmp_path / "notes.npz"), "npz")
+    assert "pickle" not in str(err.value)
 
 
 def test_a_decompression_bomb_png_is_refused(tmp_path):

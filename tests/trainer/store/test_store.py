@@ -169,3 +169,20 @@ def test_a_reader_never_writes_a_database_that_is_not_a_run_store_yet(tmp_path):
         RunStore(made.url, create=False)
     with made.engine.connect() as con:
         assert con.execute(text("SELECT count(*) FROM schema_info")).scalar() == 0
+
+
+@pytest.mark.process
+def test_opening_a_second_store_keeps_the_first_ones_locks(tmp_path):
+    """A process with a store open that opens another (a sweep: the run store, Optuna's storage, a
+    third) keeps its SQLite locks: another process closing the last connection it knows of must not take
+    the WAL for unused and remove it under the first store (runs were lost, "disk I/O error")."""
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    first = RunStore(url)
+    kw = {"spec": {}, "graph": {}, "graph_hash": "h", "device": "cpu", "params": 1}
+    a = first.create_run(name="a", **kw)
+    RunStore(url).close()
+    reader = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM runs')"
+              ".fetchone(); c.close()")
+    subprocess.run([sys.executable, "-c", reader, str(tmp_path / "runs.sqlite")], check=True, timeout=60)
+    b = first.create_run(name="b", **kw)
+    assert sorted(r.id for r in RunStore(url).runs()) == [a, b]

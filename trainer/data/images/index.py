@@ -98,12 +98,14 @@ def index_folder(path: Path) -> ImageIndex:
     counts = dict.fromkeys(classes, 0)
     for split, dirs in found.items():
         for d in dirs:
-            for entry in sorted(os.scandir(d), key=lambda e: e.name):
-                if entry.is_file() and os.path.splitext(entry.name)[1].lower() in IMAGE_SUFFIXES:
-                    files.append(os.fsencode(os.path.relpath(entry.path, path)))
-                    labels.append(code[d.name])
-                    split_of.append(SPLIT_CODES[split])
-                    counts[d.name] += 1
+            # One relpath per folder, not per file: at 60,000 files relpath was 2/3 of the index's time.
+            prefix = os.fsencode(os.path.join(os.path.relpath(d, path), ""))
+            names = [os.fsencode(e.name) for e in sorted(os.scandir(d), key=lambda e: e.name)
+                     if e.is_file() and os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES]
+            files += [prefix + name for name in names]
+            labels += [code[d.name]] * len(names)
+            split_of += [SPLIT_CODES[split]] * len(names)
+            counts[d.name] += len(names)
     if not files:
         raise DataError(f"{path}: no images found in class subfolders ({', '.join(IMAGE_SUFFIXES)})")
     empty = [name for name, n in counts.items() if n == 0]

@@ -21,9 +21,23 @@ def read_digits(path: Path, options: ReadOptions) -> RawData:
     return read_npz(DIGITS, options)
 
 
+def check_npz_bytes(path: Path) -> None:
+    """Refuse a file that is no NumPy file at all by its first bytes: ``np.load`` takes anything that is
+    neither a zip nor a .npy array for a pickle, and said "contains pickled (object) data" of a text file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if not head.startswith((b"PK\x03\x04", b"PK\x05\x06", b"\x93NUMPY")):
+        what = "it is empty" if not head else "its first bytes are neither a zip archive nor a NumPy array"
+        raise DataError(f"{path}: not an .npz file (a zip of NumPy arrays): {what}")
+
+
 @dataset_format("npz", detect=lambda p: p.is_file() and p.name.lower().endswith(".npz"))
 def read_npz(path: Path, options: ReadOptions) -> RawData:
     """Arrays x/images/data/features and y/labels/targets, optionally x_test/y_test and classes."""
+    check_npz_bytes(path)
     try:
         z = np.load(path, allow_pickle=False)
         if not isinstance(z, np.lib.npyio.NpzFile):

@@ -1,0 +1,74 @@
+"""Experiments > New Sweep: the design's sweep variables in the search space, the space checked as it
+is typed, and (slow) the sweep started from the studio as the torch-studio sweep command, its trials
+real worker runs in the window's run store, followed live by the workspace."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from graph_editor.model import load_graph
+from graph_editor.model.commands import UndoStack
+from graph_editor.model.sweep_vars import SetSweepVariable
+from studio.experiments.new_sweep import SweepDialog, SweepRequest
+from tests.trainer.helpers import DIGITS_CNN, THOROUGH
+
+pytestmark = pytest.mark.qt
+
+
+def test_the_dialog_starts_from_the_design_s_sweep_variables_and_checks_the_space(qtbot):
+    graph = load_graph(DIGITS_CNN)
+    UndoStack().push(SetSweepVariable(graph, "conv1", "out_channels", "16..64:step16"))
+    d = SweepDialog(graph)
+    qtbot.addWidget(d)
+    d.show()
+    assert d.space.text() == "lr=1e-4..3e-2:log,node.conv1.out_channels=16..64:step16"
+    assert "node.conv1.out_channels=16..64:step16" in d.from_design.text() and d.start.isEnabled()
+    QTest.mouseClick(d.space, Qt.MouseButton.LeftButton)
+    QTest.keyClick(d.space, Qt.Key.Key_End)
+    QTest.keyClicks(d.space, ",node.conv1.out_channels=8..9")
+    qtbot.waitUntil(lambda: not d.start.isEnabled(), timeout=3000)
+    assert "space token 3" in d.problem.text() and "searched twice" in d.problem.text()
+    d.space.setText("lr=1e-4..3e-2:log,node.dropout.p=0.1|1.5")
+    qtbot.waitUntil(lambda: "node.dropout.p" in d.problem.text(), timeout=3000)    # the layer's own rule
+    d.space.setText("lr=1e-4..3e-2:log,node.dropout.p=0.1|0.5")
+    qtbot.waitUntil(d.start.isEnabled, timeout=3000)
+    request = d.request()
+    assert request.arguments("g.graph.json", "sqlite:///x")[:4] == ["sweep", "g.graph.json", "--data", "digits"]
+
+
+@pytest.mark.slow
+@pytest.mark.process
+@pytest.mark.skipif(not THOROUGH, reason="make test-thorough: two worker runs through the sweep command")
+def test_a_sweep_started_in_the_studio_runs_its_trials_and_shows_them(window, qtbot, tmp_path):
+    window.controller.graph  # noqa: B018 - the starter graph is replaced by the template next
+    assert window.files.open(DIGITS_CNN)
+    assert window.controller.set_sweep("conv1", "out_channels", "16..32:step16") is None
+    asked = []
+
+    def ask(graph):
+        asked.append(sorted(graph.metadata.get("sweep", {})))
+        return SweepRequest("digits", 2, 1, 1, "lr=1e-3..1e-2:log,node.conv1.out_channels=16..32:step16", "none",
+                            "", "studio-sweep")
+
+    window.experiments.ask = ask
+    button = window.workspaces.bar.widgetForAction(window.workspaces.items["Experiments"].action)
+    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
+    panel = window.experiments.panel
+    QTest.mouseClick(panel.new_button, Qt.MouseButton.LeftButton)
+    assert asked == [["conv1.out_channels"]] and panel.stop_button.isEnabled()
+    lines: list[str] = []
+    window.experiments.sweep.line.connect(lines.append)
+    with qtbot.waitSignal(window.experiments.sweep.finished, timeout=300_000) as done:
+        pass
+    assert done.args == [0], lines
+    try:
+        qtbot.waitUntil(lambda: (window.experiments.refresh(force=True), panel.table.rowCount())[1] == 2,
+                        timeout=30_000)
+    except Exception:
+        raise AssertionError((lines, panel.status.text(), panel.table.rowCount())) from None
+    assert panel.study.currentText() == "studio-sweep", panel.status.text()
+    states = {panel.table.item(r, 1).text() for r in range(2)}
+    assert states == {"complete"}, states
+    assert not panel.stop_button.isEnabled() and panel.new_button.isEnabled()
