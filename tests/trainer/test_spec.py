@@ -272,8 +272,8 @@ def _hostile_datasets(folder) -> dict[str, tuple[dict, str]]:
     np.savez(folder / "one_class.npz", x=x, y=np.zeros(40, dtype=np.int64))
     return {"latin-1 CSV": ({"dataset": "latin1.csv"}, "is not UTF-8 text"),
             "corrupt csv.gz": ({"dataset": "bad.csv.gz"}, "damaged or truncated gzip"),
-            "npz not a zip": ({"dataset": "notzip.npz"}, "not a readable .npz file"),
-            "/dev/null as npz": ({"dataset": "/dev/null", "format": "npz"}, "not a readable .npz file"),
+            "npz not a zip": ({"dataset": "notzip.npz"}, "not an .npz file"),
+            "/dev/null as npz": ({"dataset": "/dev/null", "format": "npz"}, "not an .npz file"),
             "y longer than x": ({"dataset": "long_y.npz"}, "40 samples but 41 labels"),
             "labels beyond the classes": ({"dataset": "beyond.npz"}, "label 6 at row 6 is not a class"),
             "x_test of another shape": ({"dataset": "test_shape.npz"}, "test samples are 1x8x9"),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def _snapshot() -> dict:
 
 def _publish(tmp_path: Path, make) -> dict:
     sent: list[dict] = []
-    publish = publisher(tmp_path, lambda name, **fields: sent.append(fields), lambda write: write())
+    publish = publisher(tmp_path, lambda event: sent.append(dataclasses.asdict(event)), lambda write: write())
     publish(make, 5, 2, "")
     assert len(sent) == 1 and not sent[0].get("error")
     return sent[0]
