@@ -171,7 +171,9 @@ def test_a_cell_of_an_epoch_without_its_checkpoint_shows_no_other_epochs_samples
 def test_closing_lets_the_run_finish_in_the_background_and_it_shows_next_time(qtbot, controller, tmp_path):
     from studio.training.controller import TrainingController
 
-    controller.start(_spec(3, "background"))
+    # six epochs: the run must outlive this studio's shutdown (it waits for its background tasks) for the
+    # next studio to find it going; three ended first once under a loaded full run
+    controller.start(_spec(6, "background"))
     qtbot.waitUntil(lambda: controller.session.bridge.run_id is not None, timeout=WAIT)
     run_id = controller.session.bridge.run_id
     assert controller.close_request(ask=lambda: BACKGROUND)
@@ -192,7 +194,7 @@ def test_closing_lets_the_run_finish_in_the_background_and_it_shows_next_time(qt
     assert panel.row(run_id).status in ("running", "completed")
     qtbot.waitUntil(lambda: panel.refresh() or panel.row(run_id).status == "completed", timeout=WAIT)
     qtbot.waitUntil(lambda: after.dashboard.state.text().startswith("completed"), timeout=WAIT)
-    assert after.dashboard.epochs.rowCount() == 3              # every epoch, read from the store
+    assert after.dashboard.epochs.rowCount() == 6              # every epoch, read from the store
     panel.timer.stop()
     after.shutdown()
     store.close()
