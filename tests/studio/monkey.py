@@ -91,6 +91,9 @@ class MonkeyPrompts:
         self._note("delete_runs")
         return False
 
+    def number(self, parent, title, label, value, low, high, decimals=0):
+        self._note("number")
+
 
 class Monkey:
     def __init__(self, window, seed: int) -> None:
@@ -244,6 +247,8 @@ def run(seed: int, seconds: float, max_events: int) -> int:
         window = build(app, StudioSettings.at(folder / "settings.ini"), prompts, folder / "recovery",
                        autosave_ms=500, runs_db=f"sqlite:///{folder / 'runs.sqlite'}", blocks_dir=folder / "blocks")
         window.resize(1280, 800)
+        # New Sweep asks in its own dialog (run modally): answered "cancel", as MonkeyPrompts answers
+        window.experiments.ask = lambda _graph: None
         window.show()
         window.activateWindow()
         # A copy: the monkey's Ctrl+S saves the open file, and must never write into assets/.
