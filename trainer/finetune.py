@@ -38,18 +38,9 @@ class InitReport:
 
 def read_weights(path: Path) -> dict[str, torch.Tensor]:
     """A weights file's tensors by name (``model.`` prefixes of a run's checkpoint removed)."""
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
+    from graph_editor.build.pretrained import load_tensors
 
-        tensors = load_file(str(path))
-    else:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
-        for key in ("state_dict", "model"):
-            if isinstance(loaded, dict) and isinstance(loaded.get(key), dict):
-                loaded = loaded[key]
-        if not isinstance(loaded, dict):
-            raise ValueError("holds no state dict (a dict of tensors)")
-        tensors = {k: v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
+    tensors = load_tensors(path)
     if any(k.startswith("model.") for k in tensors):
         tensors = {k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")}
     return tensors

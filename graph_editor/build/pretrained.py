@@ -57,6 +57,16 @@ def cached_weights(name: str) -> list[Path]:
 
 def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     """A weights file's tensors (nothing in it runs); wrapper prefixes removed."""
+    tensors = load_tensors(path)
+    for prefix in PREFIXES:
+        if tensors and all(k.startswith(prefix) for k in tensors):
+            tensors = {k.removeprefix(prefix): v for k, v in tensors.items()}
+    return tensors
+
+
+def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file or a ``torch.save`` file (``weights_only``: nothing in it runs),
+    unwrapped from a ``state_dict`` or ``model`` entry. ValueError when it holds no state dict."""
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
@@ -69,9 +79,6 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
         if not isinstance(loaded, dict):
             raise ValueError("holds no state dict (a dict of tensors)")
         tensors = {k: v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
-    for prefix in PREFIXES:
-        if tensors and all(k.startswith(prefix) for k in tensors):
-            tensors = {k.removeprefix(prefix): v for k, v in tensors.items()}
     return tensors
 
 
