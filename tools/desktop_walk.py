@@ -93,6 +93,16 @@ class Walk:
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         threading.Thread(target=self._read_stderr, daemon=True).start()
 
+    def open_main_window(self) -> None:
+        """Start the studio and put its window at the walk's size in the corner, focused."""
+        self.start_studio()
+        self.wait_window(r"Torch Studio$", 60)
+        self.main_id = next(i for i, n, _r in self.windows() if n.endswith("Torch Studio"))
+        self.xdo("windowmove", self.main_id, 0, 0)
+        self.xdo("windowsize", "--sync", self.main_id, WIDTH, HEIGHT)
+        self.focus_main()
+        time.sleep(2)
+
     def _read_stderr(self) -> None:
         assert self.studio is not None and self.studio.stderr is not None
         with open(self.out / "studio-stderr.log", "w") as log:
@@ -238,13 +248,7 @@ class Walk:
 
 def run_walk(w: Walk, epochs: int) -> None:
     def start() -> None:
-        w.start_studio()
-        w.wait_window(r"Torch Studio$", 60)
-        w.main_id = next(i for i, n, _r in w.windows() if n.endswith("Torch Studio"))
-        w.xdo("windowmove", w.main_id, 0, 0)
-        w.xdo("windowsize", "--sync", w.main_id, WIDTH, HEIGHT)
-        w.focus_main()
-        time.sleep(2)
+        w.open_main_window()
 
     def gallery() -> None:
         w.key("ctrl+shift+n")

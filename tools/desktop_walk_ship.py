@@ -23,20 +23,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from desktop_walk import HEIGHT, ROOT, WIDTH, Walk, WalkFailed  # noqa: E402 - the tools folder is no package
+from desktop_walk import ROOT, Walk, WalkFailed  # noqa: E402 - the tools folder is no package
 
 DIGITS = ROOT / "assets" / "data" / "digits.npz"
 
 
 def run_ship_walk(w: Walk) -> None:
     def start() -> None:
-        w.start_studio()
-        w.wait_window(r"Torch Studio$", 60)
-        w.main_id = next(i for i, n, _r in w.windows() if n.endswith("Torch Studio"))
-        w.xdo("windowmove", w.main_id, 0, 0)
-        w.xdo("windowsize", "--sync", w.main_id, WIDTH, HEIGHT)
-        w.focus_main()
-        time.sleep(2)
+        w.open_main_window()
 
     def template() -> None:
         w.key("ctrl+shift+n")
