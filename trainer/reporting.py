@@ -8,7 +8,7 @@ stores and emits a memory sample every 2 s of training and at each epoch's end.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .callbacks import Callback, MetricsWindow
 from .memory.samples import memory_sample, rss_bytes
@@ -17,9 +17,28 @@ from .metrics.names import rows as metric_rows
 from .protocol import events as ev
 
 if TYPE_CHECKING:
-    from .job import Job
+    from .checks import Setup
+    from .metrics.recorder import Recorder
+    from .store.runs import RunStore
 
 MEMORY_EVERY_S = 2.0   # a memory sample at most this often during training
+
+
+class Job(Protocol):
+    """What reporting reads of a run in progress (:class:`trainer.job.Job` is one)."""
+
+    setup: Setup
+    store: RunStore
+    emitter: ev.Emitter
+    run_id: int
+    recorder: Recorder
+    last_memory: float
+    last_cpu: tuple[float, float]
+
+    @property
+    def spec(self) -> Any: ...
+
+    def elapsed(self) -> float: ...
 
 
 class Reporter(Callback):
