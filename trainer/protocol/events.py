@@ -137,17 +137,14 @@ from .wire import (
     Record,
     UnknownEvent,
     decode,
-    encode,
     event_type,
-    make_event,
     optional,
     short,
 )
 
 __all__ = [
     # the codec (trainer.protocol.wire) and the commands (trainer.protocol.commands), read through this one module
-    "EVENT_TYPES", "Emitter", "Event", "ProtocolError", "Record", "UnknownEvent", "decode", "encode", "event_type",
-    "make_event", "optional",
+    "EVENT_TYPES", "Emitter", "Event", "ProtocolError", "Record", "UnknownEvent", "decode", "event_type", "optional",
     "COMMAND_TYPES", "COMMANDS", "MAX_COMMAND_CHARS", "PAUSE", "RECORD_MEMORY", "RESUME", "SET_LR", "STOP",
     "Command", "CommandError", "InspectNow", "Pause", "RecordMemory", "Resume", "SetLr", "Stop", "command_type",
     "encode_command", "parse_command",

@@ -127,7 +127,7 @@ def test_a_refused_spec_is_one_typed_failed_event_before_run_started(tmp_path):
 FLOOD = r"""
 import sys
 from trainer.protocol import events as ev
-line = ev.encode(ev.METRICS, 1, step=1, epoch=1, loss=1.0, accuracy=0.5, lr=0.1, samples_per_s=1.0) + "\n"
+line = ev.Metrics(run_id=1, step=1, epoch=1, loss=1.0, accuracy=0.5, lr=0.1, samples_per_s=1.0).to_json() + "\n"
 for _ in range(45_000):           # about 5.8 MB of events, past the read-ahead limit
     sys.stdout.write(line)
 sys.stdout.flush()
