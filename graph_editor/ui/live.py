@@ -4,7 +4,7 @@ Edits arrive in bursts (a drag, a typed number), so :class:`LiveAnalysis` waits 
 short quiet period (a single-shot timer restarted by every change) before it runs the
 pure-Python ``validate`` and emits ``inferred``. The torch-based ``analyze`` (parameters,
 FLOPs, activation bytes), with the build on ``meta`` that ``torch-studio validate`` makes
-(:func:`~graph_editor.build.check.check_graph`: one verdict), runs next, from the event loop, so the
+(:func:`~graph_editor.analysis.check.check_graph`: one verdict), runs next, from the event loop, so the
 shapes are painted first; torch itself is imported on the first analysis, after the window has shown.
 """
 
@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ..model import Graph, Inference, Problem, validate
 
 if TYPE_CHECKING:
-    from ..build import Analysis
+    from ..analysis import Analysis
     from .controller import EditorController
 
 DEBOUNCE_MS = 40  # long enough to merge a burst of keystrokes, short enough to feel live
@@ -94,7 +94,7 @@ class LiveAnalysis(QObject):
         self.analysis = None
         if inf.ok:
             # the verdict `torch-studio validate` prints: the build on meta and its size warning included
-            from ..build.check import check_graph  # torch: imported on first use, after the window shows
+            from ..analysis.check import check_graph  # torch: imported on first use, after the window shows
 
             try:
                 check = check_graph(self._graph, self.batch, inf)

@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from graph_editor.build import build_module, example_input
-from graph_editor.build.autograd import capture_autograd
+from graph_editor.autograd.capture import capture_autograd
+from graph_editor.building import build_module, example_input
 from graph_editor.model.serialize import load_graph
 from tests.graph_editor.graph_testing import TEMPLATES
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.cuda import _memory_viz
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from tests.trainer.memory.test_memory_predict import template
 from trainer.loop import make_train_step
 from trainer.memory.timeline import CUDA_MAX_ENTRIES, LiveRecording, parse_cuda, publisher, read_trace
