@@ -1,45 +1,70 @@
 """Work off the GUI thread where only the newest request counts (the live analysis of an edited graph).
 
-:class:`NewestOnly` runs one plain function at a time on a Python thread and hands its result back on
-the GUI thread (``done``), but only the result of the newest request: each :meth:`NewestOnly.submit`
+:class:`NewestOnly` runs one plain function at a time on a Python thread and hands its result to a
+callback on the GUI thread, but only the result of the newest request: each :meth:`NewestOnly.submit`
 bumps a generation counter, a request still waiting when a newer one comes is dropped unrun, and a
 result that comes back after a newer request was made is dropped (the thread is not interrupted: it
-finishes, then starts the newest request). The function gets no Qt object; the result is polled from
-the GUI thread with a short timer, so no Qt object is ever touched by the worker thread.
+finishes, then starts the newest request). The worker thread touches no Qt object: the GUI thread
+polls for the result with a short timer.
+
+While a request runs, Python's automatic garbage collection is paused (and resumed on the GUI thread
+when its result is collected): the collector runs in whichever thread allocates, and the worker
+allocates constantly, so it collected the GUI's garbage widgets and scenes there -- Qt objects destroyed
+off the GUI thread while the GUI thread used them ("pure virtual method called", an abort, seen in the
+canvas tests). Nothing that runs here makes reference cycles worth collecting within a few seconds.
 """
 
 from __future__ import annotations
 
+import atexit
+import gc
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from PySide6.QtCore import QCoreApplication, QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer
 
 POLL_MS = 15  # how often a finished result is looked for: well under a frame of latency
-QUIT_WAIT_S = 15.0  # the most the application's exit waits for a running request
+EXIT_WAIT_S = 15.0  # the most the interpreter's exit waits for a running request (torch mid-call could crash it)
+
+_ALIVE: weakref.WeakSet[NewestOnly] = weakref.WeakSet()
+_RUNNING: set[NewestOnly] = set()   # those whose thread runs: the GC is paused while any does
+_gc_was_enabled = False
 
 
-class NewestOnly(QObject):
-    """A single-thread queue of length one. ``done(generation, result)`` is emitted on the GUI thread for
-    the newest request only (``result`` is the exception when the function raised);
-    ``dropped(generation)`` for a result that came back stale."""
+def _pause_gc(runner: NewestOnly) -> None:
+    global _gc_was_enabled
+    if not _RUNNING:
+        _gc_was_enabled = gc.isenabled()
+        gc.disable()
+    _RUNNING.add(runner)
 
-    done = Signal(int, object)
-    dropped = Signal(int)
 
-    def __init__(self, name: str, parent: QObject | None = None) -> None:
-        super().__init__(parent)
+def _resume_gc(runner: NewestOnly) -> None:
+    if runner in _RUNNING:
+        _RUNNING.discard(runner)
+        if not _RUNNING and _gc_was_enabled:
+            gc.enable()
+
+
+class NewestOnly:
+    """A single-thread queue of length one. ``on_done(result)`` is called on the GUI thread for the newest
+    request only (``result`` is the exception when the function raised); ``on_dropped(generation)`` for a
+    result that came back stale."""
+
+    def __init__(self, name: str, owner: QObject, on_done: Callable[[Any], None],
+                 on_dropped: Callable[[int], None] | None = None) -> None:
         self.name = name
         self.generation = 0
+        self.on_done, self.on_dropped = on_done, on_dropped
         self._running: tuple[int, Future[Any], threading.Thread] | None = None
         self._waiting: tuple[int, Callable[[], Any]] | None = None
-        self._poll = QTimer(self, interval=POLL_MS)
+        self._poll = QTimer(owner, interval=POLL_MS)
         self._poll.timeout.connect(self._collect)
-        app = QCoreApplication.instance()
-        if app is not None:  # a thread inside torch while the interpreter shuts down could crash it
-            app.aboutToQuit.connect(self._on_quit)
+        owner.destroyed.connect(lambda *_: _resume_gc(self))   # its timer went with it: nothing collects
+        _ALIVE.add(self)
 
     def submit(self, fn: Callable[[], Any]) -> int:
         """Run ``fn()`` off the GUI thread once the one running (if any) ends; returns its generation."""
@@ -59,17 +84,13 @@ class NewestOnly(QObject):
         return self._running is not None or self._waiting is not None
 
     def wait(self, timeout_s: float = 60.0) -> bool:
-        """Block until the running request's thread ends (tests, shutdown); its result is collected
-        at the next poll. Returns False on timeout."""
-        if self._running is None:
+        """Block until the running request's thread ends (tests, exit); its result is collected at the
+        next poll. Returns False on timeout."""
+        running = self._running
+        if running is None:
             return True
-        thread = self._running[2]
-        thread.join(timeout_s)
-        return not thread.is_alive()
-
-    def _on_quit(self) -> None:
-        self.cancel()
-        self.wait(QUIT_WAIT_S)
+        running[2].join(timeout_s)
+        return not running[2].is_alive()
 
     def _start_waiting(self) -> None:
         assert self._waiting is not None
@@ -85,6 +106,7 @@ class NewestOnly(QObject):
 
         thread = threading.Thread(target=work, name=f"{self.name}-{generation}", daemon=True)
         self._running = (generation, future, thread)
+        _pause_gc(self)
         thread.start()
         self._poll.start()
 
@@ -93,12 +115,21 @@ class NewestOnly(QObject):
             return
         generation, future, _ = self._running
         self._running = None
+        _resume_gc(self)
         if self._waiting is not None:
             self._start_waiting()
         else:
             self._poll.stop()
         if generation != self.generation:
-            self.dropped.emit(generation)
+            if self.on_dropped is not None:
+                self.on_dropped(generation)
             return
         error = future.exception()
-        self.done.emit(generation, error if error is not None else future.result())
+        self.on_done(error if error is not None else future.result())
+
+
+@atexit.register
+def _wait_for_running() -> None:
+    for runner in list(_ALIVE):
+        runner.cancel()
+        runner.wait(EXIT_WAIT_S)

@@ -50,8 +50,7 @@ class LiveAnalysis(QObject):
         self._timer.timeout.connect(self.refresh)
         self._analysis_timer = QTimer(self, singleShot=True, interval=0)
         self._analysis_timer.timeout.connect(self._analyze_in_background)
-        self.jobs = NewestOnly("live-analysis", self)
-        self.jobs.done.connect(self._on_checked)
+        self.jobs = NewestOnly("live-analysis", self, self._on_checked)
         if isinstance(source, Graph):
             self.set_graph(source)
         else:
@@ -115,7 +114,7 @@ class LiveAnalysis(QObject):
         graph, batch = self._graph.snapshot(), self.batch
         self.jobs.submit(lambda: check(graph, batch, inf))
 
-    def _on_checked(self, _generation: int, result: object) -> None:
+    def _on_checked(self, result: object) -> None:
         if isinstance(result, BaseException):  # check() reports what it expects; this is anything else
             problems = list(self.inference.problems) if self.inference is not None else []
             self._show(None, [*problems, Problem(None, f"analysis failed: {result}")])

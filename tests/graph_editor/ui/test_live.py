@@ -66,6 +66,7 @@ def test_the_graph_is_validated_once_per_change(editor, qtbot, monkeypatch):
 def test_the_analysis_runs_off_the_gui_thread_and_a_stale_result_is_dropped(editor, qtbot, monkeypatch):
     """An edit made while the analysis of the graph before it runs: that result comes back after the edit
     and is dropped; the analysis of the edited graph is the one shown, and both ran on another thread."""
+    import gc
     import threading
 
     import graph_editor.ui.live as live_module
@@ -86,8 +87,10 @@ def test_the_analysis_runs_off_the_gui_thread_and_a_stale_result_is_dropped(edit
     live = LiveAnalysis(editor)
     shown, dropped = [], []
     live.analyzed.connect(lambda analysis, problems: shown.append(analysis))
-    live.jobs.dropped.connect(dropped.append)
+    live.jobs.on_dropped = dropped.append
     qtbot.waitUntil(started.is_set, timeout=10000)
+    # the worker would collect the GUI's garbage Qt objects on its own thread: collection waits for it
+    assert not gc.isenabled()
     editor.set_param("fc1", "out_features", 60)          # the running analysis is of 84 features
     with qtbot.waitSignal(live.analyzed, timeout=20000) as sig:
         gate.set()
@@ -96,6 +99,7 @@ def test_the_analysis_runs_off_the_gui_thread_and_a_stale_result_is_dropped(edit
     assert fc1.shape == (1, 60) and fc1.params == 16 * 5 * 5 * 6 * 0 + 6 * 14 * 14 * 60 + 60
     assert live.analysis is sig.args[0]
     assert threading.get_ident() not in threads
+    assert gc.isenabled()
 
 
 def test_a_new_graph_drops_the_old_graphs_pending_analysis(editor, graph, qtbot, monkeypatch):
