@@ -26,7 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from graph_editor.build import analyze, build_module
+from graph_editor.analysis import analyze
+from graph_editor.building import build_module
 from trainer.checks import setup
 from trainer.job import build_model, make_job, report_metrics
 from trainer.loop import EpochTotals, LoopHooks, train_one_epoch

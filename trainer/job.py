@@ -15,7 +15,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 
 from .checkpoints.single_file import (
     CheckpointError,

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from graph_editor.build import BuildError
+from graph_editor.building import BuildError
 
 from .checks import Setup
 from .data import DataError

@@ -4,7 +4,7 @@ Edits arrive in bursts (a drag, a typed number), so :class:`LiveAnalysis` waits 
 short quiet period (a single-shot timer restarted by every change) before it runs the
 pure-Python ``validate`` and emits ``inferred``. The torch-based ``analyze`` (parameters,
 FLOPs, activation bytes), with the build on ``meta`` that ``torch-studio validate`` makes
-(:func:`~graph_editor.build.check.check_graph`: one verdict), runs next on a background thread, on a
+(:func:`~graph_editor.analysis.check.check_graph`: one verdict), runs next on a background thread, on a
 snapshot of the graph (it took 0.1 s per edit on ResNet-50 and ~11 s on a 20,000-node graph, all of it
 a frozen window when it ran on the GUI thread). Only the newest edit's analysis is shown: an edit drops
 a pending one, and a result that comes back after a newer edit is dropped. torch itself is imported
@@ -21,7 +21,7 @@ from ..model import Graph, Inference, Problem, validate
 from .background import NewestOnly
 
 if TYPE_CHECKING:
-    from ..build import Analysis
+    from ..analysis import Analysis
     from .controller import EditorController
 
 DEBOUNCE_MS = 40  # long enough to merge a burst of keystrokes, short enough to feel live
@@ -133,7 +133,7 @@ def check(graph: Graph, batch: int, inf: Inference) -> tuple[Analysis | None, li
     if not inf.ok:
         return None, problems
     # the verdict `torch-studio validate` prints: the build on meta and its size warning included
-    from ..build.check import check_graph  # torch: imported on first use, after the window shows
+    from ..analysis.check import check_graph  # torch: imported on first use, after the window shows
 
     try:
         result = check_graph(graph, batch, inf)

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from graph_editor.model import load_graph
 from trainer.inspection import (
     InspectReport,

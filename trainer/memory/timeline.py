@@ -29,7 +29,7 @@ from torch import nn
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from graph_editor.build.autograd import tensors_in
+from graph_editor.autograd.capture import tensors_in
 
 if TYPE_CHECKING:
     from ..protocol.events import Event

@@ -43,7 +43,7 @@ def test_follows_a_replaced_graph(editor, graph, qtbot):
 def test_the_graph_is_validated_once_per_change(editor, qtbot, monkeypatch):
     """The analysis reuses the validation that was just shown (validating twice was a third of opening
     a 20,000-node graph), but not one an edit has made stale."""
-    import graph_editor.build.analysis as analysis_module
+    import graph_editor.analysis.per_node as analysis_module
     import graph_editor.ui.live as live_module
 
     calls: list[str] = []

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from tests.trainer.helpers import write_spec
 from tests.trainer.memory.test_memory_predict import template
 from tests.trainer.test_inspect_worker import _until
