@@ -95,7 +95,7 @@ def install_features(window: MainWindow, port: StudioPort, runs_db: str | None) 
     window.inspect = install_inspect(port, training=training.built_controller,
                                      current_run=lambda: training.current_run)
     window.compile_check = CompileCheck(port)
-    window.experiments = install_experiments(port, runs_db, training=training.controller,
+    window.experiments = install_experiments(port, runs_db, training=training.controller, dataset=training.last_dataset,
                                              export_run=lambda run_id: window.export.export("onnx", run_id))
 
 

@@ -21,7 +21,7 @@ import torch
 from ..model import Graph, Inference, Problem, fmt_shape, validate
 from ..model.finetune import plan_of
 from ..model.registry import Registry
-from .fx import BuildError
+from .fx import BuildError, unrolled_for_build
 from .modules import NO_MODULE, get_builder
 
 Shape = tuple[int, ...]
@@ -88,7 +88,9 @@ class Analysis:
 def analyze(graph: Graph, batch: int = 1, inference: Inference | None = None) -> Analysis:
     """Analyse ``graph`` at ``batch``; raises :class:`BuildError` when it does not validate.
     ``inference``: the graph's own validation at ``batch``, when the caller has it (the live analysis
-    validated just before: a second validation was a third of opening a 20,000-node graph)."""
+    validated just before: a second validation was a third of opening a 20,000-node graph). Repeated
+    blocks count every copy (``conv_r2``...)."""
+    graph, inference = unrolled_for_build(graph, inference)
     inf = validate(graph, batch) if inference is None else inference
     if not inf.ok:
         raise BuildError(inf.problems)

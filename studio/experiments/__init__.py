@@ -39,8 +39,10 @@ class ExperimentsHook(QObject):
     """The Experiments workspace of one window."""
 
     def __init__(self, port: StudioPort, db_url: str | None = None, *, training: Callable[[], Any] | None = None,
-                 export_run: Callable[[int], Any] | None = None) -> None:
+                 export_run: Callable[[int], Any] | None = None,
+                 dataset: Callable[[], str | None] | None = None) -> None:
         super().__init__(port.host)
+        self._dataset = dataset
         self.port, self.db_url = port, db_url
         self._training, self._export_run = training, export_run
         self.panel: ExperimentsPanel | None = None
@@ -165,8 +167,12 @@ class ExperimentsHook(QObject):
 
 
     # ------------------------------------------------------------------ sweeping
+    def dataset(self) -> str:
+        """The dataset a new sweep starts from: the last run's, as the Train dialog does; else the digits."""
+        return (self._dataset() if self._dataset is not None else None) or "digits"
+
     def _ask(self, graph: Any) -> SweepRequest | None:
-        dialog = SweepDialog(graph, self.port.host)
+        dialog = SweepDialog(graph, self.port.host, dataset=self.dataset())
         return dialog.request() if dialog.exec() == SweepDialog.DialogCode.Accepted else None
 
     def new_sweep(self) -> None:
@@ -214,7 +220,9 @@ class ExperimentsHook(QObject):
 
 
 def install(port: StudioPort, db_url: str | None = None, *, training: Callable[[], Any] | None = None,
-            export_run: Callable[[int], Any] | None = None) -> ExperimentsHook:
+            export_run: Callable[[int], Any] | None = None,
+            dataset: Callable[[], str | None] | None = None) -> ExperimentsHook:
     """Register the Experiments workspace through ``port``; ``training()`` gives the training controller
-    (built on demand), ``export_run(run_id)`` opens the export of a run."""
-    return ExperimentsHook(port, db_url, training=training, export_run=export_run)
+    (built on demand), ``export_run(run_id)`` opens the export of a run, ``dataset()`` the last run's
+    dataset (None: none yet), which New Sweep starts from."""
+    return ExperimentsHook(port, db_url, training=training, export_run=export_run, dataset=dataset)

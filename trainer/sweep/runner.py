@@ -211,8 +211,9 @@ class Sweep:
         if not budget:
             return ""
         checked = spec_from_dict(spec)
-        key = json.dumps([graph["nodes"], checked.train.batch_size, checked.optim.name, checked.precision.dtype,
-                          checked.precision.channels_last, checked.memory.checkpoint], sort_keys=True)
+        key = json.dumps([graph["nodes"], graph.get("groups"), checked.train.batch_size, checked.optim.name,   # groups: repeats
+                          checked.precision.dtype, checked.precision.channels_last, checked.memory.checkpoint],
+                         sort_keys=True)
         if key not in self._peaks:
             g = graph_from_dict(graph)
             self._peaks[key] = predict_for_spec(g, checked).peak_bytes     # channels_last by the run's own rule
