@@ -47,7 +47,7 @@ from .loop import (
     train_one_epoch,
 )
 from .memory.recomputation import SegmentError, checkpointed_module
-from .memory.samples import memory_sample, release_free_heap, rss_bytes
+from .memory.samples import gpu_utilisation, memory_sample, release_free_heap, rss_bytes
 from .memory.timeline import LiveRecording
 from .memory.timeline import publisher as memtrace_publisher
 from .metrics import names
@@ -247,9 +247,11 @@ def emit_memory(job: Job, step: int, background: bool = False) -> None:
     job.last_memory = now = time.monotonic()
     cpu, (cpu0, wall0) = time.process_time(), job.last_cpu
     job.last_cpu = (cpu, now)
-    # System curves: the process's CPU use since the last sample (100 = one core busy) and its RSS.
+    # System curves: the process's CPU use since the last sample (100 = one core busy), its RSS, the GPU's use.
     system = [(step, names.CPU_PERCENT.name, 100.0 * (cpu - cpu0) / max(now - wall0, 1e-6)),
               (step, names.RSS.name, float(rss_bytes()))]
+    if (busy := gpu_utilisation(job.setup.device)) is not None:     # CUDA with NVML: the GPU's utilisation too
+        system.append((step, names.GPU_UTIL.name, busy))
 
     def write() -> None:
         job.store.add_metrics(job.run_id, [*metric_rows(sample, step), *system])

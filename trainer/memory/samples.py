@@ -38,6 +38,17 @@ def cuda_sample(device: torch.device, step: int | None = None) -> Memory:
                   free=int(free), total=int(total))
 
 
+def gpu_utilisation(device: torch.device) -> float | None:
+    """The percent of the last sample period the GPU was busy (NVML, through ``torch.cuda.utilization``),
+    or None off CUDA or where NVML cannot be read (no ``pynvml``, no driver)."""
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return None
+    try:
+        return float(torch.cuda.utilization(device))
+    except Exception:  # noqa: BLE001 - pynvml missing, NVML errors of any kind: no curve, never a failed run
+        return None
+
+
 def rss_bytes() -> int:
     try:
         with open("/proc/self/statm") as f:
