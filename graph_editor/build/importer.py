@@ -20,15 +20,17 @@ from typing import Any
 
 import torch
 from torch import fx, nn
+from torch.export import ExportedProgram
 
 from ..model import Graph, Group, InputSpec, validate
 from ..model.block_layout import nested_layout
 from ..model.hierarchy import groups_from_paths
-from .import_capture import whole_program
+from .import_aten import aten_graph
+from .import_capture import capture_model, whole_program
 from .import_convert import Converter
 from .import_errors import ModuleImportError, Unsupported, group_unsupported
 from .import_rules import Unmappable
-from .import_trace import BATCH, feeds_embedding, input_users, propagate, trace
+from .import_trace import BATCH, feeds_embedding, input_users, prepare, propagate, trace
 from .opaque import widen
 
 __all__ = ["ImportResult", "ModuleImportError", "Unsupported", "group_unsupported", "guess_input_shape",
@@ -57,20 +59,23 @@ def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], n
     if not shape or min(shape) < 1:
         raise ModuleImportError([], f"input shape must be positive sizes, got {list(shape)}")
     title = name or type(module).__name__
-    try:
-        return _import_traced(module, shape, num_classes, title, strict)
+    captured: list[ExportedProgram | None] = []  # the whole model's program where fx could not trace it (None:
+    try:                                           # torch.export could not either)
+        return _import_traced(module, shape, num_classes, title, strict, captured)
     except ModuleImportError as exc:
-        if strict:
+        if strict or captured == [None]:
             raise
-        return _import_whole(module, shape, num_classes, title, exc)
+        return _import_whole(module, shape, num_classes, title, exc, captured[0] if captured else None)
 
 
 def _import_traced(module: nn.Module, shape: tuple[int, ...], num_classes: int | None, name: str,
-                   strict: bool) -> ImportResult:
-    """Catalog nodes for what maps, a Program node for each smallest submodule around what does not."""
+                   strict: bool, captured: list[ExportedProgram | None]) -> ImportResult:
+    """Catalog nodes for what maps, a Program node for each smallest submodule around what does not.
+    Where fx cannot trace the model, its exported program's ATen ops are mapped instead (all or none:
+    what does not map makes the whole model one Program node, from the same capture)."""
     leaves: frozenset[str] = frozenset()
     while True:  # each round keeps the smallest modules around unmapped ops whole (Program nodes)
-        gm = trace(module, leaves)
+        gm = _traced_or_exported(module, shape, leaves, captured)
         dtype = "int64" if feeds_embedding(gm) else "float32"
         values = propagate(gm, shape, dtype)
         graph = Graph(InputSpec(shape, dtype), num_classes or 1, {
@@ -80,7 +85,7 @@ def _import_traced(module: nn.Module, shape: tuple[int, ...], num_classes: int |
             state = converter.run()
             break
         except ModuleImportError as exc:
-            wider = None if strict else widen(gm, exc.unsupported, leaves)
+            wider = None if strict or captured else widen(gm, exc.unsupported, leaves)
             if wider is None:
                 raise
             leaves = wider
@@ -95,12 +100,30 @@ def _import_traced(module: nn.Module, shape: tuple[int, ...], num_classes: int |
     return ImportResult(graph, state)
 
 
-def _import_whole(module: nn.Module, shape: tuple[int, ...], num_classes: int | None, name: str,
-                  cause: ModuleImportError) -> ImportResult:
-    """The last resort: the whole model as one Program node; the error names both causes when even
-    torch.export cannot capture it."""
+def _traced_or_exported(module: nn.Module, shape: tuple[int, ...], leaves: frozenset[str],
+                        captured: list[ExportedProgram | None]) -> fx.GraphModule:
+    """The fx trace of ``module``; where fx cannot trace it, its exported program's ATen graph (the
+    program kept in ``captured``), or the trace's error where torch.export cannot capture it either."""
     try:
-        graph, state = whole_program(module, shape, num_classes, name)
+        return trace(module, leaves)
+    except ModuleImportError as exc:
+        if leaves:
+            raise
+        try:
+            ep = capture_model(module, shape)
+        except Unmappable as why:
+            captured.append(None)
+            raise ModuleImportError([], f"{exc.message.rstrip(':')}; and as one program: {why}") from None
+        captured.append(ep)
+        return prepare(aten_graph(ep))
+
+
+def _import_whole(module: nn.Module, shape: tuple[int, ...], num_classes: int | None, name: str,
+                  cause: ModuleImportError, ep: ExportedProgram | None = None) -> ImportResult:
+    """The last resort: the whole model as one Program node (captured as ``ep`` where it already was); the
+    error names both causes when even torch.export cannot capture it."""
+    try:
+        graph, state = whole_program(module, shape, num_classes, name, ep=ep)
     except Unmappable as exc:
         raise ModuleImportError(cause.unsupported, f"{cause.message.splitlines()[0].rstrip(':')}; and as one "
                                                    f"program: {exc}") from None
