@@ -71,24 +71,33 @@ def import_module(module: nn.Module, input_shape: tuple[int, ...] | list[int], n
 def _import_traced(module: nn.Module, shape: tuple[int, ...], num_classes: int | None, name: str,
                    strict: bool, captured: list[ExportedProgram | None]) -> ImportResult:
     """Catalog nodes for what maps, a Program node for each smallest submodule around what does not.
-    Where fx cannot trace the model, its exported program's ATen ops are mapped instead (all or none:
-    what does not map makes the whole model one Program node, from the same capture)."""
+    Where fx cannot trace the model, or an op fx traced does not map, the exported program's ATen ops are
+    mapped instead (all or none: the program is kept in ``captured`` for the whole-model Program node)."""
     leaves: frozenset[str] = frozenset()
     while True:  # each round keeps the smallest modules around unmapped ops whole (Program nodes)
-        gm = _traced_or_exported(module, shape, leaves, captured)
-        dtype = "int64" if feeds_embedding(gm) else "float32"
-        values = propagate(gm, shape, dtype)
-        graph = Graph(InputSpec(shape, dtype), num_classes or 1, {
-            "name": name, "description": f"Imported from {type(module).__name__}."})
-        converter = Converter(gm, values, graph, opaque=not strict)
+        gm, exported = _traced_or_exported(module, shape, leaves, captured)
         try:
-            state = converter.run()
-            break
+            return _converted(module, gm, shape, num_classes, name, strict)
         except ModuleImportError as exc:
-            wider = None if strict or captured else widen(gm, exc.unsupported, leaves)
+            if exported:
+                raise
+            if not leaves and (done := _from_program(module, shape, num_classes, name, strict, captured)):
+                return done  # Python's spelling did not map (x.flatten(0, 1) into a norm...); its ATen ops do
+            wider = None if strict else widen(gm, exc.unsupported, leaves)
             if wider is None:
                 raise
             leaves = wider
+
+
+def _converted(module: nn.Module, gm: fx.GraphModule, shape: tuple[int, ...], num_classes: int | None, name: str,
+               strict: bool) -> ImportResult:
+    """The graph of ``gm``'s calls: ModuleImportError listing what does not map."""
+    dtype = "int64" if feeds_embedding(gm) else "float32"
+    values = propagate(gm, shape, dtype)
+    graph = Graph(InputSpec(shape, dtype), num_classes or 1, {
+        "name": name, "description": f"Imported from {type(module).__name__}."})
+    converter = Converter(gm, values, graph, opaque=not strict)
+    state = converter.run()
     if num_classes is None:
         out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
         out = values[out[0] if isinstance(out, tuple | list) else out]  # (logits, aux): the first
@@ -100,12 +109,28 @@ def _import_traced(module: nn.Module, shape: tuple[int, ...], num_classes: int |
     return ImportResult(graph, state)
 
 
-def _traced_or_exported(module: nn.Module, shape: tuple[int, ...], leaves: frozenset[str],
-                        captured: list[ExportedProgram | None]) -> fx.GraphModule:
-    """The fx trace of ``module``; where fx cannot trace it, its exported program's ATen graph (the
-    program kept in ``captured``), or the trace's error where torch.export cannot capture it either."""
+def _from_program(module: nn.Module, shape: tuple[int, ...], num_classes: int | None, name: str, strict: bool,
+                  captured: list[ExportedProgram | None]) -> ImportResult | None:
+    """The import from the model's exported program where every ATen op of it maps, else None (the
+    program, or None where it could not be captured, kept in ``captured``)."""
     try:
-        return trace(module, leaves)
+        ep = capture_model(module, shape)
+    except Unmappable:
+        captured.append(None)
+        return None
+    captured.append(ep)
+    try:
+        return _converted(module, prepare(aten_graph(ep)), shape, num_classes, name, strict=True)
+    except Exception:  # noqa: BLE001 -- any failure of this second way leaves the first one's result
+        return None
+
+
+def _traced_or_exported(module: nn.Module, shape: tuple[int, ...], leaves: frozenset[str],
+                        captured: list[ExportedProgram | None]) -> tuple[fx.GraphModule, bool]:
+    """The fx trace of ``module``; where fx cannot trace it, its exported program's ATen graph (the
+    program kept in ``captured``) and True, or the trace's error where torch.export cannot capture it."""
+    try:
+        return trace(module, leaves), False
     except ModuleImportError as exc:
         if leaves:
             raise
@@ -115,7 +140,7 @@ def _traced_or_exported(module: nn.Module, shape: tuple[int, ...], leaves: froze
             captured.append(None)
             raise ModuleImportError([], f"{exc.message.rstrip(':')}; and as one program: {why}") from None
         captured.append(ep)
-        return prepare(aten_graph(ep))
+        return prepare(aten_graph(ep)), True
 
 
 def _import_whole(module: nn.Module, shape: tuple[int, ...], num_classes: int | None, name: str,
