@@ -184,7 +184,11 @@ class _Lifter:
                 path, i = f"{owner}_{i}", i + 1
             self.modules[path] = module
             self.by_weight[str(weight.target)] = path
-        n.op, n.target, n.args, n.kwargs = "call_module", path, (n.args[0],), {}
+        with self.gm.graph.inserting_before(n):  # a new node, named after the module as fx names a call
+            call = self.gm.graph.call_module(path, (n.args[0],))
+        call.meta = n.meta
+        n.replace_all_uses_with(call)
+        self.gm.graph.erase_node(n)
 
     def root(self) -> nn.Module:
         """A module holding the lifted layers and every tensor a get_attr still reads, at their paths (a

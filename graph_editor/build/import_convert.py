@@ -317,8 +317,8 @@ def _readable_id(n: fx.Node) -> str:
     """Module calls keep fx's name (the module path, ``layer1_0_conv1``); an op inside a submodule's
     forward is named after that module too (``layer1_0_add``, not fx's global ``add_3``)."""
     stack = n.meta.get("nn_module_stack") or {}
-    if n.op in ("call_function", "call_method") and stack:
-        path = next(reversed(stack.values()))[0]
+    path = next(reversed(stack.values()))[0] if stack else ""
+    if n.op in ("call_function", "call_method") and path:  # (torch.export's root module has the path "")
         return f"{path.replace('.', '_')}_{re.sub(r'_[0-9]+$', '', n.name)}"
     return n.name
 
