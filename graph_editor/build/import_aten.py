@@ -33,6 +33,7 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     A.hardswish_.default: F.hardswish, A.hardsigmoid.default: F.hardsigmoid, A.hardsigmoid_.default: F.hardsigmoid,
     A.sigmoid.default: torch.sigmoid, A.sigmoid_.default: torch.sigmoid, A.tanh.default: torch.tanh,
     A.mish.default: F.mish, A.elu.default: F.elu, A.leaky_relu.default: F.leaky_relu,
+    A.leaky_relu_.default: F.leaky_relu,
     A.add.Tensor: operator.add, A.add_.Tensor: operator.add, A.mul.Tensor: operator.mul, A.mul_.Tensor: operator.mul,
     A.sub.Tensor: operator.sub, A.div.Tensor: operator.truediv, A.rsub.Scalar: torch.rsub,
     A.matmul.default: torch.matmul, A.bmm.default: torch.bmm, A.cat.default: torch.cat, A.stack.default: torch.stack,
@@ -74,10 +75,13 @@ def aten_graph(ep: ExportedProgram) -> fx.GraphModule:
         elif n.target in (A.slice.Tensor, A.select.int):
             _index(gm, n)
         elif n.target in _CASTS and _same_dtype(n):
-            n.replace_all_uses_with(n.args[0])  # type: ignore[arg-type]
+            n.replace_all_uses_with(_a(n)[0])
             gm.graph.erase_node(n)
         elif n.target in _UPSAMPLE:
             _upsample(n)
+        elif n.target is A.index.Tensor:  # table[:, idxs]: the gather the relative-position fold reads
+            x, indices = _a(n)
+            n.target, n.args = operator.getitem, (x, tuple(slice(None) if i is None else i for i in indices))
     for n in list(gm.graph.nodes):  # pytree plumbing of the unlifted module: a graph has one input
         if n.op == "placeholder" and not n.users:
             gm.graph.erase_node(n)
@@ -92,8 +96,8 @@ _WRAPPERS = {torch.ops.higher_order.wrap_with_autocast: 4, torch.ops.higher_orde
 
 def _inline(gm: fx.GraphModule, n: fx.Node, skip: int) -> None:
     """The subgraph ``n`` calls, copied in its place."""
-    sub_node, *operands = n.args[skip:]
-    sub = getattr(gm, str(sub_node.target))  # type: ignore[union-attr]
+    sub_node, *operands = _a(n)[skip:]
+    sub = getattr(gm, str(sub_node.target))
     placeholders = [p for p in sub.graph.nodes if p.op == "placeholder"]
     env: dict[fx.Node, Any] = dict(zip(placeholders, operands, strict=True))
     out: Any = None
@@ -121,15 +125,16 @@ _UPSAMPLE = {A.upsample_nearest2d.vec: "nearest", A.upsample_bilinear2d.vec: "bi
 
 def _same_dtype(n: fx.Node) -> bool:
     """A cast to the dtype its input already has (``x.float()`` of a float32 tensor): nothing happens."""
-    x = n.args[0].meta.get("val") if isinstance(n.args[0], fx.Node) else None
+    x = _a(n)[0].meta.get("val") if isinstance(_a(n)[0], fx.Node) else None
     out = n.meta.get("val")
     return isinstance(x, torch.Tensor) and isinstance(out, torch.Tensor) and x.dtype == out.dtype
 
 
 def _upsample(n: fx.Node) -> None:
     """``aten.upsample_*2d.vec(x, size, [align_corners,] scales)`` as ``F.interpolate``."""
-    mode = _UPSAMPLE[n.target]
-    x, size, *rest = n.args
+    target: Any = n.target
+    mode = _UPSAMPLE[target]
+    x, size, *rest = _a(n)
     kwargs: dict[str, Any] = {"size": size, "scale_factor": rest[-1] if rest else None, "mode": mode}
     if mode in ("bilinear", "bicubic"):
         kwargs["align_corners"] = rest[0] if len(rest) > 1 else None
@@ -141,7 +146,7 @@ def _upsample(n: fx.Node) -> None:
 def _index(gm: fx.GraphModule, n: fx.Node) -> None:
     """``aten.slice.Tensor(x, dim, start, end, step)`` as ``x[:, start:end:step]`` (the whole of it: ``x``),
     ``aten.select.int(x, dim, i)`` as ``x[:, i]``."""
-    x, dim, *rest = n.args
+    x, dim, *rest = _a(n)
     if n.target is A.select.int:
         part: Any = rest[0]
     else:
@@ -149,7 +154,7 @@ def _index(gm: fx.GraphModule, n: fx.Node) -> None:
         part = slice(None if start in (None, 0) else start, None if end in (None, _MAX) else end,
                      None if step in (None, 1) else step)
         if part == slice(None):
-            n.replace_all_uses_with(x)  # type: ignore[arg-type]
+            n.replace_all_uses_with(x)
             gm.graph.erase_node(n)
             return
     n.target, n.args = operator.getitem, (x, (*[slice(None)] * int(dim), part))
@@ -185,7 +190,7 @@ class _Lifter:
             self.modules[path] = module
             self.by_weight[str(weight.target)] = path
         with self.gm.graph.inserting_before(n):  # a new node, named after the module as fx names a call
-            call = self.gm.graph.call_module(path, (n.args[0],))
+            call = self.gm.graph.call_module(path, (_a(n)[0],))
         call.meta = n.meta
         n.replace_all_uses_with(call)
         self.gm.graph.erase_node(n)
@@ -194,15 +199,23 @@ class _Lifter:
         """A module holding the lifted layers and every tensor a get_attr still reads, at their paths (a
         path under a lifted layer gets its own name beside it)."""
         root = nn.Module()
+        for n in list(self.gm.graph.nodes):
+            if n.op == "get_attr" and not n.users:  # a weight now read by its layer module
+                self.gm.graph.erase_node(n)
         for path, module in sorted(self.modules.items()):
             _put(root, path, module)
         for n in self.gm.graph.nodes:
-            if n.op == "get_attr" and n.users:
+            if n.op == "get_attr":
                 value = self.tensor(n)
                 target = str(n.target)
                 if value is not None and not _has(root, target):
                     _put(root, target, value)
         return root
+
+
+def _a(n: fx.Node) -> Any:
+    """A call's arguments, as the rules read them (fx types them as any Argument)."""
+    return n.args
 
 
 def _has(root: nn.Module, path: str) -> bool:
@@ -237,7 +250,7 @@ def _weights(lifter: _Lifter, n: fx.Node, *names: tuple[int, str]) -> dict[str, 
     not a tensor the model holds (computed in forward: a weight standardised on the fly)."""
     out: dict[str, Any] = {}
     for pos, name in names:
-        a = n.args[pos] if pos < len(n.args) else None
+        a = _a(n)[pos] if pos < len(n.args) else None
         if a is None:
             out[name] = None
             continue
@@ -249,7 +262,7 @@ def _weights(lifter: _Lifter, n: fx.Node, *names: tuple[int, str]) -> dict[str, 
 
 
 def _arg(n: fx.Node, pos: int, default: Any) -> Any:
-    return n.args[pos] if pos < len(n.args) else default
+    return _a(n)[pos] if pos < len(n.args) else default
 
 
 def _conv(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
@@ -259,7 +272,7 @@ def _conv(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
     weight = w["weight"]
     cls = {3: nn.Conv1d, 4: nn.Conv2d, 5: nn.Conv3d}[weight.dim()]
     groups = int(_arg(n, 6, 1))
-    k = tuple(weight.shape[2:])
+    k: Any = tuple(weight.shape[2:])
     rank = len(k)
     stride, padding, dilation = (_arg(n, i, d) for i, d in ((3, [1] * rank), (4, [0] * rank), (5, [1] * rank)))
     with torch.device("meta"):
@@ -268,7 +281,7 @@ def _conv(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
     conv.weight = weight
     if w["bias"] is not None:
         conv.bias = w["bias"]
-    return conv, n.args[1]
+    return conv, _a(n)[1]
 
 
 def _linear(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
@@ -280,14 +293,14 @@ def _linear(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
     linear.weight = w["weight"]
     if w["bias"] is not None:
         linear.bias = w["bias"]
-    return linear, n.args[1]
+    return linear, _a(n)[1]
 
 
 def _batch_norm(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
     w = _weights(lifter, n, (1, "weight"), (2, "bias"), (3, "running_mean"), (4, "running_var"))
     if w is None or any(w[k] is None for k in w) or bool(_arg(n, 5, False)):
         return None  # affine with running statistics, in evaluation mode: what the catalog's BatchNorm is
-    x = n.args[0].meta.get("val") if isinstance(n.args[0], fx.Node) else None
+    x = _a(n)[0].meta.get("val") if isinstance(_a(n)[0], fx.Node) else None
     if not isinstance(x, torch.Tensor) or x.dim() not in (2, 3, 4):
         return None
     cls = nn.BatchNorm2d if x.dim() == 4 else nn.BatchNorm1d
@@ -296,7 +309,7 @@ def _batch_norm(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None
     bn.weight, bn.bias = w["weight"], w["bias"]
     bn.running_mean, bn.running_var = w["running_mean"], w["running_var"]
     bn.num_batches_tracked = torch.zeros((), dtype=torch.long)
-    return bn, n.args[1]
+    return bn, _a(n)[1]
 
 
 def _layer_norm(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
@@ -304,11 +317,11 @@ def _layer_norm(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None
     if w is None or w["weight"] is None:
         return None
     with torch.device("meta"):
-        ln = nn.LayerNorm(list(n.args[1]), eps=float(_arg(n, 4, 1e-5)), bias=w["bias"] is not None)
+        ln = nn.LayerNorm(list(_a(n)[1]), eps=float(_arg(n, 4, 1e-5)), bias=w["bias"] is not None)
     ln.weight = w["weight"]
     if w["bias"] is not None:
         ln.bias = w["bias"]
-    return ln, n.args[2]
+    return ln, _a(n)[2]
 
 
 def _group_norm(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
@@ -316,14 +329,14 @@ def _group_norm(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None
     if w is None or w["weight"] is None:
         return None
     with torch.device("meta"):
-        gn = nn.GroupNorm(int(n.args[1]), w["weight"].shape[0], eps=float(_arg(n, 4, 1e-5)),
+        gn = nn.GroupNorm(int(_a(n)[1]), w["weight"].shape[0], eps=float(_arg(n, 4, 1e-5)),
                           affine=True)
     gn.weight = w["weight"]
     if w["bias"] is not None:
         gn.bias = w["bias"]
     else:
         gn.bias = None  # type: ignore[assignment]
-    return gn, n.args[2]
+    return gn, _a(n)[2]
 
 
 _LIFTS: dict[Any, Callable[[_Lifter, fx.Node], tuple[nn.Module, fx.Node] | None]] = {

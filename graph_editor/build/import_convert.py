@@ -21,7 +21,11 @@ from .import_rules import FUNCTION_RULES, METHOD_RULES, Mapped, Step, Unmappable
 from .ops.param import import_parameter
 from .ops.split import unbind_after_permute
 
-_RESERVED = frozenset(dir(nn.Module()))  # ids that would clash with nn.Module attributes when built
+_RESERVED = frozenset(dir(nn.Module()))
+# Causes no spelling of the op changes (the exported program's ATen ops fail on them alike)
+ACROSS_BATCH = "reshapes across the batch dimension"
+SHARED = "a graph node cannot share its weights"
+INVARIANT = (ACROSS_BATCH, SHARED)  # ids that would clash with nn.Module attributes when built
 
 
 class Converter:
@@ -89,7 +93,7 @@ class Converter:
                 raise Unmappable("called with extra arguments (masks, flags); only module(x) maps")
             mapped = first.rule(mod, list(n.args))
         if target in self.called and mod.state_dict():  # weights or running statistics
-            raise Unmappable(f"module '{target}' is called twice; a graph node cannot share its weights")
+            raise Unmappable(f"module '{target}' is called twice; {SHARED}")
         self.called.add(target)
         node_id = self._add(n, mapped)
         if not node_id:
@@ -214,7 +218,7 @@ class Converter:
             dims = list(dims[0])
         out, inp = self.values[n].shape, self.values[x].shape
         if not dims or out[0] != inp[0] or not (isinstance(dims[0], fx.Node) or dims[0] == -1):
-            raise Unmappable("reshapes across the batch dimension; only per-sample reshapes map")
+            raise Unmappable(f"{ACROSS_BATCH}; only per-sample reshapes map")
         if len(out) == 2 and len(inp) > 2:
             return Mapped("Flatten", {"start_dim": 1, "end_dim": -1}, [x])
         return Mapped("Reshape", {"shape": [int(d) for d in out[1:]]}, [x])

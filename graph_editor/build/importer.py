@@ -27,7 +27,7 @@ from ..model.block_layout import nested_layout
 from ..model.hierarchy import groups_from_paths
 from .import_aten import aten_graph
 from .import_capture import capture_model, whole_program
-from .import_convert import Converter
+from .import_convert import INVARIANT, Converter
 from .import_errors import ModuleImportError, Unsupported, group_unsupported
 from .import_rules import Unmappable
 from .import_trace import BATCH, feeds_embedding, input_users, prepare, propagate, trace
@@ -81,7 +81,9 @@ def _import_traced(module: nn.Module, shape: tuple[int, ...], num_classes: int |
         except ModuleImportError as exc:
             if exported:
                 raise
-            if not leaves and (done := _from_program(module, shape, num_classes, name, strict, captured)):
+            hopeless = any(c in u.reason for u in exc.unsupported for c in INVARIANT)  # the ATen ops fail alike
+            if not leaves and not hopeless and (done := _from_program(module, shape, num_classes, name, strict,
+                                                                       captured)):
                 return done  # Python's spelling did not map (x.flatten(0, 1) into a norm...); its ATen ops do
             wider = None if strict else widen(gm, exc.unsupported, leaves)
             if wider is None:
