@@ -85,6 +85,9 @@ def aten_graph(ep: ExportedProgram) -> fx.GraphModule:
     for n in list(gm.graph.nodes):  # pytree plumbing of the unlifted module: a graph has one input
         if n.op == "placeholder" and not n.users:
             gm.graph.erase_node(n)
+        elif not isinstance(n.meta.get("val"), torch.Tensor):  # a size (SymInt): the rules read "val" as a
+            n.meta.pop("val", None)                            # tensor's, and trace a size to the batch
+
     return fx.GraphModule(lifter.root(), gm.graph, type(gm).__name__)
 
 
