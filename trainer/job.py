@@ -17,6 +17,7 @@ from torch import nn
 
 from graph_editor.build import build_module
 
+from . import adaptive_threads
 from .checkpoints.single_file import (
     CheckpointError,
     checkpoint_file,
@@ -171,6 +172,9 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
     controls.on_record_memory = recording.request
     controls.on_set_lr = lambda lr: record_lr_set(job, lr)
     job.step_fn = recording.wrap(job.step_fn)
+    adaptive = adaptive_threads.for_this_process()   # the thread count follows the machine's load
+    if adaptive is not None:
+        job.step_fn = adaptive.wrap(job.step_fn, torch.set_num_threads)
     return job
 
 
@@ -239,9 +243,10 @@ def emit_memory(job: Job, step: int, background: bool = False) -> None:
     job.last_memory = now = time.monotonic()
     cpu, (cpu0, wall0) = time.process_time(), job.last_cpu
     job.last_cpu = (cpu, now)
-    # System curves: the process's CPU use since the last sample (100 = one core busy) and its RSS.
+    # System curves: the process's CPU use since the last sample (100 = one core busy), its RSS and
+    # its CPU threads (trainer.adaptive_threads: fewer while other processes use the cores).
     system = [(step, names.CPU_PERCENT.name, 100.0 * (cpu - cpu0) / max(now - wall0, 1e-6)),
-              (step, names.RSS.name, float(rss_bytes()))]
+              (step, names.RSS.name, float(rss_bytes())), (step, names.THREADS.name, float(torch.get_num_threads()))]
 
     def write() -> None:
         job.store.add_metrics(job.run_id, [*metric_rows(sample, step), *system])
