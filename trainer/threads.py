@@ -17,6 +17,10 @@ beside two CPU hogs, 396 s at a load average of 16-19). So the worker, before to
 - ``default``: PyTorch's own threading (the benchmark's baseline);
 - ``N``: N threads, waiting passively.
 
+A compiled run (``precision.compile``) waits passively with every usable core, whatever the switch
+but ``default`` or N: Inductor's C++ kernels are generated for the thread count at compile time (and
+its compile cache is keyed by it), so the count must not change under them.
+
 "Usable cores" are the affinity mask (``sched_getaffinity``: taskset, cpusets) capped by a container's
 CPU quota (cgroup ``cpu.max``, or v1's ``cfs_quota_us``), which PyTorch's default ignores (64 threads
 for a 2-CPU quota on a 64-core host); ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS`` are set to them.
@@ -33,6 +37,7 @@ A user's own ``OMP_NUM_THREADS`` (then waiting passively) or ``OMP_WAIT_POLICY``
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -89,8 +94,10 @@ def cpu_quota(cgroup: Path = CGROUP) -> float | None:
         return None
 
 
-def plan(env: MutableMapping[str, str], cores: int) -> ThreadPlan:
-    """Decide the threading from the environment and the usable cores (pure, testable)."""
+def plan(env: MutableMapping[str, str], cores: int, *, compiled: bool = False) -> ThreadPlan:
+    """Decide the threading from the environment and the usable cores (pure, testable). A ``compiled``
+    run waits passively with every core instead of adapting: Inductor's C++ kernels keep the thread
+    count they were compiled with (and its compile cache is keyed by it)."""
     switch = env.get(SWITCH, "").strip().lower()
     if switch == "default":
         return ThreadPlan(None, None, f"{SWITCH}=default: PyTorch's own threading")
@@ -106,14 +113,28 @@ def plan(env: MutableMapping[str, str], cores: int) -> ThreadPlan:
     if switch not in ("", ADAPTIVE):
         print(f"warning: {SWITCH}={env[SWITCH]!r} is none of {', '.join(MODES)} or a thread count; "
               f"{ADAPTIVE} used", file=sys.stderr)
+    if compiled:
+        return ThreadPlan(cores, passive, f"a compiled run: {cores} thread(s), waiting passively")
     return ThreadPlan(cores, None, f"up to {cores} usable core(s), fewer while other processes use them",
                       adaptive=cores > 1)
 
 
-def configure(env: MutableMapping[str, str] | None = None) -> ThreadPlan:
+def compiles(argv: list[str]) -> bool:
+    """Whether the worker command ``argv`` (``run SPEC ...``) runs a spec that compiles; False when it
+    cannot tell (the spec is read again, and checked, by the worker)."""
+    if len(argv) < 2 or argv[0] != "run":
+        return False
+    try:
+        spec = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+        return str(spec.get("precision", {}).get("compile", "off")) != "off"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def configure(env: MutableMapping[str, str] | None = None, *, compiled: bool = False) -> ThreadPlan:
     """Decide and apply the worker's threading to ``env`` (``os.environ``): call before importing torch."""
     env = os.environ if env is None else env
-    chosen = plan(env, usable_cores())
+    chosen = plan(env, usable_cores(), compiled=compiled)
     if chosen.wait_policy:
         env["OMP_WAIT_POLICY"] = chosen.wait_policy
     if chosen.threads is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainer import adaptive_threads as at
-from trainer.threads import SWITCH, plan
+from trainer.threads import SWITCH, compiles, plan
 
 HZ = 100   # clock ticks a second, as /proc counts them
 
@@ -137,3 +137,17 @@ def test_adaptive_is_the_default_and_each_policy_has_its_switch():
     assert not plan({}, cores=1).adaptive                          # one core: nothing to adapt
     spin = plan({"OMP_WAIT_POLICY": "ACTIVE"}, cores=2)            # a user's wait policy is kept too
     assert (spin.wait_policy, spin.adaptive) == (None, True)
+
+
+def test_a_compiled_run_waits_passively_with_every_core(tmp_path):
+    """Inductor's kernels keep the thread count they were compiled with, and its cache key holds it."""
+    chosen = plan({}, cores=2, compiled=True)
+    assert (chosen.threads, chosen.wait_policy, chosen.adaptive) == (2, "PASSIVE", False)
+    assert plan({SWITCH: "default"}, cores=2, compiled=True).wait_policy is None
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"precision": {"compile": "default"}}')
+    assert compiles(["run", str(spec), "--db", "x"])
+    spec.write_text('{"precision": {"compile": "off"}}')
+    assert not compiles(["run", str(spec)])
+    spec.write_text("{broken")
+    assert not compiles(["run", str(spec)]) and not compiles(["resume", "3"]) and not compiles([])
