@@ -65,7 +65,7 @@ def window_open(n: int) -> None:
     from studio.settings import StudioSettings
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    import graph_editor.build  # noqa: F401 - torch loaded before the clock starts, as the studio does at start
+    import graph_editor.analysis  # noqa: F401 - torch loaded before the clock starts, as the studio does at start
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         path = folder / "chain.graph.json"

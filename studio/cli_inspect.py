@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from studio.cli_graph import fail, load_for_cli, parse_shape
 
 if TYPE_CHECKING:
-    from graph_editor.build.autograd import AutogradCapture
+    from graph_editor.autograd.capture import AutogradCapture
 
 
 # The autograd command's choices are named here so that building the parser needs no torch (importing
-# graph_editor.build imports it: seconds that `runs`, `show` and `train` would pay at their start);
+# graph_editor.autograd imports it: seconds that `runs`, `show` and `train` would pay at their start);
 # capture_autograd refuses any other name, and a test checks these agree with its own.
 PRECISION_CHOICES = ("fp32", "bf16", "fp16")
 DEVICE_KIND_CHOICES = ("cpu", "cuda")
@@ -49,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_autograd(args: argparse.Namespace) -> int:
-    from graph_editor.build import BuildError
-    from graph_editor.build.autograd import CaptureError, capture_autograd
+    from graph_editor.autograd.capture import CaptureError, capture_autograd
+    from graph_editor.building import BuildError
 
     graph = load_for_cli(args.graph, args.input_shape)
     try:
@@ -64,7 +64,7 @@ def cmd_autograd(args: argparse.Namespace) -> int:
 
 def autograd_table(captured: AutogradCapture) -> str:
     """Per graph node, in network order: autograd nodes, saved bytes, gradients to; then totals."""
-    from graph_editor.build.analysis import format_count
+    from graph_editor.analysis.per_node import format_count
 
     rows = [("node", "autograd", "saved", "gradients to", "autograd nodes")]
     for s in captured.summaries():

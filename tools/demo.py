@@ -22,8 +22,9 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from graph_editor.build import analyze, build_module, format_count  # noqa: E402
-from graph_editor.build.importer import import_module  # noqa: E402
+from graph_editor.analysis import analyze, format_count  # noqa: E402
+from graph_editor.building import build_module  # noqa: E402
+from graph_editor.importer.module_import import import_module  # noqa: E402
 from graph_editor.model import Edge, load_graph, save_graph, validate  # noqa: E402
 
 TEMPLATES = ROOT / "assets" / "templates"
@@ -99,7 +100,7 @@ def import_through_fx(tour: Tour) -> None:
 
 def import_refusal(tour: Tour) -> None:
     """What cannot be a graph is listed op by op, with the line it comes from."""
-    from graph_editor.build.importer import ModuleImportError
+    from graph_editor.importer.module_import import ModuleImportError
 
     class Odd(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -38,9 +38,9 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from graph_editor.build import build_module
-from graph_editor.build.analysis import analyze
-from graph_editor.build.importer import ImportResult, import_module
+from graph_editor.analysis.per_node import analyze
+from graph_editor.building import build_module
+from graph_editor.importer.module_import import ImportResult, import_module
 
 TOLERANCE = 1e-5
 AUX_HEADS = ("googlenet", "inception_v3")

@@ -31,7 +31,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+from .callbacks import Callback
+
+if TYPE_CHECKING:
+    from .callbacks import StepFn
 
 DROP_MARGIN = 0.5    # the others may use this much of a core before a thread goes
 GROW_MARGIN = 0.2    # ... and at most this much before a thread comes back
@@ -102,9 +107,9 @@ def target_threads(others: float, cores: int, current: int) -> int:
     return current
 
 
-class AdaptiveThreads:
+class AdaptiveThreads(Callback):
     """Re-decides the thread count every ``every_s`` and applies it on the training thread (the count
-    OpenMP uses is the calling thread's own)."""
+    OpenMP uses is the calling thread's own); as a loop callback, before each step."""
 
     def __init__(self, cores: int, *, start: CpuSample | None = None,
                  read: Callable[[], CpuSample] = read_sample, clock: Callable[[], float] = time.monotonic,
@@ -140,6 +145,11 @@ class AdaptiveThreads:
             return step(*args, **kwargs)
 
         return ticked  # type: ignore[return-value]
+
+    def wrap_step(self, step_fn: StepFn) -> StepFn:
+        import torch
+
+        return self.wrap(step_fn, torch.set_num_threads)
 
 
 _PROCESS: list[AdaptiveThreads] = []   # this process's, once trainer.threads.configure chose it

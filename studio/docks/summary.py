@@ -159,7 +159,7 @@ class SummaryDock(QWidget):
 
 
 if __name__ == "__main__":
-    from graph_editor.build import analyze
+    from graph_editor.analysis import analyze
     from graph_editor.model import load_graph
     from studio.preview import preview
     from studio.resources import TEMPLATES

@@ -1,6 +1,6 @@
 """The backward graph, drawn by the design canvas's own machinery: one block per graph node.
 
-:func:`graph_editor.build.autograd_graph.backward_graph` turns a capture into a graph whose nodes
+:func:`graph_editor.autograd.canvas_graph.backward_graph` turns a capture into a graph whose nodes
 are autograd nodes and whose collapsed groups are the graph nodes that made them. This module draws
 it with the canvas's :class:`~graph_editor.ui.canvas.GraphCanvas` (not editable: it selects, pans,
 zooms and opens blocks, and edits nothing), its scene, wires, routing, blocks and frames; only what
@@ -27,9 +27,9 @@ from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen, QPolygonF, QUndoStack
 from PySide6.QtWidgets import QStyleOptionGraphicsItem, QWidget
 
-from graph_editor.build.analysis import format_count
-from graph_editor.build.autograd import LOSS, AutogradCapture, AutogradNode, OwnerSummary, SavedTensor
-from graph_editor.build.autograd_graph import backward_graph
+from graph_editor.analysis.per_node import format_count
+from graph_editor.autograd.canvas_graph import backward_graph
+from graph_editor.autograd.capture import LOSS, AutogradCapture, AutogradNode, OwnerSummary, SavedTensor
 from graph_editor.model import Graph, Group, Node, fmt_shape, validate
 from graph_editor.model.geometry import BOX_W, NODE_W, ROW_H, SHAPE_H, TITLE_H
 from graph_editor.model.hierarchy import ancestors

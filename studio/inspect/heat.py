@@ -16,7 +16,7 @@ from PySide6.QtCore import QEvent, QObject, QPoint, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
-from graph_editor.build.analysis import format_count
+from graph_editor.analysis.per_node import format_count
 from graph_editor.ui.canvas import GraphCanvas
 
 # A perceptually ordered dark-blue -> teal -> yellow -> orange -> red ramp (readable on both themes).

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from graph_editor.build.autograd import LOSS, AutogradCapture
+from graph_editor.autograd.capture import LOSS, AutogradCapture
 from graph_editor.model import Graph, Problem
 from graph_editor.ui.canvas import GraphCanvas
 from trainer.inspection import InspectHistory, InspectReport
@@ -49,7 +49,7 @@ class InspectPort:
 def capture_for(graph: Graph, batch: int, precision: str) -> AutogradCapture | Problem:
     """The capture the workspace shows (a plain function, run on a background thread), or the
     Problem of the node that keeps it from being captured (one that reads the data's values)."""
-    from graph_editor.build.autograd import CaptureError, capture_autograd
+    from graph_editor.autograd.capture import CaptureError, capture_autograd
 
     try:
         return capture_autograd(graph, batch, precision)
@@ -157,7 +157,7 @@ class InspectWorkspace(QObject):
         self.capture_button.setEnabled(True)
         self.capture, self.captured_graph = capture, graph or self.port.graph()
         self.view.set_capture(capture, self.captured_graph)
-        from graph_editor.build.analysis import format_count
+        from graph_editor.analysis.per_node import format_count
 
         note = f" ({capture.note})" if capture.note else ""
         self.capture_status.setText(

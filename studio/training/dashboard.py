@@ -270,6 +270,10 @@ class TrainingDashboard(QWidget):
         """A ``memory`` event (bytes): CUDA allocated/reserved/peak, or the process RSS, at ``step``."""
         self.add_values(step, names.values(m))
 
+    def set_memory_title(self, title: str) -> None:
+        """Name what the memory plot shows (CUDA's allocator, or the worker process's RSS)."""
+        self.plots["memory"].set_title(title)
+
     def set_predicted_peak(self, nbytes: int | None) -> None:
         """The run's predicted peak (bytes; None: none) as a dashed line across the memory plot."""
         label = f"predicted tensors {mib(nbytes)}" if nbytes else ""

@@ -20,7 +20,7 @@ from trainer.protocol import events as ev
 
 from .bridge import WorkerBridge
 from .dashboard import TrainingDashboard
-from .memory_bar import predicted_peak
+from .memory_prediction import predicted_peak
 from .tasks import BackgroundTask, predict_checkpoint
 
 
@@ -146,7 +146,7 @@ class TrainingSession(QObject):
         title = f"Memory ({e.device or 'cuda'})" if e.cuda else "Memory (worker process RSS)"
         if title != self._memory_title:
             self._memory_title = title
-            self.dashboard.plots["memory"].getPlotItem().setTitle(title)
+            self.dashboard.set_memory_title(title)
         if e.step is not None:
             self._step = e.step
         self.dashboard.add_memory(e, self._step)
@@ -192,7 +192,7 @@ class TrainingSession(QObject):
         ckpt = self._checkpoints.get(matrix.step) if matrix is not None else None
         if matrix is None or ckpt is None or not self.spec:
             going = self.is_running()
-            self.dashboard.confusion.gallery.show_message(
+            self.dashboard.confusion.show_message(
                 "The samples appear once the run has saved a checkpoint." if matrix is None else
                 f"The samples of epoch {matrix.epoch} appear once its checkpoint is saved." if going else
                 f"The run saved no checkpoint of epoch {matrix.epoch} to show its samples from.")
@@ -202,7 +202,7 @@ class TrainingSession(QObject):
         spec, path = dict(self.spec), ckpt.path
         self._predict_task = BackgroundTask(lambda: predict_checkpoint(spec, path), self)
         self._predict_task.done.connect(lambda r: self._show_predictions(r, ckpt, t, p))
-        self._predict_task.error.connect(self.dashboard.confusion.gallery.show_message)
+        self._predict_task.error.connect(self.dashboard.confusion.show_message)
         self._predict_task.start()
 
     def _show_predictions(self, result: Any, ckpt: ev.Checkpoint, t: int, p: int) -> None:

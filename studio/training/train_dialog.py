@@ -39,7 +39,8 @@ from . import dataset_read
 from .dataset_view import DatasetView
 from .devices import Device
 from .devices_distributed import DeviceBox
-from .memory_bar import MemoryFigures, MemoryPanel, predict_for_dialog
+from .memory_bar import MemoryPanel
+from .memory_prediction import MemoryFigures, predict_for_dialog
 from .run_history import start_line
 from .spec_form import PRESETS, SpecForm
 from .tasks import BackgroundTask

@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from graph_editor.build import build_module, example_input
-from graph_editor.build.autograd import LOSS, CaptureError, capture_autograd, graph_content_hash
+from graph_editor.autograd.capture import LOSS, CaptureError, capture_autograd, graph_content_hash
+from graph_editor.building import build_module, example_input
 from graph_editor.model import Graph, InputSpec
 from graph_editor.model.serialize import load_graph
 from tests.graph_editor.graph_testing import TEMPLATES
@@ -188,7 +188,7 @@ class _RefusesFake(nn.Module):
     """Stands for an op fake tensors cannot run (a kernel without a fake implementation)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from graph_editor.build.fake import is_fake
+        from graph_editor.building.fake import is_fake
 
         if is_fake(x):
             raise NotImplementedError("no fake implementation")

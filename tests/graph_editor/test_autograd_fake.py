@@ -1,4 +1,4 @@
-"""graph_editor.build.fake: a meta-built module runs a CPU training step as fake tensors."""
+"""graph_editor.building.fake: a meta-built module runs a CPU training step as fake tensors."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from graph_editor.build import build_module
-from graph_editor.build.fake import empty_parameters, fake_batch, fake_cpu, is_fake
+from graph_editor.building import build_module
+from graph_editor.building.fake import empty_parameters, fake_batch, fake_cpu, is_fake
 from graph_editor.model.serialize import load_graph
 from tests.graph_editor.graph_testing import TEMPLATES
 

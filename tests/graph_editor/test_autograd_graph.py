@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from graph_editor.build.autograd import LOSS, capture_autograd
-from graph_editor.build.autograd_graph import LOSS_KIND, backward_graph, node_ids
+from graph_editor.autograd.canvas_graph import LOSS_KIND, backward_graph, node_ids
+from graph_editor.autograd.capture import LOSS, capture_autograd
 from graph_editor.model.geometry import box_size
 from graph_editor.model.hierarchy import external_ports, nesting_problem, visible
 from graph_editor.model.serialize import load_graph

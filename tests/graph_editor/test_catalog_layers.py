@@ -17,12 +17,14 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from exporters import ExportOptions, export, from_graph
-from graph_editor.build import analyze, build_module, import_module
-from graph_editor.build.importer import ModuleImportError
-from graph_editor.build.ops.core import DropPath, Scale
-from graph_editor.build.ops.norm import LayerNorm2d
-from graph_editor.build.ops.reduce import Amax, Mean, Sum
-from graph_editor.build.ops.reshape import Expand, Slice, Transpose, Unsqueeze
+from graph_editor.analysis import analyze
+from graph_editor.building import build_module
+from graph_editor.building.ops.core import DropPath, Scale
+from graph_editor.building.ops.norm import LayerNorm2d
+from graph_editor.building.ops.reduce import Amax, Mean, Sum
+from graph_editor.building.ops.reshape import Expand, Slice, Transpose, Unsqueeze
+from graph_editor.importer import import_module
+from graph_editor.importer.module_import import ModuleImportError
 from graph_editor.model import Graph, InputSpec, validate
 
 NEW_TYPES = {"Mean", "Sum", "Amax", "LayerNorm2d", "Scale", "DropPath", "Mish", "ELU", "Softplus", "PReLU",

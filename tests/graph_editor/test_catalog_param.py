@@ -11,7 +11,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from exporters import ExportOptions, export, from_graph
 from exporters.formats.python_format import load_generated
-from graph_editor.build import analyze, build_module, import_module
+from graph_editor.analysis import analyze
+from graph_editor.building import build_module
+from graph_editor.importer import import_module
 from graph_editor.model import Edge, Graph, InputSpec, validate
 
 

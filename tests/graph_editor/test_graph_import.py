@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from graph_editor.build import build_module
-from graph_editor.build.importer import ModuleImportError, guess_input_shape, import_module
+from graph_editor.building import build_module
+from graph_editor.importer.module_import import ModuleImportError, guess_input_shape, import_module
 from graph_editor.model import Graph, InputSpec, validate
 from tests.graph_editor.graph_testing import lenet_graph
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from graph_editor.model import Graph, InputSpec
 from tests.graph_editor.graph_testing import lenet_graph
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from graph_editor.build import analyze, build_module, example_input
+from graph_editor.analysis import analyze
+from graph_editor.building import build_module, example_input
 from graph_editor.model import load_graph, validate
 from graph_editor.model.geometry import box_size, node_size
 from graph_editor.model.hierarchy import external_ports, parents

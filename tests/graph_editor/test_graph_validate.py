@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
-from graph_editor.build import BuildError, analyze, build_module
-from graph_editor.build.modules import builder_types
+from graph_editor.analysis import analyze
+from graph_editor.building import BuildError, build_module
+from graph_editor.building.modules import builder_types
 from graph_editor.model import Edge, Graph, InputSpec, all_layers, categories, get_layer, validate
 from graph_editor.model.layout import layered_layout
 from tests.graph_editor.graph_testing import lenet_graph
@@ -239,7 +240,7 @@ def test_weights_that_do_not_fit_the_device_stay_an_out_of_memory_error(monkeypa
     """Placing the weights on a full GPU raises torch.OutOfMemoryError (a RuntimeError): that is the
     device's verdict, not the graph's, and the worker refuses it as kind "oom" (it said "graph": "PyTorch
     refuses this Linear", on an H200 with weights of 1.2 times its memory)."""
-    import graph_editor.build.fx as fx
+    import graph_editor.building.fx as fx
 
     def full_device(params, shapes):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 160.00 GiB")

@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from graph_editor.build import build_module, import_module
+from graph_editor.building import build_module
+from graph_editor.importer import import_module
 from graph_editor.model import Graph, InputSpec, validate
 
 
@@ -135,7 +136,7 @@ def test_an_affine_matmul_of_the_batch_is_refused_with_its_reason():
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x @ self.w
 
-    from graph_editor.build import ModuleImportError
+    from graph_editor.importer import ModuleImportError
 
     with pytest.raises(ModuleImportError, match="MatMul multiplies matrices per sample"):
         import_module(BatchMatrix(), (6,), strict=True)
@@ -226,7 +227,7 @@ def test_a_relative_position_bias_gather_imports_as_one_node(style, kind, window
 
 
 def test_a_gather_that_is_no_offset_table_is_not_taken_for_one():
-    from graph_editor.build import ModuleImportError
+    from graph_editor.importer import ModuleImportError
 
     with pytest.raises(ModuleImportError, match="index"):
         import_module(WindowAttentionBias("other"), (9, 4), strict=True)
@@ -292,7 +293,7 @@ def test_lstm_and_gru_import_as_their_output_sequence():
 
 
 def test_a_recurrent_layer_whose_final_state_is_read_says_so():
-    from graph_editor.build import ModuleImportError
+    from graph_editor.importer import ModuleImportError
 
     class FinalState(nn.Module):
         def __init__(self) -> None:
@@ -337,7 +338,7 @@ def test_normalize_refuses_the_batch_dim():
 
 
 def test_a_size_read_from_the_batch_is_not_specialised():
-    from graph_editor.build import ModuleImportError
+    from graph_editor.importer import ModuleImportError
 
     class BatchBound(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from graph_editor.build import ModuleImportError, build_module, import_module
+from graph_editor.building import build_module
+from graph_editor.importer import ModuleImportError, import_module
 
 
 class Constants(nn.Module):

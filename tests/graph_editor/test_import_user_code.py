@@ -14,8 +14,10 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from exporters import ExportOptions, export
 from exporters.source import ExportSource, random_inputs
-from graph_editor.build import ModuleImportError, analyze, build_module, import_module
-from graph_editor.build.factory import import_factory
+from graph_editor.analysis import analyze
+from graph_editor.building import build_module
+from graph_editor.importer import ModuleImportError, import_module
+from graph_editor.importer.factory import import_factory
 from tests.graph_editor import user_code_models as U
 
 CASES = {"len_view": (U.LenView, (3, 8, 8)), "ratio": (U.Ratio, (10,)), "aux_head": (U.AuxHead, (3, 2, 2)),

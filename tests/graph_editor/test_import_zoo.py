@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("torchvision")
 pytest.importorskip("timm")
 
-from graph_editor.build.importer import ModuleImportError, import_module  # noqa: E402
+from graph_editor.importer.module_import import ModuleImportError, import_module  # noqa: E402
 from tests.trainer.helpers import THOROUGH  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 registry refuses a second entry for a key.
 
 The per-type tests are parametrised over the catalog at collection time, so a layer type added to
-``model/layers/<family>.py`` and ``build/ops/<family>.py`` is built, inferred, counted, written and
+``model/layers/<family>.py`` and ``building/ops/<family>.py`` is built, inferred, counted, written and
 imported here without anyone listing it.
 """
 
@@ -14,10 +14,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from graph_editor.build import analyze, build_module, import_module
-from graph_editor.build.analysis import flop_rule, flop_types, zero_flops
-from graph_editor.build.examples import catalog_graph, code_types, example_graph, examples
-from graph_editor.build.import_rules import (
+from graph_editor.analysis import analyze
+from graph_editor.analysis.per_node import flop_rule, flop_types, zero_flops
+from graph_editor.building import build_module
+from graph_editor.building.examples import catalog_graph, code_types, example_graph, examples
+from graph_editor.building.modules import NO_MODULE, Example, builder, builder_types, built_call, get_builder
+from graph_editor.building.ops.module_ref import FALLBACK_TYPES  # the importer's fallback is their rule
+from graph_editor.importer import import_module
+from graph_editor.importer.rules import (
     CALL_RULES,
     METHOD_RULES,
     MODULE_RULES,
@@ -25,8 +29,6 @@ from graph_editor.build.import_rules import (
     function_rule,
     module_rule,
 )
-from graph_editor.build.modules import NO_MODULE, Example, builder, builder_types, built_call, get_builder
-from graph_editor.build.ops.module_ref import FALLBACK_TYPES  # the importer's fallback is their rule
 from graph_editor.model import all_layers, validate
 from graph_editor.model.catalog import layer
 from graph_editor.model.registry import DuplicateError, Registry

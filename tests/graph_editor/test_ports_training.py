@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from safetensors.torch import load_file
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from graph_editor.model import Graph, InputSpec
 from tests.trainer.helpers import kinds, run_worker, write_spec
 

@@ -9,10 +9,10 @@ import textwrap
 import pytest
 import torch
 
-from graph_editor.build import build_module
-from graph_editor.build.factory import import_factory, load_factory
-from graph_editor.build.importer import ModuleImportError
-from graph_editor.build.pretrained import cached_weights
+from graph_editor.building import build_module
+from graph_editor.importer.factory import import_factory, load_factory
+from graph_editor.importer.module_import import ModuleImportError
+from graph_editor.importer.pretrained import cached_weights
 
 NETS = """
 import torch

@@ -13,7 +13,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from exporters import ExportOptions, export
 from exporters.source import ExportSource, random_inputs
-from graph_editor.build import BuildError, ModuleImportError, analyze, build_module, import_module
+from graph_editor.analysis import analyze
+from graph_editor.building import BuildError, build_module
+from graph_editor.importer import ModuleImportError, import_module
 from graph_editor.model import load_graph, save_graph, validate
 from studio import cli
 from tests.graph_editor.module_node_models import (
@@ -84,7 +86,7 @@ def test_it_runs_at_batch_one_and_trains_a_step(imported):
 
 def test_memory_prediction_and_autograd_capture_see_inside_it(imported):
     """Run under fake tensors like any node: its conv's backward and weights are the node's."""
-    from graph_editor.build.autograd import capture_autograd
+    from graph_editor.autograd.capture import capture_autograd
     from trainer.memory.prediction import predict_memory
 
     capture = capture_autograd(imported[1].graph, batch=2)
@@ -130,7 +132,7 @@ def test_it_exports_to_onnx_and_to_source_with_parity(imported, tmp_path):
     py = export(source, "python", tmp_path / "sine.py")
     assert py.ok, py.to_text()
     text = (tmp_path / "sine.py").read_text()
-    assert "from graph_editor.build.ops.program import ExportedProgramModule" in text
+    assert "from graph_editor.building.ops.program import ExportedProgramModule" in text
     assert "class ExportedProgramModule" not in text
 
 
@@ -239,7 +241,7 @@ def test_an_output_that_does_not_lead_with_the_batch_widens_to_the_module_around
     """nn.RNN's hidden state is [layers, batch, features]: its block, which returns the sequence, is kept,
     and the RNN is never captured (a capture costs seconds: sequencer2d_s captured its 36 LSTMs, whose hidden
     states are the same, before widening to their 18 blocks)."""
-    from graph_editor.build import import_capture
+    from graph_editor.importer import capture as import_capture
 
     captured: list[str] = []
     capture = import_capture.capture

@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 
-from graph_editor.build.autograd import capture_autograd
+from graph_editor.autograd.capture import capture_autograd
 from graph_editor.model import load_graph
 from graph_editor.ui.groups import GroupBox
 from studio.inspect.backward import AutogradItem, BackwardBox, BackwardView

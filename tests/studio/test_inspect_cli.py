@@ -81,7 +81,7 @@ def test_inspect_prints_a_runs_stored_figures_and_flags(capsys, tmp_path):
 
 def test_the_parser_s_autograd_choices_are_the_capture_s():
     """The CLI names them itself (its parser imports no torch); they must stay the capture's own."""
-    from graph_editor.build.autograd import DEVICE_KINDS, PRECISIONS
+    from graph_editor.autograd.capture import DEVICE_KINDS, PRECISIONS
     from studio.cli_inspect import DEVICE_KIND_CHOICES, PRECISION_CHOICES
 
     assert PRECISION_CHOICES == PRECISIONS and DEVICE_KIND_CHOICES == DEVICE_KINDS

@@ -6,7 +6,7 @@ import torch
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from trainer.inspection import inspected_step
 
 from .helpers import open_template

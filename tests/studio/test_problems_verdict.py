@@ -1,5 +1,5 @@
 """The Problems panel and ``torch-studio validate`` give one verdict on a graph (one code path:
-graph_editor.build.check.check_graph): the same errors and warnings, word for word."""
+graph_editor.analysis.check.check_graph): the same errors and warnings, word for word."""
 
 from __future__ import annotations
 

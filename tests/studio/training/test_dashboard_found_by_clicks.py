@@ -61,7 +61,9 @@ def test_the_loss_crosshair_goes_when_the_mouse_leaves_and_is_gone_in_the_next_r
 
 
 def test_the_memory_bar_draws_a_small_peak_as_a_sliver_of_its_budget(qtbot, tmp_path):
-    from studio.training.memory_bar import MemoryFigures, MemoryPanel, MiB
+    from graph_editor.model.units import MiB
+    from studio.training.memory_bar import MemoryPanel
+    from studio.training.memory_prediction import MemoryFigures
 
     panel = MemoryPanel()
     qtbot.addWidget(panel)

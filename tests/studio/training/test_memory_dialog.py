@@ -10,7 +10,8 @@ from PySide6.QtTest import QTest
 
 from graph_editor.model.serialize import load_graph
 from studio.training.devices import cpu_device
-from studio.training.memory_bar import MemoryFigures, MemoryPanel
+from studio.training.memory_bar import MemoryPanel
+from studio.training.memory_prediction import MemoryFigures
 from studio.training.train_dialog import TrainDialog
 
 ROOT = Path(__file__).resolve().parents[3]
