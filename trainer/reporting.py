@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+import torch
+
 from .callbacks import Callback, MetricsWindow
 from .memory.samples import gpu_utilisation, memory_sample, release_free_heap, rss_bytes
 from .metrics import names
@@ -105,9 +107,10 @@ def emit_memory(job: Job, step: int, background: bool = False) -> None:
     job.last_memory = now = time.monotonic()
     cpu, (cpu0, wall0) = time.process_time(), job.last_cpu
     job.last_cpu = (cpu, now)
-    # System curves: the process's CPU use since the last sample (100 = one core busy), its RSS, the GPU's use.
+    # System curves: the process's CPU use since the last sample (100 = one core busy), its RSS, its CPU
+    # threads (trainer.adaptive_threads: fewer while other processes use the cores), the GPU's use.
     system = [(step, names.CPU_PERCENT.name, 100.0 * (cpu - cpu0) / max(now - wall0, 1e-6)),
-              (step, names.RSS.name, float(rss_bytes()))]
+              (step, names.RSS.name, float(rss_bytes())), (step, names.THREADS.name, float(torch.get_num_threads()))]
     if (busy := gpu_utilisation(job.setup.device)) is not None:     # CUDA with NVML: the GPU's utilisation too
         system.append((step, names.GPU_UTIL.name, busy))
 
