@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 from .recipes import index, setup_key
 
@@ -69,7 +70,8 @@ def warm_graph(graph_path: Path, batch: int, folder: Path) -> tuple[str, float |
     model = build_model(st)
     opt = make_optimizer(model, st.spec.optim, lr_tensor=True, device=st.device,
                          scales=lr_scales(model, st.graph, st.spec.model))
-    runner = torch.compile(model, mode=st.spec.precision.compile)
+    # torch.compile's wrapper is typed as a plain callable; it is called as the module (as in trainer.job)
+    runner = cast(torch.nn.Module, torch.compile(model, mode=st.spec.precision.compile))
     step, _ = make_train_step(runner, opt, device=st.device, precision=st.spec.precision.dtype,
                               label_smoothing=st.spec.optim.label_smoothing, compile_mode=st.spec.precision.compile)
     loaders = make_loaders(st)
