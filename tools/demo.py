@@ -27,6 +27,7 @@ from graph_editor.building import build_module  # noqa: E402
 from graph_editor.importer.module_import import import_module  # noqa: E402
 from graph_editor.model import Edge, load_graph, save_graph, validate  # noqa: E402
 from graph_editor.model.units import count  # noqa: E402
+from trainer.spec import SCHEMA_VERSION  # noqa: E402
 
 TEMPLATES = ROOT / "assets" / "templates"
 
@@ -138,7 +139,7 @@ def train_digits(tour: Tour) -> None:
     from trainer.protocol.client import WorkerClient
 
     spec = tour.out / "digits_cnn.spec.json"
-    spec.write_text(json.dumps({"schema_version": 1, "name": "demo digits_cnn", "device": "cpu",
+    spec.write_text(json.dumps({"schema_version": SCHEMA_VERSION, "name": "demo digits_cnn", "device": "cpu",
                                 "model": {"graph": str(TEMPLATES / "digits_cnn.graph.json")},
                                 "data": {"dataset": "digits"}, "train": {"epochs": 10, "batch_size": 64}}))
     db = f"sqlite:///{tour.out / 'runs.sqlite'}"

@@ -56,9 +56,9 @@ def warm_graph(graph_path: Path, batch: int, folder: Path) -> tuple[str, float |
     from ..job import build_model, make_loaders
     from ..loop import evaluate, make_train_step
     from ..optim import make_optimizer
-    from ..spec import spec_from_dict
+    from ..spec import SCHEMA_VERSION, spec_from_dict
 
-    spec = {"schema_version": 1, "name": f"warm-{graph_path.stem}", "device": "cpu",
+    spec = {"schema_version": SCHEMA_VERSION, "name": f"warm-{graph_path.stem}", "device": "cpu",
             "model": {"graph": str(graph_path)},
             "data": {"dataset": str(synthetic_dataset(graph_path, folder, batch))},
             "train": {"epochs": 1, "batch_size": batch}, "precision": {"compile": "default"}}
