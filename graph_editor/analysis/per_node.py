@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..building.fx import BuildError
+from ..building.fx import BuildError, unrolled_for_build
 from ..building.modules import NO_MODULE, get_builder
 from ..model import Graph, Inference, Problem, fmt_shape, validate
 from ..model.finetune import plan_of
@@ -89,7 +89,9 @@ class Analysis:
 def analyze(graph: Graph, batch: int = 1, inference: Inference | None = None) -> Analysis:
     """Analyse ``graph`` at ``batch``; raises :class:`BuildError` when it does not validate.
     ``inference``: the graph's own validation at ``batch``, when the caller has it (the live analysis
-    validated just before: a second validation was a third of opening a 20,000-node graph)."""
+    validated just before: a second validation was a third of opening a 20,000-node graph). Repeated
+    blocks count every copy (``conv_r2``...)."""
+    graph, inference = unrolled_for_build(graph, inference)
     inf = validate(graph, batch) if inference is None else inference
     if not inf.ok:
         raise BuildError(inf.problems)

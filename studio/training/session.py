@@ -52,6 +52,7 @@ class TrainingSession(QObject):
     def _connect(self) -> None:
         b, d = self.bridge, self.dashboard
         b.run_started.connect(self._on_started)
+        b.compile_progress.connect(d.compile_progress)
         b.compile_done.connect(lambda e: d.compile_done(e.seconds))
         b.metrics.connect(self._on_metrics)
         b.memory.connect(self._on_memory)
@@ -119,7 +120,7 @@ class TrainingSession(QObject):
         self.dashboard.clock.update(e.start_step)
         self.dashboard.set_state("running")
         if e.compile not in (None, "off"):
-            self.dashboard.compile_started()
+            self.dashboard.compile_started(e.compile_first_time, e.compile_expected_s)
         self._predict_peak(e)
         if e.run_id is not None:
             self.run_started.emit(e.run_id)
