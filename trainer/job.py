@@ -32,7 +32,7 @@ from .checkpoints.single_file import (
     verify_checkpoint,
 )
 from .checks import Setup
-from .compilation import warm
+from .compilation import recipes as warm
 from .compilation.log import watch as watch_compile
 from .compilation.progress import CompileProgress
 from .data.images.prepare import file_loaders

@@ -28,7 +28,7 @@ from graph_editor.model.units import mib
 
 from .checkpoints.single_file import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
-from .compilation import warm
+from .compilation import recipes as warm
 from .distributed import launch as dist_launch
 from .distributed.lifeline import is_torchrun_child
 from .job import (
