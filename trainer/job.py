@@ -19,6 +19,7 @@ from graph_editor.building import build_module
 
 from . import adaptive_threads
 from .callbacks import Callback
+from .callbacks.reporting import MemorySamples, Reporter
 from .checkpoints.single_file import (
     CheckpointError,
     checkpoint_file,
@@ -60,7 +61,6 @@ from .metrics.skipped import watch as watch_skipped
 from .optim import Schedule, make_optimizer
 from .protocol import events as ev
 from .protocol.controls import Controls
-from .reporting import MemorySamples, Reporter
 from .spec import SpecError
 from .store.runs import RunStore
 

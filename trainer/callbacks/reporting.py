@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from .callbacks import Callback, MetricsWindow
-from .memory.samples import gpu_utilisation, memory_sample, release_free_heap, rss_bytes
-from .metrics import names
-from .metrics.names import rows as metric_rows
-from .protocol import events as ev
+from ..memory.samples import gpu_utilisation, memory_sample, release_free_heap, rss_bytes
+from ..metrics import names
+from ..metrics.names import rows as metric_rows
+from ..protocol import events as ev
+from . import Callback, MetricsWindow
 
 if TYPE_CHECKING:
-    from .checks import Setup
-    from .metrics.recorder import Recorder
-    from .store.runs import RunStore
+    from ..checks import Setup
+    from ..metrics.recorder import Recorder
+    from ..store.runs import RunStore
 
 MEMORY_EVERY_S = 2.0   # a memory sample at most this often during training
 # glibc keeps the pages of freed batch-sized blocks; given back with each memory sample and this often
