@@ -16,7 +16,7 @@ from studio.dialogs.import_module import FROM_FILE, ImportModuleDialog
 from studio.prompts import ImportRequest
 from studio.training.devices import cpu_device
 from studio.training.train_dialog import TrainDialog
-from tests.graph_editor.test_pretrained_import import NETS
+from tests.graph_editor.importer.test_pretrained_import import NETS
 
 pytestmark = pytest.mark.qt
 

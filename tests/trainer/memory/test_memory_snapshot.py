@@ -93,7 +93,7 @@ def test_a_real_cuda_recording_loads_in_memory_viz(tmp_path):
     events: list[dict] = []
     rec = LiveRecording(model, dev, publish=publisher(tmp_path, lambda event: events.append(dataclasses.asdict(event)), lambda w: w()),
                         start_step=lambda: 0, opt=opt)
-    wrapped = rec.wrap(step)
+    wrapped = rec.wrap_step(step)
     x, y = torch.randn(8, 3, 32, 32, device=dev), torch.zeros(8, dtype=torch.long, device=dev)
     wrapped(x, y)
     rec.request()

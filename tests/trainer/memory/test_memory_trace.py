@@ -106,7 +106,7 @@ def test_cuda_recording_of_two_steps_is_attributed():
     got = []
     rec = LiveRecording(model, dev, publish=lambda make, first, steps, error: got.append((make, error)),
                         start_step=lambda: 0, opt=opt)
-    wrapped = rec.wrap(step)
+    wrapped = rec.wrap_step(step)
     x, y = torch.randn(8, 3, 32, 32, device=dev), torch.zeros(8, dtype=torch.long, device=dev)
     wrapped(x, y)
     rec.request()

@@ -14,7 +14,7 @@ from tests.trainer.helpers import THOROUGH
 
 pytest.importorskip("timm")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("import_walk", ROOT / "tools" / "import_walk.py")
 assert _spec and _spec.loader
 walk = sys.modules.get("import_walk") or importlib.util.module_from_spec(_spec)

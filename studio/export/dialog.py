@@ -4,7 +4,7 @@
 (the GUI never blocks), then shows the verdict, every check, the figures (max difference, top-1
 agreement, exported vs PyTorch eager latency, file size) and "Show in Folder". An export that
 names a node (a layer the format cannot express) offers "Show Node" (``node_chosen``).
-Preview: ``python -m studio.export_dialog [GRAPH] [FORMAT]``.
+Preview: ``python -m studio.export.dialog [GRAPH] [FORMAT]``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QThread, QUrl, Signal, Slot
+from PySide6.QtCore import Qt, QThread, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QDialog,
@@ -30,37 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-if TYPE_CHECKING:
-    from .port import StudioPort
-
-EXPORT_MENU = "E&xport"
-
-
-class ExportJob(QObject):
-    """Builds the source and exports it; lives in a worker thread."""
-
-    progress = Signal(str)
-    finished = Signal(object)   # the ExportReport
-    failed = Signal(str, str)   # message, node id ("" when no node is at fault)
-
-    def __init__(self, make_source: Callable[[], Any], fmt: str, output: str | Path, options: Any = None) -> None:
-        super().__init__()
-        self.make_source, self.fmt, self.output, self.options = make_source, fmt, output, options
-
-    @Slot()
-    def run(self) -> None:
-        from exporters import ExportError, export
-
-        try:
-            self.progress.emit("preparing the model")
-            source = self.make_source()
-            report = export(source, self.fmt, self.output, self.options, progress=self.progress.emit)
-        except ExportError as exc:
-            self.failed.emit(str(exc), exc.node or "")
-        except Exception as exc:  # shown in the dialog, never a traceback on the user's screen
-            self.failed.emit(f"{type(exc).__name__}: {exc}", "")
-        else:
-            self.finished.emit(report)
+from .job import ExportJob
 
 
 class ExportDialog(QDialog):
@@ -226,122 +196,15 @@ class ExportDialog(QDialog):
         return False
 
 
-def default_export_dir(graph_path: str | Path | None) -> Path:
-    """Where exports of the graph at ``graph_path`` go (see :meth:`ExportHook._default_dir`)."""
-    import os
-
-    import platformdirs
-
-    from .resources import ASSETS
-
-    if graph_path is not None:
-        folder = Path(graph_path).resolve().parent
-        if not folder.is_relative_to(ASSETS.resolve()) and os.access(folder, os.W_OK):
-            return folder / "exports"
-    return Path(platformdirs.user_documents_dir()) / "Torch Studio exports"
-
-
-class ExportHook(QObject):
-    """The Export menu and the one-click "Export ONNX" toolbar button, added through the window's port.
-
-    One click exports the best checkpoint of the newest completed run of the current run's graph
-    (``current_run()`` gives the run this window started last; :func:`exporters.run_source.one_click_run`
-    chooses), or, with no run, the graph being edited (a snapshot taken at the click), into ``export_dir()``, and opens the
-    report dialog. Installed by the composition root: ``ExportHook(port, db_url=..., current_run=...)``.
-    """
-
-    def __init__(self, port: StudioPort, db_url: str | None = None,
-                 current_run: Callable[[], int | None] | None = None,
-                 export_dir: Callable[[], Path] | None = None) -> None:
-        super().__init__(port.host)
-        from exporters.registry import describe_formats  # read from the format files: no torch at start-up
-
-        from .actions import ActionSpec
-
-        self.port, self.db_url = port, db_url
-        self.current_run = current_run or (lambda: None)
-        self.export_dir = export_dir or self._default_dir
-        self.dialogs: list[ExportDialog] = []
-        self.actions: dict[str, Any] = {}
-        formats = describe_formats()
-        last = max((k for k, i in enumerate(formats) if i.toolbar), default=len(formats) - 1)
-        for k, info in enumerate(formats):
-            spec = ActionSpec(f"export_{info.name}", info.menu_text, EXPORT_MENU, info.shortcut or None,
-                              "export" if info.toolbar else "", info.toolbar, info.tip,
-                              separator=k == last + 1)   # the one-click format(s) apart from the rest
-            self.actions[info.name] = port.add_action(spec, lambda f=info.name: self.export(f))
-        self.menu = port.menu(EXPORT_MENU)
-        self.menu.aboutToShow.connect(self._refresh)
-        port.add_close_guard(self.close_guard)
-
-    def _refresh(self) -> None:
-        from exporters import get_format
-
-        has_run = self.current_run() is not None
-        for fmt, action in self.actions.items():
-            form = get_format(fmt)
-            missing = form.missing()
-            action.setEnabled(missing is None and (has_run or not form.needs_run))
-            action.setToolTip(missing or ("needs a run: train first" if form.needs_run and not has_run
-                                          else action.statusTip()))
-
-    def _default_dir(self) -> Path:
-        """Beside the graph file (``exports/``), unless it is one of the studio's own files (a
-        template inside the installed package) or its folder is not writable: then the user's
-        documents folder."""
-        return default_export_dir(self.port.document_path)
-
-    def export(self, fmt: str, run_id: int | None = None) -> ExportDialog:
-        """Start exporting run ``run_id`` as ``fmt`` and show the dialog; returns it. Without ``run_id``
-        (one click): the best checkpoint of the newest completed run of the current run's graph
-        (:func:`exporters.run_source.one_click_run`), or else the graph being edited."""
-        from exporters import from_graph, from_run
-
-        current = self.current_run() if run_id is None else None
-        if run_id is not None or current is not None:
-            def make() -> Any:
-                from exporters.run_source import one_click_run
-
-                chosen = run_id if run_id is not None else one_click_run(current, self.db_url)
-                assert chosen is not None   # one_click_run gives a run for a current run
-                return from_run(chosen, store=self.db_url)
-        else:
-            graph = self.port.graph.copy()  # the user may keep editing while it exports
-
-            def make() -> Any:
-                return from_graph(graph)
-        dialog = ExportDialog(make, fmt, self.export_dir(), parent=self.port.host,
-                              untrained=run_id is None and current is None)
-        dialog.node_chosen.connect(self.port.reveal)
-        dialog.done.connect(lambda ok, d=dialog: self._log(d, ok))
-        self.dialogs = [d for d in self.dialogs if d.isVisible() or not d.finished_export] + [dialog]
-        dialog.show()
-        dialog.start()
-        return dialog
-
-    def _log(self, dialog: ExportDialog, ok: bool) -> None:
-        if dialog.report is not None:
-            level = "info" if ok else "warning"
-            self.port.log(f"{dialog.windowTitle()}: {dialog.verdict.text()} ({dialog.report.path})", level)
-        else:
-            self.port.log(f"{dialog.windowTitle()} failed: {dialog.status.text()}", "warning")
-
-    def close_guard(self) -> bool:
-        """Let the window close after any export still running has ended (it writes files)."""
-        for dialog in self.dialogs:
-            dialog.wait()
-        return True
-
-
 def _preview() -> int:
     import tempfile
 
     from exporters import from_graph
     from graph_editor.model import load_graph
 
-    from .preview import preview
+    from ..preview import preview
 
-    graph_path = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).resolve().parents[1] / "assets" /
+    graph_path = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).resolve().parents[2] / "assets" /
                                                             "templates" / "lenet5.graph.json")
     fmt = sys.argv[2] if len(sys.argv) > 2 else "onnx"
     out = Path(tempfile.mkdtemp(prefix="torch-studio-export-"))

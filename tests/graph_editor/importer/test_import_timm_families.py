@@ -20,7 +20,7 @@ from tests.trainer.helpers import THOROUGH
 
 timm = pytest.importorskip("timm")
 
-TOOLS = Path(__file__).resolve().parents[2] / "tools"
+TOOLS = Path(__file__).resolve().parents[3] / "tools"
 
 
 def _tool(name: str) -> ModuleType:

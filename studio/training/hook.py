@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QAction
 
-from .actions import ActionSpec
-from .port import StudioPort, shortcut_text
-from .training.plot_theme import apply_plot_theme
-from .warmup import warm_up
+from ..actions import ActionSpec
+from ..port import StudioPort, shortcut_text
+from ..warmup import warm_up
+from .plot_theme import apply_plot_theme
 
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QDockWidget
 
-    from .themes import Theme
-    from .training.controller import TrainingController
+    from ..themes import Theme
+    from .controller import TrainingController
 
 RUN_MENU = "&Run"
 TRAIN = ActionSpec("train", "&Train…", RUN_MENU, "Ctrl+T", "train", True,
@@ -43,7 +43,7 @@ class TrainingHook(QObject):
     """Run > Train… and Run > Runs, backed by a TrainingController built when first needed."""
 
     def __init__(self, port: StudioPort, db_url: str | None = None, work_dir: Path | None = None) -> None:
-        super().__init__(port.host)
+        super().__init__(port.owner)
         self.port = port
         self.db_url, self.work_dir = db_url, work_dir
         self._controller: TrainingController | None = None
@@ -72,6 +72,10 @@ class TrainingHook(QObject):
         """The training controller if it is built already (None: nothing trained or shown yet)."""
         return self._controller
 
+    def last_dataset(self) -> str | None:
+        """The dataset the Train dialog would start from (the last run's), or None when nothing ran yet."""
+        return self._controller.last_dataset() if self._controller is not None else None
+
     def train_hint(self) -> str:
         """How to start a run, naming the Train action's shortcut."""
         keys = shortcut_text(self.train_action)
@@ -80,7 +84,7 @@ class TrainingHook(QObject):
     def controller(self) -> TrainingController:
         """The training controller, built and docked on the first call."""
         if self._controller is None:
-            from .training.controller import TrainingController  # seconds of imports: only when asked for
+            from .controller import TrainingController  # seconds of imports: only when asked for
 
             port = self.port
 
@@ -90,7 +94,7 @@ class TrainingHook(QObject):
                                      open_graph=open_graph, prompts=port.prompts,
                                      graph_name=lambda: port.run_source, parent=self)
             self._controller = ctl
-            ctl.install(port.host)
+            ctl.install(port.add_hidden_dock, port.status)
             ctl.reveal = port.workspaces.reveal
             if ctl.follower is None:   # the dashboard's hint names the one Train action
                 ctl.dashboard.title.setText(f"No run yet: {self.train_hint()}")
@@ -106,11 +110,11 @@ class TrainingHook(QObject):
             ctl.dashboard.memory_trace_shown.connect(
                 lambda: self._recording_over("Memory recorded: the Memory timeline tab shows it by layer"))
             ctl.run_ended.connect(lambda *_: self._recording_over())
-            port.host.destroyed.connect(ctl.shutdown)
+            port.owner.destroyed.connect(ctl.shutdown)
         return self._controller
 
     def _on_theme(self, theme: Theme) -> None:
-        apply_plot_theme(self.port.host, theme.name)  # the dashboard's and the runs dock's plots
+        apply_plot_theme(self.port.owner, theme.name)  # the dashboard's and the runs dock's plots, open dialogs'
 
     def _on_run_started(self, run_id: int) -> None:
         self.current_run = run_id
@@ -120,7 +124,7 @@ class TrainingHook(QObject):
         self.port.log(f"Run {status}: {message}".rstrip(": "), level)
 
     def train(self) -> None:
-        self.controller().open_train_dialog(self.port.host)
+        self.controller().open_train_dialog(self.port.owner)
 
     def record_memory(self) -> None:
         """Run > Record Memory Timeline: the running job records its next steps; the Train workspace shows them."""
@@ -133,8 +137,8 @@ class TrainingHook(QObject):
 
     def _recording_over(self, text: str = "") -> None:
         """The status line that said a recording was under way says how it went (or goes)."""
-        if self.port.host.statusBar().currentMessage() == RECORDING:
-            self.port.status(text, 8000) if text else self.port.host.statusBar().clearMessage()
+        if self.port.status_text() == RECORDING:
+            self.port.status(text, 8000) if text else self.port.clear_status()
 
     def _select_node(self, node_id: str) -> None:
         """A timeline band was clicked: select its node on the canvas (shown in Design and Inspect)."""
@@ -149,8 +153,8 @@ class TrainingHook(QObject):
 
     def close_guard(self) -> bool:
         """The window may close: no training built, or no run going, or the user chose."""
-        ctl, host = self._controller, self.port.host
-        return ctl is None or ctl.close_request(host, ask=lambda: self.port.prompts.running_run(host))
+        ctl, owner = self._controller, self.port.owner
+        return ctl is None or ctl.close_request(owner, ask=lambda: self.port.prompts.running_run(owner))
 
     def reopen_docks(self, workspace: str | None, after: threading.Thread | None = None) -> threading.Thread | None:
         """At start: when the studio closed in the Train or Runs ``workspace``, import the training

@@ -16,10 +16,10 @@ from PySide6.QtCore import QObject, QProcess, Signal
 from graph_editor.model import Graph, Problem, dumps, save_graph, validate
 from trainer.compilation.explain import ExplainError, Explanation, explain_command, read_explanation
 
-from .actions import ActionSpec
+from ..actions import ActionSpec
 
 if TYPE_CHECKING:
-    from .port import StudioPort
+    from ..port import StudioPort
 
 SOURCE = "compile"
 CHECK_COMPILE = ActionSpec("check_compile", "Check &Compile", "&Graph", "Shift+F7", "", False,
@@ -34,7 +34,7 @@ class CompileCheck(QObject):
     done = Signal(object)
 
     def __init__(self, port: StudioPort, parent: QObject | None = None) -> None:
-        super().__init__(parent or port.host)
+        super().__init__(parent or port.owner)
         self.port = port
         self.proc: QProcess | None = None
         self.checked = ""  # the graph the shown breaks belong to (its JSON)
