@@ -154,7 +154,8 @@ class GraphScene(QGraphicsScene):
         for other in dst.wires:     # a variadic port spreads its wires' ends
             if other is not wire:
                 other.update_path()
-        wire.setVisible(self.wire_shown(edge))
+        if not self.wire_shown(edge):
+            wire.hide()
         if self._touches_box(edge):
             self._on_groups_changed()  # the box gains a port
 
