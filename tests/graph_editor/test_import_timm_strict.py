@@ -39,6 +39,7 @@ NEWLY_STRICT = {
     "cpubone_nano": "fx: if pad_h or pad_w on sizes; aten.upsample_nearest2d as Interpolate",
     "vitamin_small_224": "LayerNormAct2d's F.layer_norm between permutes",
     "twins_svt_small": "the exported program's ops",
+    "efficientvit_b0": "fx: v.device.type != 'meta'; autocast region inlined; Divide",
 }
 DEFAULT = "pit_ti_224"  # the cheapest: ~5 s of CPU on a quiet machine
 
