@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from graph_editor.build import analyze, build_module, example_input  # noqa: E402
-from graph_editor.build.analysis import _param_count  # noqa: E402
+from graph_editor.analysis import analyze
+from graph_editor.analysis.per_node import _param_count  # noqa: E402
+from graph_editor.building import build_module, example_input  # noqa: E402
 from graph_editor.model import Graph, InputSpec, validate  # noqa: E402
 
 BATCH = 32

@@ -97,7 +97,7 @@ def reference(args: argparse.Namespace) -> None:
     import torch.distributed as dist
     import torch.nn.functional as F
 
-    from graph_editor.build import build_module
+    from graph_editor.building import build_module
     from graph_editor.model import load_graph
 
     ranks = "RANK" in os.environ

@@ -26,10 +26,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from graph_editor.build import analyze, build_module
+from graph_editor.analysis import analyze
+from graph_editor.building import build_module
 from trainer.checks import setup
-from trainer.job import build_model, make_job, report_metrics
-from trainer.loop import EpochTotals, LoopHooks, train_one_epoch
+from trainer.job import build_model, make_job
+from trainer.loop import EpochTotals, Loop, train_one_epoch
 from trainer.metrics.utilisation import DataWait, mfu, peak_tflops
 from trainer.optim import make_optimizer
 from trainer.protocol import events as ev
@@ -57,14 +58,13 @@ def studio_job(spec_dict: dict, folder: Path):
 def studio_epochs(job, epochs: int, wait: DataWait | None = None) -> int:
     """The worker's epoch loop without evaluation: what a training epoch costs inside the worker;
     ``wait`` sums the time spent getting batches."""
-    hooks = LoopHooks(lr_at=job.lr_at, report=lambda *a: report_metrics(job, *a), poll=job.controls.poll,
-                      interval_s=job.spec.train.metrics_interval_s)
+    loop = Loop(lr_at=job.lr_at, callbacks=job.callbacks, interval_s=job.spec.train.metrics_interval_s)
     train, samples = job.loaders["train"], 0
     for e in range(epochs):
         batches = train.batches(train.order())
         step, _ = train_one_epoch(job.step_fn, job.opt, wait.wrap(batches) if wait else batches, epoch=e + 1,
                                   step=job.step,
-                                  batch_size=train.batch_size, window=job.window, totals=EpochTotals(), hooks=hooks)
+                                  batch_size=train.batch_size, window=job.window, totals=EpochTotals(), loop=loop)
         samples += (step - job.step) * train.batch_size
         job.step = step
     return samples

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from graph_editor.model import load_graph
 
 

@@ -48,13 +48,14 @@ def write_images(root: Path, count: int, side: int) -> None:
         Image.fromarray(img.clip(0, 255).astype(np.uint8)).save(root / f"class{i % 10}" / f"{i:06d}.jpg", quality=90)
 
 
-def ours(root: Path, crop: int, batch: int, workers: int) -> FileLoader:
+def ours(root: Path, crop: int, batch: int, workers: int, device: str = "cpu", gpu_decode: bool = False) -> FileLoader:
     index = index_folder(root)
     im = ImageSpec(crop_scale=[0.35, 1.0])
     split = FileSplit(str(root), index.files, torch.from_numpy(index.labels), 3, (crop, crop),
                       eval_transform(im, (crop, crop)), np.arange(len(index)))
-    return FileLoader(split, batch, torch.device("cpu"), train=True, mean=torch.tensor(MEAN) * 255,
-                      std=torch.tensor(STD) * 255, transform=train_transform(im, (crop, crop)), workers=workers)
+    return FileLoader(split, batch, torch.device(device), train=True, mean=torch.tensor(MEAN) * 255,
+                      std=torch.tensor(STD) * 255, transform=train_transform(im, (crop, crop)), workers=workers,
+                      gpu_decode=gpu_decode)
 
 
 def theirs(root: Path, crop: int, batch: int, workers: int) -> torch.utils.data.DataLoader:
@@ -65,17 +66,25 @@ def theirs(root: Path, crop: int, batch: int, workers: int) -> torch.utils.data.
                                        persistent_workers=workers > 0, multiprocessing_context="forkserver")
 
 
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def epoch_ours(loader: FileLoader) -> float:
     t0, n = time.perf_counter(), 0
     for x, _, _ in loader.batches(loader.order()):
         n += len(x)
+    _synchronize(str(loader.device))
     return n / (time.perf_counter() - t0)
 
 
-def epoch_theirs(loader: torch.utils.data.DataLoader) -> float:
+def epoch_theirs(loader: torch.utils.data.DataLoader, device: str = "cpu") -> float:
     t0, n = time.perf_counter(), 0
     for x, _ in loader:
+        x = x.to(device, non_blocking=True)     # on a GPU both sides end with the batch on the device
         n += len(x)
+    _synchronize(device)
     return n / (time.perf_counter() - t0)
 
 
@@ -87,23 +96,35 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda: batches end on the GPU, and ours also "
+                    "decodes the JPEGs there (nvJPEG) as a run with gpu_decode does")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    cuda = args.device.startswith("cuda")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "images"
         write_images(root, args.images, args.side)
-        a, b = ours(root, args.crop, args.batch, args.workers), theirs(root, args.crop, args.batch, args.workers)
-        epoch_ours(a), epoch_theirs(b)     # warm-up: workers started, files in the page cache
-        rates: dict[str, list[float]] = {"ours": [], "torchvision": []}
+        loaders = {"ours": ours(root, args.crop, args.batch, args.workers, args.device)}
+        if cuda:
+            loaders["ours, GPU decode"] = ours(root, args.crop, args.batch, args.workers, args.device, gpu_decode=True)
+        theirs_loader = theirs(root, args.crop, args.batch, args.workers)
+        for loader in loaders.values():    # warm-up: workers started, files in the page cache
+            epoch_ours(loader)
+        epoch_theirs(theirs_loader, args.device)
+        rates: dict[str, list[float]] = {name: [] for name in [*loaders, "torchvision"]}
         for _ in range(args.rounds):       # interleaved: a busy machine slows both alike
-            rates["ours"].append(epoch_ours(a))
-            rates["torchvision"].append(epoch_theirs(b))
-    o, t = statistics.median(rates["ours"]), statistics.median(rates["torchvision"])
+            for name, loader in loaders.items():
+                rates[name].append(epoch_ours(loader))
+            rates["torchvision"].append(epoch_theirs(theirs_loader, args.device))
+    median = {name: statistics.median(r) for name, r in rates.items()}
     print(f"{args.images} JPEGs of {args.side}x{args.side}, RandomResizedCrop {args.crop}, batch {args.batch}, "
-          f"{args.workers} workers, median of {args.rounds} epochs")
-    print(f"  ours (torchvision.io decode, uint8 batches)      {o:9.0f} images/s")
-    print(f"  torchvision ImageFolder + DataLoader (Pillow)     {t:9.0f} images/s")
-    print(f"  ratio ours / torchvision: {o / t:.2f}")
+          f"{args.workers} workers, on {args.device}, median of {args.rounds} epochs")
+    print(f"  ours (torchvision.io decode, uint8 batches)      {median['ours']:9.0f} images/s")
+    if cuda:
+        print(f"  ours, JPEGs decoded on the GPU (nvJPEG)          {median['ours, GPU decode']:9.0f} images/s")
+    print(f"  torchvision ImageFolder + DataLoader (Pillow)     {median['torchvision']:9.0f} images/s")
+    for name in loaders:
+        print(f"  ratio {name} / torchvision: {median[name] / median['torchvision']:.2f}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from graph_editor.build import build_module  # noqa: E402
+from graph_editor.building import build_module  # noqa: E402
 from graph_editor.model import load_graph  # noqa: E402
 from trainer.inspection import InspectReport, LiveInspection, inspected_step, write_report  # noqa: E402
 from trainer.loop import make_train_step  # noqa: E402
@@ -141,7 +141,7 @@ def capture_vs_a_real_step(name: str = "resnet18_cifar", batch: int = 32, runs: 
     """The autograd capture (fake tensors, uncached and cached) against one real CPU training step of
     the same graph at the same batch, the plain-PyTorch way to see the same graph. The issue asks for
     resnet18 at batch 32 within 2 s warm."""
-    from graph_editor.build.autograd import capture_autograd
+    from graph_editor.autograd.capture import capture_autograd
 
     graph = load_graph(ROOT / "assets" / "templates" / f"{name}.graph.json")
     capture_autograd(graph, batch, use_cache=False)          # warm-up: first-call costs out of the figures

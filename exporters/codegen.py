@@ -1,6 +1,6 @@
 """Readable PyTorch source for a built graph: each module written as the constructor call that built it.
 
-The writer is derived from the builders (:mod:`graph_editor.build.ops`): every module the studio
+The writer is derived from the builders (:mod:`graph_editor.building.ops`): every module the studio
 builds remembers its constructor call, so ``model.py`` constructs each layer exactly as the studio
 did. The graph's own layer classes are written by name and their class source is copied into the
 file, so the result needs only torch. A module the studio did not build (of any class) cannot be
@@ -13,7 +13,7 @@ import inspect
 
 from torch import nn
 
-from graph_editor.build.modules import built_call, is_own_class
+from graph_editor.building.modules import built_call, is_own_class
 
 
 def constructor(module: nn.Module) -> str | None:

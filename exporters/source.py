@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from graph_editor.build import BuildError, build_module
+from graph_editor.building import BuildError, build_module
 from graph_editor.model import Graph
 
 from .errors import ExportError

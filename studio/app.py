@@ -26,12 +26,13 @@ from graph_editor.ui.controller import EditorController
 from graph_editor.ui.live import LiveAnalysis
 
 from .blocks import BlockLibrary
-from .compile_check import CompileCheck
+from .compile_check import install as install_compile_check
+from .compile_warmup import start_compile_warmup
 from .dialogs.import_module import ask_import
 from .dialogs.template_gallery import pick_template
 from .document import Document, starter_graph
 from .experiments import install as install_experiments
-from .export_dialog import ExportHook
+from .export import install as install_export
 from .finetune import install as install_finetune
 from .inspect import install as install_inspect
 from .main_window import APP_NAME, MainWindow, Services
@@ -42,7 +43,7 @@ from .recovery import AUTOSAVE_MS, RecoveryStore
 from .resources import IconSet
 from .settings import StudioSettings
 from .themes import ThemeManager
-from .training_hook import TrainingHook
+from .training import install as install_training
 from .warmup import warm_up
 
 ORGANISATION = "TorchStudio"
@@ -90,12 +91,13 @@ def install_features(window: MainWindow, port: StudioPort, runs_db: str | None) 
     """Plug the features into the window through ``port``, in menu and workspace order (Run, Export;
     Design, Train, Runs, Inspect, Experiments); the window keeps them for its lifetime."""
     window.finetune = install_finetune(port)
-    window.training = training = TrainingHook(port, db_url=runs_db)
-    window.export = ExportHook(port, db_url=runs_db, current_run=lambda: training.current_run)
+    window.training = training = install_training(port, db_url=runs_db)
+    window.export = install_export(port, db_url=runs_db, current_run=lambda: training.current_run)
     window.inspect = install_inspect(port, training=training.built_controller,
                                      current_run=lambda: training.current_run)
-    window.compile_check = CompileCheck(port)
+    window.compile_check = install_compile_check(port)
     window.experiments = install_experiments(port, runs_db, training=training.controller,
+                                             dataset=training.last_dataset,
                                              export_run=lambda run_id: window.export.export("onnx", run_id))
 
 
@@ -132,6 +134,7 @@ def run(paths: list[str]) -> int:
         QTimer.singleShot(0, lambda: _report(app, window, paths, t0))
     else:
         QTimer.singleShot(0, lambda: start(window, paths, _warm_up_passive()))
+        start_compile_warmup(data / "compile-warmup.log")   # the templates' compiles, at idle priority
     return app.exec()
 
 

@@ -69,7 +69,8 @@ def fail(message: str, code: int = 1) -> None:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from graph_editor.build import BuildError, analyze, summary_table
+    from graph_editor.analysis import analyze, summary_table
+    from graph_editor.building import BuildError
 
     if args.batch < 1:
         fail("--batch must be at least 1")
@@ -89,8 +90,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """The graph's own checks, then the build every other command makes (on the ``meta`` device: no
     memory), so validate refuses what summary, memory, train and export refuse: node ids PyTorch modules
     reserve, a Module node whose class cannot be imported from here, a layer PyTorch itself refuses.
-    The studio's Problems panel lists the same verdict (:func:`graph_editor.build.check.check_graph`)."""
-    from graph_editor.build.check import check_graph
+    The studio's Problems panel lists the same verdict (:func:`graph_editor.analysis.check.check_graph`)."""
+    from graph_editor.analysis.check import check_graph
 
     graph = load_for_cli(args.graph, args.input_shape)
     check = check_graph(graph)
@@ -105,7 +106,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from graph_editor.build.factory import import_factory
+    from graph_editor.importer.factory import import_factory
 
     if args.num_classes is not None and args.num_classes < 1:
         fail("--num-classes must be at least 1")

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from studio.cli_graph import fail, load_for_cli, parse_shape
 
 if TYPE_CHECKING:
-    from graph_editor.build.autograd import AutogradCapture
+    from graph_editor.autograd.capture import AutogradCapture
 
 
 # The autograd command's choices are named here so that building the parser needs no torch (importing
-# graph_editor.build imports it: seconds that `runs`, `show` and `train` would pay at their start);
+# graph_editor.autograd imports it: seconds that `runs`, `show` and `train` would pay at their start);
 # capture_autograd refuses any other name, and a test checks these agree with its own.
 PRECISION_CHOICES = ("fp32", "bf16", "fp16")
 DEVICE_KIND_CHOICES = ("cpu", "cuda")
@@ -49,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_autograd(args: argparse.Namespace) -> int:
-    from graph_editor.build import BuildError
-    from graph_editor.build.autograd import CaptureError, capture_autograd
+    from graph_editor.autograd.capture import CaptureError, capture_autograd
+    from graph_editor.building import BuildError
 
     graph = load_for_cli(args.graph, args.input_shape)
     try:
@@ -64,12 +64,12 @@ def cmd_autograd(args: argparse.Namespace) -> int:
 
 def autograd_table(captured: AutogradCapture) -> str:
     """Per graph node, in network order: autograd nodes, saved bytes, gradients to; then totals."""
-    from graph_editor.build.analysis import format_count
+    from graph_editor.model.units import nbytes
 
     rows = [("node", "autograd", "saved", "gradients to", "autograd nodes")]
     for s in captured.summaries():
         names = ", ".join(name if n == 1 else f"{name} x{n}" for name, n in s.names.items())
-        rows.append((s.owner, str(s.nodes), format_count(s.saved_bytes, "B"), ", ".join(s.grads_to) or "-", names))
+        rows.append((s.owner, str(s.nodes), nbytes(s.saved_bytes), ", ".join(s.grads_to) or "-", names))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join([r[0].ljust(widths[0]), r[1].rjust(widths[1]), r[2].rjust(widths[2]),
                         r[3].ljust(widths[3]), r[4]]).rstrip() for r in rows]
@@ -79,7 +79,7 @@ def autograd_table(captured: AutogradCapture) -> str:
     params = sum(1 for n in captured.nodes if n.param)
     lines.append(f"{len(captured.nodes)} autograd nodes ({params} AccumulateGrad) over {len(captured.owners)} "
                  f"graph nodes, {len(captured.edges)} gradient edges; saved for backward "
-                 f"{format_count(captured.saved_bytes, 'B')} at batch {captured.batch}, {captured.precision}, "
+                 f"{nbytes(captured.saved_bytes)} at batch {captured.batch}, {captured.precision}, "
                  f"{captured.device_kind} (ran on {captured.device})")
     if captured.note:
         lines.append(f"note: {captured.note}")

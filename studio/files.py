@@ -25,7 +25,7 @@ from .resources import ASSETS
 from .settings import StudioSettings
 
 if TYPE_CHECKING:
-    from graph_editor.build.importer import ImportResult
+    from graph_editor.importer.module_import import ImportResult
 
 Log = Callable[[str, str], None]
 
@@ -119,7 +119,7 @@ class FileActions(QObject):
         request = self.prompts.import_module(self.window)
         if request is None:
             return False
-        from graph_editor.build.factory import import_factory  # torch: only when asked for
+        from graph_editor.importer.factory import import_factory  # torch: only when asked for
 
         try:
             result = import_factory(request.target, request.input_shape or None, request.num_classes or None,

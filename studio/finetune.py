@@ -47,7 +47,7 @@ class FinetuneActions:
         graph = self.port.graph
         current = plan_of(graph).lr_scale.get(blocks[0], 1.0)
         names = ", ".join(graph.groups[b].name if b in graph.groups else graph.nodes[b].title for b in blocks)
-        factor = self.port.prompts.number(self.port.host, "Learning-rate multiplier",
+        factor = self.port.prompts.number(self.port.owner, "Learning-rate multiplier",
                                           f"Multiple of the learning rate for {names} (1: the rate itself):",
                                           current, 0.0, 100.0, 4)
         if factor is not None:
@@ -59,7 +59,7 @@ class FinetuneActions:
         if head is None:
             self._said("no classifier head found: a Linear layer that feeds the Output")
             return
-        classes = self.port.prompts.number(self.port.host, "Replace head",
+        classes = self.port.prompts.number(self.port.owner, "Replace head",
                                            f"Classes of the new head ({head}, re-initialised):",
                                            graph.num_classes, 2, 1_000_000, 0)
         if classes is not None:

@@ -42,10 +42,10 @@ from .workspaces import Workspaces
 if TYPE_CHECKING:
     from .compile_check import CompileCheck
     from .experiments import ExperimentsHook
-    from .export_dialog import ExportHook
+    from .export import ExportHook
     from .finetune import FinetuneActions
     from .inspect import InspectHook
-    from .training_hook import TrainingHook
+    from .training import TrainingHook
 
 APP_NAME = "Torch Studio"
 READABLE_ZOOM = 1.0  # a node revealed from Problems or Summary is shown at least this large

@@ -5,15 +5,23 @@ the composition root (:func:`studio.app.build`), never the main window itself: i
 to the window's one action table, its workspace, and reads and tells what it needs through here.
 What each feature uses:
 
-- ``TrainingHook``: ``add_action`` (Run menu, the toolbar's Train), ``workspaces`` (Train, Runs),
-  ``host`` (its docks, dialogs, plot colours), ``graph``, ``selection_changed``, ``open_snapshot``,
-  ``document_name``, ``prompts``, ``log``, ``status``, ``reveal``, ``icon``/``theme``, a close guard.
-- ``ExportHook``: ``add_action`` and ``menu`` (Export menu, the toolbar's ONNX), ``host`` (dialogs),
+Each feature is a package ``studio/<feature>/`` whose ``install(port, ...)`` plugs it in. What each uses:
+
+- ``training``: ``add_action`` (Run menu, the toolbar's Train), ``workspaces`` (Train, Runs),
+  ``add_hidden_dock`` (its docks), ``owner`` (the parent of its objects and dialogs; its plot colours),
+  ``graph``, ``selection_changed``, ``open_snapshot``, ``document_name``, ``prompts``, ``log``,
+  ``status``/``status_text``/``clear_status``, ``reveal``, ``icon``/``theme``, a close guard.
+- ``export``: ``add_action`` and ``menu`` (Export menu, the toolbar's ONNX), ``owner`` (dialogs),
   ``graph``, ``document_path``, ``log``, ``reveal``, a close guard.
-- ``InspectHook``: ``workspaces`` (Inspect), ``add_docks``, ``canvas``, ``graph``, ``select``,
+- ``inspect``: ``workspaces`` (Inspect), ``add_docks``, ``canvas``, ``graph``, ``select``,
   ``selection_changed``, ``set_problems``, ``theme``, ``log``, a close guard.
-- ``CompileCheck``: ``add_action`` (Graph > Check Compile), ``inferred``, ``graph``,
+- ``compile_check``: ``add_action`` (Graph > Check Compile), ``inferred``, ``graph``,
   ``set_problems``/``show_problems``, ``log``, ``status``, a close guard.
+- ``experiments`` and ``finetune`` likewise.
+
+The window itself is not handed out: ``owner`` is it as a plain ``QWidget`` (what Qt needs to parent a
+dialog or a dock), and what a feature does to the window (menus, docks, the status bar) goes through
+the methods here.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt, SignalInstance
 from PySide6.QtGui import QAction, QIcon, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu, QToolBar
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu, QToolBar, QWidget
 
 from graph_editor.model import Graph, Problem
 from graph_editor.ui.canvas import GraphCanvas
@@ -48,9 +56,8 @@ LAST_MENU = "&View"  # a feature's new menu goes before it
 class StudioPort:
     """What a feature may do to the main window, and nothing more.
 
-    ``host`` is the window as a plain ``QMainWindow``: the parent of a feature's dialogs and
-    objects (and of the training controller's docks, which ``install`` themselves). The rest are
-    the window's parts, passed in by the composition root (:func:`studio.app.port_of`).
+    Made by the composition root (:func:`studio.app.port_of`) from the window and its parts; a
+    feature sees the window only as :attr:`owner`, a ``QWidget``.
     """
 
     def __init__(self, host: QMainWindow, *, actions: dict[str, QAction], menus: dict[str, QMenu],
@@ -59,7 +66,7 @@ class StudioPort:
                  files: FileActions, log: LogDock, problems: ProblemsDock, problems_dock: QDockWidget,
                  canvas: GraphCanvas, reveal: Callable[[str], None],
                  add_close_guard: Callable[[Callable[[], bool]], None]) -> None:
-        self.host, self.workspaces, self.prompts, self.canvas = host, workspaces, prompts, canvas
+        self._window, self.workspaces, self.prompts, self.canvas = host, workspaces, prompts, canvas
         self._actions, self._menus, self._toolbar = actions, menus, toolbar
         self._icons, self._themes = icons, themes
         self._controller, self._live, self._document, self._files = controller, live, document, files
@@ -69,6 +76,11 @@ class StudioPort:
         self._icon_rows: list[ActionSpec] = []  # repainted in a new theme's colours
         themes.changed.connect(self._on_theme)
 
+    @property
+    def owner(self) -> QWidget:
+        """What a feature's dialogs, docks and objects are parented to (they close with the window)."""
+        return self._window
+
     # ------------------------------------------------------------------ commands
     def add_action(self, spec: ActionSpec, handler: Callable[[], object]) -> QAction:
         """Add a row to the window's one action table: its QAction (``action_<key>``) in the menu
@@ -76,7 +88,7 @@ class StudioPort:
         table has, or a shortcut another action of the window holds, is refused (ValueError)."""
         if spec.key in self._actions:
             raise ValueError(f"action {spec.key!r}: the window's action table has one already")
-        action = make_action(spec, handler, self.host, self._icons)
+        action = make_action(spec, handler, self._window, self._icons)
         holder = self._shortcut_holder(action)
         if holder is not None:
             action.setParent(None)
@@ -100,8 +112,8 @@ class StudioPort:
     def menu(self, name: str) -> QMenu:
         """The menu bar's menu ``name`` (e.g. ``"&Run"``), made before View when there is none yet."""
         if name not in self._menus:
-            menu = QMenu(name, self.host)
-            bar = self.host.menuBar()
+            menu = QMenu(name, self._window)
+            bar = self._window.menuBar()
             last = self._menus.get(LAST_MENU)
             if last is not None:
                 bar.insertMenu(last.menuAction(), menu)
@@ -114,7 +126,7 @@ class StudioPort:
         keys = {k.toString() for k in action.shortcuts() if not k.isEmpty()}
         if not keys:
             return None
-        for other in self.host.findChildren(QAction):
+        for other in self._window.findChildren(QAction):
             if other is not action and keys & {k.toString() for k in other.shortcuts() if not k.isEmpty()}:
                 return other.objectName() or other.text().replace("&", "")
         return None
@@ -123,7 +135,7 @@ class StudioPort:
                   area: Qt.DockWidgetArea = Qt.DockWidgetArea.BottomDockWidgetArea) -> None:
         """Dock ``docks`` side by side in ``area`` (the bottom by default), each ``widths[i]`` of the
         window's width and ``height`` of its height where given (fractions)."""
-        w = self.host
+        w = self._window
         for dock in docks:
             w.addDockWidget(area, dock)
         for left, right in zip(docks, docks[1:], strict=False):
@@ -132,6 +144,11 @@ class StudioPort:
             w.resizeDocks(list(docks), [int(w.width() * f) for f in widths], Qt.Orientation.Horizontal)
         if height:
             w.resizeDocks([docks[0]], [int(w.height() * height)], Qt.Orientation.Vertical)
+
+    def add_hidden_dock(self, dock: QDockWidget) -> None:
+        """Dock ``dock`` at the bottom, hidden: a workspace shows it (see :class:`~studio.workspaces.Workspaces`)."""
+        self._window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+        dock.hide()
 
     def add_close_guard(self, guard: Callable[[], bool]) -> None:
         """``guard()`` is asked, after unsaved changes, whether the window may close."""
@@ -144,7 +161,14 @@ class StudioPort:
 
     def status(self, text: str, ms: int = 6000) -> None:
         """A message in the status bar for ``ms`` milliseconds."""
-        self.host.statusBar().showMessage(text, ms)
+        self._window.statusBar().showMessage(text, ms)
+
+    def status_text(self) -> str:
+        """What the status bar says now ("" when nothing)."""
+        return self._window.statusBar().currentMessage()
+
+    def clear_status(self) -> None:
+        self._window.statusBar().clearMessage()
 
     def set_problems(self, problems: Sequence[Problem], source: str) -> None:
         """Replace the Problems dock's entries from ``source`` (each feature its own)."""

@@ -1,6 +1,6 @@
 """Load torch in the background once the window is up.
 
-The live analysis imports torch (through ``graph_editor.build``) the first time a graph is
+The live analysis imports torch (through ``graph_editor.analysis``) the first time a graph is
 valid; done on the GUI thread that freezes the window for seconds. Importing it first on a
 worker thread keeps the window responsive (Python still stalls it briefly while the big
 libraries load); if the analysis asks before the import is done, it simply waits for it.
@@ -13,7 +13,7 @@ import logging
 import threading
 
 log = logging.getLogger("studio")
-MODULE = "graph_editor.build"
+MODULE = "graph_editor.analysis"
 
 
 def warm_up(module: str = MODULE, *, after: threading.Thread | None = None) -> threading.Thread:

@@ -13,7 +13,7 @@ reports, beside :func:`trainer.memory.prediction.predict_memory`'s peak and part
   was live before and after it: a kernel workspace, allocated and freed inside the op) and ``grow``
   (what stayed allocated beyond its outputs on the op's first call);
 * for the backward capture, every tensor the real forward saved (by saved-tensor hooks, one entry per
-  storage) against what :func:`graph_editor.build.autograd.capture_autograd` lists on fake CUDA, as
+  storage) against what :func:`graph_editor.autograd.capture.capture_autograd` lists on fake CUDA, as
   multisets of (shape, dtype) with the differences.
 
 The figures fed ``trainer.memory.prediction``'s CUDA terms; ``docs/gpu.md`` records a run.
@@ -34,8 +34,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from graph_editor.build import build_module, example_input  # noqa: E402
-from graph_editor.build.autograd import capture_autograd, tensors_in  # noqa: E402
+from graph_editor.autograd.capture import capture_autograd, tensors_in  # noqa: E402
+from graph_editor.building import build_module, example_input  # noqa: E402
 from graph_editor.model import load_graph  # noqa: E402
 from trainer.loop import make_train_step  # noqa: E402
 from trainer.memory.prediction import predict_memory  # noqa: E402

@@ -22,9 +22,11 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from graph_editor.build import analyze, build_module, format_count  # noqa: E402
-from graph_editor.build.importer import import_module  # noqa: E402
+from graph_editor.analysis import analyze  # noqa: E402
+from graph_editor.building import build_module  # noqa: E402
+from graph_editor.importer.module_import import import_module  # noqa: E402
 from graph_editor.model import Edge, load_graph, save_graph, validate  # noqa: E402
+from graph_editor.model.units import count  # noqa: E402
 
 TEMPLATES = ROOT / "assets" / "templates"
 
@@ -47,7 +49,7 @@ def templates_summary(tour: Tour) -> None:
         ms = (time.perf_counter() - t) * 1000
         shape = "x".join(map(str, graph.input_spec.shape))
         print(f"{path.name.removesuffix('.graph.json'):16s} {len(graph):5d} {shape:>10s} {a.total_params:12,d} "
-              f"{format_count(a.total_flops):>13s}  {ms:5.1f} ms")
+              f"{count(a.total_flops):>13s}  {ms:5.1f} ms")
 
 
 def validate_lenet(tour: Tour) -> None:
@@ -99,7 +101,7 @@ def import_through_fx(tour: Tour) -> None:
 
 def import_refusal(tour: Tour) -> None:
     """What cannot be a graph is listed op by op, with the line it comes from."""
-    from graph_editor.build.importer import ModuleImportError
+    from graph_editor.importer.module_import import ModuleImportError
 
     class Odd(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ failure.
 Positions are the layout's at 1440x900 in the default dock layout (a fresh HOME has no saved
 layout), read off the screenshots; dialogs are found by title with ``xdotool search`` and clicked
 relative to their own geometry. Shortcuts are used wherever one exists (studio/actions.py,
-training_hook.py, workspaces.py).
+training/hook.py, workspaces.py).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ timm families, built without weights. For each model: import it, then check that
 - its ONNX export passes its proof (``onnx.checker`` and onnxruntime against PyTorch).
 
 Prints one row per model (ok/failed, the first cause, seconds of the import, seconds in all) and
-imported/total per source. ``tests/graph_editor/test_import_zoo.py`` runs the same checks in CI on
+imported/total per source. ``tests/graph_editor/importer/test_import_zoo.py`` runs the same checks in CI on
 the cheap ones; this walk checks them all::
 
     python tools/import_walk.py [--only NAME ...] [--skip-onnx] [--source torchvision|timm]
@@ -38,9 +38,9 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from graph_editor.build import build_module
-from graph_editor.build.analysis import analyze
-from graph_editor.build.importer import ImportResult, import_module
+from graph_editor.analysis.per_node import analyze
+from graph_editor.building import build_module
+from graph_editor.importer.module_import import ImportResult, import_module
 
 TOLERANCE = 1e-5
 AUX_HEADS = ("googlenet", "inception_v3")

@@ -38,7 +38,7 @@ class InitReport:
 
 def read_weights(path: Path) -> dict[str, torch.Tensor]:
     """A weights file's tensors by name (``model.`` prefixes of a run's checkpoint removed)."""
-    from graph_editor.build.pretrained import load_tensors
+    from graph_editor.importer.pretrained import load_tensors
 
     tensors = load_tensors(path)
     if any(k.startswith("model.") for k in tensors):

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .callbacks import Callback
 from .loop import StepFn, autocast
 
 if TYPE_CHECKING:
@@ -234,8 +235,8 @@ def _combine(norms: list[torch.Tensor]) -> torch.Tensor:
 Publish = Callable[[InspectReport], None]
 
 
-class LiveInspection:
-    """Decides which steps are inspected and runs them: wraps the run's step function.
+class LiveInspection(Callback):
+    """Decides which steps are inspected and runs them: a loop callback that wraps the run's step function.
 
     A step is inspected when :meth:`request` was called (the ``inspect`` command) or ``every_s``
     seconds have passed since the last inspection (0 = only on request). ``publish`` gets each report
@@ -267,7 +268,7 @@ class LiveInspection:
     def due(self) -> bool:
         return self.requested or (self.every_s > 0 and self.clock() - self.last >= self.every_s)
 
-    def wrap(self, step_fn: StepFn) -> StepFn:
+    def wrap_step(self, step_fn: StepFn) -> StepFn:
         def step(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             self.calls += 1
             if not self.armed:   # inspection off: this test and the count are all a step pays

@@ -15,8 +15,10 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 
+from . import adaptive_threads
+from .callbacks import Callback
 from .checkpoints.single_file import (
     CheckpointError,
     checkpoint_file,
@@ -30,7 +32,9 @@ from .checkpoints.single_file import (
     verify_checkpoint,
 )
 from .checks import Setup
+from .compilation import recipes as warm
 from .compilation.log import watch as watch_compile
+from .compilation.progress import CompileProgress
 from .data.images.prepare import file_loaders
 from .data.loaders import Augment, DeviceLoader, StreamLoader
 from .finetune import freeze, initialise, lr_scales
@@ -38,7 +42,7 @@ from .inspection import LiveInspection, publisher
 from .loop import (
     EpochTotals,
     Evaluation,
-    LoopHooks,
+    Loop,
     StepFn,
     Window,
     evaluate,
@@ -47,7 +51,6 @@ from .loop import (
     train_one_epoch,
 )
 from .memory.recomputation import SegmentError, checkpointed_module
-from .memory.samples import memory_sample, rss_bytes
 from .memory.timeline import LiveRecording
 from .memory.timeline import publisher as memtrace_publisher
 from .metrics import names
@@ -57,6 +60,7 @@ from .metrics.skipped import watch as watch_skipped
 from .optim import Schedule, make_optimizer
 from .protocol import events as ev
 from .protocol.controls import Controls
+from .reporting import MemorySamples, Reporter
 from .spec import SpecError
 from .store.runs import RunStore
 
@@ -93,6 +97,7 @@ class Job:
     last_cpu: tuple[float, float] = field(default_factory=lambda: (time.process_time(), time.monotonic()))
     recorder: Recorder = field(default_factory=Recorder)
     inspection: LiveInspection | None = None   # inspects a step on request or every inspect_every_s
+    callbacks: list[Callback] = field(default_factory=list)   # the features plugged into the loop, in order
     dist: Any = None          # under torchrun: trainer.distributed.rank.RankRole (agreement, sharded checkpoints)
 
     @property
@@ -156,6 +161,7 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
     schedule = Schedule(spec.optim.lr, spec.schedule, loaders["train"].steps, spec.train.epochs)
     job = Job(setup, store, emitter, run_id, run_dir, model, runner, opt, step_fn, scaler, schedule, loaders,
               controls, Window())
+    job.callbacks = core_callbacks(job)
     if compiled:
         job.step_fn = _timed_first_call(job, step_fn)
     # Inspection runs the eager model (a compiled backward is one opaque node) on the batch it takes.
@@ -165,13 +171,47 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
         every_s=spec.train.inspect_every_s, scaler=lambda: job.scaler, start_step=lambda: job.step)
     controls.on_inspect = job.inspection.request
     watch_skipped(job)
-    job.step_fn = job.inspection.wrap(job.step_fn)
     recording = LiveRecording(model, dev, publish=memtrace_publisher(run_dir, emitter.emit, job.recorder.submit),
                               start_step=lambda: job.step, opt=opt)
     controls.on_record_memory = recording.request
     controls.on_set_lr = lambda lr: record_lr_set(job, lr)
-    job.step_fn = recording.wrap(job.step_fn)
+    job.callbacks += [job.inspection, recording]
+    adaptive = adaptive_threads.for_this_process()   # the thread count follows the machine's load
+    if adaptive is not None and not compiled:   # compiled kernels keep the count they were compiled with
+        job.callbacks.append(adaptive)
+    for callback in job.callbacks:     # the inspection's wrapper inside the recording's
+        job.step_fn = callback.wrap_step(job.step_fn)
     return job
+
+
+class Commands(Callback):
+    """The worker's commands (pause, resume, stop, set_lr, ...), read after every step."""
+
+    def __init__(self, job: Job) -> None:
+        self.controls = job.controls
+
+    def on_step_end(self, step: int) -> bool:
+        return self.controls.poll(step)
+
+
+class Checkpoints(Callback):
+    """The best checkpoint when an epoch improved the spec's metric, the last one after every epoch."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+
+    def on_epoch_end(self, event: ev.EpochEnd) -> None:
+        spec = self.job.spec
+        if spec.checkpoints.best and event.best:
+            save(self.job, "best")
+        if spec.checkpoints.last:
+            save(self.job, "last")
+
+
+def core_callbacks(job: Job) -> list[Callback]:
+    """What every run plugs into its loop, in the order they act at an epoch's end: its event, its
+    checkpoints, a memory sample; the commands after each step, the metrics after each window."""
+    return [Commands(job), Reporter(job), Checkpoints(job), MemorySamples(job)]
 
 
 def make_loaders(setup: Setup) -> dict[str, DeviceLoader]:
@@ -193,7 +233,8 @@ def make_loaders(setup: Setup) -> dict[str, DeviceLoader]:
 
 
 def _timed_first_call(job: Job, step_fn: StepFn) -> StepFn:
-    """Time the first (compiling) step and report it; later calls pass straight through."""
+    """Time the first (compiling) step, report what it compiles while it does, and the time it took;
+    later calls pass straight through. The compile caches then hold this recipe (:mod:`.compilation.warm`)."""
     done = False
     log = watch_compile(job.emitter, job.model)   # dynamo's graph breaks and recompiles, as events
 
@@ -202,83 +243,48 @@ def _timed_first_call(job: Job, step_fn: StepFn) -> StepFn:
         if done:
             return step_fn(x, y)
         t0 = time.perf_counter()
-        out = step_fn(x, y)
-        if job.setup.device.type == "cuda":
-            torch.cuda.synchronize(job.setup.device)   # once: the compile time must include the kernels
-        job.emitter.emit(ev.CompileDone(seconds=round(time.perf_counter() - t0, 3), mode=job.spec.precision.compile,
+        progress = CompileProgress(job.emitter.emit).start()
+        try:
+            out = step_fn(x, y)
+            if job.setup.device.type == "cuda":
+                torch.cuda.synchronize(job.setup.device)   # once: the compile time must include the kernels
+        finally:
+            progress.close()
+        seconds = time.perf_counter() - t0
+        job.emitter.emit(ev.CompileDone(seconds=round(seconds, 3), mode=job.spec.precision.compile,
                                         graph_breaks=log.breaks, recompiles=log.recompiles))
+        warm.index().mark(warm.setup_key(job.setup), seconds, job.spec.name or "run")
         done = True
         return out
 
     return timed
 
 
-def report_metrics(job: Job, step: int, epoch: int, losses: list[float], correct: list[float], lr: float,
-                   samples_per_s: float) -> None:
-    """Store a window of training metrics, then emit it (a reader that saw the event finds the rows)."""
-    b = job.spec.train.batch_size
-    loss, acc = sum(losses) / len(losses), sum(correct) / (b * len(correct))
-    event = ev.Metrics(step=step, epoch=epoch, loss=loss, accuracy=acc, lr=lr, samples_per_s=round(samples_per_s, 1))
-    # "time" (the run's clock, Job.elapsed) and "epoch" give the Runs comparison its wall-time and
-    # epoch x axes; two more rows of the same batched insert.
-    rows = metric_rows(event, step) + [(step, names.TIME.name, job.elapsed()),
-                                       (step, names.EPOCH.name, float(epoch))]
-
-    def write() -> None:   # on the recorder thread: the training step does not wait for the disk
-        job.store.add_metrics(job.run_id, rows)
-        job.emitter.emit(event)
-
-    job.recorder.submit(write)
-    if time.monotonic() - job.last_memory >= 2.0:
-        emit_memory(job, step, background=True)
-
-
-def emit_memory(job: Job, step: int, background: bool = False) -> None:
-    """Store and emit a memory sample (on the recorder thread when ``background``)."""
-    sample = memory_sample(job.setup.device, step)
-    job.last_memory = now = time.monotonic()
-    cpu, (cpu0, wall0) = time.process_time(), job.last_cpu
-    job.last_cpu = (cpu, now)
-    # System curves: the process's CPU use since the last sample (100 = one core busy) and its RSS.
-    system = [(step, names.CPU_PERCENT.name, 100.0 * (cpu - cpu0) / max(now - wall0, 1e-6)),
-              (step, names.RSS.name, float(rss_bytes()))]
-
-    def write() -> None:
-        job.store.add_metrics(job.run_id, [*metric_rows(sample, step), *system])
-        job.emitter.emit(sample)
-
-    if background:
-        job.recorder.submit(write)
-    else:
-        job.recorder.flush()
-        write()
-
-
 def run_epochs(job: Job) -> str:
     """Train until the spec's epochs are done; returns 'completed', 'stopped' or 'early_stopped'."""
     spec, train = job.spec, job.loaders["train"]
-    hooks = LoopHooks(lr_at=job.lr_at, report=lambda *a: report_metrics(job, *a), poll=job.controls.poll,
-                      interval_s=spec.train.metrics_interval_s, agree=job.dist.agree if job.dist else None)
+    loop = Loop(lr_at=job.lr_at, callbacks=job.callbacks, interval_s=spec.train.metrics_interval_s,
+                agree=job.dist.agree if job.dist else None)
     while job.epoch < spec.train.epochs:
         epoch, t0, paused0 = job.epoch + 1, time.perf_counter(), job.controls.paused_seconds
         if job.order is None:
             job.order, job.position, job.totals = train.order(), 0, EpochTotals()
         step, stopped = train_one_epoch(job.step_fn, job.opt, train.batches(job.order, job.position), epoch=epoch,
                                         step=job.step, batch_size=spec.train.batch_size, window=job.window,
-                                        totals=job.totals, hooks=hooks)
+                                        totals=job.totals, loop=loop)
         job.position, job.step = job.position + step - job.step, step
         if stopped:
             save(job, "last")
             return "stopped"
         job.order, job.epoch = None, epoch
         if epoch == spec.train.epochs:
-            _report_the_rest(job, hooks)  # before the last epoch_end
+            _report_the_rest(job, loop)  # before the last epoch_end
         seconds = time.perf_counter() - t0 - (job.controls.paused_seconds - paused0)   # a pause is not training
         if end_of_epoch(job, epoch, seconds):
-            _report_the_rest(job, hooks)
+            _report_the_rest(job, loop)
             return "early_stopped"
         if _poll(job):
-            _report_the_rest(job, hooks)
+            _report_the_rest(job, loop)
             if not spec.checkpoints.last:
                 save(job, "last")
             return "stopped"
@@ -290,9 +296,9 @@ def _poll(job: Job) -> bool:
     return job.dist.agree(stop, False)[0] if job.dist else stop
 
 
-def _report_the_rest(job: Job, hooks: LoopHooks) -> None:
+def _report_the_rest(job: Job, loop: Loop) -> None:
     """The run ends after this epoch: report the steps its last window still holds."""
-    report_pending(job.window, hooks, job.step, job.epoch, job.lr_at(max(job.step - 1, 0)),
+    report_pending(job.window, loop, job.step, job.epoch, job.lr_at(max(job.step - 1, 0)),
                    job.spec.train.batch_size)
 
 
@@ -317,14 +323,10 @@ def end_of_epoch(job: Job, epoch: int, seconds: float) -> bool:
     best = job.best.get(best_metric)
     job.store.update_run(job.run_id, epoch=epoch, step=job.step, best_metric=best_metric,
                          best_value=best[0] if best else None)
-    job.emitter.emit(event)
     stop_metric = spec.early_stopping.metric
-    job.bad_epochs = 0 if improved.get(stop_metric, True) else job.bad_epochs + 1
-    if spec.checkpoints.best and improved.get(best_metric):
-        save(job, "best")
-    if spec.checkpoints.last:
-        save(job, "last")
-    emit_memory(job, job.step)
+    job.bad_epochs = 0 if improved.get(stop_metric, True) else job.bad_epochs + 1   # before a checkpoint keeps it
+    for callback in job.callbacks:      # the event, the checkpoints, a memory sample
+        callback.on_epoch_end(event)
     return 0 < spec.early_stopping.patience <= job.bad_epochs
 
 
@@ -362,9 +364,15 @@ def save(job: Job, kind: str) -> Path:
     fault_point("recorded")
     prune(path.parent, kind, job.step)
     fault_point("pruned")
-    job.emitter.emit(ev.Checkpoint(kind=kind, path=str(path), step=job.step, epoch=job.epoch, metric=metric,
-                                   value=value))
+    checkpoint_saved(job, ev.Checkpoint(kind=kind, path=str(path), step=job.step, epoch=job.epoch, metric=metric,
+                                         value=value))
     return path
+
+
+def checkpoint_saved(job: Job, event: ev.Checkpoint) -> None:
+    """A checkpoint is written and recorded: every callback hears of it (reporting emits the event)."""
+    for callback in job.callbacks:
+        callback.on_checkpoint(event)
 
 
 def checkpoint_state(job: Job, kind: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .callbacks import Callback, MetricsWindow, stepping
 from .metrics.per_class import per_class
 from .optim import set_lr
 
@@ -164,12 +165,12 @@ class EpochTotals:
 
 
 @dataclass
-class LoopHooks:
-    """What the epoch asks of the worker: the rate for a step, a metrics report, commands to honour."""
+class Loop:
+    """How the epoch runs: the rate for a step, the features plugged in (:mod:`trainer.callbacks`), how
+    often the metrics window is read."""
 
     lr_at: Callable[[int], float]
-    report: Callable[[int, int, list[float], list[float], float, float], None]  # step, epoch, losses, correct, lr, s
-    poll: Callable[[int], bool]  # called after each step with the step; True = stop now
+    callbacks: Sequence[Callback] = ()
     interval_s: float = 0.25
     clock: Callable[[], float] = field(default=time.perf_counter)
     # Under torchrun: (stop, read now) -> rank 0's, so that every rank stops and reads at the same step.
@@ -177,46 +178,51 @@ class LoopHooks:
 
 
 def train_one_epoch(step_fn: StepFn, opt: torch.optim.Optimizer, batches, *, epoch: int, step: int,
-                    batch_size: int, window: Window, totals: EpochTotals, hooks: LoopHooks) -> tuple[int, bool]:
+                    batch_size: int, window: Window, totals: EpochTotals, loop: Loop) -> tuple[int, bool]:
     """Run the epoch's remaining batches; returns (steps done in total, stopped early).
 
-    Metrics are reported after the run's first step, then every ``hooks.interval_s`` of training (and
+    Metrics are reported after the run's first step, then every ``loop.interval_s`` of training (and
     when stopping); the epoch's last steps are read into ``totals`` at its end and reported with the
     next window, or by :func:`report_pending` when the run ends.
     """
-    window_start, mark = step, hooks.clock()
-    lr = hooks.lr_at(step)
+    window_start, mark = step, loop.clock()
+    lr = loop.lr_at(step)
+    after_step = stepping(loop.callbacks)     # a short list (the commands): all a step pays for callbacks
     for x, y, _ in batches:
-        lr = hooks.lr_at(step)
+        lr = loop.lr_at(step)
         set_lr(opt, lr)                       # host float math; a tensor lr is filled on the device
         loss, pred = step_fn(x, y)            # kernels queued; nothing waits for them here
         window.record(loss, pred, y)
         first = step == 0                     # the run's first step (a resumed run has its curves)
         step += 1
-        before = hooks.clock()
-        stop = hooks.poll(step)               # may block while paused
-        now = hooks.clock()
+        before = loop.clock()
+        stop = False
+        for callback in after_step:
+            stop = callback.on_step_end(step) or stop   # may block while paused
+        now = loop.clock()
         if now - before > 0.05:
             mark += now - before              # a pause does not count as training time
-        due = stop or first or window.full or window.pending_seconds + now - mark >= hooks.interval_s
-        if hooks.agree is not None:
-            stop, due = hooks.agree(stop, due)
+        due = stop or first or window.full or window.pending_seconds + now - mark >= loop.interval_s
+        if loop.agree is not None:
+            stop, due = loop.agree(stop, due)
         if due:
             totals.add(*window.read(window_start, now - mark), batch_size)   # the host/device sync point
             window_start, mark = step, now
-            if stop or first or window.pending_seconds >= hooks.interval_s:
-                report_pending(window, hooks, step, epoch, lr, batch_size)
+            if stop or first or window.pending_seconds >= loop.interval_s:
+                report_pending(window, loop, step, epoch, lr, batch_size)
         if stop:
             return step, True
-    totals.add(*window.read(window_start, hooks.clock() - mark), batch_size)
+    totals.add(*window.read(window_start, loop.clock() - mark), batch_size)
     return step, False
 
 
-def report_pending(window: Window, hooks: LoopHooks, step: int, epoch: int, lr: float, batch_size: int) -> None:
-    """Report what the window holds (nothing when it holds nothing), as of ``step``."""
+def report_pending(window: Window, loop: Loop, step: int, epoch: int, lr: float, batch_size: int) -> None:
+    """Hand what the window holds to the callbacks' ``on_metrics`` (nothing when it holds nothing), as of ``step``."""
     losses, correct, seconds = window.take()
     if losses:
-        hooks.report(step, epoch, losses, correct, lr, len(losses) * batch_size / max(seconds, 1e-9))
+        read = MetricsWindow(step, epoch, losses, correct, lr, len(losses) * batch_size / max(seconds, 1e-9))
+        for callback in loop.callbacks:
+            callback.on_metrics(read)
 
 
 @dataclass

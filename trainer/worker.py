@@ -28,6 +28,7 @@ from graph_editor.model.units import mib
 
 from .checkpoints.single_file import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
+from .compilation import recipes as warm
 from .distributed import launch as dist_launch
 from .distributed.lifeline import is_torchrun_child
 from .job import (
@@ -200,12 +201,15 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
     controls.install_sigterm()
     controls.sigterm = controls.sigterm or bool(_EARLY_STOP)   # a stop that came during startup
     s = st.splits
+    compiled = st.spec.precision.compile != "off"
+    expected = warm.index().seconds(warm.setup_key(st)) if compiled else None   # None: the first time
     emitter.emit(ev.RunStarted(
         name=st.spec.name, device=str(st.device), params=count_params(model), epochs=st.spec.train.epochs,
         steps_per_epoch=job.loaders["train"].steps, batch_size=st.spec.train.batch_size, train_size=len(s.train),
         val_size=len(s.val), test_size=len(s.test), classes=list(s.classes), start_step=job.step,
         precision=st.spec.precision.dtype, compile=st.spec.precision.compile, run_dir=str(run_dir),
-        predicted_peak=predicted_peak))
+        predicted_peak=predicted_peak, compile_first_time=(expected is None) if compiled else None,
+        compile_expected_s=expected))
     try:
         status = run_epochs(job)
         finish(job, status, job.elapsed())   # every part of a resumed run, not the gaps between them

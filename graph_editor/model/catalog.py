@@ -8,7 +8,7 @@ A layer type is declared once, with :func:`layer` on its shape rule::
 
 The catalog is pure data plus pure-Python shape rules, so the editor can check a graph
 live without importing torch. The types live in ``layers/<family>.py``; their PyTorch side
-(builder, FLOP rule, import rules, source writer) in the mirrored ``graph_editor.build.ops.<family>``,
+(builder, FLOP rule, import rules, source writer) in the mirrored ``graph_editor.building.ops.<family>``,
 and a test checks that every type is complete there.
 """
 

@@ -70,7 +70,7 @@ def _name(key: object) -> str:
 
 
 def _origin(value: object) -> str:
-    """Where a registered value was defined, e.g. ``graph_editor.build.ops.core._linear``."""
+    """Where a registered value was defined, e.g. ``graph_editor.building.ops.core._linear``."""
     fn = getattr(value, "__wrapped__", value)
     module = getattr(fn, "__module__", None)
     qualname = getattr(fn, "__qualname__", None)

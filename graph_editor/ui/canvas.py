@@ -89,6 +89,8 @@ class GraphCanvas(PlacingView):
         self.reason_label = ReasonLabel(self.viewport())
         self.search = LayerSearchPopup(self)
         self._search_wire: PortItem | None = None
+        self._press_positions: dict[QGraphicsItem, QPointF] = {}   # movable items where a press found them
+        self._dragged_at: dict[QGraphicsItem, QPointF] = {}        # ... and where the drag last saw them
         self.search.chosen.connect(lambda type_: self.drop_layer(type_, self._search_at, self._search_wire))
         self._zoom_settle = QTimer(self, singleShot=True, interval=ZOOM_SETTLE_MS,
                                    timeout=lambda: self.graph_scene.set_item_caching(True))
@@ -280,6 +282,7 @@ class GraphCanvas(PlacingView):
                 return
         super().mousePressEvent(event)
         self._press_positions = self._movable_positions()
+        self._dragged_at = dict(self._press_positions)
 
     def _wire_drag(self, port: PortItem, pos: QPointF) -> WireDrag:
         """A drag from an output draws a wire; from a wired input, picks that wire's end up
@@ -302,12 +305,24 @@ class GraphCanvas(PlacingView):
         elif self._gesture is not None:
             self._gesture.move(pos)
         else:
-            if event.buttons() & Qt.MouseButton.LeftButton:
+            dragging = bool(event.buttons() & Qt.MouseButton.LeftButton)
+            if dragging:
                 self.graph_scene.dragging = True
             elif self._pan_from is None and not self._space and self.editable:  # a port says it can be dragged from
                 over_port = self.port_at(pos) is not None
                 self.viewport().setCursor(Qt.CursorShape.CrossCursor if over_port else Qt.CursorShape.ArrowCursor)
             super().mouseMoveEvent(event)
+            if dragging:
+                self._follow_dragged()
+
+    def _follow_dragged(self) -> None:
+        """The nodes Qt just moved under the mouse: their wires follow (node items do not watch their own
+        position, which cost a Python call for every change of every item)."""
+        seen = self._dragged_at
+        for item, was in seen.items():
+            if isinstance(item, NodeItem) and item.pos() != was:
+                seen[item] = item.pos()
+                item.follow()
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:
         if self._pan_from is not None:
@@ -318,6 +333,8 @@ class GraphCanvas(PlacingView):
             gesture.finish()
         else:
             super().mouseReleaseEvent(event)
+            self._follow_dragged()
+            self._dragged_at = {}
             self.graph_scene.dragging = False
             self._commit_moves()
 
@@ -326,7 +343,7 @@ class GraphCanvas(PlacingView):
 
     def _commit_moves(self) -> None:
         """After a drag: one MoveNodes for everything that moved (a block moves its members)."""
-        before = getattr(self, "_press_positions", {})
+        before = self._press_positions
         positions: dict[str, tuple[float, float]] = {}
         for item, old in before.items():
             delta = item.pos() - old

@@ -9,7 +9,7 @@ Items only paint and hit-test; edits go through the controller.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QPainter, QPainterPath, QPen
@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
 SIMPLE_LOD = 0.38  # below this zoom, nodes are drawn as coloured blocks without text
 RADIUS = 5.0
+_Flag = QGraphicsItem.GraphicsItemFlag
+_NODE_FLAGS = _Flag.ItemIsSelectable | _Flag.ItemIsMovable   # made once: enum arithmetic costs per node
+_PORT_FLAGS = _Flag.ItemHasNoContents
+_CACHED = QGraphicsItem.CacheMode.DeviceCoordinateCache
 
 
 def lod_of(painter: QPainter) -> float:
@@ -56,10 +60,17 @@ class PortItem(QGraphicsItem):
         self.dangling = False  # an output the node no longer has (a Split cut shorter) that wires still leave
         # The owner paints its ports (into its cached pixmap): hundreds of port paint calls
         # per frame would cost more than the nodes themselves.
-        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemHasNoContents)
+        self.setFlags(_PORT_FLAGS)
         self.setZValue(2)
-        kind = "variadic input (takes several wires)" if variadic else "input" if is_input else "output"
-        self.setToolTip(f"{node_id}.{name}: {kind}")
+
+    def toolTip(self) -> str:  # noqa: N802 - Qt's name
+        """Made when first wanted (the scene's help event), unless the owner set its own (a block's port)."""
+        text = super().toolTip()
+        if not text:
+            kind = "variadic input (takes several wires)" if self.variadic else "input" if self.is_input else "output"
+            text = f"{self.node_id}.{self.name}: {kind}"
+            self.setToolTip(text)
+        return text
 
     def boundingRect(self) -> QRectF:
         return QRectF(-9, -13, 18, 26) if self.variadic else QRectF(-9, -9, 18, 18)
@@ -113,10 +124,11 @@ class NodeItem(QGraphicsItem):
     def __init__(self, node: Node) -> None:
         super().__init__()
         self.node_id = node.id
-        self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable
-                      | QGraphicsItem.GraphicsItemFlag.ItemIsMovable
-                      | QGraphicsItem.GraphicsItemFlag.ItemSendsGeometryChanges)
-        self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        # No ItemSendsGeometryChanges and no itemChange override: Qt called the Python override for every
+        # change of every item (12 per node as a graph opens: flags, z, children, position, scene...);
+        # whoever moves a node calls :meth:`follow` instead (the scene for model moves, the canvas for drags).
+        self.setFlags(_NODE_FLAGS)
+        self.setCacheMode(_CACHED)
         self.setZValue(1)
         self.shape_text = ""
         self.problems: list[str] = []
@@ -125,6 +137,7 @@ class NodeItem(QGraphicsItem):
         self.out_ports: dict[str, PortItem] = {}
         self.height = 0.0
         self._tip_dirty = True
+        self.last_rect: QRectF | None = None   # where the scene last saw it (its bounding rectangle follows)
         self._node = node
         self._make_ports(node)
         self.refresh(node)
@@ -232,15 +245,14 @@ class NodeItem(QGraphicsItem):
         path.addRoundedRect(QRectF(0, 0, NODE_W, self.height), RADIUS, RADIUS)
         return path
 
-    def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value: Any) -> Any:
-        if change == QGraphicsItem.GraphicsItemChange.ItemPositionHasChanged:
-            for port in (*self.in_ports.values(), *self.out_ports.values()):
-                for wire in port.wires:
-                    wire.update_path()
-            scene = self.scene()
-            if scene is not None:
-                cast("_NodeMoves", scene).node_item_moved(self)
-        return super().itemChange(change, value)
+    def follow(self) -> None:
+        """The node moved on screen: its wires follow, and the scene is told (frames, the overview)."""
+        for port in (*self.in_ports.values(), *self.out_ports.values()):
+            for wire in port.wires:
+                wire.update_path()
+        scene = self.scene()
+        if scene is not None:
+            cast("_NodeMoves", scene).node_item_moved(self)
 
     # ---------------------------------------------------------------- painting
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:

@@ -1,11 +1,14 @@
-"""Live checking: validate the graph shortly after every edit, then analyse it.
+"""Live checking: validate the graph shortly after every edit, then analyse it off the GUI thread.
 
 Edits arrive in bursts (a drag, a typed number), so :class:`LiveAnalysis` waits for a
 short quiet period (a single-shot timer restarted by every change) before it runs the
 pure-Python ``validate`` and emits ``inferred``. The torch-based ``analyze`` (parameters,
 FLOPs, activation bytes), with the build on ``meta`` that ``torch-studio validate`` makes
-(:func:`~graph_editor.build.check.check_graph`: one verdict), runs next, from the event loop, so the
-shapes are painted first; torch itself is imported on the first analysis, after the window has shown.
+(:func:`~graph_editor.analysis.check.check_graph`: one verdict), runs next on a background thread, on a
+snapshot of the graph (it took 0.1 s per edit on ResNet-50 and ~11 s on a 20,000-node graph, all of it
+a frozen window when it ran on the GUI thread). Only the newest edit's analysis is shown: an edit drops
+a pending one, and a result that comes back after a newer edit is dropped. torch itself is imported
+by the first analysis, on that thread.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ..model import Graph, Inference, Problem, validate
+from .background import NewestOnly
 
 if TYPE_CHECKING:
-    from ..build import Analysis
+    from ..analysis import Analysis
     from .controller import EditorController
 
 DEBOUNCE_MS = 40  # long enough to merge a burst of keystrokes, short enough to feel live
@@ -45,7 +49,8 @@ class LiveAnalysis(QObject):
         self._timer = QTimer(self, singleShot=True, interval=delay_ms)
         self._timer.timeout.connect(self.refresh)
         self._analysis_timer = QTimer(self, singleShot=True, interval=0)
-        self._analysis_timer.timeout.connect(self._analyze)
+        self._analysis_timer.timeout.connect(self._analyze_in_background)
+        self.jobs = NewestOnly("live-analysis", self, self._on_checked)
         if isinstance(source, Graph):
             self.set_graph(source)
         else:
@@ -65,8 +70,11 @@ class LiveAnalysis(QObject):
         self.schedule()
 
     def schedule(self) -> None:
-        """Check after the quiet period (each call restarts it)."""
+        """Check after the quiet period (each call restarts it). An analysis of the graph as it was is
+        no longer wanted: one waiting is dropped, one running is dropped when it comes back."""
         self._current = False
+        self._analysis_timer.stop()
+        self.jobs.cancel()
         self._timer.start()
 
     def refresh(self) -> Inference:
@@ -81,25 +89,54 @@ class LiveAnalysis(QObject):
         return self.inference
 
     def analyze_now(self) -> Analysis | None:
-        """Run the analysis at once (tests, the summary dock's refresh button)."""
+        """Run the analysis at once, on this thread (tests, the summary dock's refresh button); an
+        analysis running in the background is dropped."""
         self._analysis_timer.stop()
-        return self._analyze()
-
-    def _analyze(self) -> Analysis | None:
+        self.jobs.cancel()
         if self._graph is None:
             return None
-        # The graph validated once per change: the analysis reuses the inference unless an edit came since.
-        inf = self.inference if self.inference is not None and self._current else validate(self._graph, self.batch)
-        problems = list(inf.problems)
-        self.analysis = None
-        if inf.ok:
-            # the verdict `torch-studio validate` prints: the build on meta and its size warning included
-            from ..build.check import check_graph  # torch: imported on first use, after the window shows
-
-            try:
-                check = check_graph(self._graph, self.batch, inf)
-                self.analysis, problems = check.analysis, check.problems
-            except Exception as exc:  # a layer torch refuses: shown as a graph problem, never a traceback
-                problems.append(Problem(None, f"analysis failed: {exc}"))
-        self.analyzed.emit(self.analysis, problems)
+        self._show(*check(self._graph, self.batch, self._inference_now()))
         return self.analysis
+
+    def _inference_now(self) -> Inference:
+        """The graph validated once per change: the analysis reuses the inference unless an edit came since."""
+        assert self._graph is not None
+        current = self.inference is not None and self._current
+        return self.inference if current and self.inference is not None else validate(self._graph, self.batch)
+
+    def _analyze_in_background(self) -> None:
+        if self._graph is None:
+            return
+        inf = self._inference_now()
+        if not inf.ok:   # nothing to build: said at once
+            self._show(None, list(inf.problems))
+            return
+        graph, batch = self._graph.snapshot(), self.batch
+        self.jobs.submit(lambda: check(graph, batch, inf))
+
+    def _on_checked(self, result: object) -> None:
+        if isinstance(result, BaseException):  # check() reports what it expects; this is anything else
+            problems = list(self.inference.problems) if self.inference is not None else []
+            self._show(None, [*problems, Problem(None, f"analysis failed: {result}")])
+        else:
+            self._show(*result)  # type: ignore[misc]  # check()'s (analysis, problems)
+
+    def _show(self, analysis: Analysis | None, problems: list[Problem]) -> None:
+        self.analysis = analysis
+        self.analyzed.emit(analysis, problems)
+
+
+def check(graph: Graph, batch: int, inf: Inference) -> tuple[Analysis | None, list[Problem]]:
+    """The analysis and every problem of ``graph`` (validated as ``inf``): a plain function, run on the
+    background thread (it reads only ``graph``, a snapshot, and ``inf``, which nothing changes)."""
+    problems = list(inf.problems)
+    if not inf.ok:
+        return None, problems
+    # the verdict `torch-studio validate` prints: the build on meta and its size warning included
+    from ..analysis.check import check_graph  # torch: imported on first use, after the window shows
+
+    try:
+        result = check_graph(graph, batch, inf)
+    except Exception as exc:  # a layer torch refuses: shown as a graph problem, never a traceback
+        return None, [*problems, Problem(None, f"analysis failed: {exc}")]
+    return result.analysis, result.problems

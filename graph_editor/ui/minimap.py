@@ -1,15 +1,17 @@
 """The minimap: the whole graph in a corner of the canvas, with the visible part framed.
 
-It paints node rectangles straight from the scene's items (no scene render), so it stays
-cheap with hundreds of nodes; clicking or dragging in it moves the view there.
+It draws node rectangles straight from the scene's items (no scene render) into a picture that is
+kept until the scene's contents or the mapped area change (``GraphScene.revision``): a pan or a
+scroll repaints the picture and the view's frame only (the 20,000-node chain had 20,000 rectangles
+drawn on every paint, 3.8 s of opening it). Clicking or dragging in it moves the view there.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtCore import QPointF, QRect, QRectF, Qt
+from PySide6.QtGui import QMouseEvent, QPainter, QPaintEvent, QPen, QPixmap
 from PySide6.QtWidgets import QWidget
 
 if TYPE_CHECKING:
@@ -28,6 +30,9 @@ class Minimap(QWidget):
         self.resize(*SIZE)
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.setToolTip("Overview: click or drag to move the view")
+        self._picture: QPixmap | None = None
+        self._picture_key: tuple[object, ...] | None = None
+        self.pictures_drawn = 0   # how often the nodes were drawn (tests: a scroll draws none)
 
     def place(self) -> None:
         """Stick to the bottom-right corner of the viewport, about a fifth of its width."""
@@ -60,25 +65,49 @@ class Minimap(QWidget):
             self.update()
 
     def paintEvent(self, event: QPaintEvent) -> None:
-        scene = self.canvas.graph_scene
-        theme = scene.theme
+        world, s, offset = self._world()
         painter = QPainter(self)
+        painter.drawPixmap(0, 0, self._nodes_picture(world, s, offset))
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(QPen(self.canvas.graph_scene.theme.minimap_view, 1.5))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRect(self.to_map(self.canvas.visible_rect(), world, s, offset))
+
+    def _nodes_picture(self, world: QRectF, s: float, offset: QPointF) -> QPixmap:
+        """The background, nodes and blocks, drawn again only when they or the mapped area changed."""
+        scene = self.canvas.graph_scene
+        ratio = self.devicePixelRatioF()
+        key = (scene.revision, id(scene.theme), world.getRect(), self.width(), self.height(), ratio)
+        if self._picture is not None and key == self._picture_key:
+            return self._picture
+        picture = QPixmap(round(self.width() * ratio), round(self.height() * ratio))
+        picture.setDevicePixelRatio(ratio)
+        picture.fill(Qt.GlobalColor.transparent)
+        theme = scene.theme
+        painter = QPainter(picture)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         painter.setPen(QPen(theme.group_border, 1))
         painter.setBrush(theme.minimap_bg)
         painter.drawRoundedRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 6, 6)
-        world, s, offset = self._world()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         painter.setPen(Qt.PenStyle.NoPen)
-        for item in scene.nodes.values():
+        wx, wy, ox, oy = world.x(), world.y(), offset.x(), offset.y()
+        by_colour: dict[str, set[tuple[int, int, int, int]]] = {}
+        for item in scene.nodes.values():   # each pixel's rectangle once: thousands of nodes share a few pixels
             if item.isVisible():
-                painter.setBrush(theme.error if item.severity == "error" else theme.category_color(item.category))
-                painter.drawRect(self.to_map(item.sceneBoundingRect(), world, s, offset))
+                r = item.sceneBoundingRect()
+                category = "" if item.severity == "error" else item.category
+                by_colour.setdefault(category, set()).add((int((r.x() - wx) * s + ox), int((r.y() - wy) * s + oy),
+                                                      max(2, round(r.width() * s)), max(2, round(r.height() * s))))
+        for category, cells in by_colour.items():
+            painter.setBrush(theme.category_color(category) if category else theme.error)
+            painter.drawRects([QRect(*cell) for cell in cells])
         painter.setBrush(theme.group_border)
-        for box in scene.boxes.values():
-            painter.drawRect(self.to_map(box.sceneBoundingRect(), world, s, offset))
-        painter.setPen(QPen(theme.minimap_view, 1.5))
-        painter.setBrush(Qt.BrushStyle.NoBrush)
-        painter.drawRect(self.to_map(self.canvas.visible_rect(), world, s, offset))
+        painter.drawRects([self.to_map(box.sceneBoundingRect(), world, s, offset) for box in scene.boxes.values()])
+        painter.end()
+        self._picture, self._picture_key = picture, key
+        self.pictures_drawn += 1
+        return picture
 
     def _jump(self, event: QMouseEvent) -> None:
         world, s, offset = self._world()
@@ -91,3 +120,4 @@ class Minimap(QWidget):
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         if event.buttons() & Qt.MouseButton.LeftButton:
             self._jump(event)
+

@@ -36,6 +36,10 @@ class GraphScene(QGraphicsScene):
         self.inference: Inference | None = None
         self.stats: dict[str, tuple[int, int]] | None = None  # node -> (params, FLOPs), from the analysis
         self.dragging = False  # while the view drags items, model moves do not fight it
+        # What the overview draws changed (nodes added, removed, moved, their state, blocks): it redraws
+        # its picture only when this moved on (see the minimap).
+        self.revision = 0
+        self._items_rect: QRectF | None = None   # items_rect(), kept until something moves it
         self._caching = True
         self._graph: Graph | None = None
         self.marks = TrainingMarks(self)   # frozen, learning-rate multipliers, new head, swept parameters
@@ -68,11 +72,20 @@ class GraphScene(QGraphicsScene):
         self._on_groups_changed()
         self._follow(graph, True)
         self.marks.sync()
+        self.contents_changed()
+
+    def contents_changed(self, geometry: bool = True) -> None:
+        """Something the overview shows changed; with ``geometry``, where things are (the bounding
+        rectangle is measured again when next asked), else only how they look."""
+        self.revision += 1
+        if geometry:
+            self._items_rect = None
 
     def helpEvent(self, event: QGraphicsSceneHelpEvent) -> None:  # noqa: N802 - Qt's name
-        """A node's tooltip is made when it is first wanted (:meth:`NodeItem.toolTip`)."""
+        """Tooltips of nodes, ports and wires are made when first wanted (their ``toolTip``); Qt's
+        own help event reads the text without asking the Python item."""
         for item in self.items(event.scenePos()):
-            if isinstance(item, NodeItem):
+            if isinstance(item, NodeItem | PortItem | WireItem):
                 item.toolTip()
                 break
         super().helpEvent(event)
@@ -117,11 +130,13 @@ class GraphScene(QGraphicsScene):
             item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
         self.nodes[node_id] = item
         self.addItem(item)
+        self.contents_changed()
 
     def _on_node_removed(self, node_id: str) -> None:
         item = self.nodes.pop(node_id, None)
         if item is not None:
             self.removeItem(item)
+            self.contents_changed()
 
     def _on_edge_added(self, edge: Edge) -> None:
         src, dst = self.port_for(edge.src, edge.src_port, False), self.port_for(edge.dst, edge.dst_port, True)
@@ -158,18 +173,22 @@ class GraphScene(QGraphicsScene):
         item = self.nodes.get(node_id)
         if item is not None:
             item.refresh(self.graph.nodes[node_id])
+            self.contents_changed()   # its height follows its parameter rows
 
     def _on_node_moved(self, node_id: str) -> None:
         item = self.nodes.get(node_id)
         if item is not None and not self.dragging:
             item.setPos(*self.graph.nodes[node_id].position)
+            item.follow()
             gid = self.owner.get(node_id)
             if gid is not None:
                 members = [self.graph.nodes[n].position for n in self.graph.groups[gid].nodes]
                 self.boxes[gid].setPos(min(p[0] for p in members), min(p[1] for p in members))
             self._fit_frames()
+            self.contents_changed()
 
     def _on_groups_changed(self) -> None:
+        had_owners = bool(self.owner)
         for item in (*self.boxes.values(), *self.frames.values()):
             self.removeItem(item)
         self.boxes.clear()
@@ -188,6 +207,17 @@ class GraphScene(QGraphicsScene):
             frame = GroupFrame(self.graph.groups[gid], depth)
             self.frames[gid] = frame
             self.addItem(frame)
+        if had_owners or self.owner:   # else no node was or is inside a closed block: nothing to re-wire
+            self._rebind_wires()
+        self._fit_frames()
+        if self.inference is not None:
+            self._paint_boxes(self.inference)
+        self._paint_box_stats()
+        self.contents_changed()
+
+    def _rebind_wires(self) -> None:
+        """Nodes inside closed blocks hidden, the others shown; each wire between the ports that stand
+        for its ends now (a block's, or its node's)."""
         for node_id, item in self.nodes.items():
             item.setVisible(node_id not in self.owner)
         for edge, wire in self.wires.items():
@@ -195,10 +225,6 @@ class GraphScene(QGraphicsScene):
             if src is not None and dst is not None:
                 wire.rebind(src, dst)
             wire.setVisible(self.wire_shown(edge))
-        self._fit_frames()
-        if self.inference is not None:
-            self._paint_boxes(self.inference)
-        self._paint_box_stats()
 
     # ---------------------------------------------------------------- lookups
     def collapsed_owner(self, node_id: str) -> str | None:
@@ -228,17 +254,30 @@ class GraphScene(QGraphicsScene):
         return {k: (v.boundingRect().width() - 6, v.height) for k, v in self.nodes.items()}
 
     def items_rect(self) -> QRectF:
-        """The rectangle around every visible node, box and frame."""
-        rect = QRectF()
-        for item in (*self.nodes.values(), *self.boxes.values(), *self.frames.values()):
-            if item.isVisible():
-                rect = rect.united(item.sceneBoundingRect())
-        return rect
+        """The rectangle around every visible node, box and frame (measured once per change: the
+        overview and the view's fit ask for it on every scroll)."""
+        if self._items_rect is None:
+            rect = QRectF()
+            for item in (*self.nodes.values(), *self.boxes.values(), *self.frames.values()):
+                if item.isVisible():
+                    rect = rect.united(item.sceneBoundingRect())
+            self._items_rect = rect
+        return QRectF(self._items_rect)
 
     def node_item_moved(self, item: NodeItem) -> None:
-        """A node moved on screen: frames around it follow."""
+        """A node moved on screen: frames around it follow, and the bounding rectangle takes it in.
+        One that stayed strictly inside it grows it in place; one that was on its edge (it may
+        shrink) has it measured again when next asked."""
         if self.frames and any(item.node_id in self.graph.groups[g].nodes for g in self.frames):
             self._fit_frames()
+            self._items_rect = None
+        now = item.sceneBoundingRect()
+        before, item.last_rect = item.last_rect, now
+        around = self._items_rect
+        if around is not None and before is not None and _strictly_inside(before, around):
+            self._items_rect = around.united(now)
+        else:
+            self._items_rect = None
 
     def _fit_frames(self) -> None:
         """Each frame around its visible contents: nodes, blocks and (fitted first) inner frames."""
@@ -251,6 +290,8 @@ class GraphScene(QGraphicsScene):
             rects += [f.rect for k, f in self.frames.items()
                       if k != gid and set(groups[k].nodes) < members and not f.rect.isEmpty()]
             self.frames[gid].fit(rects, whole=not self._others_within(rects, members))
+        if self.frames:
+            self._items_rect = None
         self.marks.sync()     # an open block's tags sit in its header, which moved
         if self.frames:   # a wire that wraps to the next band runs above the frames it enters: they moved
             for wire in self.wires.values():
@@ -284,6 +325,8 @@ class GraphScene(QGraphicsScene):
                 "warning" if problems else None)
             text = " | ".join(fmt_shape(s) for s in parts) if parts else fmt_shape(shape) if shape else ""
             changed += item.set_state(text, [p.message for p in problems], severity)
+        if changed:
+            self.contents_changed(geometry=False)   # the overview draws errors red
         for edge, wire in self.wires.items():
             shape = inference.edge_shape(edge)
             dst = self.nodes.get(edge.dst)
@@ -315,3 +358,8 @@ class GraphScene(QGraphicsScene):
                 continue
             members = [self.stats.get(n, (0, 0)) for n in self.graph.groups[gid].nodes]
             box.set_stats(sum(p for p, _ in members), sum(f for _, f in members))
+
+
+def _strictly_inside(inner: QRectF, outer: QRectF) -> bool:
+    return (inner.left() > outer.left() and inner.top() > outer.top() and inner.right() < outer.right()
+            and inner.bottom() < outer.bottom())

@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
 from ..model import Edge
 from .items import NODE_W, PORT_Y, PortItem, lod_of, scene_look
 
+_WIRE_FLAGS = QGraphicsItem.GraphicsItemFlag.ItemIsSelectable   # made once: enum arithmetic costs per wire
+_CACHED = QGraphicsItem.CacheMode.DeviceCoordinateCache
 LABEL_PAD = 5.0
 LABEL_GROW = 1.7  # the most a label grows when zoomed out
 LABEL_READABLE = 0.9  # zoom below which labels grow to stay this size on screen
@@ -83,11 +85,13 @@ class WireItem(QGraphicsItem):
         self.error = False
         self.hovered = False
         self._path = QPainterPath()
-        self._length = 0.0
-        self._label_rect = QRectF()
+        self._length: float | None = None   # measured when first wanted (a cubic's length costs)
+        self._label_rect: QRectF | None = QRectF()   # None: not placed yet (placed when first wanted)
+        self._label_size = (0.0, 0.0)
+        self._tip_dirty = False
         self._bounds = QRectF()
-        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
-        self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        self.setFlags(_WIRE_FLAGS)
+        self.setCacheMode(_CACHED)
         self.setZValue(-1)
         self.setAcceptHoverEvents(True)
         src.wires.append(self)
@@ -95,6 +99,8 @@ class WireItem(QGraphicsItem):
 
     def rebind(self, src: PortItem, dst: PortItem) -> None:
         """Attach to other port items (a group was collapsed or expanded)."""
+        if src is self.src and dst is self.dst:
+            return
         if src is not self.src:
             self.src.wires.remove(self)
             self.src = src
@@ -115,14 +121,22 @@ class WireItem(QGraphicsItem):
     def set_label(self, label: str, error: bool = False) -> None:
         if (label, error) != (self.label, self.error):
             self.label, self.error = label, error
-            self.setToolTip(f"{self.edge}<br>{label}" if label else str(self.edge))
+            self._tip_dirty = True
             self._layout_label()
             self.update()
+
+    def toolTip(self) -> str:  # noqa: N802 - Qt's name
+        """Made when first wanted (the scene's help event), not for every wire at every check."""
+        if self._tip_dirty or not super().toolTip():
+            self._tip_dirty = False
+            self.setToolTip(f"{self.edge}<br>{self.label}" if self.label else str(self.edge))
+        return super().toolTip()
 
     def update_path(self) -> None:
         self.prepareGeometryChange()
         a, b = self.src.anchor(self), self.dst.anchor(self)
         self._path = wire_path(a, b, self._band_top(a, b) if wraps(a, b) else None)
+        self._length = None
         self._layout_label()
 
     def _band_top(self, a: QPointF, b: QPointF) -> float | None:
@@ -134,20 +148,35 @@ class WireItem(QGraphicsItem):
         return min(tops) if tops else None
 
     def _layout_label(self) -> None:
-        """The label's box at scale 1, centred on the curve, and the wire's length."""
+        """The label's size and the wire's bounds. Where the label sits (the curve's middle) is found when
+        first wanted (:meth:`_label_box`): the bounds only need to hold it wherever on the curve it sits,
+        so a 20,000-wire graph opens without measuring 20,000 curves."""
         scene = scene_look(self)
-        rect = QRectF()
+        size = (0.0, 0.0)
         if self.label and scene is not None and not self._path.isEmpty():
-            width = scene.metrics.mono.horizontalAdvance(self.label) + 2 * LABEL_PAD
-            height = scene.metrics.mono.height() + 3
+            size = (scene.metrics.advance("mono", self.label) + 2 * LABEL_PAD, scene.metrics.mono.height() + 3)
+        self.prepareGeometryChange()
+        self._label_size = size
+        self._label_rect = None if size[0] else QRectF()
+        half_w, half_h = size[0] * LABEL_GROW / 2, size[1] * LABEL_GROW / 2
+        self._bounds = self._path.boundingRect().adjusted(-half_w - 4, -half_h - 4, half_w + 4, half_h + 4)
+
+    def _label_box(self) -> QRectF:
+        """The label's box at scale 1, centred on the curve (empty without a label)."""
+        if self._label_rect is None:
+            width, height = self._label_size
             mid = self._path.pointAtPercent(0.5)
-            rect = QRectF(mid.x() - width / 2, mid.y() - height / 2, width, height)
-        self._length = self._path.length()
-        if rect != self._label_rect:
-            self.prepareGeometryChange()
-            self._label_rect = rect
-        grown = _scaled(rect, LABEL_GROW) if not rect.isEmpty() else rect
-        self._bounds = self._path.boundingRect().united(grown).adjusted(-4, -4, 4, 4)
+            self._label_rect = QRectF(mid.x() - width / 2, mid.y() - height / 2, width, height)
+        return self._label_rect
+
+    def length(self) -> float:
+        if self._length is None:
+            self._length = self._path.length()
+        return self._length
+
+    def ends(self) -> tuple[QPointF, QPointF]:
+        """Where the drawn curve starts and ends, in scene coordinates."""
+        return self._path.pointAtPercent(0.0), self._path.pointAtPercent(1.0)
 
     def path_rect(self) -> QRectF:
         """The rectangle around the drawn curve (its label aside)."""
@@ -156,11 +185,11 @@ class WireItem(QGraphicsItem):
     def label_rect(self, lod: float) -> QRectF:
         """Where the label goes at zoom ``lod``; empty when it is not shown (too short on
         screen to hold it and not hovered, or zoomed too far out)."""
-        if self._label_rect.isEmpty() or lod < LABEL_MIN_LOD:
+        if lod < LABEL_MIN_LOD or self._label_box().isEmpty():
             return QRectF()
         grow = max(1.0, min(LABEL_GROW, LABEL_READABLE / lod))
-        rect = _scaled(self._label_rect, grow)
-        fits = self._length >= rect.width() + 12 / lod  # a few pixels of wire show either side
+        rect = _scaled(self._label_box(), grow)
+        fits = self.length() >= rect.width() + 12 / lod  # a few pixels of wire show either side
         return rect if fits or self.hovered else QRectF()
 
     def hoverEnterEvent(self, event: QGraphicsSceneHoverEvent) -> None:
@@ -178,8 +207,8 @@ class WireItem(QGraphicsItem):
         stroker = QPainterPathStroker()
         stroker.setWidth(10)
         shape = stroker.createStroke(self._path)
-        if not self._label_rect.isEmpty():
-            shape.addRect(self._label_rect)
+        if not self._label_box().isEmpty():
+            shape.addRect(self._label_box())
         return shape
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
@@ -196,11 +225,12 @@ class WireItem(QGraphicsItem):
         rect = self.label_rect(lod)
         if rect.isEmpty():
             return
-        grow = rect.width() / self._label_rect.width()
+        box = self._label_box()
+        grow = rect.width() / box.width()
         painter.save()
         painter.translate(rect.topLeft())
         painter.scale(grow, grow)
-        local = QRectF(0, 0, self._label_rect.width(), self._label_rect.height())
+        local = QRectF(0, 0, box.width(), box.height())
         painter.setPen(QPen(colour, 1))
         painter.setBrush(theme.wire_label_bg)
         painter.drawRoundedRect(local, 4, 4)

@@ -57,7 +57,8 @@ def load_templates(paths: list[Path] | None = None) -> tuple[list[TemplateInfo],
 
 
 def _params(graph: Graph) -> int | None:
-    from graph_editor.build import BuildError, analyze  # torch: only once the gallery opens
+    from graph_editor.analysis import analyze
+    from graph_editor.building import BuildError  # torch: only once the gallery opens
 
     try:
         return analyze(graph).total_params

@@ -14,8 +14,8 @@ from PySide6.QtWidgets import QHBoxLayout, QVBoxLayout, QWidget
 def _make(template: str, batch: int) -> QWidget:
     import torch
 
-    from graph_editor.build import build_module
-    from graph_editor.build.autograd import capture_autograd
+    from graph_editor.autograd.capture import capture_autograd
+    from graph_editor.building import build_module
     from graph_editor.model import load_graph
     from studio.resources import TEMPLATES
     from trainer.inspection import InspectHistory, inspected_step

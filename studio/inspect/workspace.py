@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from graph_editor.build.autograd import LOSS, AutogradCapture
+from graph_editor.autograd.capture import LOSS, AutogradCapture
 from graph_editor.model import Graph, Problem
 from graph_editor.ui.canvas import GraphCanvas
 from trainer.inspection import InspectHistory, InspectReport
@@ -49,7 +49,7 @@ class InspectPort:
 def capture_for(graph: Graph, batch: int, precision: str) -> AutogradCapture | Problem:
     """The capture the workspace shows (a plain function, run on a background thread), or the
     Problem of the node that keeps it from being captured (one that reads the data's values)."""
-    from graph_editor.build.autograd import CaptureError, capture_autograd
+    from graph_editor.autograd.capture import CaptureError, capture_autograd
 
     try:
         return capture_autograd(graph, batch, precision)
@@ -157,12 +157,12 @@ class InspectWorkspace(QObject):
         self.capture_button.setEnabled(True)
         self.capture, self.captured_graph = capture, graph or self.port.graph()
         self.view.set_capture(capture, self.captured_graph)
-        from graph_editor.build.analysis import format_count
+        from graph_editor.model.units import nbytes
 
         note = f" ({capture.note})" if capture.note else ""
         self.capture_status.setText(
             f"{len(capture.nodes)} autograd nodes over {len(capture.owners)} graph nodes; "
-            f"{format_count(capture.saved_bytes, 'B')} saved for backward at batch {capture.batch}, "
+            f"{nbytes(capture.saved_bytes)} saved for backward at batch {capture.batch}, "
             f"{capture.precision}{note}")
         if self.metric.currentData() == "":
             self.metric.setCurrentIndex(self.metric.findData("saved_bytes"))

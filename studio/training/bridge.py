@@ -36,6 +36,7 @@ class WorkerBridge(QObject):
     # signal is an API change for its listeners
     event = Signal(object)  # type: ignore[assignment]  # ev.Event
     run_started = Signal(object)    # ev.RunStarted
+    compile_progress = Signal(object)   # ev.CompileProgress
     compile_done = Signal(object)   # ev.CompileDone
     metrics = Signal(object)        # ev.Metrics
     epoch_end = Signal(object)      # ev.EpochEnd
@@ -54,7 +55,8 @@ class WorkerBridge(QObject):
         self._poll = QTimer(self, interval=POLL_MS)
         self._poll.timeout.connect(self._drain)
         self._signals: dict[type[ev.Event], Any] = {
-            ev.RunStarted: self.run_started, ev.CompileDone: self.compile_done, ev.Metrics: self.metrics,
+            ev.RunStarted: self.run_started, ev.CompileProgress: self.compile_progress,
+            ev.CompileDone: self.compile_done, ev.Metrics: self.metrics,
             ev.EpochEnd: self.epoch_end, ev.Memory: self.memory, ev.Checkpoint: self.checkpoint,
             ev.State: self.state_changed, ev.Finished: self.finished, ev.Failed: self.failed,
             ev.MemoryTimeline: self.memory_trace}

@@ -391,6 +391,10 @@ class ConfusionPanel(QWidget):
         self._pred = (np.asarray(images), np.asarray(true), np.asarray(pred))
         self._pred_source, self._stale = source, False
 
+    def show_message(self, text: str) -> None:
+        """Say, where the samples of a cell appear, why there are none (yet)."""
+        self.gallery.show_message(text)
+
     def show_predictions(self, result: Any, source: str, t: int, p: int) -> None:
         """A checkpoint's re-evaluation (:class:`~trainer.metrics.confusion_cells.Predictions`): its matrix and
         per-class figures, its samples, and cell (t, p) of it."""

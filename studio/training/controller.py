@@ -1,7 +1,7 @@
 """What the main window installs for training: the dashboard and the runs docks (the Train and
 Runs workspaces show them), the session and the Train dialog.
 
-Built on first use by :class:`studio.training_hook.TrainingHook` (which owns the one Train action)
+Built on first use by :class:`studio.training.hook.TrainingHook` (which owns the one Train action)
 and docked in the window it is given; it owns the run store connection, the current
 :class:`TrainingSession` and the dialogs, and answers the window's close request when a run is
 going (stop it, or let it finish in the background).
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
+from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
+from PySide6.QtWidgets import QDockWidget, QWidget
 
 from graph_editor.model.graph import Graph
 from trainer.run_outcome import default_run_name
@@ -56,7 +56,7 @@ class TrainingController(QObject):
         self.session.run_started.connect(lambda _id: self.runs.refresh())
         self.follower: RunFollower | None = None
         self.follow_background()
-        self.window: QMainWindow | None = None
+        self._status: Callable[[str, int], None] = lambda _text, _ms: None   # the window's status bar, once installed
         self.reveal: Callable[[QDockWidget], None] = _raise  # the window's workspaces switch to the dock
         self.dashboard_dock: QDockWidget | None = None
         self.runs_dock: QDockWidget | None = None
@@ -67,15 +67,15 @@ class TrainingController(QObject):
             self._devices = available_devices()
         return self._devices
 
-    def install(self, window: QMainWindow) -> None:
-        """Add the Training and Runs docks to ``window``, hidden: the Train and Runs workspaces
-        show them (each fills the window there) in the layout the user left them in."""
-        self.window = window
-        self.dashboard_dock = _dock("Training", "training_dock", self.dashboard, window)
-        self.runs_dock = _dock("Runs", "runs_dock", self.runs, window)
+    def install(self, add_dock: Callable[[QDockWidget], None], status: Callable[[str, int], None] | None = None) -> None:
+        """Make the Training and Runs docks and hand each to ``add_dock``, which docks it hidden (the Train
+        and Runs workspaces show them, each filling the window there, in the layout the user left them
+        in); ``status(text, ms)`` shows a line in the window's status bar."""
+        self._status = status or self._status
+        self.dashboard_dock = _dock("Training", "training_dock", self.dashboard)
+        self.runs_dock = _dock("Runs", "runs_dock", self.runs)
         for dock in (self.dashboard_dock, self.runs_dock):
-            window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
-            dock.hide()
+            add_dock(dock)
 
     # ------------------------------------------------------------------ runs
     def open_train_dialog(self, parent: QWidget | None = None) -> TrainDialog | None:
@@ -83,14 +83,19 @@ class TrainingController(QObject):
         going, its dashboard comes forward instead and the status bar says why."""
         if self.session.is_running():
             self.show_dashboard()
-            if self.window is not None:
-                self.window.statusBar().showMessage("A run is going: stop it before starting another.", 6000)
+            self._status("A run is going: stop it before starting another.", 6000)
             return None
         recipe = {k: v for k, v in self._recipe.items() if k != "name"}   # a name is one run's, not the recipe's
         dialog = TrainDialog(self.graph_provider().copy(), self.devices(), parent, initial=recipe or None)
         dialog.accepted.connect(lambda: self.start(dialog.spec(), dialog.predicted_peak()))
         dialog.open()
         return dialog
+
+    def last_dataset(self) -> str | None:
+        """The dataset of the last run started here (the next Train dialog starts from it), or None."""
+        data = self._recipe.get("data")
+        dataset = data.get("dataset") if isinstance(data, dict) else None
+        return str(dataset) if dataset else None
 
     def follow_background(self) -> int | None:
         """Show the newest run a worker is training outside this window (left going when the studio
@@ -175,8 +180,8 @@ def _raise(dock: QDockWidget) -> None:
     dock.raise_()
 
 
-def _dock(title: str, name: str, widget: QWidget, window: QMainWindow) -> QDockWidget:
-    dock = QDockWidget(title, window)
+def _dock(title: str, name: str, widget: QWidget) -> QDockWidget:
+    dock = QDockWidget(title)
     dock.setObjectName(name)
     dock.setWidget(widget)
     return dock

@@ -138,6 +138,9 @@ class TrainingDashboard(QWidget):
         self._stale: list[str] = []  # plots with undrawn points, oldest first
         self.clock = ProgressClock()
         self._compile_t0: float | None = None
+        self._compile_kind = ""                  # "first time" (cold caches), "cached" or unknown
+        self._compile_expected: float | None = None
+        self._compile_stage = ""                 # the graph being compiled, from compile_progress
         self._paused = False
         self._build()
         self._timer = QTimer(self)
@@ -274,6 +277,10 @@ class TrainingDashboard(QWidget):
         """A ``memory`` event (bytes): CUDA allocated/reserved/peak, or the process RSS, at ``step``."""
         self.add_values(step, names.values(m))
 
+    def set_memory_title(self, title: str) -> None:
+        """Name what the memory plot shows (CUDA's allocator, or the worker process's RSS)."""
+        self.plots["memory"].set_title(title)
+
     def set_predicted_peak(self, nbytes: int | None) -> None:
         """The run's predicted peak (bytes; None: none) as a dashed line across the memory plot."""
         label = f"predicted tensors {mib(nbytes)}" if nbytes else ""
@@ -311,8 +318,18 @@ class TrainingDashboard(QWidget):
             self.confusion.set_matrix(np.asarray(e.confusion), e.classes or class_names, f"epoch {e.epoch}",
                                       per_class=e.per_class)
 
-    def compile_started(self) -> None:
+    def compile_started(self, first_time: bool | None = None, expected_s: float | None = None) -> None:
+        """The run compiles its first step: ``first_time`` when the compile caches hold nothing of it
+        (the slow case: tens of seconds on a CPU), else ``expected_s``, what its last compile took."""
         self._compile_t0 = time.monotonic()
+        self._compile_kind = "first time" if first_time else "cached" if first_time is not None else ""
+        self._compile_expected = expected_s
+        self._compile_stage = ""
+        self._update_compile_label()
+
+    def compile_progress(self, e: ev.CompileProgress) -> None:
+        """Which graph the first step compiles now (a ``compile_progress`` event)."""
+        self._compile_stage = f"{e.stage}, {e.compiled} done"
         self._update_compile_label()
 
     def compile_done(self, seconds: float | None = None) -> None:
@@ -377,8 +394,16 @@ class TrainingDashboard(QWidget):
         self.compile_label.setStyleSheet(f"color: {plot_theme(theme).notice}; font-weight: 600;")
 
     def _update_compile_label(self) -> None:
-        if self._compile_t0 is not None:
-            self.compile_label.setText(f"Compiling... {time.monotonic() - self._compile_t0:.0f} s")
+        if self._compile_t0 is None:
+            return
+        took = time.monotonic() - self._compile_t0
+        kind = f" ({self._compile_kind})" if self._compile_kind else ""
+        text = f"Compiling{kind}... {took:.0f} s"
+        if self._compile_expected is not None:
+            text += f" of ~{max(self._compile_expected, 1):.0f}"
+        if self._compile_stage:
+            text += f" \u00b7 {self._compile_stage}"
+        self.compile_label.setText(text)
 
 
 def _cell(v: float | None, fmt: str) -> str:

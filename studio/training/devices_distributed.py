@@ -77,10 +77,10 @@ def per_gpu_for_dialog(graph: Any, spec: dict[str, Any], n: int, memory_mib: int
     from trainer.memory.prediction import usable_bytes
     from trainer.spec import spec_from_dict
 
-    from .memory_bar import _resident
+    from .memory_prediction import resident_bytes
 
     rs = spec_from_dict(spec)
-    ranks = per_rank(graph, rs, n, device="cuda", resident=_resident(rs))   # every rank holds the dataset
+    ranks = per_rank(graph, rs, n, device="cuda", resident=resident_bytes(rs))   # every rank holds the dataset
     return PerGpu(dict(ranks), usable_bytes(memory_mib * MiB, "cuda") if memory_mib else None)
 
 

@@ -20,7 +20,7 @@ from trainer.spec import OptimSpec
 from trainer.store.runs import RunStore, StoreError
 
 from .dashboard import TrainingDashboard
-from .memory_bar import predicted_peak
+from .memory_prediction import predicted_peak
 from .tasks import BackgroundTask
 
 POLL_MS = 1000

@@ -177,7 +177,7 @@ def _preview(argv: list[str]) -> int:
     import torch
     from PySide6.QtWidgets import QApplication
 
-    from graph_editor.build import build_module
+    from graph_editor.building import build_module
     from graph_editor.model import load_graph
     from trainer.loop import make_train_step
     from trainer.memory.timeline import record_job_steps

@@ -2,7 +2,7 @@
 
 pyqtgraph and the painted matrix do not take colours from the Qt palette, so each view keeps a
 :class:`PlotTheme` and repaints with it on ``set_plot_theme``. :func:`apply_plot_theme` themes every
-such view under a widget: ``studio.training_hook`` calls it on the main window when it builds the
+such view under a widget: ``studio.training.hook`` calls it on the main window when it builds the
 training docks and on every theme change, so a dashboard or runs dock needs no wiring of its own
 beyond being in the window.
 

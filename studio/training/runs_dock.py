@@ -398,7 +398,7 @@ class RunsPanel(QWidget):
         self._confusion_epoch = row.epoch if row is not None else -1
         source = self._confusion_source = confusion_source(self.store, run_id)
         if source is None:
-            self.confusion.gallery.show_message(f"Run {run_id} stored no validation results.")
+            self.confusion.show_message(f"Run {run_id} stored no validation results.")
             return
         report, ckpt = source.report, source.checkpoint
         try:                    # the per-class figures the worker stored with it

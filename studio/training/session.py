@@ -20,7 +20,7 @@ from trainer.protocol import events as ev
 
 from .bridge import WorkerBridge
 from .dashboard import TrainingDashboard
-from .memory_bar import predicted_peak
+from .memory_prediction import predicted_peak
 from .tasks import BackgroundTask, predict_checkpoint
 
 
@@ -52,6 +52,7 @@ class TrainingSession(QObject):
     def _connect(self) -> None:
         b, d = self.bridge, self.dashboard
         b.run_started.connect(self._on_started)
+        b.compile_progress.connect(d.compile_progress)
         b.compile_done.connect(lambda e: d.compile_done(e.seconds))
         b.metrics.connect(self._on_metrics)
         b.memory.connect(self._on_memory)
@@ -118,7 +119,7 @@ class TrainingSession(QObject):
         self.dashboard.clock.update(e.start_step)
         self.dashboard.set_state("running")
         if e.compile not in (None, "off"):
-            self.dashboard.compile_started()
+            self.dashboard.compile_started(e.compile_first_time, e.compile_expected_s)
         self._predict_peak(e)
         if e.run_id is not None:
             self.run_started.emit(e.run_id)
@@ -145,7 +146,7 @@ class TrainingSession(QObject):
         title = f"Memory ({e.device or 'cuda'})" if e.cuda else "Memory (worker process RSS)"
         if title != self._memory_title:
             self._memory_title = title
-            self.dashboard.plots["memory"].getPlotItem().setTitle(title)
+            self.dashboard.set_memory_title(title)
         if e.step is not None:
             self._step = e.step
         self.dashboard.add_memory(e, self._step)
@@ -191,7 +192,7 @@ class TrainingSession(QObject):
         ckpt = self._checkpoints.get(matrix.step) if matrix is not None else None
         if matrix is None or ckpt is None or not self.spec:
             going = self.is_running()
-            self.dashboard.confusion.gallery.show_message(
+            self.dashboard.confusion.show_message(
                 "The samples appear once the run has saved a checkpoint." if matrix is None else
                 f"The samples of epoch {matrix.epoch} appear once its checkpoint is saved." if going else
                 f"The run saved no checkpoint of epoch {matrix.epoch} to show its samples from.")
@@ -201,7 +202,7 @@ class TrainingSession(QObject):
         spec, path = dict(self.spec), ckpt.path
         self._predict_task = BackgroundTask(lambda: predict_checkpoint(spec, path), self)
         self._predict_task.done.connect(lambda r: self._show_predictions(r, ckpt, t, p))
-        self._predict_task.error.connect(self.dashboard.confusion.gallery.show_message)
+        self._predict_task.error.connect(self.dashboard.confusion.show_message)
         self._predict_task.start()
 
     def _show_predictions(self, result: Any, ckpt: ev.Checkpoint, t: int, p: int) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from graph_editor.build.examples import catalog_graph, code_types, example_graph
+from graph_editor.building.examples import catalog_graph, code_types, example_graph
 from graph_editor.model import Graph, InputSpec, load_graph
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -40,7 +40,7 @@ def test_model_py_reproduces_the_graph_exactly(sources, tmp_path, name):
     # imports rather than copies: the one line of the project it needs
     project = [line for line in code.splitlines() if "graph_editor" in line]
     has_program = any(n.type == "Program" for n in source.graph.nodes.values())
-    assert project == (["from graph_editor.build.ops.program import ExportedProgramModule"] if has_program else [])
+    assert project == (["from graph_editor.building.ops.program import ExportedProgramModule"] if has_program else [])
     x = source.example(5, seed=7)  # neither the traced nor the verified batch size
     model = load_generated(tmp_path / "model.py").load()
     with torch.inference_mode():

@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from graph_editor.build import build_module
-from graph_editor.build.autograd import CaptureError, capture_autograd
-from graph_editor.build.data_dependent import data_dependent_cause, describe
+from graph_editor.autograd.capture import CaptureError, capture_autograd
+from graph_editor.building import build_module
+from graph_editor.building.data_dependent import data_dependent_cause, describe
 from graph_editor.model import Graph, InputSpec
 from tests.graph_editor.compile_graphs import item_graph
 
@@ -87,7 +87,7 @@ class _ItemNet(nn.Module):
 def test_a_module_that_reads_a_value_imports_with_it_kept_whole_and_its_weights_untouched():
     """Meta tensors have no values, so the importer's shapes come from one run on a small real
     batch with copies of the weights: batch norm's running statistics stay as they were."""
-    from graph_editor.build import import_module
+    from graph_editor.importer import import_module
     torch.manual_seed(0)
     net = _ItemNet()
     before = {k: v.clone() for k, v in net.state_dict().items()}
@@ -102,7 +102,7 @@ def test_a_module_that_reads_a_value_imports_with_it_kept_whole_and_its_weights_
 
 
 def test_a_value_read_with_weights_on_meta_names_the_module_and_the_line():
-    from graph_editor.build import ModuleImportError, import_module
+    from graph_editor.importer import ModuleImportError, import_module
     with torch.device("meta"):
         net = _ItemNet()
     with pytest.raises(ModuleImportError) as info:

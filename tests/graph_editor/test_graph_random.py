@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 from torch import fx
 from torch.utils.flop_counter import FlopCounterMode
 
-from graph_editor.build import BuildError, analyze, build_module, example_input, import_module
+from graph_editor.analysis import analyze
+from graph_editor.building import BuildError, build_module, example_input
+from graph_editor.importer import import_module
 from graph_editor.model import Edge, Graph, InputSpec, LayerSpec, ParamSpec, all_layers, validate
 
 LAYERS = [s for s in all_layers() if s.type not in ("Input", "Output")]

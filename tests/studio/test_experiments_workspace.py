@@ -86,3 +86,18 @@ def test_retraining_gives_the_validation_split_to_training():
     checked = spec_from_dict(again)                # the worker would accept it
     assert checked.data.val_fraction == 0 and not checked.checkpoints.best and checked.early_stopping.patience == 0
     assert checked.train.epochs == 4 and checked.name == "s trial 3 (train+val)" and spec["data"]["val_fraction"] == 0.1
+
+
+def test_with_no_study_the_workspace_says_how_to_make_one(window, qtbot, tmp_path):
+    """An empty run store: the workspace says what a sweep is and how to start one (it once showed an
+    empty table headed "1 2 3 4"); the first study replaces that page with its trials, live."""
+    _enter(window)
+    panel = window.experiments.panel
+    assert panel.empty.isVisible() and not panel.table.isVisible()
+    assert "New Sweep…" in panel.empty.text() and "Sweep lines" in panel.empty.text()
+    headers = [panel.table.horizontalHeaderItem(c).text() for c in range(panel.table.columnCount())]
+    assert headers == ["#", "state", "value", "run"]
+    panel.grab().save(str(tmp_path / "empty.png"))
+    _study(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    qtbot.waitUntil(lambda: panel.table.isVisible() and panel.table.rowCount() == 3, timeout=10_000)
+    assert not panel.empty.isVisible()

@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.qt, pytest.mark.export]
 
 
 def test_the_dialog_shows_the_checks_and_figures_of_an_onnx_export(qtbot, tmp_path):
-    from studio.export_dialog import ExportDialog
+    from studio.export.dialog import ExportDialog
 
     dialog = ExportDialog(lambda: from_graph(load_graph(TEMPLATES / "mlp.graph.json")), "onnx", tmp_path,
                           ExportOptions(timing_runs=2))
@@ -31,7 +31,7 @@ def test_the_dialog_shows_the_checks_and_figures_of_an_onnx_export(qtbot, tmp_pa
 
 
 def test_a_layer_the_format_cannot_express_offers_its_node(qtbot, tmp_path):
-    from studio.export_dialog import ExportDialog
+    from studio.export.dialog import ExportDialog
 
     dialog = ExportDialog(lambda: from_graph(tiny_ln_graph()), "onnx", tmp_path, ExportOptions(opset=13))
     qtbot.addWidget(dialog)

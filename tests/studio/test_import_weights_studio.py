@@ -17,7 +17,7 @@ from studio.dialogs.import_module import FROM_FILE, ImportModuleDialog
 from studio.prompts import ImportRequest
 from studio.training.devices import cpu_device
 from studio.training.train_dialog import TrainDialog
-from tests.graph_editor.test_pretrained_import import NETS
+from tests.graph_editor.importer.test_pretrained_import import NETS
 
 pytestmark = pytest.mark.qt
 
@@ -44,7 +44,7 @@ def test_ctrl_i_imports_a_model_with_its_cached_weights_and_its_runs_start_from_
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     hub = tmp_path / "torch" / "hub" / "checkpoints"
     hub.mkdir(parents=True)
-    from graph_editor.build.factory import load_factory
+    from graph_editor.importer.factory import load_factory
 
     pretrained = load_factory("pretrained_nets:tinynet")
     for p in pretrained.parameters():

@@ -27,13 +27,49 @@ def studio_imports() -> dict[str, set[str]]:
 
 def test_the_studio_package_has_no_import_cycle():
     graph = studio_imports()
-    assert len(graph) > 40 and "studio.training_hook" in graph["studio.app"]
+    assert len(graph) > 40 and "studio.training" in graph["studio.app"]
     assert cycles(graph) == []
 
 
 def test_only_the_composition_root_knows_the_main_window():
     graph = studio_imports()
     assert sorted(m for m, edges in graph.items() if "studio.main_window" in edges) == ["studio.app"]
+
+
+FEATURES = ("training", "export", "inspect", "compile_check", "experiments")
+
+
+def test_every_feature_is_a_package_that_the_composition_root_installs():
+    import importlib
+
+    graph = studio_imports()
+    for name in FEATURES:
+        package = importlib.import_module(f"studio.{name}")
+        assert hasattr(package, "__path__") and callable(package.install), name
+        assert f"studio.{name}" in graph["studio.app"], name
+
+
+def test_the_training_session_feeds_widgets_through_their_methods():
+    """No reaching into a widget's parts (a plot's PlotItem, the confusion panel's gallery), and the
+    peak predictor comes from a module without widgets."""
+    source = (ROOT / "studio" / "training" / "session.py").read_text(encoding="utf-8")
+    assert "getPlotItem" not in source and ".gallery" not in source and ".plots[" not in source
+    assert "studio.training.memory_bar" not in studio_imports()["studio.training.session"]
+    assert "PySide6" not in (ROOT / "studio" / "training" / "memory_prediction.py").read_text(encoding="utf-8")
+
+
+def test_the_port_hands_out_no_window(window):
+    from PySide6.QtWidgets import QMainWindow
+
+    from studio.app import port_of
+
+    port = port_of(window)
+    assert not any(isinstance(getattr(port, name, None), QMainWindow) for name in vars(port) if not name.startswith("_"))
+    assert not hasattr(port, "host")
+    port.status("recording", 0)
+    assert port.status_text() == "recording"
+    port.clear_status()
+    assert port.status_text() == ""
 
 
 def test_the_cycle_check_finds_a_type_checking_cycle(tmp_path):

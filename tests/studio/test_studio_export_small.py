@@ -11,7 +11,8 @@ from PySide6.QtWidgets import QApplication
 
 from exporters import ExportOptions, export, from_graph
 from graph_editor.model import load_graph
-from studio.export_dialog import ExportDialog, default_export_dir
+from studio.export.dialog import ExportDialog
+from studio.export.hook import default_export_dir
 from studio.resources import TEMPLATES
 
 pytestmark = [pytest.mark.qt, pytest.mark.export]

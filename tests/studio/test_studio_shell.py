@@ -148,7 +148,7 @@ def test_the_run_menu_builds_training_on_first_use_and_opens_a_runs_graph(window
 def test_the_background_warm_up_imports_the_analysis_off_the_main_thread():
     code = ("import sys, threading; from studio.warmup import warm_up; before = 'torch' in sys.modules; "
             "t = warm_up(); t.join(120); "
-            "print(before, t.name != threading.main_thread().name, 'graph_editor.build' in sys.modules, "
+            "print(before, t.name != threading.main_thread().name, 'graph_editor.analysis' in sys.modules, "
             "'torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr

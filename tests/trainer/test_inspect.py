@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from graph_editor.model import load_graph
 from trainer.inspection import (
     InspectReport,
@@ -121,7 +121,7 @@ def test_live_inspection_on_request_and_every_n_seconds(tmp_path):
 
     live = LiveInspection(model, opt, device=CPU, precision="fp32", label_smoothing=0.0,
                           publish=published.append, every_s=2.0, start_step=lambda: 100, clock=lambda: now[0])
-    step = live.wrap(plain)
+    step = live.wrap_step(plain)
     x, y = torch.randn(4, 1, 8, 8), torch.randint(0, 10, (4,))
     step(x, y)
     live.request()
@@ -148,7 +148,7 @@ def test_off_the_wrapper_only_counts_and_a_request_arms_it():
     published: list[InspectReport] = []
     live = LiveInspection(model, opt, device=CPU, precision="fp32", label_smoothing=0.0,
                           publish=published.append, every_s=0.0, start_step=lambda: 40)
-    step = live.wrap(lambda x, y: (torch.zeros(()), torch.zeros(len(y), dtype=torch.long)))
+    step = live.wrap_step(lambda x, y: (torch.zeros(()), torch.zeros(len(y), dtype=torch.long)))
     x, y = torch.randn(4, 1, 8, 8), torch.randint(0, 10, (4,))
     step(x, y)                     # the first step reads where training begins, then disarms
     assert not live.armed

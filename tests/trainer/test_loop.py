@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.loop import EpochTotals, LoopHooks, NonFiniteLoss, Window, report_pending, train_one_epoch
+from trainer.callbacks import Callback, MetricsWindow
+from trainer.loop import EpochTotals, Loop, NonFiniteLoss, Window, report_pending, train_one_epoch
 
 
 class Clock:
@@ -37,9 +38,19 @@ def _step(clock: Clock, losses: dict[int, float] | None = None):
     return step
 
 
-def _hooks(clock: Clock, reports: list) -> LoopHooks:
-    return LoopHooks(lr_at=lambda s: 0.1, report=lambda *a: reports.append(a), poll=lambda s: False,
-                     interval_s=0.25, clock=clock)
+class Reports(Callback):
+    """Keeps each metrics window as (step, epoch, losses, correct, lr, samples_per_s)."""
+
+    def __init__(self, reports: list) -> None:
+        self.reports = reports
+
+    def on_metrics(self, window: MetricsWindow) -> None:
+        self.reports.append((window.step, window.epoch, window.losses, window.correct, window.lr,
+                             window.samples_per_s))
+
+
+def _loop(clock: Clock, reports: list) -> Loop:
+    return Loop(lr_at=lambda s: 0.1, callbacks=[Reports(reports)], interval_s=0.25, clock=clock)
 
 
 def test_short_epochs_are_reported_per_interval_with_exact_totals():
@@ -49,15 +60,15 @@ def test_short_epochs_are_reported_per_interval_with_exact_totals():
     for epoch in range(1, 11):                 # ten epochs of 3 steps (3/32 s each)
         totals = EpochTotals()
         step, stopped = train_one_epoch(step_fn, opt, _batches(3), epoch=epoch, step=step, batch_size=4,
-                                        window=window, totals=totals, hooks=_hooks(clock, reports))
+                                        window=window, totals=totals, loop=_loop(clock, reports))
         assert not stopped and totals.steps == 3 and totals.accuracy == 0.5 and totals.loss == 1.0
     # the first step on its own, then one report per 0.25 s of training (8 steps), not one per epoch
     assert [(r[0], r[1]) for r in reports] == [(1, 1), (9, 3), (17, 6), (25, 9)]
     _step_, _epoch, losses, correct, lr, rate = reports[1]
     assert len(losses) == 8 and correct == [2.0] * 8 and lr == 0.1 and rate == 8 * 4 / 0.25
-    report_pending(window, _hooks(clock, reports), step, 10, 0.1, 4)    # the run ends: the rest
+    report_pending(window, _loop(clock, reports), step, 10, 0.1, 4)    # the run ends: the rest
     assert [r[0] for r in reports] == [1, 9, 17, 25, 30] and len(reports[-1][2]) == 5
-    report_pending(window, _hooks(clock, reports), step, 10, 0.1, 4)    # nothing left: no report
+    report_pending(window, _loop(clock, reports), step, 10, 0.1, 4)    # nothing left: no report
     assert len(reports) == 5
 
 
@@ -67,16 +78,16 @@ def test_a_run_s_curves_start_at_its_first_step():
     a resumed run (its curves drawn) waits for its interval."""
     clock, reports, window = Clock(), [], Window()
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
-    hooks = _hooks(clock, reports)
-    hooks.interval_s = 10.0
+    loop = _loop(clock, reports)
+    loop.interval_s = 10.0
     step, _ = train_one_epoch(_step(clock, {1: 2.5}), opt, _batches(19), epoch=1, step=0, batch_size=4,
-                              window=window, totals=EpochTotals(), hooks=hooks)
+                              window=window, totals=EpochTotals(), loop=loop)
     assert [(r[0], r[2]) for r in reports] == [(1, [2.5])]   # its own loss, not a mean with later steps
-    report_pending(window, hooks, step, 1, 0.1, 4)
+    report_pending(window, loop, step, 1, 0.1, 4)
     assert [r[0] for r in reports] == [1, 19] and len(reports[-1][2]) == 18
     resumed: list = []
     train_one_epoch(_step(clock), opt, _batches(5), epoch=2, step=19, batch_size=4, window=Window(),
-                    totals=EpochTotals(), hooks=_hooks(clock, resumed))
+                    totals=EpochTotals(), loop=_loop(clock, resumed))
     assert resumed == []
 
 
@@ -85,7 +96,7 @@ def test_a_non_finite_loss_names_its_step():
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
     with pytest.raises(NonFiniteLoss, match="the loss became nan at step 105"):
         train_one_epoch(_step(clock, {6: float("nan")}), opt, _batches(10), epoch=1, step=99, batch_size=4,
-                        window=window, totals=EpochTotals(), hooks=_hooks(clock, []))
+                        window=window, totals=EpochTotals(), loop=_loop(clock, []))
 
 
 def test_time_spent_paused_is_counted_apart_from_training():
@@ -106,3 +117,28 @@ def test_time_spent_paused_is_counted_apart_from_training():
     assert states == ["paused", "running"]
     assert 0.4 <= controls.paused_seconds <= blocked
     assert controls.poll() is False and controls.paused_seconds <= blocked   # not paused: nothing added
+
+
+class StopAt(Callback):
+    """The commands' part: stops the run after step ``at``; counts its calls."""
+
+    def __init__(self, at: int) -> None:
+        self.at, self.calls = at, 0
+
+    def on_step_end(self, step: int) -> bool:
+        self.calls += 1
+        return step >= self.at
+
+
+def test_a_callback_that_acts_after_each_step_can_stop_the_epoch_and_the_rest_are_not_called_per_step():
+    from trainer.callbacks import stepping
+
+    clock, reports, window = Clock(), [], Window()
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    stop, report = StopAt(5), Reports(reports)
+    assert stepping([report, stop]) == [stop]          # Reports has no on_step_end: no per-step call
+    loop = Loop(lr_at=lambda s: 0.1, callbacks=[stop, report], interval_s=10.0, clock=clock)
+    step, stopped = train_one_epoch(_step(clock), opt, _batches(20), epoch=1, step=0, batch_size=4,
+                                    window=window, totals=EpochTotals(), loop=loop)
+    assert (step, stopped, stop.calls) == (5, True, 5)
+    assert [(r[0], len(r[2])) for r in reports] == [(1, 1), (5, 4)]   # the first step, then stopping reports at once

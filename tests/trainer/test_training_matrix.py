@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from graph_editor.model import graph_from_dict, load_graph
 from trainer.checkpoints.single_file import load_checkpoint_weights
 from trainer.protocol.client import WorkerClient, environ_with

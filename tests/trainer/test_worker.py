@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from graph_editor.model import load_graph
 from trainer.checkpoints.single_file import load_checkpoint_weights, verify_checkpoint
 from trainer.protocol.client import WorkerClient

@@ -96,7 +96,7 @@ def explain_graph(graph: Graph, batch: int = 2) -> Explanation:
     """Build ``graph`` and explain its compiled forward in this process (see the module doc)."""
     import torch
 
-    from graph_editor.build import build_module, example_input
+    from graph_editor.building import build_module, example_input
 
     t0 = time.perf_counter()
     inputs = "meta"

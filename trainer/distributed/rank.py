@@ -28,7 +28,16 @@ import torch.distributed as dist
 from ..checkpoints.single_file import CheckpointError, fault_point, prune, verify_checkpoint
 from ..checks import setup
 from ..finetune import lr_scales
-from ..job import Job, _timed_first_call, build_model, checkpoint_state, restore, run_epochs
+from ..job import (
+    Job,
+    _timed_first_call,
+    build_model,
+    checkpoint_saved,
+    checkpoint_state,
+    core_callbacks,
+    restore,
+    run_epochs,
+)
 from ..loop import NonFiniteLoss, Window, make_train_step
 from ..optim import Schedule, make_optimizer
 from ..protocol import events as ev
@@ -88,8 +97,8 @@ class RankRole:
             fault_point("recorded")
             prune(path.parent, kind, job.step)
             fault_point("pruned")
-            job.emitter.emit(ev.Checkpoint(kind=kind, path=str(path), step=job.step, epoch=job.epoch,
-                                           metric=metric, value=value))
+            checkpoint_saved(job, ev.Checkpoint(kind=kind, path=str(path), step=job.step, epoch=job.epoch,
+                                                metric=metric, value=value))
         return path
 
     def load_best(self, job: Job) -> bool:
@@ -161,6 +170,7 @@ def make_rank_job(st: Any, model: torch.nn.Module, ctx: Context, *, store: Any, 
     job = Job(st, store, emitter, run_id, run_dir, model, runner, opt, step_fn, scaler, schedule, loaders, controls,
               Window(reduce=window_reduce(ctx)))
     job.dist = RankRole(ctx)
+    job.callbacks = core_callbacks(job)
     if compiled:
         job.step_fn = _timed_first_call(job, step_fn)    # compile_done from rank 0, as on one device
     return job

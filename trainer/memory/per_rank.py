@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from graph_editor.model import Graph
 
 from ..spec import RunSpec

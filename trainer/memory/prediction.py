@@ -26,9 +26,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from graph_editor.build import build_module
-from graph_editor.build.data_dependent import describe, node_label
-from graph_editor.build.fake import fake_batch, fake_cpu
+from graph_editor.building import build_module
+from graph_editor.building.data_dependent import describe, node_label
+from graph_editor.building.fake import fake_batch, fake_cpu
 from graph_editor.model import Graph, GraphError
 from graph_editor.model.units import MiB
 

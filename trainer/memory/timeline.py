@@ -29,7 +29,9 @@ from torch import nn
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from graph_editor.build.autograd import tensors_in
+from graph_editor.autograd.capture import tensors_in
+
+from ..callbacks import Callback
 
 if TYPE_CHECKING:
     from ..protocol.events import Event
@@ -236,8 +238,8 @@ Publish = Callable[[Callable[[], MemoryTrace] | None, int, int, str], None]   # 
 CUDA_MAX_ENTRIES = 200_000     # allocator history kept while recording (unbounded by default)
 
 
-class LiveRecording:
-    """The worker's ``record_memory``: the next ``steps`` training steps run under the profiler with
+class LiveRecording(Callback):
+    """A loop callback, the worker's ``record_memory``: the next ``steps`` training steps run under the profiler with
     node scopes; the profile is handed to ``publish`` (parsed off the training thread)."""
 
     def __init__(self, model: nn.Module, device: torch.device, *, publish: Publish,
@@ -252,7 +254,7 @@ class LiveRecording:
     def request(self) -> None:
         self.pending = True
 
-    def wrap(self, step_fn: StepFn) -> StepFn:
+    def wrap_step(self, step_fn: StepFn) -> StepFn:
         def step(x: torch.Tensor, y: torch.Tensor) -> Any:
             if self._left == 0 and not self.pending:
                 return step_fn(x, y)

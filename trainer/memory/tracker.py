@@ -18,7 +18,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
-from graph_editor.build.autograd import tensors_in
+from graph_editor.autograd.capture import tensors_in
 
 LOSS_NODE = "(loss)"          # the pseudo node of the loss and what follows the model's output
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from graph_editor.build.fx import build_module
+from graph_editor.building.fx import build_module
 from graph_editor.model import Graph, InputSpec
 from graph_editor.model.serialize import graph_from_dict, load_graph
 

@@ -1,7 +1,7 @@
 """How well a run uses its GPU: model FLOP utilisation and the share of time spent waiting on data.
 
 * :func:`mfu`: the FLOPs a training step needs by the graph's own count (forward FLOPs per sample from
-  ``graph_editor.build.analyze``, training taken as 3x the forward: the backward computes the input's
+  ``graph_editor.analysis.analyze``, training taken as 3x the forward: the backward computes the input's
   and the weights' gradients, each as costly as the forward), over the GPU's dense bf16/fp16 peak
   (:func:`peak_tflops`, from the vendors' datasheets).
 * :class:`DataWait`: host seconds spent inside a batch iterator's ``next``, to set against the epoch's

@@ -5,7 +5,7 @@ class (``package.module:Class``) and its constructor arguments (JSON keyword arg
 weights travel like every other node's. This side is pure Python and cannot run the module, so
 the shapes the module was imported with are kept on the node: its input must have that
 per-sample shape, and its output is the recorded one. The PyTorch side
-(:mod:`graph_editor.build.ops.module_ref`) imports the class, constructs it, checks the recorded
+(:mod:`graph_editor.building.ops.module_ref`) imports the class, constructs it, checks the recorded
 output shape on the ``meta`` device and counts its FLOPs there.
 """
 

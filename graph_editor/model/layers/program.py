@@ -8,7 +8,7 @@ Python code of the module it came from; loading it deserialises a graph.
 
 This side is pure Python and cannot run the program, so the per-sample shapes it was captured with
 are kept on the node: its inputs must have those shapes (the batch may differ), and its outputs are
-the recorded ones. The PyTorch side is :mod:`graph_editor.build.ops.program`.
+the recorded ones. The PyTorch side is :mod:`graph_editor.building.ops.program`.
 """
 
 from __future__ import annotations

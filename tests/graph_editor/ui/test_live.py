@@ -43,7 +43,7 @@ def test_follows_a_replaced_graph(editor, graph, qtbot):
 def test_the_graph_is_validated_once_per_change(editor, qtbot, monkeypatch):
     """The analysis reuses the validation that was just shown (validating twice was a third of opening
     a 20,000-node graph), but not one an edit has made stale."""
-    import graph_editor.build.analysis as analysis_module
+    import graph_editor.analysis.per_node as analysis_module
     import graph_editor.ui.live as live_module
 
     calls: list[str] = []
@@ -61,3 +61,67 @@ def test_the_graph_is_validated_once_per_change(editor, qtbot, monkeypatch):
     editor.set_param("fc1", "out_features", 60)      # an edit, then the analysis at once (no refresh between)
     assert live.analyze_now().nodes[[n.id for n in live.analysis.nodes].index("fc1")].shape == (1, 60)
     assert len(calls) == 2
+
+
+def test_the_analysis_runs_off_the_gui_thread_and_a_stale_result_is_dropped(editor, qtbot, monkeypatch):
+    """An edit made while the analysis of the graph before it runs: that result comes back after the edit
+    and is dropped; the analysis of the edited graph is the one shown, and both ran on another thread."""
+    import gc
+    import threading
+
+    import graph_editor.ui.live as live_module
+
+    real, gate, threads, started = live_module.check, threading.Event(), [], threading.Event()
+
+    def slow_first(graph, batch, inf):
+        if graph.metadata.get("name") != "stale":  # another test's LiveAnalysis, not yet collected
+            return real(graph, batch, inf)
+        threads.append(threading.get_ident())
+        if len(threads) == 1:
+            started.set()
+            assert gate.wait(20)
+        return real(graph, batch, inf)
+
+    monkeypatch.setattr(live_module, "check", slow_first)
+    editor.graph.metadata["name"] = "stale"
+    live = LiveAnalysis(editor)
+    shown, dropped = [], []
+    live.analyzed.connect(lambda analysis, problems: shown.append(analysis))
+    live.jobs.on_dropped = dropped.append
+    qtbot.waitUntil(started.is_set, timeout=10000)
+    # the worker would collect the GUI's garbage Qt objects on its own thread: collection waits for it
+    assert not gc.isenabled()
+    editor.set_param("fc1", "out_features", 60)          # the running analysis is of 84 features
+    with qtbot.waitSignal(live.analyzed, timeout=20000) as sig:
+        gate.set()
+    assert len(shown) == 1 and len(dropped) == 1 and len(threads) == 2
+    fc1 = sig.args[0].by_id()["fc1"]
+    assert fc1.shape == (1, 60) and fc1.params == 16 * 5 * 5 * 6 * 0 + 6 * 14 * 14 * 60 + 60
+    assert live.analysis is sig.args[0]
+    assert threading.get_ident() not in threads
+    assert gc.isenabled()
+
+
+def test_a_new_graph_drops_the_old_graphs_pending_analysis(editor, graph, qtbot, monkeypatch):
+    """Opening a graph while the last one's analysis is still to come analyses only the new one (the
+    20,000-node chain was built twice on open: the starter graph's pending analysis ran on the new graph)."""
+    import graph_editor.ui.live as live_module
+
+    real, checked = live_module.check, []
+
+    def counted(g, batch, inf):
+        if g.metadata.get("name") == "new-graph":
+            checked.append(len(g))
+        return real(g, batch, inf)
+
+    monkeypatch.setattr(live_module, "check", counted)
+    live = LiveAnalysis(editor)
+    live.refresh()                                # the first graph validated, its analysis pending
+    other = graph.copy()
+    other.chain(("ReLU", "extra"), start="relu2")
+    graph.metadata["name"] = other.metadata["name"] = "new-graph"
+    editor.set_graph(other)
+    with qtbot.waitSignal(live.analyzed, timeout=20000) as sig:
+        pass
+    qtbot.wait(100)
+    assert checked == [len(other)] and sig.args[0] is not None

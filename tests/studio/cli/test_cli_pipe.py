@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import save_file
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from graph_editor.model import load_graph
 from studio.cli import BROKEN_PIPE_STATUS
 from trainer.data import DIGITS

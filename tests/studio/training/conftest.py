@@ -20,6 +20,7 @@ DIGITS_CNN = ROOT / "assets" / "templates" / "digits_cnn.graph.json"
 @pytest.fixture
 def controller(qtbot, tmp_path):
     """A TrainingController installed in a window; every worker it started is gone afterwards."""
+    from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QMainWindow
 
     from studio.training.controller import TrainingController
@@ -29,7 +30,8 @@ def controller(qtbot, tmp_path):
                              work_dir=tmp_path / "launches", devices=[cpu_device()])
     win = QMainWindow()
     win.resize(1400, 900)
-    ctl.install(win)
+    ctl.install(lambda dock: win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock) or dock.hide(),
+                win.statusBar().showMessage)
     qtbot.addWidget(win)
     win.show()
     pids: list[tuple[int, int]] = []

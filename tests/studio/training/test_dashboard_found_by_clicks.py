@@ -50,18 +50,20 @@ def test_the_loss_crosshair_goes_when_the_mouse_leaves_and_is_gone_in_the_next_r
     centre = plot.viewport().rect().center()
     for dx in (-30, -10, 0):
         _move(plot.viewport(), centre + QPoint(dx, 0))
-    qtbot.waitUntil(plot._vline.isVisible, timeout=2000)
+    qtbot.waitUntil(plot.crosshair.isVisible, timeout=2000)
     QApplication.sendEvent(plot, QEvent(QEvent.Type.Leave))     # the pointer went to another widget
     qtbot.wait(100)                                              # any rate-limited move still on its way
-    assert not plot._vline.isVisible()
+    assert not plot.crosshair.isVisible()
     _move(plot.viewport(), centre)
-    qtbot.waitUntil(plot._vline.isVisible, timeout=2000)
+    qtbot.waitUntil(plot.crosshair.isVisible, timeout=2000)
     dash.begin_run("digits_cnn  ·  run 2  ·  cpu", 100, 1e-3)   # the next run starts clean
-    assert not plot._vline.isVisible()
+    assert not plot.crosshair.isVisible()
 
 
 def test_the_memory_bar_draws_a_small_peak_as_a_sliver_of_its_budget(qtbot, tmp_path):
-    from studio.training.memory_bar import MemoryFigures, MemoryPanel, MiB
+    from graph_editor.model.units import MiB
+    from studio.training.memory_bar import MemoryPanel
+    from studio.training.memory_prediction import MemoryFigures
 
     panel = MemoryPanel()
     qtbot.addWidget(panel)

@@ -10,7 +10,8 @@ from PySide6.QtTest import QTest
 
 from graph_editor.model.serialize import load_graph
 from studio.training.devices import cpu_device
-from studio.training.memory_bar import MemoryFigures, MemoryPanel
+from studio.training.memory_bar import MemoryPanel
+from studio.training.memory_prediction import MemoryFigures
 from studio.training.train_dialog import TrainDialog
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -21,7 +22,7 @@ def _dialog(qtbot) -> TrainDialog:
     d = TrainDialog(load_graph(ROOT / "assets/templates/digits_cnn.graph.json"), [cpu_device()])
     qtbot.addWidget(d)
     d.show()
-    qtbot.waitUntil(lambda: d._summary is not None or bool(d._data_error), timeout=60_000)
+    qtbot.waitUntil(lambda: d.dataset_summary is not None or bool(d.data_error), timeout=60_000)
     return d
 
 

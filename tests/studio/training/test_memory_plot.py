@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 
 from graph_editor.model.serialize import graph_to_dict
 from studio.training.dashboard import TrainingDashboard
-from studio.training.memory_bar import predicted_peak
+from studio.training.memory_prediction import predicted_peak
 from studio.training.session import TrainingSession
 from tests.trainer.memory.test_memory_predict import template
 from trainer.checks import load_data

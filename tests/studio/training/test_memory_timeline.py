@@ -8,7 +8,7 @@ import torch
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtTest import QTest
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from studio.training.memory_timeline import MemoryTimelineView, band_at, stack
 from tests.trainer.memory.test_memory_predict import template
 from trainer.loop import make_train_step

@@ -9,7 +9,7 @@ import logging
 import pytest
 import torch
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from studio import cli
 from tests.graph_editor.compile_graphs import item_graph
 from trainer.compilation.explain import explain_graph, frames_in_text, node_of, split_reason

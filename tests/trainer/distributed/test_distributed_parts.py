@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from graph_editor.model import Graph, InputSpec
 from graph_editor.model.graph import Group
 from studio.cli_train import build_spec

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from tests.trainer.memory.test_memory_predict import measured_peak, template
 from trainer.memory.prediction import predict_memory
 from trainer.memory.recomputation import Checkpointed, SegmentError, checkpointed_module

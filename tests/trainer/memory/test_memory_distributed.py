@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from graph_editor.model import Graph, InputSpec, load_graph
 from graph_editor.model.graph import Group
 from trainer.loop import make_train_step

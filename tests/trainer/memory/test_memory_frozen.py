@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from tests.trainer.memory.test_memory_predict import template
 from trainer.memory.doctor import predict_for_spec
 from trainer.memory.prediction import MemoryPredictionError, largest_batch, predict_memory

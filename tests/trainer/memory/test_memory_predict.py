@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from graph_editor.model import load_graph
 from trainer.loop import make_train_step
 from trainer.memory.prediction import (
@@ -160,12 +160,10 @@ def test_largest_batch_fits_and_the_next_does_not():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("batch", [
-    32,
-    pytest.param(128, marks=pytest.mark.xfail(strict=True, reason=(
-        "cuDNN's benchmark picks convolution kernels with larger workspaces as the batch grows, and the "
-        "prediction does not model them: 823.7 MB predicted, 926.1 MB measured on an H200 (11% under)"))),
-])
+# Batch 128 was 11% under on an H200 in round 3's first GPU session (823.7 MB predicted, 926.1 MB
+# measured: cuDNN's benchmark picked kernels with larger workspaces) and within 10% in its third: which
+# kernels cuDNN's benchmark picks varies, the prediction does not model their workspaces (docs/gpu.md).
+@pytest.mark.parametrize("batch", [32, 128])
 def test_cuda_within_10_percent_of_max_memory_allocated(monkeypatch, batch):
     # As the worker runs a convnet: channels_last, and cuDNN picking each convolution's fastest kernel
     # (the first step tries them: its peak, 2.8 GB at batch 32 on an H200, is left out). The cuBLAS
@@ -187,6 +185,7 @@ def test_cuda_within_10_percent_of_max_memory_allocated(monkeypatch, batch):
     del model, opt, step
     torch.cuda.empty_cache()
     pred = predict_memory(g, batch, channels_last=True, device="cuda")
+    print(f"batch {batch}: predicted {pred.peak_bytes / 1e6:.1f} MB, measured {real / 1e6:.1f} MB")
     assert pred.parts["workspace"] == 2 * cublas_workspace_bytes()     # the step's thread and autograd's
     assert abs(pred.peak_bytes / real - 1) <= 0.10, (batch, pred.peak_bytes, real)
 

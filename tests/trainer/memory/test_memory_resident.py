@@ -83,7 +83,7 @@ def test_on_cuda_streaming_the_dataset_is_a_fix():
 
 
 def test_the_dialog_bar_shows_the_dataset():
-    from studio.training.memory_bar import predict_for_dialog
+    from studio.training.memory_prediction import predict_for_dialog
 
     g = load_graph(DIGITS_CNN)
     spec = {"model": {"graph": graph_to_dict(g)}, "device": "cpu", "train": {"batch_size": 64},

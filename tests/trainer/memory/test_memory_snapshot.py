@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.cuda import _memory_viz
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from tests.trainer.memory.test_memory_predict import template
 from trainer.loop import make_train_step
 from trainer.memory.timeline import CUDA_MAX_ENTRIES, LiveRecording, parse_cuda, publisher, read_trace
@@ -91,9 +91,9 @@ def test_a_real_cuda_recording_loads_in_memory_viz(tmp_path):
     opt = make_optimizer(model, OptimSpec())
     step, _ = make_train_step(model, opt, device=dev, precision="fp32", label_smoothing=0.0)
     events: list[dict] = []
-    rec = LiveRecording(model, dev, publish=publisher(tmp_path, lambda name, **f: events.append(f), lambda w: w()),
+    rec = LiveRecording(model, dev, publish=publisher(tmp_path, lambda event: events.append(dataclasses.asdict(event)), lambda w: w()),
                         start_step=lambda: 0, opt=opt)
-    wrapped = rec.wrap(step)
+    wrapped = rec.wrap_step(step)
     x, y = torch.randn(8, 3, 32, 32, device=dev), torch.zeros(8, dtype=torch.long, device=dev)
     wrapped(x, y)
     rec.request()

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from graph_editor.build import build_module
+from graph_editor.building import build_module
 from tests.trainer.helpers import write_spec
 from tests.trainer.memory.test_memory_predict import template
 from tests.trainer.test_inspect_worker import _until
@@ -106,7 +106,7 @@ def test_cuda_recording_of_two_steps_is_attributed():
     got = []
     rec = LiveRecording(model, dev, publish=lambda make, first, steps, error: got.append((make, error)),
                         start_step=lambda: 0, opt=opt)
-    wrapped = rec.wrap(step)
+    wrapped = rec.wrap_step(step)
     x, y = torch.randn(8, 3, 32, 32, device=dev), torch.zeros(8, dtype=torch.long, device=dev)
     wrapped(x, y)
     rec.request()

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from graph_editor.build import analyze
+from graph_editor.analysis import analyze
 from graph_editor.model import load_graph
 from trainer.metrics.utilisation import DataWait, mfu, peak_tflops
 

@@ -1,0 +1,151 @@
+"""Normalisation layers: no FLOPs that ``FlopCounterMode`` counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx, nn
+
+from ...analysis.per_node import zero_flops
+from ...importer.rules import (
+    Mapped,
+    Unmappable,
+    attributes,
+    const,
+    function_rule,
+    library_rule,
+    module_rule,
+    tensor,
+)
+from ..modules import Call, Example, Params, Shape, builder, or_input
+
+
+# ------------------------------------------------------------------ modules of our own
+# A plain nn.Module class: a built network, its state_dict and its exported model.py (which copies
+# its source) read like hand-written PyTorch.
+class LayerNorm2d(nn.LayerNorm):
+    """LayerNorm over the channels of an NCHW image, at every position (timm's LayerNorm2d,
+    torchvision ConvNeXt's permute + LayerNorm + permute); same weights as ``nn.LayerNorm(C)``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.permute(0, 2, 3, 1)
+        x = nn.functional.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        return x.permute(0, 3, 1, 2)
+
+
+# ------------------------------------------------------------------ BatchNorm1d, BatchNorm2d
+def _bn(cls: type[nn.Module], p: dict[str, Any], xs: list[tuple[int, ...]]) -> Call:
+    return Call(cls, (or_input(p["num_features"], xs[0][1]),),
+                {"eps": p["eps"], "momentum": p["momentum"], "affine": p["affine"]})
+
+
+@builder("BatchNorm1d", example=Example((4, 5), {"momentum": 0.2}))
+def _bn1d(p: Params, xs: list[Shape]) -> Call:
+    return _bn(nn.BatchNorm1d, p, xs)
+
+
+@builder("BatchNorm2d", example=Example((4, 3, 3), {"eps": 1e-3}))
+def _bn2d(p: Params, xs: list[Shape]) -> Call:
+    return _bn(nn.BatchNorm2d, p, xs)
+
+
+zero_flops("BatchNorm1d", "BatchNorm2d")
+
+
+@module_rule(nn.BatchNorm1d, nn.BatchNorm2d)
+def _import_bn(m: nn.BatchNorm1d | nn.BatchNorm2d, xs: list[fx.Node]) -> Mapped:
+    if not m.track_running_stats or m.momentum is None:
+        raise Unmappable("BatchNorm without running statistics or with a cumulative average (momentum=None)")
+    kind = "BatchNorm1d" if isinstance(m, nn.BatchNorm1d) else "BatchNorm2d"  # a subclass imports as its base
+    return Mapped(kind, {"num_features": m.num_features, "eps": m.eps, "momentum": m.momentum,
+                                     "affine": m.affine}, xs)
+
+
+# ------------------------------------------------------------------ LayerNorm
+@builder("LayerNorm", example=Example((5, 8), {"eps": 1e-6}))
+def _ln(p: Params, xs: list[Shape]) -> Call:
+    return Call(nn.LayerNorm, (tuple(or_input(p["normalized_shape"], [xs[0][-1]])),),
+                {"eps": p["eps"], "elementwise_affine": p["elementwise_affine"]})
+
+
+zero_flops("LayerNorm")
+
+
+@module_rule(nn.LayerNorm)
+def _import_ln(m: nn.LayerNorm, xs: list[fx.Node]) -> Mapped:
+    if m.elementwise_affine and getattr(m, "bias", True) is None:
+        raise Unmappable("LayerNorm with bias=False")
+    return Mapped("LayerNorm", {"normalized_shape": list(m.normalized_shape), "eps": m.eps,
+                                "elementwise_affine": m.elementwise_affine}, xs)
+
+
+# ------------------------------------------------------------------ LayerNorm2d
+@builder("LayerNorm2d", example=Example((4, 3, 3), {"eps": 1e-5}))
+def _ln2d(p: Params, xs: list[Shape]) -> Call:
+    return Call(LayerNorm2d, (or_input(p["num_channels"], xs[0][1]),),
+                {"eps": p["eps"], "elementwise_affine": p["elementwise_affine"]})
+
+
+zero_flops("LayerNorm2d")
+
+
+@module_rule(LayerNorm2d)
+@library_rule("timm.layers.norm.LayerNorm2d", "torchvision.models.convnext.LayerNorm2d")  # same forward
+def _import_ln2d(m: nn.LayerNorm, xs: list[fx.Node]) -> Mapped:
+    if m.elementwise_affine and m.bias is None:
+        raise Unmappable("LayerNorm2d with bias=False")
+    return Mapped("LayerNorm2d", {"num_channels": m.normalized_shape[0], "eps": m.eps,
+                                  "elementwise_affine": m.elementwise_affine}, xs)
+
+
+# ------------------------------------------------------------------ GroupNorm
+@builder("GroupNorm", example=Example((4, 3, 3), {"num_groups": 2}))
+def _gn(p: Params, xs: list[Shape]) -> Call:
+    return Call(nn.GroupNorm, (p["num_groups"], or_input(p["num_channels"], xs[0][1])),
+                {"eps": p["eps"], "affine": p["affine"]})
+
+
+zero_flops("GroupNorm")
+
+
+@module_rule(nn.GroupNorm)
+def _import_gn(m: nn.GroupNorm, xs: list[fx.Node]) -> Mapped:
+    if m.affine and m.bias is None:  # timm poolformerv2's GroupNorm1: the layer would add a bias of its own
+        raise Unmappable("GroupNorm with bias=False")
+    return Mapped("GroupNorm", {"num_groups": m.num_groups, "num_channels": m.num_channels, "eps": m.eps,
+                                "affine": m.affine}, xs)
+
+
+# ------------------------------------------------------------------ Normalize
+class Normalize(nn.Module):
+    """``F.normalize(x, p, dim, eps)``: each vector along ``dim`` divided by its p-norm."""
+
+    def __init__(self, p: float = 2.0, dim: int = -1, eps: float = 1e-12) -> None:
+        super().__init__()
+        self.p, self.dim, self.eps = p, dim, eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.normalize(x, self.p, self.dim, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, dim={self.dim}, eps={self.eps}"
+
+
+@builder("Normalize", example=Example((3, 4), {"p": 2.0, "dim": 1}))
+def _normalize(p: Params, xs: list[Shape]) -> Call:
+    return Call(Normalize, (float(p["p"]), p["dim"], float(p["eps"])))
+
+
+zero_flops("Normalize")  # a norm and a division: FlopCounterMode counts neither
+module_rule(Normalize)(attributes("Normalize", "p", "dim", "eps"))
+
+
+@function_rule(torch.nn.functional.normalize)
+def _f_normalize(input: Any, p: Any = 2.0, dim: Any = 1, eps: Any = 1e-12, out: Any = None) -> Mapped:
+    dim = const(dim, "dim")
+    value = tensor(input).meta.get("val")
+    if isinstance(value, torch.Tensor) and dim % value.dim() == 0:
+        raise Unmappable("normalises across the batch dimension; only per-sample dims map")
+    return Mapped("Normalize", {"p": float(const(p, "p")), "dim": dim, "eps": float(const(eps, "eps"))},
+                  [tensor(input)])

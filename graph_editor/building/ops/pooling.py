@@ -1,0 +1,100 @@
+"""Pooling layers: no FLOPs that ``FlopCounterMode`` counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.nn.functional as F
+from torch import fx, nn
+
+from ...analysis.per_node import zero_flops
+from ...importer.rules import Mapped, Unmappable, const, function_rule, module_rule, pair, tensor
+from ..modules import Call, Example, Params, Shape, builder
+
+zero_flops("MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d")
+
+
+def _window(p: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"kernel_size": tuple(p["kernel_size"]), "stride": tuple(p["stride"] or p["kernel_size"]),
+            "padding": tuple(p["padding"]), **extra, "ceil_mode": p["ceil_mode"]}
+
+
+def _stride(stride: Any, kernel_size: Any) -> list[int]:
+    return pair(stride if stride not in (None, []) else kernel_size)
+
+
+# ------------------------------------------------------------------ MaxPool2d
+@builder("MaxPool2d", example=Example((3, 7, 7), {"kernel_size": 3, "stride": 2, "padding": 1,
+                                                  "ceil_mode": True}))
+def _maxpool(p: Params, xs: list[Shape]) -> Call:
+    return Call(nn.MaxPool2d, (), _window(p, dilation=tuple(p["dilation"])))
+
+
+@module_rule(nn.MaxPool2d)
+def _import_maxpool(m: nn.MaxPool2d, xs: list[fx.Node]) -> Mapped:
+    if m.return_indices:
+        raise Unmappable("MaxPool2d with return_indices=True")
+    return Mapped("MaxPool2d", {"kernel_size": pair(m.kernel_size), "stride": _stride(m.stride, m.kernel_size),
+                                "padding": pair(m.padding), "dilation": pair(m.dilation),
+                                "ceil_mode": m.ceil_mode}, xs)
+
+
+@function_rule(F.max_pool2d)
+def _f_maxpool(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+               ceil_mode: bool = False, return_indices: bool = False) -> Mapped:
+    if return_indices:
+        raise Unmappable("max_pool2d with return_indices=True")
+    return Mapped("MaxPool2d", {"kernel_size": pair(kernel_size), "stride": _stride(stride, kernel_size),
+                                "padding": pair(padding), "dilation": pair(dilation), "ceil_mode": ceil_mode},
+                  [tensor(input)])
+
+
+# ------------------------------------------------------------------ AvgPool2d
+@builder("AvgPool2d", example=Example((3, 6, 6), {"kernel_size": 3, "stride": 1, "padding": 1,
+                                                  "count_include_pad": False}))
+def _avgpool(p: Params, xs: list[Shape]) -> Call:
+    return Call(nn.AvgPool2d, (), _window(p, count_include_pad=p["count_include_pad"]))
+
+
+def _avgpool_params(kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,
+                    divisor_override: Any) -> dict[str, Any]:
+    if divisor_override is not None:
+        raise Unmappable(f"average pooling with divisor_override={divisor_override!r}")
+    return {"kernel_size": pair(kernel_size), "stride": _stride(stride, kernel_size), "padding": pair(padding),
+            "ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad)}
+
+
+@module_rule(nn.AvgPool2d)
+def _import_avgpool(m: nn.AvgPool2d, xs: list[fx.Node]) -> Mapped:
+    return Mapped("AvgPool2d", _avgpool_params(m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad,
+                                               m.divisor_override), xs)
+
+
+@function_rule(F.avg_pool2d)
+def _f_avgpool(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: Any = None) -> Mapped:
+    return Mapped("AvgPool2d", _avgpool_params(const(kernel_size, "kernel_size"), const(stride, "stride"),
+                                               const(padding, "padding"), ceil_mode, count_include_pad,
+                                               divisor_override), [tensor(input)])
+
+
+# ------------------------------------------------------------------ AdaptiveAvgPool2d
+@builder("AdaptiveAvgPool2d", example=Example((3, 5, 5), {"output_size": [2, 3]}))
+def _adaptive(p: Params, xs: list[Shape]) -> Call:
+    return Call(nn.AdaptiveAvgPool2d, (tuple(p["output_size"]),))
+
+
+def _adaptive_params(size: Any, xs: list[fx.Node]) -> Mapped:
+    if size is None or (not isinstance(size, int) and None in tuple(size)):
+        raise Unmappable("adaptive pooling that keeps a dimension (None in output_size)")
+    return Mapped("AdaptiveAvgPool2d", {"output_size": pair(size)}, xs)
+
+
+@module_rule(nn.AdaptiveAvgPool2d)
+def _import_adaptive(m: nn.AdaptiveAvgPool2d, xs: list[fx.Node]) -> Mapped:
+    return _adaptive_params(m.output_size, xs)
+
+
+@function_rule(F.adaptive_avg_pool2d)
+def _f_adaptive(input: Any, output_size: Any) -> Mapped:
+    return _adaptive_params(const(output_size, "output_size"), [tensor(input)])

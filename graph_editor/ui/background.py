@@ -1,0 +1,135 @@
+"""Work off the GUI thread where only the newest request counts (the live analysis of an edited graph).
+
+:class:`NewestOnly` runs one plain function at a time on a Python thread and hands its result to a
+callback on the GUI thread, but only the result of the newest request: each :meth:`NewestOnly.submit`
+bumps a generation counter, a request still waiting when a newer one comes is dropped unrun, and a
+result that comes back after a newer request was made is dropped (the thread is not interrupted: it
+finishes, then starts the newest request). The worker thread touches no Qt object: the GUI thread
+polls for the result with a short timer.
+
+While a request runs, Python's automatic garbage collection is paused (and resumed on the GUI thread
+when its result is collected): the collector runs in whichever thread allocates, and the worker
+allocates constantly, so it collected the GUI's garbage widgets and scenes there -- Qt objects destroyed
+off the GUI thread while the GUI thread used them ("pure virtual method called", an abort, seen in the
+canvas tests). Nothing that runs here makes reference cycles worth collecting within a few seconds.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer
+
+POLL_MS = 15  # how often a finished result is looked for: well under a frame of latency
+EXIT_WAIT_S = 15.0  # the most the interpreter's exit waits for a running request (torch mid-call could crash it)
+
+_ALIVE: weakref.WeakSet[NewestOnly] = weakref.WeakSet()
+_RUNNING: set[NewestOnly] = set()   # those whose thread runs: the GC is paused while any does
+_gc_was_enabled = False
+
+
+def _pause_gc(runner: NewestOnly) -> None:
+    global _gc_was_enabled
+    if not _RUNNING:
+        _gc_was_enabled = gc.isenabled()
+        gc.disable()
+    _RUNNING.add(runner)
+
+
+def _resume_gc(runner: NewestOnly) -> None:
+    if runner in _RUNNING:
+        _RUNNING.discard(runner)
+        if not _RUNNING and _gc_was_enabled:
+            gc.enable()
+
+
+class NewestOnly:
+    """A single-thread queue of length one. ``on_done(result)`` is called on the GUI thread for the newest
+    request only (``result`` is the exception when the function raised); ``on_dropped(generation)`` for a
+    result that came back stale."""
+
+    def __init__(self, name: str, owner: QObject, on_done: Callable[[Any], None],
+                 on_dropped: Callable[[int], None] | None = None) -> None:
+        self.name = name
+        self.generation = 0
+        self.on_done, self.on_dropped = on_done, on_dropped
+        self._running: tuple[int, Future[Any], threading.Thread] | None = None
+        self._waiting: tuple[int, Callable[[], Any]] | None = None
+        self._poll = QTimer(owner, interval=POLL_MS)
+        self._poll.timeout.connect(self._collect)
+        owner.destroyed.connect(lambda *_: _resume_gc(self))   # its timer went with it: nothing collects
+        _ALIVE.add(self)
+
+    def submit(self, fn: Callable[[], Any]) -> int:
+        """Run ``fn()`` off the GUI thread once the one running (if any) ends; returns its generation."""
+        self.generation += 1
+        self._waiting = (self.generation, fn)
+        if self._running is None:
+            self._start_waiting()
+        return self.generation
+
+    def cancel(self) -> None:
+        """Forget every request: none waiting runs, a running one's result is dropped."""
+        self.generation += 1
+        self._waiting = None
+
+    def busy(self) -> bool:
+        """Whether a request is running or waiting."""
+        return self._running is not None or self._waiting is not None
+
+    def wait(self, timeout_s: float = 60.0) -> bool:
+        """Block until the running request's thread ends (tests, exit); its result is collected at the
+        next poll. Returns False on timeout."""
+        running = self._running
+        if running is None:
+            return True
+        running[2].join(timeout_s)
+        return not running[2].is_alive()
+
+    def _start_waiting(self) -> None:
+        assert self._waiting is not None
+        generation, fn = self._waiting
+        self._waiting = None
+        future: Future[Any] = Future()
+
+        def work() -> None:
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the GUI thread as the result's error
+                future.set_exception(exc)
+
+        thread = threading.Thread(target=work, name=f"{self.name}-{generation}", daemon=True)
+        self._running = (generation, future, thread)
+        _pause_gc(self)
+        thread.start()
+        self._poll.start()
+
+    def _collect(self) -> None:
+        if self._running is None or not self._running[1].done():
+            return
+        generation, future, _ = self._running
+        self._running = None
+        _resume_gc(self)
+        if self._waiting is not None:
+            self._start_waiting()
+        else:
+            self._poll.stop()
+        if generation != self.generation:
+            if self.on_dropped is not None:
+                self.on_dropped(generation)
+            return
+        error = future.exception()
+        self.on_done(error if error is not None else future.result())
+
+
+@atexit.register
+def _wait_for_running() -> None:
+    for runner in list(_ALIVE):
+        runner.cancel()
+        runner.wait(EXIT_WAIT_S)

@@ -1,0 +1,47 @@
+"""timm families that the catalog layers of issue 23 made import strictly (catalog layers only, no Program
+node), each with the walk's checks: parameters exact, FLOPs equal to FlopCounterMode's, outputs within 1e-5
+of their largest value after the round trip. ``make test`` walks one; ``make test-thorough`` all of them."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.trainer.helpers import THOROUGH
+
+pytest.importorskip("timm")
+
+ROOT = Path(__file__).resolve().parents[3]
+_spec = importlib.util.spec_from_file_location("import_walk", ROOT / "tools" / "import_walk.py")
+assert _spec and _spec.loader
+walk = sys.modules.get("import_walk") or importlib.util.module_from_spec(_spec)
+if "import_walk" not in sys.modules:
+    sys.modules[_spec.name] = walk  # its dataclasses look their module up while being defined
+    _spec.loader.exec_module(walk)
+
+# family -> the model walked, and the layers it needed (each a Program node before them)
+NEWLY_STRICT = {
+    "pit_ti_224": "a slice bound read from a tensor's size",
+    "shvit_s1": "MatMul",
+    "poolformer_s12": "Subtract, AvgPool2d count_include_pad=False",
+    "mobileone_s0": "AddConstant (sum() of branches)",
+    "fastvit_t8": "AddConstant, Subtract",
+    "ghostnetv2_100": "Interpolate",
+    "efficientformer_l1": "RelativePositionBias, MatMul, Subtract, count_include_pad",
+    "cait_xxs24_224": "MatMul, qkv[0], qkv[1], qkv[2] as an Unbind",
+    "swiftformer_xs": "Normalize, MatMul by a parameter",
+}
+DEFAULT = "pit_ti_224"  # the cheapest: ~5 s of CPU on a quiet machine
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=[] if n == DEFAULT else [
+        pytest.mark.slow, pytest.mark.skipif(not THOROUGH, reason="make test-thorough: 10-75 s a model")])
+    for n in NEWLY_STRICT])
+def test_a_timm_family_imports_strictly(name):
+    outcome = walk.walk_one(walk.timm_case(name), onnx=False, strict=True)
+    assert outcome.ok, outcome.cause
+    assert outcome.programs == 0
