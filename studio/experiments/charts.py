@@ -70,6 +70,11 @@ class HistoryChart(Chart):
             return
         xs, ys = np.array([d[0] for d in done], float), np.array([d[1] for d in done], float)
         best = np.maximum.accumulate(ys) if report["direction"] == "maximize" else np.minimum.accumulate(ys)
+        # trials are whole numbers: ticks at whole trials (one trial's axis read -0.4 ... 0.4), a little room
+        # either side of the first and the last
+        step = max(1, math.ceil((xs.max() - xs.min()) / 8))
+        self.plotItem.getAxis("bottom").setTickSpacing(step, step)
+        self.plotItem.setXRange(xs.min() - 0.5, xs.max() + 0.5, padding=0)
         self.plotItem.plot(xs, ys, pen=None, symbol="o", symbolSize=8, symbolBrush=self.theme.curve(BLUE),
                            symbolPen=None, name="trial")
         self.plotItem.plot(xs, best, pen=self.pen(VERMILLION, 2), stepMode=None, name="best so far")
