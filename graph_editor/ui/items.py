@@ -323,10 +323,10 @@ class NodeItem(QGraphicsItem):
         theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics
         pad = 10.0
         inner = NODE_W - 2 * pad
-        painter.setFont(fonts.title)
+        title_font, title = metrics.fitted("title", self.title, inner, TITLE_H)
+        painter.setFont(title_font)
         painter.setPen(theme.title_text)
-        painter.drawText(QRectF(pad, 0, inner, TITLE_H), Qt.AlignmentFlag.AlignVCenter,
-                         metrics.elide("title", self.title, Qt.TextElideMode.ElideRight, inner))
+        painter.drawText(QRectF(pad, 0, inner, TITLE_H), Qt.AlignmentFlag.AlignVCenter, title)
         y = TITLE_H
         painter.setFont(fonts.small)
         painter.setPen(theme.text_dim)

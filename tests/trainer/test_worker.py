@@ -49,7 +49,7 @@ def test_digits_cnn_end_to_end_events_match_the_store(tmp_path, db):
     assert started.params == 94410 and started.device == "cpu" and started.steps_per_epoch == 19
     metrics = [e for e in events if e.event == "metrics"]
     steps = [e.step for e in metrics]
-    assert steps == sorted(steps) and steps[-1] == 38
+    assert steps == sorted(steps) and steps[0] == 1 and steps[-1] == 38   # the curves start at step 1
     end = [e for e in events if e.event == "epoch_end"][-1]
     assert len(end.confusion) == 10 and sum(map(sum, end.confusion)) == started.val_size
     assert isinstance(end.per_class, PerClass) and len(end.per_class) == 10
