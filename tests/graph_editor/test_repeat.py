@@ -8,7 +8,8 @@ import json
 import pytest
 import torch
 
-from graph_editor.build import analyze, build_module
+from graph_editor.analysis import analyze
+from graph_editor.building import build_module
 from graph_editor.model import graph_from_dict, graph_to_dict, load_graph
 from graph_editor.model.commands import UndoStack
 from graph_editor.model.errors import CommandError, GraphFileError

@@ -128,7 +128,7 @@ def bad_weights_files(folder: Path) -> dict[str, Path]:
 
 
 def test_a_file_that_is_not_weights_is_refused_in_one_line_naming_it(tmp_path):
-    from graph_editor.build import build_module
+    from graph_editor.building import build_module
     from graph_editor.model import load_graph
     from trainer.finetune import initialise
 
