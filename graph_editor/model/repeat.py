@@ -143,8 +143,7 @@ class SetRepeat(Command):
 
     def _set(self, count: int) -> None:
         self.graph.groups[self.group_id].repeat = count
-        self.graph.events.groups_changed.emit()
-        self.graph.events.changed.emit()
+        self.graph.events.changed.emit()     # not groups_changed: the blocks drawn stay as they are (and selected)
 
 
 __all__ = ["MAX_REPEAT", "SetRepeat", "check_repeat", "group_repeat", "ports", "repeat_problem", "shape_problem",

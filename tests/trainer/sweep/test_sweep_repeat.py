@@ -10,6 +10,7 @@ import pytest
 
 from graph_editor.model import Graph, InputSpec, graph_to_dict, save_graph
 from graph_editor.model.graph import Group
+from trainer.metrics import names
 from trainer.store.runs import RunStore
 from trainer.sweep import Sweep, SweepPlan, parse_space
 from trainer.sweep.space import SpaceError
@@ -62,3 +63,7 @@ def test_trials_train_the_block_repeated_as_drawn(db, tmp_path):
     conv = 8 * 8 * 3 * 3 + 8
     assert runs[3].params - runs[1].params == 2 * conv       # two more copies of the block's conv
     assert Path(store.checkpoint_path(runs[3].id, "last") or "").name  # trained and kept like any run
+    cpu = [v for _, _, v in store.metrics(runs[3].id, names.CPU_PERCENT.name)]   # its system curves too
+    rss = [v for _, _, v in store.metrics(runs[3].id, names.RSS.name)]
+    assert cpu and rss and max(cpu) > 0 and min(rss) > 50 * 2**20
+    assert store.metrics(runs[3].id, names.GPU_UTIL.name) == []      # on the CPU: no GPU curve
