@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "assets" / "templates"
 SYNTHETIC_BATCHES = 3     # train and val splits of at least a batch each
@@ -131,7 +131,8 @@ def warm_graph(graph_path: Path, batch: int, folder: Path) -> tuple[str, float |
     model = build_model(st)
     opt = make_optimizer(model, st.spec.optim, lr_tensor=True, device=st.device,
                          scales=lr_scales(model, st.graph, st.spec.model))
-    runner = torch.compile(model, mode=st.spec.precision.compile)
+    # torch.compile returns the module's compiled wrapper, typed as a plain callable: called as the module
+    runner = cast(torch.nn.Module, torch.compile(model, mode=st.spec.precision.compile))
     step, _ = make_train_step(runner, opt, device=st.device, precision=st.spec.precision.dtype,
                               label_smoothing=st.spec.optim.label_smoothing, compile_mode=st.spec.precision.compile)
     loaders = make_loaders(st)
