@@ -5,10 +5,10 @@ On this project's 2-core CPU the first compiled step of digits_cnn takes 27.6 s 
 
 ``python -m trainer.compilation.warm [GRAPH ...] [--batch-size N]`` warms the caches ahead of time for
 the templates a CPU trains (inputs up to 64 pixels wide: digits_cnn, lenet5, mlp, resnet18_cifar) or the
-graphs given, on the CPU, skipping those the index holds: for each it runs the worker's own
-code (:func:`trainer.checks.setup`, :func:`trainer.job.make_job`'s model, optimizer and step) on
-synthetic images of the graph's input shape at the run spec's defaults with ``compile: default``: one
-training step and one evaluation, the two graphs a run compiles first. The studio runs it in the
+graphs given, on the CPU, skipping those the index holds: for each it runs the worker itself
+(``python -m trainer run``, which writes the index) for one epoch of three batches of synthetic images
+of the graph's input shape, at the run spec's defaults with ``compile: default``: the training step and
+the evaluation it compiles are the ones a run of that recipe compiles. The studio runs it in the
 background at idle priority (:mod:`studio.compile_warmup`).
 """
 
@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import cast
 
 from .recipes import index, setup_key
 
@@ -47,40 +46,33 @@ def synthetic_dataset(graph_path: Path, folder: Path, batch: int) -> Path:
 
 
 def warm_graph(graph_path: Path, batch: int, folder: Path) -> tuple[str, float | None]:
-    """Compile one graph's training step and evaluation into the caches; (key, seconds, None if it was
-    warm already)."""
-    import torch
-
+    """Compile one graph's training step and evaluation into the caches by running the worker itself on
+    synthetic images for one short epoch (the same code, so the same graphs: a copy of its step missed
+    Inductor's cache on the backward and the optimizer); (key, seconds of the compiling step, or None
+    when the index had it already)."""
     from ..checks import setup
-    from ..finetune import lr_scales
-    from ..job import build_model, make_loaders
-    from ..loop import evaluate, make_train_step
-    from ..optim import make_optimizer
+    from ..protocol import events as ev
+    from ..protocol.client import WorkerClient
     from ..spec import SCHEMA_VERSION, spec_from_dict
 
-    spec = {"schema_version": SCHEMA_VERSION, "name": f"warm-{graph_path.stem}", "device": "cpu",
+    spec = {"schema_version": SCHEMA_VERSION, "name": f"warm-up {graph_path.stem}", "device": "cpu",
             "model": {"graph": str(graph_path)},
             "data": {"dataset": str(synthetic_dataset(graph_path, folder, batch))},
-            "train": {"epochs": 1, "batch_size": batch}, "precision": {"compile": "default"}}
-    st = setup(spec_from_dict(spec))
-    key, where = setup_key(st), index()
-    if where.seconds(key) is not None:
+            "train": {"epochs": 1, "batch_size": batch}, "precision": {"compile": "default"},
+            "checkpoints": {"best": False, "last": False}}
+    key = setup_key(setup(spec_from_dict(spec)))
+    if index().seconds(key) is not None:
         return key, None
-    t0 = time.perf_counter()
-    model = build_model(st)
-    opt = make_optimizer(model, st.spec.optim, lr_tensor=True, device=st.device,
-                         scales=lr_scales(model, st.graph, st.spec.model))
-    # torch.compile's wrapper is typed as a plain callable; it is called as the module (as in trainer.job)
-    runner = cast(torch.nn.Module, torch.compile(model, mode=st.spec.precision.compile))
-    step, _ = make_train_step(runner, opt, device=st.device, precision=st.spec.precision.dtype,
-                              label_smoothing=st.spec.optim.label_smoothing, compile_mode=st.spec.precision.compile)
-    loaders = make_loaders(st)
-    x, y, _ = next(iter(loaders["train"].batches(loaders["train"].order())))
-    step(x, y)
-    evaluate(runner, loaders["val"], len(st.splits.classes), device=st.device, precision=st.spec.precision.dtype)
-    seconds = time.perf_counter() - t0
-    where.mark(key, seconds, f"{graph_path.name}, batch {batch} (warm-up)")
-    return key, seconds
+    path = folder / f"{graph_path.stem}.spec.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    with WorkerClient.run(path, db=f"sqlite:///{folder / 'warm-up.sqlite'}", die_with_parent=True) as worker:
+        events = list(worker.events())
+        code = worker.wait()
+    done = [e for e in events if isinstance(e, ev.CompileDone)]
+    if code != 0 or not done:
+        failed = next((e for e in events if isinstance(e, ev.Failed)), None)
+        raise RuntimeError(failed.message if failed else f"the worker exited {code}: {worker.stderr[-500:]}")
+    return key, done[0].seconds
 
 
 def cpu_templates() -> list[Path]:
@@ -135,8 +127,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     from trainer.compilation.cache import compile_cache_dir
-    from trainer.threads import configure
 
-    compile_cache_dir()          # before torch is imported, as the worker's entry does: the same caches,
-    configure(compiled=True)     # and the threads of a compiled run (Inductor's cache key holds their count)
+    compile_cache_dir()   # before torch is imported, as the worker's entry does (its children inherit it)
     raise SystemExit(main())
