@@ -15,6 +15,7 @@ SAMPLES: dict[str, dict] = {
     ev.RUN_STARTED: dict(name="digits", device="cpu", params=94410, epochs=2, steps_per_epoch=19, batch_size=64,
                          train_size=1257, val_size=180, test_size=360, classes=["0", "1"], start_step=0,
                          precision="fp32", compile="off", run_dir="/runs/run-1"),
+    ev.COMPILE_PROGRESS: dict(stage="backward 1", compiled=1, cache_hits=0, cache_misses=1, seconds=9.5),
     ev.COMPILE_DONE: dict(seconds=12.5, mode="default", graph_breaks=1, recompiles=0),
     ev.GRAPH_BREAK: dict(reason="Unsupported Tensor.item() call with capture_scalar_outputs=False", node="scale",
                          where="models.py:40 `return x / x.max().item()`", count=1),
@@ -41,7 +42,7 @@ SAMPLES: dict[str, dict] = {
     ev.SKIPPED_FILES: dict(step=12, split="train", files=[["/data/cats/07.jpg", "not a readable image"]], count=1),
 }
 
-CLASSES = {ev.RUN_STARTED: ev.RunStarted, ev.COMPILE_DONE: ev.CompileDone, ev.METRICS: ev.Metrics,
+CLASSES = {ev.RUN_STARTED: ev.RunStarted, ev.COMPILE_PROGRESS: ev.CompileProgress, ev.COMPILE_DONE: ev.CompileDone, ev.METRICS: ev.Metrics,
            ev.EPOCH_END: ev.EpochEnd, ev.MEMORY: ev.Memory, ev.CHECKPOINT: ev.Checkpoint, ev.STATE: ev.State,
            ev.FINISHED: ev.Finished, ev.FAILED: ev.Failed, ev.INSPECT: ev.Inspect,
            ev.MEMORY_TRACE: ev.MemoryTimeline, ev.GRAPH_BREAK: ev.GraphBreakEvent, ev.RECOMPILE: ev.Recompile,
