@@ -53,7 +53,7 @@ from trainer.checks import setup  # noqa: E402
 from trainer.data import DIGITS  # noqa: E402
 from trainer.job import build_model  # noqa: E402
 from trainer.metrics import names  # noqa: E402
-from trainer.spec import spec_from_dict  # noqa: E402
+from trainer.spec import SCHEMA_VERSION, spec_from_dict  # noqa: E402
 from trainer.store.runs import RunStore  # noqa: E402
 
 TEMPLATES = ROOT / "assets" / "templates"
@@ -97,7 +97,7 @@ def prepare(case: Case, folder: Path, batch: int) -> Prepared:
     if case.template == "lenet5":
         data = {"dataset": str(lenet_images(folder / "images32.npz"))}
     graph = TEMPLATES / f"{case.template}.graph.json"
-    spec = {"schema_version": 1, "name": f"bench-{case.template}", "device": "cpu", "model": {"graph": str(graph)},
+    spec = {"schema_version": SCHEMA_VERSION, "name": f"bench-{case.template}", "device": "cpu", "model": {"graph": str(graph)},
             "data": data, "train": {"epochs": case.epochs, "batch_size": batch},
             "precision": {"dtype": "fp32", "compile": "off"}}
     st = setup(spec_from_dict(spec))

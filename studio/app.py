@@ -97,6 +97,7 @@ def install_features(window: MainWindow, port: StudioPort, runs_db: str | None) 
                                      current_run=lambda: training.current_run)
     window.compile_check = install_compile_check(port)
     window.experiments = install_experiments(port, runs_db, training=training.controller,
+                                             dataset=training.last_dataset,
                                              export_run=lambda run_id: window.export.export("onnx", run_id))
 
 

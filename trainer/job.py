@@ -19,6 +19,7 @@ from graph_editor.building import build_module
 
 from . import adaptive_threads
 from .callbacks import Callback
+from .callbacks.reporting import MemorySamples, Reporter
 from .checkpoints.single_file import (
     CheckpointError,
     checkpoint_file,
@@ -32,7 +33,7 @@ from .checkpoints.single_file import (
     verify_checkpoint,
 )
 from .checks import Setup
-from .compilation import warm
+from .compilation import recipes as warm
 from .compilation.log import watch as watch_compile
 from .compilation.progress import CompileProgress
 from .data.images.prepare import file_loaders
@@ -60,7 +61,6 @@ from .metrics.skipped import watch as watch_skipped
 from .optim import Schedule, make_optimizer
 from .protocol import events as ev
 from .protocol.controls import Controls
-from .reporting import MemorySamples, Reporter
 from .spec import SpecError
 from .store.runs import RunStore
 

@@ -8,6 +8,7 @@ import torch
 from torch import fx, nn
 
 from ..model import Graph, GraphError, Problem, validate
+from ..model.repeat import unrolled
 from ..model.validate import Inference
 from .modules import NO_MODULE, Shape, get_builder
 
@@ -30,8 +31,10 @@ def build_module(graph: Graph, *, batch: int = 1, device: torch.device | str | N
                  inference: Inference | None = None) -> fx.GraphModule:
     """Build ``graph`` as a GraphModule. ``device="meta"`` builds without memory.
 
-    Raises :class:`BuildError` when the graph does not validate.
+    Raises :class:`BuildError` when the graph does not validate. A block repeated N times is built as
+    N copies (:func:`graph_editor.model.repeat.unrolled`).
     """
+    graph, inference = unrolled_for_build(graph, inference)
     inf = inference or validate(graph, batch)
     if not inf.ok:
         raise BuildError(inf.problems)
@@ -110,3 +113,12 @@ def _known(shapes: list[Shape | None]) -> list[Shape]:
     """Input shapes of a node that validated: every one is known (an unknown one was reported upstream)."""
     assert all(s is not None for s in shapes), "a node is built only once its input shapes are known"
     return [s for s in shapes if s is not None]
+
+
+def unrolled_for_build(graph: Graph, inference: Inference | None) -> tuple[Graph, Inference | None]:
+    """The graph with its repeated blocks written out (a given inference was of the drawn graph: dropped)."""
+    try:
+        full = unrolled(graph)
+    except GraphError as exc:
+        raise BuildError([Problem(None, exc.message, field="repeat")]) from None
+    return (graph, inference) if full is graph else (full, None)

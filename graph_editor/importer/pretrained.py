@@ -15,6 +15,7 @@ import pickle
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 
 from .module_import import ModuleImportError
@@ -66,20 +67,41 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
 
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors file or a ``torch.save`` file (``weights_only``: nothing in it runs),
-    unwrapped from a ``state_dict`` or ``model`` entry. ValueError when it holds no state dict."""
+    unwrapped from a ``state_dict`` or ``model`` entry. ValueError, one line saying why, when the file is
+    not such a file (damaged, truncated, empty, a pickle of other objects) or holds no state dict."""
+    try:
+        loaded = _load(path)
+    except (pickle.UnpicklingError, EOFError, RuntimeError, SafetensorError) as exc:
+        raise ValueError(_why_unreadable(exc)) from None
+    for key in ("state_dict", "model"):
+        if isinstance(loaded, dict) and isinstance(loaded.get(key), dict):
+            loaded = loaded[key]
+    if not isinstance(loaded, dict):
+        raise ValueError("holds no state dict (a dict of tensors)")
+    return {k: v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
+
+
+def _load(path: Path) -> object:
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
-        tensors = load_file(str(path))
-    else:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
-        for key in ("state_dict", "model"):
-            if isinstance(loaded, dict) and isinstance(loaded.get(key), dict):
-                loaded = loaded[key]
-        if not isinstance(loaded, dict):
-            raise ValueError("holds no state dict (a dict of tensors)")
-        tensors = {k: v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
-    return tensors
+        return load_file(str(path))
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _why_unreadable(exc: BaseException) -> str:
+    """One line for a file torch.load or safetensors refused (their messages run over many lines)."""
+    if isinstance(exc, EOFError):
+        return "empty or cut short: not a weights file"
+    if isinstance(exc, pickle.UnpicklingError):
+        detail = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        # weights_only's refusal: a paragraph of advice, then the reason on its own line
+        reason = next((line for line in detail if "Unsupported" in line or "invalid load key" in line), "")
+        return ("not a weights file that loads without running code (torch.load(weights_only=True) refused it"
+                + (f": {reason}" if reason else "") + "); save a state dict of tensors or use safetensors")
+    if isinstance(exc, SafetensorError):
+        return f"not a readable safetensors file ({str(exc).splitlines()[0][:160]})"
+    return f"not a readable weights file ({(str(exc).splitlines() or [''])[0][:160]})"
 
 
 def load_weights(module: nn.Module, source: str, name: str) -> Path:
@@ -96,7 +118,7 @@ def load_weights(module: nn.Module, source: str, name: str) -> Path:
         path = Path(source).expanduser()
     try:
         tensors = read_state_dict(path)
-    except (OSError, ValueError, RuntimeError, pickle.UnpicklingError) as exc:   # weights_only's refusal too
+    except (OSError, ValueError) as exc:     # load_tensors says why a file is not weights in one line
         raise ModuleImportError([], f"cannot read weights {path}: {str(exc).splitlines()[0][:200]}") from None
     own = module.state_dict()
     fits = {k: v for k, v in tensors.items() if k in own and own[k].shape == v.shape}

@@ -75,6 +75,7 @@ class Group:
     nodes: list[str]
     collapsed: bool = True
     kind: str = ""
+    repeat: int = 1         # the block stands for this many copies in a chain (:mod:`.repeat`)
 
 
 class Graph:

@@ -20,6 +20,7 @@ from .errors import GraphFileError, ParamError
 from .graph import DTYPES, ID_RE, Edge, Graph, Group, InputSpec, Node
 from .hierarchy import nesting_problem
 from .registry import Registry
+from .repeat import group_repeat
 
 SCHEMA_VERSION = 3
 SUFFIX = ".graph.json"
@@ -42,7 +43,8 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
         "edges": [{"src": e.src, "src_port": e.src_port, "dst": e.dst, "dst_port": e.dst_port}
                   for e in graph.edges],
         "groups": [{"id": g.id, "name": g.name, "nodes": list(g.nodes), "collapsed": g.collapsed,
-                    **({"kind": g.kind} if g.kind else {})} for g in graph.groups.values()],
+                    **({"kind": g.kind} if g.kind else {}), **({"repeat": g.repeat} if g.repeat != 1 else {})}
+                   for g in graph.groups.values()],
         "metadata": graph.metadata,
     }
 
@@ -411,7 +413,7 @@ def _decode_group(graph: Graph, raw: Any, i: int) -> Group:
     where = f"groups[{i}]"
     if not isinstance(raw, dict):
         raise GraphFileError("must be an object", field=where)
-    _no_unknown(raw, {"id", "name", "nodes", "collapsed", "kind"}, None, f"{where}.")
+    _no_unknown(raw, {"id", "name", "nodes", "collapsed", "kind", "repeat"}, None, f"{where}.")
     gid = _get(raw, "id", str, None, f"{where}.id")
     name = _get(raw, "name", str, None, f"{where}.name")
     nodes = _get(raw, "nodes", list, None, f"{where}.nodes")
@@ -424,7 +426,7 @@ def _decode_group(graph: Graph, raw: Any, i: int) -> Group:
     kind = raw.get("kind", "")
     if not isinstance(kind, str):
         raise GraphFileError("must be text", field=f"{where}.kind")
-    return Group(gid, name, list(nodes), collapsed, kind)
+    return Group(gid, name, list(nodes), collapsed, kind, group_repeat(raw, name, where))
 
 
 def _get(obj: dict[str, Any], key: str, kind: type, node: str | None, field: str) -> Any:

@@ -3,6 +3,8 @@
 They live in the graph file's ``metadata["sweep"]`` as ``{"conv1.out_channels": "16..64:step16"}``
 and become tokens of a sweep's space (``node.conv1.out_channels=16..64:step16``, the syntax of
 ``trainer.sweep.space``, which checks every value a trial can draw against the layer's own rules).
+A block's repeat count is one too: ``{"layer1.repeat": "1..4"}`` (a group id) becomes
+``block.layer1.repeat=1..4``.
 Here only the form of a range is checked: ``LOW..HIGH[:log|:stepN]`` or ``A|B|C``.
 """
 
@@ -15,6 +17,7 @@ from .errors import CommandError
 from .graph import Graph
 
 KEY = "sweep"
+REPEAT = "repeat"       # a block's sweep variable: how many times it repeats
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 RANGE_RE = re.compile(rf"^{NUMBER}\.\.{NUMBER}(?::(?:log|step{NUMBER}))?$")
 CHOICE_RE = re.compile(r"^[^|,=\s]+(?:\|[^|,=\s]+)+$")
@@ -29,8 +32,9 @@ def variables(graph: Graph) -> dict[str, str]:
         return {}
     out = {}
     for name, rng in raw.items():
-        node, _, param = str(name).partition(".")
-        if isinstance(rng, str) and node in graph.nodes and param in graph.nodes[node].params:
+        owner, _, param = str(name).rpartition(".")
+        node = owner in graph.nodes and param in graph.nodes[owner].params
+        if isinstance(rng, str) and (node or owner in graph.groups and param == REPEAT):
             out[str(name)] = rng
     return out
 
@@ -43,7 +47,8 @@ def sweepable(graph: Graph, node_id: str) -> list[str]:
 
 def space_tokens(graph: Graph) -> list[str]:
     """The sweep variables as tokens of a sweep's space (``node.conv1.out_channels=16..64:step16``)."""
-    return [f"node.{name}={rng}" for name, rng in variables(graph).items()]
+    return [f"{'block' if name.rpartition('.')[0] in graph.groups else 'node'}.{name}={rng}"
+            for name, rng in variables(graph).items()]
 
 
 def range_problem(text: str) -> str | None:
@@ -58,8 +63,10 @@ class SetSweepVariable(Command):
     """Mark ``node.param`` as swept over ``rng`` (None or "" unmarks it)."""
 
     def __init__(self, graph: Graph, node_id: str, param: str, rng: str | None) -> None:
-        node = graph.node(node_id)
-        if param not in node.params:
+        if node_id in graph.groups and node_id not in graph.nodes:     # a block: its repeat count only
+            if param != REPEAT:
+                raise CommandError(f"block {node_id} sweeps only its '{REPEAT}' count, not '{param}'", field=param)
+        elif param not in graph.node(node_id).params:
             raise CommandError(f"{node_id} has no parameter '{param}'", node=node_id, field=param)
         rng = (rng or "").strip()
         if rng and (why := range_problem(rng)) is not None:

@@ -1,5 +1,5 @@
 """What the canvas draws on a node or block for training: frozen (an ice frame and a tag), a learning-rate
-multiplier, a head to be re-initialised, a parameter searched by a sweep.
+multiplier, a head to be re-initialised, a parameter searched by a sweep, a block's repeat count (``×3``).
 
 :class:`TrainingMarks` follows the graph's events and keeps one :class:`MarkItem` (a child item, so it
 moves with its node) on each node item, collapsed block and open block frame that has something to
@@ -36,6 +36,7 @@ class MarkedScene(Protocol):
     frames: dict[str, GroupFrame]
 
 ICE, AMBER, GREEN, VIOLET = QColor("#3d9be0"), QColor("#d98c1a"), QColor("#2f9e5b"), QColor("#8e5cd6")
+SLATE = QColor("#4f6479")
 TAG_H = 17.0
 Tag = tuple[str, QColor]
 
@@ -92,9 +93,9 @@ def node_tags(graph: Graph) -> dict[str, tuple[list[Tag], bool]]:
     marks = plan.node_marks(graph)
     swept: dict[str, list[str]] = {}
     for name, rng in variables(graph).items():
-        node, _, param = name.partition(".")
-        swept.setdefault(node, []).append(f"⇄ {param} {rng}")
-    for node in set(marks) | set(swept):
+        owner, _, param = name.rpartition(".")
+        swept.setdefault(owner, []).append(f"⇄ {param} {rng}")
+    for node in (set(marks) | set(swept)) - set(graph.groups):
         m = marks.get(node, {})
         tags: list[Tag] = [("❄ frozen", ICE)] if m.get("frozen") else []
         if "lr_scale" in m:
@@ -119,6 +120,9 @@ def node_tags(graph: Graph) -> dict[str, tuple[list[Tag], bool]]:
         n_swept = sum(len(swept.get(n, [])) for n in group.nodes)
         if n_swept:
             tags.append((f"⇄ {n_swept} swept", VIOLET))
+        if group.repeat > 1:
+            tags.append((f"×{group.repeat}", SLATE))      # the block stands for this many copies in a chain
+        tags += [(text, VIOLET) for text in swept.get(gid, [])]     # its repeat count, searched
         if tags:
             out[gid] = (tags, bool(inner) and frozen == len(inner))
     return out

@@ -14,6 +14,8 @@ from PySide6.QtGui import QCursor, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import QInputDialog, QMenu
 
 from ..model.finetune import head_node
+from ..model.repeat import MAX_REPEAT
+from ..model.sweep_vars import REPEAT, variables
 from .groups import GroupBox, GroupFrame
 from .items import NodeItem, PortItem
 from .wires import WireItem
@@ -36,6 +38,31 @@ def ask_number(canvas: GraphCanvas, title: str, label: str, value: float, low: f
         return float(n) if ok else None
     x, ok = QInputDialog.getDouble(canvas, title, label, value, low, high, decimals)
     return x if ok else None
+
+
+def ask_text(canvas: GraphCanvas, title: str, label: str, current: str) -> str | None:
+    text, ok = QInputDialog.getText(canvas, title, label, text=current)
+    return text if ok else None
+
+
+def repeat_actions(canvas: GraphCanvas, gid: str, ask: Callable[..., float | None] = ask_number,
+                   ask_range: Callable[..., str | None] = ask_text) -> list[Action]:
+    """Repeat a block N times, and sweep that count (Experiments > New Sweep searches it)."""
+    c = canvas.controller
+    group = c.graph.groups[gid]
+
+    def repeat() -> None:
+        count = ask(canvas, "Repeat block", f"Copies of {group.name} in a chain:", group.repeat, 1, MAX_REPEAT, 0)
+        if count is not None:
+            c.set_repeat(gid, int(count))      # a refusal shows as the canvas's hint
+
+    def sweep() -> None:
+        rng = ask_range(canvas, "Sweep the repeat count", f"Repeats of {group.name} a sweep tries (e.g. 1..4, "
+                        "empty: not swept):", variables(c.graph).get(f"{gid}.{REPEAT}", "1..4"))
+        if rng is not None:
+            c.set_sweep(gid, REPEAT, rng)
+
+    return [("Repeat block…", repeat), ("Sweep repeat count…", sweep)]
 
 
 def training_actions(canvas: GraphCanvas, sel: list[str], node: str | None,
@@ -65,7 +92,8 @@ def training_actions(canvas: GraphCanvas, sel: list[str], node: str | None,
 
 def context_actions(canvas: GraphCanvas, view_pos: QPointF,
                     ask_name: Callable[..., str | None] = ask_group_name,
-                    ask: Callable[..., float | None] = ask_number) -> list[Action]:
+                    ask: Callable[..., float | None] = ask_number,
+                    ask_range: Callable[..., str | None] = ask_text) -> list[Action]:
     """What the menu offers at ``view_pos``: for the item there, else for the empty canvas."""
     c = canvas.controller
     item = canvas.itemAt(view_pos.toPoint())
@@ -93,11 +121,13 @@ def context_actions(canvas: GraphCanvas, view_pos: QPointF,
         return [("Open block", lambda: c.set_collapsed(gid, False)), ("Rename block…", lambda: rename(gid)),
                 ("Ungroup", lambda: c.ungroup(gid)), ("Copy", lambda: c.copy(sel)),
                 ("Duplicate", lambda: c.duplicate(sel)), *more, *training_actions(canvas, sel, None, ask),
+                *repeat_actions(canvas, gid, ask, ask_range),
                 ("Delete", canvas.delete_selection)]
     if isinstance(item, GroupFrame):
         gid = item.group_id
         return [("Close into a block", lambda: c.set_collapsed(gid, True)), ("Rename block…", lambda: rename(gid)),
-                ("Ungroup", lambda: c.ungroup(gid)), *training_actions(canvas, sel, None, ask)]
+                ("Ungroup", lambda: c.ungroup(gid)), *training_actions(canvas, sel, None, ask),
+                *repeat_actions(canvas, gid, ask, ask_range)]
     if isinstance(item, NodeItem):
         actions: list[Action] = [("Copy", lambda: c.copy(sel)), ("Cut", lambda: c.cut(sel)),
                                  ("Duplicate", lambda: c.duplicate(sel))]

@@ -1,5 +1,5 @@
 """The editor controller's intents for training on the design: freeze or unfreeze blocks, scale a block's
-learning rate, replace the classifier head, mark a parameter as a sweep variable.
+learning rate, replace the classifier head, mark a parameter as a sweep variable, repeat a block.
 
 Mixed into :class:`~graph_editor.ui.controller.EditorController` as :class:`~.block_edits.BlockEdits`
 is; each intent is one undo step, or returns the reason it was refused.
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..model.commands import Command
 from ..model.finetune import members, plan_of, replace_head, set_frozen, set_lr_scale
+from ..model.repeat import SetRepeat
 from ..model.sweep_vars import SetSweepVariable
 
 if TYPE_CHECKING:
@@ -51,4 +52,9 @@ class TrainingEdits:
         return self._push(lambda: replace_head(self._graph, classes))
 
     def set_sweep(self, node_id: str, param: str, rng: str | None) -> str | None:
+        """Mark ``node_id.param`` (or a block's ``repeat``: ``node_id`` a group id) as swept over ``rng``."""
         return self._push(lambda: SetSweepVariable(self._graph, node_id, param, rng))
+
+    def set_repeat(self, group_id: str, count: int) -> str | None:
+        """Repeat block ``group_id`` ``count`` times (built as that many copies in a chain)."""
+        return self._push(lambda: SetRepeat(self._graph, group_id, count))

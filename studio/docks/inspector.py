@@ -37,7 +37,7 @@ from graph_editor.ui.controller import EditorController
 
 from .. import format as fmt
 from .param_editors import ParamEditor, StrictSpinBox, make_editor
-from .sweep_rows import Row, add_sweep_rows
+from .sweep_rows import Row, add_block_rows, add_sweep_rows
 
 
 class FieldRow(QWidget):
@@ -69,6 +69,7 @@ class InspectorDock(QWidget):
         self.rows: dict[str, FieldRow] = {}
         self.editors: dict[str, ParamEditor] = {}
         self.sweep_rows: dict[str, Row] = {}          # parameter -> its sweep range line
+        self.block_rows: dict[str, Row] = {}          # a selected block's repeat count and its sweep line
         self._shapes: dict[str, tuple[int, ...]] = {}
         self._ports: dict[str, list[tuple[int, ...]]] = {}  # every output's shape, nodes with several
         self._graph: Graph | None = None
@@ -163,7 +164,7 @@ class InspectorDock(QWidget):
         self._rebuild_pending = False
         graph = self.controller.graph
         ids = [i for i in self.controller.selection if i in graph.nodes]
-        self.rows, self.editors, self.sweep_rows = {}, {}, {}
+        self.rows, self.editors, self.sweep_rows, self.block_rows = {}, {}, {}, {}
         page = QWidget()
         form = QFormLayout(page)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
@@ -245,6 +246,8 @@ class InspectorDock(QWidget):
         if blocks:
             form.addRow(QLabel("Double-click the block on the canvas to expand it and edit its layers.",
                                objectName="inspectorDoc", wordWrap=True))
+        if selected == 1 and blocks:
+            self.block_rows = add_block_rows(form, self.controller, blocks[0], FieldRow)
         form.addRow(QLabel("The input every sample has (without the batch dimension) and the number of "
                            "classes the Output must produce.", objectName="inspectorDoc", wordWrap=True))
         shape = QLineEdit(_shape_text(graph.input_spec.shape))

@@ -19,7 +19,9 @@ __all__ = ["ExperimentsHook", "install", "retrain_spec"]
 
 
 def install(port: StudioPort, db_url: str | None = None, *, training: Callable[[], Any] | None = None,
-            export_run: Callable[[int], Any] | None = None) -> ExperimentsHook:
+            export_run: Callable[[int], Any] | None = None,
+            dataset: Callable[[], str | None] | None = None) -> ExperimentsHook:
     """Register the Experiments workspace through ``port``; ``training()`` gives the training controller
-    (built on demand), ``export_run(run_id)`` opens the export of a run."""
-    return ExperimentsHook(port, db_url, training=training, export_run=export_run)
+    (built on demand), ``export_run(run_id)`` opens the export of a run, ``dataset()`` the last run's
+    dataset (None: none yet), which New Sweep starts from."""
+    return ExperimentsHook(port, db_url, training=training, export_run=export_run, dataset=dataset)

@@ -38,8 +38,10 @@ class ExperimentsHook(QObject):
     """The Experiments workspace of one window."""
 
     def __init__(self, port: StudioPort, db_url: str | None = None, *, training: Callable[[], Any] | None = None,
-                 export_run: Callable[[int], Any] | None = None) -> None:
+                 export_run: Callable[[int], Any] | None = None,
+                 dataset: Callable[[], str | None] | None = None) -> None:
         super().__init__(port.owner)
+        self._dataset = dataset
         self.port, self.db_url = port, db_url
         self._training, self._export_run = training, export_run
         self.panel: ExperimentsPanel | None = None
@@ -164,8 +166,12 @@ class ExperimentsHook(QObject):
 
 
     # ------------------------------------------------------------------ sweeping
+    def dataset(self) -> str:
+        """The dataset a new sweep starts from: the last run's, as the Train dialog does; else the digits."""
+        return (self._dataset() if self._dataset is not None else None) or "digits"
+
     def _ask(self, graph: Any) -> SweepRequest | None:
-        dialog = SweepDialog(graph, self.port.owner)
+        dialog = SweepDialog(graph, self.port.owner, dataset=self.dataset())
         return dialog.request() if dialog.exec() == SweepDialog.DialogCode.Accepted else None
 
     def new_sweep(self) -> None:

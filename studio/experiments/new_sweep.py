@@ -67,12 +67,12 @@ def default_space(graph: Graph) -> str:
 class SweepDialog(QDialog):
     """The sweep's settings, the space checked as it is typed; ``request()`` once accepted."""
 
-    def __init__(self, graph: Graph, parent: QWidget | None = None) -> None:
+    def __init__(self, graph: Graph, parent: QWidget | None = None, *, dataset: str = "digits") -> None:
         super().__init__(parent)
         self.setWindowTitle("New Sweep")
         self.graph = graph
         name = re.sub(r"[^A-Za-z0-9_-]+", "_", str(graph.metadata.get("name") or "graph")).strip("_") or "graph"
-        self.data = QLineEdit("digits")
+        self.data = QLineEdit(dataset)     # the last run's, as the Train dialog starts from
         self.trials, self.parallel, self.epochs = _spin(8, 1, 10_000), _spin(2, 1, 64), _spin(3, 1, 10_000)
         self.space = QLineEdit(default_space(graph))
         self.space.setMinimumWidth(520)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSplitter,
+    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -30,6 +31,15 @@ from PySide6.QtWidgets import (
 from .charts import HistoryChart, ImportanceChart, IntermediateChart, ParallelChart
 
 FIXED = ("#", "state", "value", "run")
+EMPTY = ("<h3>No sweep in this run store yet</h3>"
+         "<p>A sweep trains the design many times, each trial an ordinary run, and searches the recipe "
+         "and the design's own numbers for the best validation accuracy.</p>"
+         "<p>1. On the Design canvas, select a layer and type a range in the Inspector's Sweep lines "
+         "(<code>16..64:step16</code>, <code>0.1|0.3|0.5</code>): optional, the learning rate is always searched.<br>"
+         "2. Press <b>New Sweep…</b> above (or Run &gt; New Sweep…), choose the trials and the memory budget.<br>"
+         "3. Its trials, charts and best trial appear here while it runs.</p>"
+         "<p>From a terminal: <code>torch-studio sweep GRAPH --data DATASET --trials 8 --space "
+         "lr=1e-4..3e-2:log</code> into the same run store.</p>")
 
 
 class ExperimentsPanel(QWidget):
@@ -46,7 +56,7 @@ class ExperimentsPanel(QWidget):
         self.study = _named(QComboBox(), "experimentsStudy")
         self.study.setMinimumWidth(200)
         self.study.currentTextChanged.connect(self._chosen)
-        self.status = _named(QLabel("No study yet: New Sweep… (or torch-studio sweep GRAPH --trials N --space ...) makes one."),
+        self.status = _named(QLabel("No study yet"),
                              "experimentsStatus")
         self.buttons = {key: _named(QPushButton(text), f"experiments_{key}") for key, text in
                         (("open", "Open Graph"), ("export", "Export ONNX…"), ("retrain", "Retrain on Train+Val"))}
@@ -68,6 +78,7 @@ class ExperimentsPanel(QWidget):
         for b in self.buttons.values():
             top.addWidget(b)
         self.table = _named(QTableWidget(0, len(FIXED)), "experimentsTrials")
+        self.table.setHorizontalHeaderLabels(list(FIXED))
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -94,9 +105,16 @@ class ExperimentsPanel(QWidget):
         split.setStretchFactor(1, 3)
         split.setSizes([560, 840])
         self.split = split
+        self.empty = _named(QLabel(EMPTY), "experimentsEmpty")
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setWordWrap(True)
+        self.empty.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.pages = QStackedWidget()        # the empty state until the store holds a study
+        self.pages.addWidget(self.empty)
+        self.pages.addWidget(split)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
-        layout.addWidget(split, 1)
+        layout.addWidget(self.pages, 1)
 
     def set_sweeping(self, running: bool) -> None:
         """A sweep started here runs (Stop Sweep enabled) or ended."""
@@ -114,6 +132,7 @@ class ExperimentsPanel(QWidget):
         if names == [self.study.itemText(i) for i in range(self.study.count())]:
             return
         keep = self.study.currentText()
+        self.pages.setCurrentWidget(self.split if names else self.empty)
         self.study.blockSignals(True)
         self.study.clear()
         self.study.addItems(names)

@@ -91,6 +91,12 @@ class TrainingController(QObject):
         dialog.open()
         return dialog
 
+    def last_dataset(self) -> str | None:
+        """The dataset of the last run started here (the next Train dialog starts from it), or None."""
+        data = self._recipe.get("data")
+        dataset = data.get("dataset") if isinstance(data, dict) else None
+        return str(dataset) if dataset else None
+
     def follow_background(self) -> int | None:
         """Show the newest run a worker is training outside this window (left going when the studio
         last closed, or started in a terminal) live in the dashboard; returns its id, or None."""

@@ -199,9 +199,13 @@ class TrainingDashboard(QWidget):
         self.stop_button = QPushButton("Stop")
         self.lr_box = QDoubleSpinBox()
         self.lr_box.setDecimals(6)
-        self.lr_box.setRange(1e-6, 10.0)
+        # 0 is "no rate": before a run (it read 0.000001, the box's least value, as if a run had it) and
+        # for a followed run whose rate this studio does not know; Set LR sends only a positive rate.
+        self.lr_box.setRange(0.0, 10.0)
+        self.lr_box.setSpecialValueText("\u2014")
         self.lr_box.setSingleStep(1e-4)
         self.lr_box.setToolTip("New peak learning rate, sent to the worker")
+        self.lr_box.valueChanged.connect(lambda _v: self._sync_lr_button())
         self.lr_button = QPushButton("Set LR")
         self.record_button = QPushButton("Record memory")
         self.record_button.setToolTip("Record every allocation of the next two training steps by graph node and "
@@ -223,10 +227,14 @@ class TrainingDashboard(QWidget):
         (self.resume_requested if self._paused else self.pause_requested).emit()
 
     def set_controls_enabled(self, on: bool) -> None:
-        for w in (self.pause_button, self.stop_button, self.lr_box, self.lr_button, self.record_button):
+        for w in (self.pause_button, self.stop_button, self.lr_box, self.record_button):
             w.setEnabled(on)
+        self._sync_lr_button()
         if not on:
             self.record_button.setText("Record memory")
+
+    def _sync_lr_button(self) -> None:
+        self.lr_button.setEnabled(self.lr_box.isEnabled() and self.lr_box.value() > 0)
 
     # ------------------------------------------------------------------ inputs
     def begin_run(self, title: str, total_steps: int, lr: float | None = None) -> None:
@@ -245,8 +253,7 @@ class TrainingDashboard(QWidget):
         self.eta_label.setText("")
         self._paused = False
         self.pause_button.setText("Pause")
-        if lr:
-            self.lr_box.setValue(lr)
+        self.lr_box.setValue(lr or 0.0)
         self.set_controls_enabled(True)
         self.set_state("starting")
 

@@ -72,6 +72,10 @@ class TrainingHook(QObject):
         """The training controller if it is built already (None: nothing trained or shown yet)."""
         return self._controller
 
+    def last_dataset(self) -> str | None:
+        """The dataset the Train dialog would start from (the last run's), or None when nothing ran yet."""
+        return self._controller.last_dataset() if self._controller is not None else None
+
     def train_hint(self) -> str:
         """How to start a run, naming the Train action's shortcut."""
         keys = shortcut_text(self.train_action)

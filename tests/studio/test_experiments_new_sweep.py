@@ -72,3 +72,37 @@ def test_a_sweep_started_in_the_studio_runs_its_trials_and_shows_them(window, qt
     states = {panel.table.item(r, 1).text() for r in range(2)}
     assert states == {"complete"}, states
     assert not panel.stop_button.isEnabled() and panel.new_button.isEnabled()
+
+
+@pytest.mark.process
+def test_new_sweep_starts_from_the_last_run_s_dataset_as_the_train_dialog_does(window, qtbot, tmp_path):
+    import numpy as np
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+
+    def asked() -> str:
+        seen: list[str] = []
+
+        def answer() -> None:
+            dialog = QApplication.activeModalWidget()
+            assert isinstance(dialog, SweepDialog)
+            seen.append(dialog.data.text())
+            dialog.reject()
+
+        QTimer.singleShot(300, answer)
+        QTest.mouseClick(window.experiments.panel.new_button, Qt.MouseButton.LeftButton)
+        return seen[0]
+
+    button = window.workspaces.bar.widgetForAction(window.workspaces.items["Experiments"].action)
+    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert asked() == "digits"                       # nothing trained yet
+    rng = np.random.default_rng(0)
+    data = tmp_path / "mine.npz"
+    np.savez(data, x=rng.random((40, 1, 8, 8), dtype=np.float32), y=np.arange(40) % 4)   # any run records its recipe
+    controller = window.training.controller()
+    controller.start({"data": {"dataset": str(data)}, "train": {"epochs": 1, "batch_size": 8}, "device": "cpu"})
+    with qtbot.waitSignal(controller.session.ended, timeout=120_000):
+        pass
+    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert asked() == str(data)

@@ -64,6 +64,13 @@ def test_the_workspace_shows_a_study_live_and_opens_the_best_trials_graph(window
     assert len(history.plotItem.listDataItems()) == 2            # the trials and the best so far
     assert len(intermediate.plotItem.listDataItems()) == 3       # two trials' epochs and the pruned one's cross
     assert len(parallel.plotItem.listDataItems()) == 3           # every finished trial with parameters
+    assert importance.note == "needs 2 complete trials"            # one complete trial: it says so, not empty
+    axis, (low, high) = history.plotItem.getAxis("bottom"), history.plotItem.viewRange()[0]
+    ticks = [v for _spacing, values in axis.tickValues(low, high, axis.width() or 300) for v in values]
+    assert ticks and all(float(v).is_integer() for v in ticks)    # whole trials (it read -0.4 ... 0.4)
+    window.set_theme("light")                                     # rendered and looked at in both themes
+    panel.grab().save(str(tmp_path / "experiments_light.png"))
+    window.set_theme("dark")
 
     trial = study.ask({"lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True)})
     trial.report(0.5, 1)                                          # a trial running now: shown within a refresh
@@ -82,3 +89,18 @@ def test_retraining_gives_the_validation_split_to_training():
     checked = spec_from_dict(again)                # the worker would accept it
     assert checked.data.val_fraction == 0 and not checked.checkpoints.best and checked.early_stopping.patience == 0
     assert checked.train.epochs == 4 and checked.name == "s trial 3 (train+val)" and spec["data"]["val_fraction"] == 0.1
+
+
+def test_with_no_study_the_workspace_says_how_to_make_one(window, qtbot, tmp_path):
+    """An empty run store: the workspace says what a sweep is and how to start one (it once showed an
+    empty table headed "1 2 3 4"); the first study replaces that page with its trials, live."""
+    _enter(window)
+    panel = window.experiments.panel
+    assert panel.empty.isVisible() and not panel.table.isVisible()
+    assert "New Sweep…" in panel.empty.text() and "Sweep lines" in panel.empty.text()
+    headers = [panel.table.horizontalHeaderItem(c).text() for c in range(panel.table.columnCount())]
+    assert headers == ["#", "state", "value", "run"]
+    panel.grab().save(str(tmp_path / "empty.png"))
+    _study(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    qtbot.waitUntil(lambda: panel.table.isVisible() and panel.table.rowCount() == 3, timeout=10_000)
+    assert not panel.empty.isVisible()

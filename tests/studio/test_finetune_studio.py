@@ -87,3 +87,29 @@ def test_a_sweep_range_typed_in_the_inspector_is_drawn_and_checked(window, qtbot
     assert marks(window)["conv1"] == ["⇄ out_channels 16..64:step16"]
     window.action["undo"].trigger()
     assert "conv1" not in marks(window)
+
+
+def test_a_block_s_repeat_count_and_its_sweep_are_typed_in_the_inspector(window, qtbot, tmp_path):
+    window.resize(1440, 900)
+    open_template(window, "resnet18_cifar")
+    window.activateWindow()
+    assert window.controller.set_collapsed("g_layer1", False) is None
+    click_item(window, "g_layer1_1")
+    spin = window.inspector.block_rows["repeat"].editor
+    QTest.mouseClick(spin, Qt.MouseButton.LeftButton)
+    spin.selectAll()
+    QTest.keyClicks(spin, "3")
+    QTest.keyClick(spin, Qt.Key.Key_Return)
+    assert window.controller.graph.groups["g_layer1_1"].repeat == 3
+    line = window.inspector.block_rows["sweep"].editor
+    QTest.mouseClick(line, Qt.MouseButton.LeftButton)
+    QTest.keyClicks(line, "1..4")
+    QTest.keyClick(line, Qt.Key.Key_Return)
+    assert variables(window.controller.graph) == {"g_layer1_1.repeat": "1..4"}
+    assert marks(window)["g_layer1_1"] == ["×3", "⇄ repeat 1..4"]
+    # the summary counts the two more copies (BasicBlocks of 64 channels) once the live analysis catches up
+    qtbot.waitUntil(lambda: "11,321,930</b> parameters" in window.summary.totals.text(), timeout=30_000)
+    window.grab().save(str(tmp_path / "repeat_inspector.png"))
+    window.action["undo"].trigger()
+    window.action["undo"].trigger()
+    assert window.controller.graph.groups["g_layer1_1"].repeat == 1 and "g_layer1_1" not in marks(window)

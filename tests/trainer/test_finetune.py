@@ -110,3 +110,45 @@ def test_bad_pretrained_fields_are_refused_by_field():
     with pytest.raises(SpecError) as err:
         spec_from_dict({"model": {"lr_scale": ["conv1", "fc=lots", "fc=0.5"]}})
     assert [p.split(":")[0] for p in err.value.problems] == ["model.lr_scale[0]", "model.lr_scale[1]"]
+
+
+def bad_weights_files(folder: Path) -> dict[str, Path]:
+    """Files named like weights that are not: each kind torch.load or safetensors refuses differently."""
+    import pickle
+
+    torch.save({"conv1.weight": torch.ones(3)}, folder / "whole.pt")
+    whole = (folder / "whole.pt").read_bytes()
+    files = {"garbage": b"not a pickle of tensors", "empty": b"", "truncated": whole[: len(whole) // 2],
+             "objects": pickle.dumps({"conv1.weight": Path("x")}), "safetensors": b"\x08\x00\x00\x00\x00\x00\x00\x00{}"}
+    out = {}
+    for name, data in files.items():
+        out[name] = folder / (f"{name}.safetensors" if name == "safetensors" else f"{name}.pt")
+        out[name].write_bytes(data)
+    return out
+
+
+def test_a_file_that_is_not_weights_is_refused_in_one_line_naming_it(tmp_path):
+    from graph_editor.building import build_module
+    from graph_editor.model import load_graph
+    from trainer.finetune import initialise
+
+    graph = load_graph(DIGITS_CNN)
+    model = build_module(graph)
+    for name, path in bad_weights_files(tmp_path).items():
+        spec = spec_from_dict({"model": {"graph": str(DIGITS_CNN), "init_from": str(path)}})
+        with pytest.raises(SpecError) as err:
+            initialise(model, graph, spec)
+        (problem,) = err.value.problems
+        assert problem.startswith(f"model.init_from: cannot read {path}: ") and "\n" not in problem, (name, problem)
+        assert "Re-running" not in problem and len(problem) < 300, problem    # not torch's paragraph of advice
+
+
+@pytest.mark.process
+def test_the_worker_refuses_a_corrupt_init_from_before_training(tmp_path, db):
+    bad = bad_weights_files(tmp_path)["garbage"]
+    code, events, stderr = run_worker(write_spec(tmp_path, DIGITS_CNN, model={"graph": str(DIGITS_CNN),
+                                                                               "init_from": str(bad)}), db)
+    failed = events[-1]
+    assert code != 0 and failed.event == "failed", stderr
+    assert f"model.init_from: cannot read {bad}: not a weights file that loads without running code" in failed.message
+    assert "Traceback" not in failed.message

@@ -12,7 +12,7 @@ Training drops the ragged last batch; evaluation pads it and reports how many ro
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -109,7 +109,7 @@ class _EpochBatches:
     """The sampler: this epoch's index batches, replaced each epoch (workers persist across epochs)."""
 
     def __init__(self) -> None:
-        self.batches: list[list[int]] = []
+        self.batches: Sequence[list[int]] = []
 
     def __iter__(self):
         return iter(self.batches)

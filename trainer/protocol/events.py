@@ -136,6 +136,7 @@ from .commands import (
     encode_command,
     parse_command,
 )
+from .records import Best, PerClass
 from .wire import (
     EVENT_TYPES,
     Emitter,
@@ -144,17 +145,13 @@ from .wire import (
     Record,
     UnknownEvent,
     decode,
-    encode,
     event_type,
-    make_event,
     optional,
-    short,
 )
 
 __all__ = [
     # the codec (trainer.protocol.wire) and the commands (trainer.protocol.commands), read through this one module
-    "EVENT_TYPES", "Emitter", "Event", "ProtocolError", "Record", "UnknownEvent", "decode", "encode", "event_type",
-    "make_event", "optional",
+    "EVENT_TYPES", "Emitter", "Event", "ProtocolError", "Record", "UnknownEvent", "decode", "event_type", "optional",
     "COMMAND_TYPES", "COMMANDS", "MAX_COMMAND_CHARS", "PAUSE", "RECORD_MEMORY", "RESUME", "SET_LR", "STOP",
     "Command", "CommandError", "InspectNow", "Pause", "RecordMemory", "Resume", "SetLr", "Stop", "command_type",
     "encode_command", "parse_command",
@@ -181,54 +178,6 @@ SKIPPED_FILES = "skipped_files"
 MEMORY_TRACE = "memory_trace"   # INSPECT ("inspect") names both the event and the command
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
-
-
-# ---------------------------------------------------------------- nested records
-@dataclass
-class PerClass(Record):
-    """Precision, recall and F1 of every class (0 where undefined) and its support, index = class."""
-
-    precision: list[float]
-    recall: list[float]
-    f1: list[float]
-    support: list[int]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"precision": list(self.precision), "recall": list(self.recall), "f1": list(self.f1),
-                "support": list(self.support)}
-
-    @classmethod
-    def from_dict(cls, obj: Any) -> PerClass:
-        """Raises :class:`ProtocolError` when ``obj`` is not the four equal-length lists."""
-        if not isinstance(obj, dict) or not all(isinstance(obj.get(k), list) for k in _PER_CLASS_KEYS):
-            raise ProtocolError(f"per-class figures need lists {', '.join(_PER_CLASS_KEYS)}, got {short(obj)}")
-        if len({len(obj[k]) for k in _PER_CLASS_KEYS}) != 1:
-            raise ProtocolError("per-class lists of different lengths")
-        return cls(*(list(obj[k]) for k in _PER_CLASS_KEYS))
-
-    def __len__(self) -> int:
-        return len(self.support)
-
-
-_PER_CLASS_KEYS = ("precision", "recall", "f1", "support")
-
-
-@dataclass
-class Best(Record):
-    """The best value of the checkpoint metric and the epoch that reached it."""
-
-    metric: str
-    value: float | None
-    epoch: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "value": self.value, "epoch": self.epoch}
-
-    @classmethod
-    def from_dict(cls, obj: Any) -> Best:
-        if not isinstance(obj, dict) or not {"metric", "value", "epoch"} <= obj.keys():
-            raise ProtocolError(f"best needs metric, value and epoch, got {short(obj)}")
-        return cls(obj["metric"], obj["value"], obj["epoch"])
 
 
 # ---------------------------------------------------------------- events

@@ -76,6 +76,23 @@ class SweepPlan:
     spec: dict[str, Any] = field(default_factory=dict)   # more run-spec fields every trial gets
 
 
+def gpu_slots(device: str) -> int:
+    """How many GPUs a sweep's trials spread over: every visible one for ``auto`` and ``cuda``; none for
+    ``cpu`` or one named device (``cuda:1``: every trial there)."""
+    if device not in ("auto", "cuda"):
+        return 0
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def free_gpu(used: list[int | None], gpus: int) -> int | None:
+    """The GPU for the next trial: the one the fewest running trials use (the lowest first), None without GPUs."""
+    if gpus <= 0:
+        return None
+    return min(range(gpus), key=lambda g: (used.count(g), g))
+
+
 @dataclass
 class _Slot:
     trial: optuna.Trial
@@ -87,6 +104,7 @@ class _Slot:
     failure: str = ""
     finished: ev.Finished | None = None
     stop_sent_at: float | None = None
+    gpu: int | None = None      # the GPU this trial runs on (one slot per GPU), None on the CPU
 
 
 class Sweep:
@@ -118,6 +136,7 @@ class Sweep:
         self._tmp = tempfile.TemporaryDirectory(prefix="torch-studio-sweep-")
         self._owner = owner_tag()
         self._peaks: dict[str, int] = {}
+        self.gpus = gpu_slots(plan.device)
 
     def _base_spec(self) -> dict[str, Any]:
         p = self.plan
@@ -198,11 +217,15 @@ class Sweep:
             self._tell(trial, TrialState.PRUNED, too_big)
             self.log(f"trial {trial.number} pruned before it started ({shown}): {too_big}")
             return
+        gpu = free_gpu([s.gpu for s in self.slots], self.gpus)
+        if gpu is not None:
+            spec["device"] = f"cuda:{gpu}"      # one slot per GPU: the one fewest running trials use
+            shown += f"; cuda:{gpu}"
         path = Path(self._tmp.name) / f"trial-{trial.number}.json"
         path.write_text(json.dumps(spec), encoding="utf-8")
         threads = os.environ.get(SWITCH) or str(max(1, usable_cores() // self.plan.parallel))
         worker = WorkerClient.run(path, db=self.url, env={**os.environ, SWITCH: threads}, die_with_parent=True)
-        self.slots.append(_Slot(trial, params, worker))
+        self.slots.append(_Slot(trial, params, worker, gpu=gpu))
         self.log(f"trial {trial.number} started ({shown})")
 
     def _over_budget(self, spec: dict[str, Any], graph: dict[str, Any]) -> str:
@@ -211,8 +234,9 @@ class Sweep:
         if not budget:
             return ""
         checked = spec_from_dict(spec)
-        key = json.dumps([graph["nodes"], checked.train.batch_size, checked.optim.name, checked.precision.dtype,
-                          checked.precision.channels_last, checked.memory.checkpoint], sort_keys=True)
+        key = json.dumps([graph["nodes"], graph.get("groups"), checked.train.batch_size, checked.optim.name,   # groups: repeats
+                          checked.precision.dtype, checked.precision.channels_last, checked.memory.checkpoint],
+                         sort_keys=True)
         if key not in self._peaks:
             g = graph_from_dict(graph)
             self._peaks[key] = predict_for_spec(g, checked).peak_bytes     # channels_last by the run's own rule

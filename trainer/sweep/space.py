@@ -2,7 +2,7 @@
 
 Each comma-separated token is ``NAME=RANGE``. NAME is a run-spec field (its dotted path, e.g.
 ``optim.momentum``, or a short name: :data:`ALIASES`) or a graph node's parameter
-(``node.<id>.<param>``). RANGE is ``LOW..HIGH`` (a number range; ``:log`` samples it log-uniformly,
+(``node.<id>.<param>``) or a block's repeat count (``block.<group id>.repeat``). RANGE is ``LOW..HIGH`` (a number range; ``:log`` samples it log-uniformly,
 ``:stepN`` on a grid of N) or ``A|B|C`` (a choice). Every value a trial can draw is checked when the
 space is parsed (the range's ends, each choice), through the same checks a run spec or a graph file
 gets, so a bad space fails before any trial starts: :class:`SpaceError` names the token at fault.
@@ -18,6 +18,7 @@ from typing import Any
 
 from graph_editor.model import Graph, validate
 from graph_editor.model.errors import ParamError
+from graph_editor.model.repeat import repeat_problem, unrolled
 
 from ..spec import RunSpec, SpecError, spec_from_dict
 
@@ -33,6 +34,7 @@ MAX_TOKENS = 64
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 RANGE_RE = re.compile(rf"({NUMBER})\.\.({NUMBER})(?::(log|step({NUMBER})))?")
 NODE_PREFIX = "node."
+BLOCK_PREFIX = "block."     # block.<group id>.repeat: how many times a block repeats
 
 
 class SpaceError(ValueError):
@@ -44,8 +46,8 @@ class Dimension:
     """One searched value: where it goes (``spec`` path or ``node`` id + param) and what it may be."""
 
     name: str                       # as the user wrote it (the trial's parameter name)
-    target: str                     # "spec" or "node"
-    path: str                       # spec: "optim.lr"; node: "conv1.out_channels"
+    target: str                     # "spec", "node" or "block"
+    path: str                       # spec: "optim.lr"; node: "conv1.out_channels"; block: "layer1.repeat"
     kind: str                       # "float", "int" or "choice"
     low: float = 0.0
     high: float = 0.0
@@ -133,7 +135,10 @@ def _parse_token(token: str, where: str, graph: Graph | None) -> Dimension:
 
 
 def _target(name: str, where: str, graph: Graph | None) -> tuple[str, str, Any]:
-    """("spec", "optim.lr", its default) or ("node", "conv1.out_channels", its current value)."""
+    """("spec", "optim.lr", its default), ("node", "conv1.out_channels", its current value) or
+    ("block", "layer1.repeat", its current count)."""
+    if name.startswith(BLOCK_PREFIX):
+        return _block_target(name, where, graph)
     if name.startswith(NODE_PREFIX):
         node_id, _, param = name[len(NODE_PREFIX):].rpartition(".")
         if not node_id or not param:
@@ -158,6 +163,17 @@ def _target(name: str, where: str, graph: Graph | None) -> tuple[str, str, Any]:
     if isinstance(obj, list | dict) or hasattr(obj, "__dataclass_fields__"):
         raise SpaceError(f"{where}: {name} is not a single value and cannot be searched")
     return "spec", path, obj
+
+
+def _block_target(name: str, where: str, graph: Graph | None) -> tuple[str, str, Any]:
+    group_id, _, param = name[len(BLOCK_PREFIX):].rpartition(".")
+    if not group_id or param != "repeat":
+        raise SpaceError(f"{where}: a block's repeat count is block.<group id>.repeat")
+    if graph is None:
+        raise SpaceError(f"{where}: block repeat counts need the graph")
+    if group_id not in graph.groups:
+        raise SpaceError(f"{where}: the graph has no block '{_cut(group_id)}'")
+    return "block", f"{group_id}.repeat", graph.groups[group_id].repeat
 
 
 def _choices(rng: str, default: Any, where: str) -> tuple[Any, ...]:
@@ -191,6 +207,10 @@ def _typed(raw: str, default: Any, where: str) -> Any:
 def _check_values(dim: Dimension, where: str, graph: Graph | None, base: dict[str, Any]) -> None:
     """Put every extreme value through the run spec's or the layer's own checks."""
     for value in dim.extremes():
+        if dim.target == "block":
+            assert graph is not None
+            _check_block(dim, value, where, graph)
+            continue
         if dim.target == "node":
             assert graph is not None
             node_id, _, param = dim.path.rpartition(".")
@@ -213,7 +233,27 @@ def _check_values(dim: Dimension, where: str, graph: Graph | None, base: dict[st
             raise SpaceError(f"{where}: {value!r} is refused: {'; '.join(exc.problems)}") from None
 
 
+def _check_block(dim: Dimension, value: Any, where: str, graph: Graph) -> None:
+    """The block can repeat ``value`` times, and the graph with it built out still works."""
+    group_id = dim.path.rpartition(".")[0]
+    problem = repeat_problem(graph, group_id, value) if isinstance(value, int) else f"{value!r} is not a count"
+    if problem is not None:
+        raise SpaceError(f"{where}: {problem}")
+    trial_graph = graph.copy()
+    trial_graph.groups[group_id].repeat = value
+    errors = [p for p in validate(unrolled(trial_graph)).problems if p.severity == "error"]
+    if errors:
+        raise SpaceError(f"{where}: with block {group_id} repeated {value} times the graph does not work: {errors[0]}")
+
+
 def _put(spec: dict[str, Any], graph: dict[str, Any], dim: Dimension, value: Any) -> None:
+    if dim.target == "block":
+        group_id = dim.path.rpartition(".")[0]
+        for group in graph.get("groups", []):
+            if group.get("id") == group_id:
+                group["repeat"] = value
+                return
+        raise SpaceError(f"{dim.name}: the graph has no block '{group_id}'")
     if dim.target == "node":
         node_id, _, param = dim.path.rpartition(".")
         for node in graph.get("nodes", []):

@@ -12,7 +12,7 @@ import pytest
 
 from trainer.compilation.cache import VARIABLE
 from trainer.compilation.progress import CompileProgress
-from trainer.compilation.warm import WarmIndex, recipe_key
+from trainer.compilation.recipes import WarmIndex, recipe_key
 from trainer.protocol import events as ev
 from trainer.protocol.client import WorkerClient, environ_with
 

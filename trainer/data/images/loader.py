@@ -12,7 +12,8 @@ GPU (nvJPEG) and transformed there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import overload
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -104,9 +105,12 @@ class FileLoader(DeviceLoader):
         return idx + idx[-1:] * (b - len(idx)), min(b, self.n - i * b)
 
     def batches(self, order: torch.Tensor, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
-        rows = [self.rows(order, i) for i in range(start, self.steps)]
-        self.sampler.batches = [idx for idx, _ in rows]
-        for (images, y, bad), (idx, valid) in zip(self.loader, rows, strict=True):
+        steps = range(start, self.steps)
+        # Each step's indices made when the loader asks for them: a list of Python ints per image held
+        # for the whole epoch grew the worker with the dataset (60,000 images: 600 lists of 100 ints).
+        self.sampler.batches = _StepRows(self, order, steps)
+        for (images, y, bad), i in zip(self.loader, steps, strict=True):
+            idx, valid = self.rows(order, i)
             if self.gpu_transform is not None:
                 images, y, bad = self._decode_on_device(images, y, bad, idx)
             if bad:
@@ -147,6 +151,27 @@ class FileLoader(DeviceLoader):
                 new.append((path, why))
         if new and self.on_skip is not None:
             self.on_skip(new)
+
+
+class _StepRows(Sequence[list[int]]):
+    """An epoch's index batches for the sampler, one step's made at a time."""
+
+    def __init__(self, loader: FileLoader, order: torch.Tensor, steps: range) -> None:
+        self.loader, self.order, self.steps = loader, order, steps
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    @overload
+    def __getitem__(self, i: int) -> list[int]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[list[int]]: ...
+
+    def __getitem__(self, i: int | slice) -> list[int] | Sequence[list[int]]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return self.loader.rows(self.order, self.steps[i])[0]
 
 
 def _fill(images: torch.Tensor, y: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,72 @@
+"""What a GPU machine adds to sweeps and system curves, with the device count and NVML's reading mocked
+(no GPU here; ``make gpu-check`` runs the real thing): one trial slot per GPU, and the GPU's
+utilisation as a system curve of a run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tests.trainer.helpers import DIGITS_CNN
+from trainer.memory.samples import gpu_utilisation
+from trainer.metrics import names
+from trainer.sweep import Sweep, SweepPlan
+from trainer.sweep.runner import free_gpu, gpu_slots
+
+
+@pytest.fixture
+def two_gpus(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+
+
+def test_each_trial_takes_the_gpu_fewest_trials_use():
+    assert free_gpu([], 0) is None and free_gpu([None, None], 0) is None     # CPU processes
+    assert [free_gpu(used, 2) for used in ([], [0], [0, 1], [1], [0, 1, 0])] == [0, 1, 0, 0, 1]
+
+
+def test_a_sweep_spreads_over_every_visible_gpu_unless_one_is_named(two_gpus):
+    assert (gpu_slots("auto"), gpu_slots("cuda"), gpu_slots("cuda:1"), gpu_slots("cpu")) == (2, 2, 0, 0)
+
+
+def test_two_trials_at_once_start_on_two_gpus(two_gpus, tmp_path, monkeypatch):
+    import trainer.sweep.runner as runner
+
+    started: list[dict] = []
+
+    class Worker:       # the trial's worker as far as starting it goes
+        def kill(self) -> None: ...
+
+    def run(path, **_kwargs):
+        started.append(json.loads(path.read_text()))
+        return Worker()
+
+    monkeypatch.setattr(runner.WorkerClient, "run", staticmethod(run))
+    sweep = Sweep(SweepPlan(graph=str(DIGITS_CNN), space="lr=1e-3..1e-2:log", trials=3, parallel=2,
+                            db=f"sqlite:///{tmp_path / 'runs.sqlite'}", study="gpus", device="cuda"))
+    sweep._start_trial()
+    sweep._start_trial()
+    assert [s["device"] for s in started] == ["cuda:0", "cuda:1"]
+    assert [slot.gpu for slot in sweep.slots] == [0, 1]
+    sweep.slots.pop(0)               # the first trial ended: its GPU is the free one
+    sweep._start_trial()
+    assert started[-1]["device"] == "cuda:0"
+    sweep.store.close()
+
+
+def test_the_gpu_s_utilisation_is_read_through_nvml_and_never_fails_a_run(monkeypatch):
+    assert gpu_utilisation(torch.device("cpu")) is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "utilization", lambda device=None: 57)
+    assert gpu_utilisation(torch.device("cuda", 0)) == 57.0
+
+    def no_nvml(device=None):
+        raise ModuleNotFoundError("No module named 'pynvml'")
+
+    monkeypatch.setattr(torch.cuda, "utilization", no_nvml)
+    assert gpu_utilisation(torch.device("cuda", 0)) is None
+    from studio.training.run_history import CURVES
+
+    assert CURVES[names.GPU_UTIL.name].startswith("GPU utilisation")
