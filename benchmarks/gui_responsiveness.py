@@ -45,25 +45,25 @@ from trainer.protocol import events as ev
 seconds, first = float(sys.argv[1]), int(sys.argv[2])
 classes = [str(i) for i in range(10)]
 out = sys.stdout
-out.write(ev.encode(ev.RUN_STARTED, 1, name="synthetic", device="cpu", params=1000, epochs=1000,
-                    steps_per_epoch=10**6, batch_size=64, train_size=64 * 10**6, val_size=1000, test_size=0,
-                    classes=classes, start_step=0, precision="fp32", compile="off", run_dir="") + "\n")
+out.write(ev.RunStarted(run_id=1, name="synthetic", device="cpu", params=1000, epochs=1000,
+                        steps_per_epoch=10**6, batch_size=64, train_size=64 * 10**6, val_size=1000, test_size=0,
+                        classes=classes, start_step=0, precision="fp32", compile="off", run_dir="").to_json() + "\n")
 out.flush()
 time.sleep(float(sys.argv[3]))   # a pause after run_started (phase 4 loads the history then)
 t0, step = time.monotonic(), first
 while time.monotonic() - t0 < seconds:
     step += 1
-    out.write(ev.encode(ev.METRICS, 1, step=step, epoch=1 + step // 2000, loss=2.3 / (1 + step / 500),
-                        accuracy=min(1.0, step / 5000), lr=3e-3, samples_per_s=50000.0 + random.random()) + "\n")
+    out.write(ev.Metrics(run_id=1, step=step, epoch=1 + step // 2000, loss=2.3 / (1 + step / 500),
+                         accuracy=min(1.0, step / 5000), lr=3e-3, samples_per_s=50000.0 + random.random()).to_json() + "\n")
     if step % 50 == 0:
-        out.write(ev.encode(ev.MEMORY, 1, step=step, device="cpu", rss=4e8 + step, peak_rss=5e8) + "\n")
+        out.write(ev.Memory(run_id=1, step=step, device="cpu", rss=int(4e8) + step, peak_rss=int(5e8)).to_json() + "\n")
     if step % 2000 == 0:
         m = [[90 if i == j else 1 for j in range(10)] for i in range(10)]
-        out.write(ev.encode(ev.EPOCH_END, 1, epoch=step // 2000, step=step, train_loss=0.5, train_accuracy=0.9,
-                            val_loss=0.4, val_accuracy=0.92, lr=3e-3, seconds=1.0, best=False,
-                            per_class={}, confusion=m) + "\n")
-out.write(ev.encode(ev.FINISHED, 1, status="completed", epoch=1, step=step, best=None, test_loss=None,
-                    test_accuracy=None, test_per_class=None, test_confusion=None, seconds=seconds) + "\n")
+        out.write(ev.EpochEnd(run_id=1, epoch=step // 2000, step=step, train_loss=0.5, train_accuracy=0.9,
+                              val_loss=0.4, val_accuracy=0.92, lr=3e-3, seconds=1.0, best=False,
+                              confusion=m).to_json() + "\n")
+out.write(ev.Finished(run_id=1, status="completed", epoch=1, step=step, best=None, test_loss=None,
+                      test_accuracy=None, test_per_class=None, test_confusion=None, seconds=seconds).to_json() + "\n")
 out.flush()
 """
 

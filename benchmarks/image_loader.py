@@ -108,9 +108,9 @@ def main() -> None:
         if cuda:
             loaders["ours, GPU decode"] = ours(root, args.crop, args.batch, args.workers, args.device, gpu_decode=True)
         theirs_loader = theirs(root, args.crop, args.batch, args.workers)
-        for loader in loaders.values():    # warm-up: workers started, files in the page cache
-            epoch_ours(loader)
-        epoch_theirs(theirs_loader, args.device)
+        for name, loader in loaders.items():    # warm-up: workers started, files in the page cache
+            print(f"warm-up: {name} {epoch_ours(loader):.0f} images/s", flush=True)
+        print(f"warm-up: torchvision {epoch_theirs(theirs_loader, args.device):.0f} images/s", flush=True)
         rates: dict[str, list[float]] = {name: [] for name in [*loaders, "torchvision"]}
         for _ in range(args.rounds):       # interleaved: a busy machine slows both alike
             for name, loader in loaders.items():

@@ -1,6 +1,6 @@
 """Training throughput on the CPU: the worker against a user's own PyTorch script, each its own process.
 
-    python benchmarks/train_throughput.py [--rounds R] [--load K] [--cases digits_cnn,lenet5]
+    python benchmarks/train_throughput.py [--rounds R] [--load K] [--cases digits_cnn,lenet5] [--epochs N]
                                           [--variant NAME=VAR=VALUE[,VAR=VALUE]] [--gpu-only]
 
 Two processes per measurement, as a user meets them:
@@ -23,7 +23,10 @@ machine the speed drifts between rounds by more than the effects measured, so ea
 median of per-round ratios (the two sides of a ratio run back to back in one round), printed with the
 load average. Goals: quiet, hand / worker >= 1.0; worker loaded / worker quiet <= 2.5.
 ``--variant`` adds worker configurations (environment variables), e.g.
-``--variant pytorch=TORCH_STUDIO_THREADS=default``. With CUDA, the GPU section follows
+``--variant pytorch=TORCH_STUDIO_THREADS=default``, ``--variant passive=TORCH_STUDIO_THREADS=passive`` or
+``--variant spin=GOMP_SPINCOUNT=100000`` (:mod:`trainer.threads`). A worker's line ends with the CPU
+threads it trained with (its ``system/threads`` samples: ``2``, or ``1-2`` where it changed them).
+``--epochs`` shortens every case (a busy machine makes PyTorch's default spinning take minutes). With CUDA, the GPU section follows
 (``gpu_throughput.py``).
 """
 
@@ -49,7 +52,9 @@ sys.path.insert(0, str(ROOT))
 from trainer.checks import setup  # noqa: E402
 from trainer.data import DIGITS  # noqa: E402
 from trainer.job import build_model  # noqa: E402
-from trainer.spec import spec_from_dict  # noqa: E402
+from trainer.metrics import names  # noqa: E402
+from trainer.spec import SCHEMA_VERSION, spec_from_dict  # noqa: E402
+from trainer.store.runs import RunStore  # noqa: E402
 
 TEMPLATES = ROOT / "assets" / "templates"
 # What a measurement's process must not inherit from this one: it chooses (or defaults) its own.
@@ -92,7 +97,7 @@ def prepare(case: Case, folder: Path, batch: int) -> Prepared:
     if case.template == "lenet5":
         data = {"dataset": str(lenet_images(folder / "images32.npz"))}
     graph = TEMPLATES / f"{case.template}.graph.json"
-    spec = {"schema_version": 1, "name": f"bench-{case.template}", "device": "cpu", "model": {"graph": str(graph)},
+    spec = {"schema_version": SCHEMA_VERSION, "name": f"bench-{case.template}", "device": "cpu", "model": {"graph": str(graph)},
             "data": data, "train": {"epochs": case.epochs, "batch_size": batch},
             "precision": {"dtype": "fp32", "compile": "off"}}
     st = setup(spec_from_dict(spec))
@@ -107,8 +112,9 @@ def prepare(case: Case, folder: Path, batch: int) -> Prepared:
     return Prepared(folder / "spec.json", hand)
 
 
-def run_seconds(command: list[str], extra_env: dict[str, str]) -> float:
-    """Run one measurement's process; the seconds it reports (worker: ``finished``; hand: its line)."""
+def run_seconds(command: list[str], extra_env: dict[str, str]) -> tuple[float, int | None]:
+    """Run one measurement's process; the seconds it reports (worker: ``finished``; hand: its line),
+    and the worker's run id (None for the hand loop)."""
     env = {k: v for k, v in os.environ.items() if k not in CLEAN}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env.update(extra_env)
@@ -116,7 +122,7 @@ def run_seconds(command: list[str], extra_env: dict[str, str]) -> float:
     for line in done.stdout.splitlines():
         event = json.loads(line) if line.startswith("{") else {}
         if event.get("event") == "finished" or ("seconds" in event and "event" not in event):
-            return float(event["seconds"])
+            return float(event["seconds"]), event.get("run_id")
     raise RuntimeError(f"{command[:3]} did not finish (exit {done.returncode}): {done.stderr[-2000:]}")
 
 
@@ -138,6 +144,15 @@ class Load:
             p.wait()
 
 
+def threads_used(db: str, run_id: int | None) -> str:
+    """The thread counts a worker run recorded (``system/threads``), as ``2`` or ``1-2``."""
+    if run_id is None:
+        return ""
+    counts = [int(v) for _s, _n, v in RunStore(db).metrics(run_id, names.THREADS.name) if v is not None]
+    return f"threads {min(counts)}-{max(counts)}" if counts and min(counts) != max(counts) else \
+        f"threads {counts[0]}" if counts else ""
+
+
 def measure(prepared: Prepared, db: str, variants: dict[str, dict[str, str]], rounds: int,
             load: int) -> dict[tuple[str, str], list[float]]:
     """Seconds of every (condition, method) in every round, interleaved, every other round reversed."""
@@ -151,9 +166,10 @@ def measure(prepared: Prepared, db: str, variants: dict[str, dict[str, str]], ro
             for name in order:
                 command, env = methods[name]
                 with Load(busy):
-                    seconds = run_seconds(command, env)
+                    seconds, run_id = run_seconds(command, env)
                 times.setdefault((condition, name), []).append(seconds)
-                print(f"  round {r + 1} {condition:<6} {name:<12} {seconds:7.2f} s   load {loadavg()}", flush=True)
+                print(f"  round {r + 1} {condition:<6} {name:<12} {seconds:7.2f} s   load {loadavg()}   "
+                      f"{threads_used(db, run_id)}", flush=True)
     return times
 
 
@@ -192,6 +208,7 @@ def main() -> int:
     parser.add_argument("--load", type=int, default=2, help="competing CPU-bound processes (default 2)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
+    parser.add_argument("--epochs", type=int, help="epochs of every case (default: the case's own)")
     parser.add_argument("--variant", action="append", default=[], help="another worker configuration")
     parser.add_argument("--gpu-only", action="store_true", help="run the GPU section alone")
     args = parser.parse_args()
@@ -200,6 +217,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             for name in args.cases.split(","):
                 case = CASES[name]
+                if args.epochs:
+                    case = Case(case.template, args.epochs, case.label)
                 prepared = prepare(case, Path(tmp) / name, args.batch_size)
                 print(f"CPU, {case.template} on {case.label}, batch {args.batch_size}, {case.epochs} epochs, "
                       f"{args.rounds} rounds, {os.cpu_count()} cores, loaded = {args.load} busy processes; "

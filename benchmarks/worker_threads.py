@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from trainer.spec import SCHEMA_VERSION  # noqa: E402
 from trainer.threads import SWITCH, plan, usable_cores  # noqa: E402
 
 CONFIGS = {"pytorch": {SWITCH: "default"}, "one thread": {SWITCH: "1"}, "studio": {}}
@@ -42,7 +43,7 @@ CLEAN = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", SWITCH)
 
 
 def write_spec(folder: Path, epochs: int) -> Path:
-    spec = {"schema_version": 1, "name": "threads", "device": "cpu",
+    spec = {"schema_version": SCHEMA_VERSION, "name": "threads", "device": "cpu",
             "model": {"graph": str(ROOT / "assets" / "templates" / "digits_cnn.graph.json")},
             "train": {"epochs": epochs, "batch_size": 64},
             "checkpoints": {"best": False, "last": False}, "precision": {"dtype": "fp32", "compile": "off"}}

@@ -27,6 +27,7 @@ from graph_editor.ui.live import LiveAnalysis
 
 from .blocks import BlockLibrary
 from .compile_check import install as install_compile_check
+from .compile_warmup import start_compile_warmup
 from .dialogs.import_module import ask_import
 from .dialogs.template_gallery import pick_template
 from .document import Document, starter_graph
@@ -133,6 +134,7 @@ def run(paths: list[str]) -> int:
         QTimer.singleShot(0, lambda: _report(app, window, paths, t0))
     else:
         QTimer.singleShot(0, lambda: start(window, paths, _warm_up_passive()))
+        start_compile_warmup(data / "compile-warmup.log")   # the templates' compiles, at idle priority
     return app.exec()
 
 

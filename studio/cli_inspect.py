@@ -64,12 +64,12 @@ def cmd_autograd(args: argparse.Namespace) -> int:
 
 def autograd_table(captured: AutogradCapture) -> str:
     """Per graph node, in network order: autograd nodes, saved bytes, gradients to; then totals."""
-    from graph_editor.analysis.per_node import format_count
+    from graph_editor.model.units import nbytes
 
     rows = [("node", "autograd", "saved", "gradients to", "autograd nodes")]
     for s in captured.summaries():
         names = ", ".join(name if n == 1 else f"{name} x{n}" for name, n in s.names.items())
-        rows.append((s.owner, str(s.nodes), format_count(s.saved_bytes, "B"), ", ".join(s.grads_to) or "-", names))
+        rows.append((s.owner, str(s.nodes), nbytes(s.saved_bytes), ", ".join(s.grads_to) or "-", names))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join([r[0].ljust(widths[0]), r[1].rjust(widths[1]), r[2].rjust(widths[2]),
                         r[3].ljust(widths[3]), r[4]]).rstrip() for r in rows]
@@ -79,7 +79,7 @@ def autograd_table(captured: AutogradCapture) -> str:
     params = sum(1 for n in captured.nodes if n.param)
     lines.append(f"{len(captured.nodes)} autograd nodes ({params} AccumulateGrad) over {len(captured.owners)} "
                  f"graph nodes, {len(captured.edges)} gradient edges; saved for backward "
-                 f"{format_count(captured.saved_bytes, 'B')} at batch {captured.batch}, {captured.precision}, "
+                 f"{nbytes(captured.saved_bytes)} at batch {captured.batch}, {captured.precision}, "
                  f"{captured.device_kind} (ran on {captured.device})")
     if captured.note:
         lines.append(f"note: {captured.note}")

@@ -21,7 +21,7 @@ from typing import Any
 
 from trainer.protocol import events as ev
 from trainer.run_outcome import default_run_name
-from trainer.spec import COMPILE_MODES, PRECISIONS, STRATEGIES
+from trainer.spec import COMPILE_MODES, PRECISIONS, SCHEMA_VERSION, STRATEGIES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,7 +69,7 @@ def _at_least_one(text: str) -> int:
 def build_spec(args: argparse.Namespace) -> dict[str, Any]:
     """The run spec for the command line's options (unset options keep the spec's defaults)."""
     data = args.data if args.data == "digits" else str(Path(args.data).expanduser().resolve())
-    spec: dict[str, Any] = {"schema_version": 1, "name": default_run_name(args.graph),
+    spec: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "name": default_run_name(args.graph),
                             "model": {"graph": str(Path(args.graph).expanduser().resolve())},
                             "data": {"dataset": data}, "device": args.device, "train": {}, "optim": {},
                             "precision": {}}

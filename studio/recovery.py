@@ -21,8 +21,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QLockFile, QObject, QTimer, Signal
 
-from graph_editor.model import Graph, load_graph, save_graph
-from graph_editor.model.serialize import atomic_write_text
+from graph_editor.model import Graph, load_graph
+from graph_editor.model.serialize import atomic_write_text, graph_to_dict
 
 from .document import Document
 
@@ -71,7 +71,9 @@ class RecoveryStore:
 
     def write(self, graph: Graph, original: Path | None) -> Path:
         """Autosave ``graph`` (atomically, the graph first, then what it belongs to)."""
-        save_graph(graph, self.graph_path)
+        # compact JSON, which Python's C encoder writes: the indented file format goes through its
+        # pure-Python encoder, 1 s of the GUI thread after every edit of a 20,000-node graph
+        atomic_write_text(self.graph_path, json.dumps(graph_to_dict(graph), separators=(",", ":")) + "\n")
         info = {"original": str(original) if original else None, "saved_at": time.time()}
         atomic_write_text(self._info_path(self.session), json.dumps(info))
         return self.graph_path

@@ -13,3 +13,4 @@ def test_every_product_module_is_at_most_450_lines():
     long = {str(p.relative_to(ROOT)): n for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > LIMIT}
     assert not long, f"modules over {LIMIT} lines (split them by concern): {long}"
+

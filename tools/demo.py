@@ -22,10 +22,12 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from graph_editor.analysis import analyze, format_count  # noqa: E402
+from graph_editor.analysis import analyze  # noqa: E402
 from graph_editor.building import build_module  # noqa: E402
 from graph_editor.importer.module_import import import_module  # noqa: E402
 from graph_editor.model import Edge, load_graph, save_graph, validate  # noqa: E402
+from graph_editor.model.units import count  # noqa: E402
+from trainer.spec import SCHEMA_VERSION  # noqa: E402
 
 TEMPLATES = ROOT / "assets" / "templates"
 
@@ -48,7 +50,7 @@ def templates_summary(tour: Tour) -> None:
         ms = (time.perf_counter() - t) * 1000
         shape = "x".join(map(str, graph.input_spec.shape))
         print(f"{path.name.removesuffix('.graph.json'):16s} {len(graph):5d} {shape:>10s} {a.total_params:12,d} "
-              f"{format_count(a.total_flops):>13s}  {ms:5.1f} ms")
+              f"{count(a.total_flops):>13s}  {ms:5.1f} ms")
 
 
 def validate_lenet(tour: Tour) -> None:
@@ -137,7 +139,7 @@ def train_digits(tour: Tour) -> None:
     from trainer.protocol.client import WorkerClient
 
     spec = tour.out / "digits_cnn.spec.json"
-    spec.write_text(json.dumps({"schema_version": 1, "name": "demo digits_cnn", "device": "cpu",
+    spec.write_text(json.dumps({"schema_version": SCHEMA_VERSION, "name": "demo digits_cnn", "device": "cpu",
                                 "model": {"graph": str(TEMPLATES / "digits_cnn.graph.json")},
                                 "data": {"dataset": "digits"}, "train": {"epochs": 10, "batch_size": 64}}))
     db = f"sqlite:///{tour.out / 'runs.sqlite'}"

@@ -9,7 +9,7 @@ timm families, built without weights. For each model: import it, then check that
 - its ONNX export passes its proof (``onnx.checker`` and onnxruntime against PyTorch).
 
 Prints one row per model (ok/failed, the first cause, seconds of the import, seconds in all) and
-imported/total per source. ``tests/graph_editor/test_import_zoo.py`` runs the same checks in CI on
+imported/total per source. ``tests/graph_editor/importer/test_import_zoo.py`` runs the same checks in CI on
 the cheap ones; this walk checks them all::
 
     python tools/import_walk.py [--only NAME ...] [--skip-onnx] [--source torchvision|timm]

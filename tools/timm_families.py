@@ -205,18 +205,19 @@ def summary(rows: list[dict[str, Any]], families: int) -> str:
 
 def markdown(results: Results) -> str:
     """The docs' table: one row per family, smallest model first, from what ``results`` holds."""
-    rows = ["| family | model | parameters | exact | ONNX | programs | import s | import CPU s | walk s | load |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| family | model | parameters | exact | ONNX | programs | import s | import CPU s | walk s | load | walked (UTC) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     walked = []
     for case, params in choose(results):
         r = results.outcomes.get(case.name)
         if r is None:
-            rows.append(f"| {case.family} | {case.name} | {params / 1e6:.1f}M | not walked | | | | | | |")
+            rows.append(f"| {case.family} | {case.name} | {params / 1e6:.1f}M | not walked | | | | | | | |")
             continue
         walked.append(r)
         exact = "yes" if r["ok"] else f"no: {walk._first_line(r['cause'], 90).replace('|', '/')}"
         rows.append(f"| {r['family']} | {r['name']} | {params / 1e6:.1f}M | {exact} | {'yes' if r['onnx'] else '-'} | "
-                    f"{r['programs']} | {r['import_s']:.1f} | {_cpu(r)} | {r['total_s']:.1f} | {r['load']:.0f} |")
+                    f"{r['programs']} | {r['import_s']:.1f} | {_cpu(r)} | {r['total_s']:.1f} | {r['load']:.0f} | "
+                    f"{r.get('at', '')[5:16].replace('T', ' ') or '-'} |")
     return "\n".join([*rows, "", summary(walked, len(results.choices))])
 
 

@@ -6,6 +6,7 @@ leaves the exit status alone.
 """
 
 import signal
+import sys
 
 _early: list[str] = []
 for _sig in (signal.SIGINT, signal.SIGTERM):
@@ -17,9 +18,11 @@ if is_torchrun_child():   # a rank dies with its launcher, even one killed with 
     die_with_parent()
 
 from trainer.compilation.cache import compile_cache_dir as _compile_cache_dir  # noqa: E402
+from trainer.threads import compiles as _compiles  # noqa: E402
 from trainer.threads import configure as _configure_threads  # noqa: E402
 
-_configure_threads()   # before torch is imported: OpenMP reads its wait policy and thread count once
+# before torch is imported: OpenMP reads its wait policy and thread count once
+_configure_threads(compiled=_compiles(sys.argv[1:]))
 _compile_cache_dir()   # before torch is imported too: importing it sets Inductor's /tmp default
 
 from trainer.worker import main  # noqa: E402 - after the handlers: this import takes seconds

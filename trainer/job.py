@@ -17,7 +17,9 @@ from torch import nn
 
 from graph_editor.building import build_module
 
+from . import adaptive_threads
 from .callbacks import Callback
+from .callbacks.reporting import MemorySamples, Reporter
 from .checkpoints.single_file import (
     CheckpointError,
     checkpoint_file,
@@ -31,7 +33,9 @@ from .checkpoints.single_file import (
     verify_checkpoint,
 )
 from .checks import Setup
+from .compilation import recipes as warm
 from .compilation.log import watch as watch_compile
+from .compilation.progress import CompileProgress
 from .data.images.prepare import file_loaders
 from .data.loaders import Augment, DeviceLoader, StreamLoader
 from .finetune import freeze, initialise, lr_scales
@@ -57,7 +61,6 @@ from .metrics.skipped import watch as watch_skipped
 from .optim import Schedule, make_optimizer
 from .protocol import events as ev
 from .protocol.controls import Controls
-from .reporting import MemorySamples, Reporter
 from .spec import SpecError
 from .store.runs import RunStore
 
@@ -173,6 +176,9 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
     controls.on_record_memory = recording.request
     controls.on_set_lr = lambda lr: record_lr_set(job, lr)
     job.callbacks += [job.inspection, recording]
+    adaptive = adaptive_threads.for_this_process()   # the thread count follows the machine's load
+    if adaptive is not None and not compiled:   # compiled kernels keep the count they were compiled with
+        job.callbacks.append(adaptive)
     for callback in job.callbacks:     # the inspection's wrapper inside the recording's
         job.step_fn = callback.wrap_step(job.step_fn)
     return job
@@ -227,7 +233,8 @@ def make_loaders(setup: Setup) -> dict[str, DeviceLoader]:
 
 
 def _timed_first_call(job: Job, step_fn: StepFn) -> StepFn:
-    """Time the first (compiling) step and report it; later calls pass straight through."""
+    """Time the first (compiling) step, report what it compiles while it does, and the time it took;
+    later calls pass straight through. The compile caches then hold this recipe (:mod:`.compilation.warm`)."""
     done = False
     log = watch_compile(job.emitter, job.model)   # dynamo's graph breaks and recompiles, as events
 
@@ -236,11 +243,17 @@ def _timed_first_call(job: Job, step_fn: StepFn) -> StepFn:
         if done:
             return step_fn(x, y)
         t0 = time.perf_counter()
-        out = step_fn(x, y)
-        if job.setup.device.type == "cuda":
-            torch.cuda.synchronize(job.setup.device)   # once: the compile time must include the kernels
-        job.emitter.emit(ev.CompileDone(seconds=round(time.perf_counter() - t0, 3), mode=job.spec.precision.compile,
+        progress = CompileProgress(job.emitter.emit).start()
+        try:
+            out = step_fn(x, y)
+            if job.setup.device.type == "cuda":
+                torch.cuda.synchronize(job.setup.device)   # once: the compile time must include the kernels
+        finally:
+            progress.close()
+        seconds = time.perf_counter() - t0
+        job.emitter.emit(ev.CompileDone(seconds=round(seconds, 3), mode=job.spec.precision.compile,
                                         graph_breaks=log.breaks, recompiles=log.recompiles))
+        warm.index().mark(warm.setup_key(job.setup), seconds, job.spec.name or "run")
         done = True
         return out
 

@@ -4,9 +4,11 @@ Costs, where they matter: a step launches the forward, backward and optimizer ke
 argmax, and hands its loss, predictions and labels (device tensors) to the ``Window`` -- no
 ``.item()``, no host/device sync, no other per-step kernel. The host reads the window (one sync,
 the correct counts batched there) at most every ``metrics_interval_s`` of training and at the end of
-an epoch; that read is also where a NaN/inf loss is found, to the exact step. What an epoch's last
-steps add goes into its totals at once but is reported with the next window, so epochs shorter than
-the interval do not raise the event rate (or cost a store write each).
+an epoch; that read is also where a NaN/inf loss is found, to the exact step. The run's first step
+is reported on its own, so its curves start at step 1 (with a window of 0.25 s a quick first epoch
+of digits showed its first point at step 11 of 19). What an epoch's last steps add goes into its
+totals at once but is reported with the next window, so epochs shorter than the interval do not raise
+the event rate (or cost a store write each).
 Batch shapes never change (ragged last batch dropped in training, padded in evaluation), so a
 compiled model compiles once for training and once for evaluation and is then reused every epoch.
 """
@@ -179,9 +181,9 @@ def train_one_epoch(step_fn: StepFn, opt: torch.optim.Optimizer, batches, *, epo
                     batch_size: int, window: Window, totals: EpochTotals, loop: Loop) -> tuple[int, bool]:
     """Run the epoch's remaining batches; returns (steps done in total, stopped early).
 
-    Metrics are reported every ``loop.interval_s`` of training (and when stopping); the epoch's
-    last steps are read into ``totals`` at its end and reported with the next window, or by
-    :func:`report_pending` when the run ends.
+    Metrics are reported after the run's first step, then every ``loop.interval_s`` of training (and
+    when stopping); the epoch's last steps are read into ``totals`` at its end and reported with the
+    next window, or by :func:`report_pending` when the run ends.
     """
     window_start, mark = step, loop.clock()
     lr = loop.lr_at(step)
@@ -191,6 +193,7 @@ def train_one_epoch(step_fn: StepFn, opt: torch.optim.Optimizer, batches, *, epo
         set_lr(opt, lr)                       # host float math; a tensor lr is filled on the device
         loss, pred = step_fn(x, y)            # kernels queued; nothing waits for them here
         window.record(loss, pred, y)
+        first = step == 0                     # the run's first step (a resumed run has its curves)
         step += 1
         before = loop.clock()
         stop = False
@@ -199,13 +202,13 @@ def train_one_epoch(step_fn: StepFn, opt: torch.optim.Optimizer, batches, *, epo
         now = loop.clock()
         if now - before > 0.05:
             mark += now - before              # a pause does not count as training time
-        due = stop or window.full or window.pending_seconds + now - mark >= loop.interval_s
+        due = stop or first or window.full or window.pending_seconds + now - mark >= loop.interval_s
         if loop.agree is not None:
             stop, due = loop.agree(stop, due)
         if due:
             totals.add(*window.read(window_start, now - mark), batch_size)   # the host/device sync point
             window_start, mark = step, now
-            if stop or window.pending_seconds >= loop.interval_s:
+            if stop or first or window.pending_seconds >= loop.interval_s:
                 report_pending(window, loop, step, epoch, lr, batch_size)
         if stop:
             return step, True

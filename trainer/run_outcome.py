@@ -15,13 +15,13 @@ import torch
 
 from graph_editor.building import BuildError
 
+from .callbacks.reporting import emit_memory
 from .checks import Setup
 from .data import DataError
 from .distributed.lifeline import live_ranks
 from .job import Job, evaluate_split, load_best_weights
 from .metrics.names import rows as metric_rows
 from .protocol import events as ev
-from .reporting import emit_memory
 from .spec import SpecError
 from .store.runs import Run, RunStore, StoreError, default_run_root
 

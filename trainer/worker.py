@@ -28,6 +28,7 @@ from graph_editor.model.units import mib
 
 from .checkpoints.single_file import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
+from .compilation import recipes as warm
 from .distributed import launch as dist_launch
 from .distributed.lifeline import is_torchrun_child
 from .job import (
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None, *, early_signals: list[str] | None = Non
     p.add_argument("spec", help="a run spec (JSON)")
     p.add_argument("--db", help="SQLAlchemy URL of the run store (default: $TORCH_STUDIO_DB or the user data dir)")
     p.add_argument("--run-dir", help="folder for this run's checkpoints (default: beside the store)")
+    p.add_argument("--predicted-peak", type=int, help="the peak (bytes) the studio predicted for this spec: "
+                   "the memory gate compares it with the budget instead of predicting again")
     p.add_argument("--run-id", type=int, help=argparse.SUPPRESS)        # a rank started by our launcher
     p.add_argument("--resume-from", help=argparse.SUPPRESS)            # its checkpoint, on a resume
     p = sub.add_parser("resume", help="continue a run from its last checkpoint")
@@ -93,7 +96,8 @@ def main(argv: list[str] | None = None, *, early_signals: list[str] | None = Non
                                 resume_from=args.resume_from, emitter=emitter)
             if dist_launch.wants_torchrun(args.spec):
                 return dist_launch.launch_run(args.spec, db=args.db, run_dir=args.run_dir, emitter=emitter)
-            return run_spec_file(args.spec, db=args.db, run_dir=args.run_dir, emitter=emitter)
+            return run_spec_file(args.spec, db=args.db, run_dir=args.run_dir, emitter=emitter,
+                                 predicted_peak=args.predicted_peak)
         plan = dist_launch.resume_plan(args.run_id, args.db, args.distributed, args.nproc_per_node)
         if plan is not None:
             return dist_launch.resume(args.run_id, plan, db=args.db, emitter=emitter)
@@ -103,15 +107,19 @@ def main(argv: list[str] | None = None, *, early_signals: list[str] | None = Non
                       tb=traceback.format_exc())
 
 
-def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev.Emitter) -> int:
-    """Check the spec, create the run in the store, train. Returns the exit status."""
+def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev.Emitter,
+                  predicted_peak: int | None = None) -> int:
+    """Check the spec, create the run in the store, train. Returns the exit status. ``predicted_peak``:
+    the studio's prediction of this spec, which the memory gate takes instead of predicting again."""
     try:
         store = RunStore(db)     # first: a bad --db is refused before the data is loaded
     except StoreError as exc:
         return refuse(emitter, "spec", f"--db: {exc}")
+    if predicted_peak is not None and predicted_peak <= 0:
+        return refuse(emitter, "spec", f"--predicted-peak: {predicted_peak} is not a number of bytes (above 0)")
     try:
         st = setup(load_spec(path))
-        predicted, too_big = memory_gate(st)
+        peak, too_big = memory_gate(st, predicted_peak)
         if too_big is not None:    # predicted not to fit: refused with the fixes
             return refuse(emitter, "oom", f"out of memory: {too_big.message()}", too_big.problems(),
                           diagnosis=too_big.to_dict())
@@ -127,7 +135,7 @@ def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev
     except StoreError as exc:
         return refuse(emitter, "spec", f"--db: {exc}")
     return execute(st, model, store, emitter, run_id, folder, checkpoint=None,
-                   predicted_peak=predicted.peak_bytes if predicted else None)
+                   predicted_peak=peak)
 
 
 def _record_the_dead(store: RunStore) -> None:
@@ -200,12 +208,15 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
     controls.install_sigterm()
     controls.sigterm = controls.sigterm or bool(_EARLY_STOP)   # a stop that came during startup
     s = st.splits
+    compiled = st.spec.precision.compile != "off"
+    expected = warm.index().seconds(warm.setup_key(st)) if compiled else None   # None: the first time
     emitter.emit(ev.RunStarted(
         name=st.spec.name, device=str(st.device), params=count_params(model), epochs=st.spec.train.epochs,
         steps_per_epoch=job.loaders["train"].steps, batch_size=st.spec.train.batch_size, train_size=len(s.train),
         val_size=len(s.val), test_size=len(s.test), classes=list(s.classes), start_step=job.step,
         precision=st.spec.precision.dtype, compile=st.spec.precision.compile, run_dir=str(run_dir),
-        predicted_peak=predicted_peak))
+        predicted_peak=predicted_peak, compile_first_time=(expected is None) if compiled else None,
+        compile_expected_s=expected))
     try:
         status = run_epochs(job)
         finish(job, status, job.elapsed())   # every part of a resumed run, not the gaps between them

@@ -3,6 +3,6 @@ activation bytes (:mod:`.per_node`), and the one verdict the CLI and the Problem
 
 from .. import building  # noqa: F401  (the layer families register their builders and FLOP rules first)
 from .check import GraphCheck, check_graph
-from .per_node import Analysis, NodeStats, analyze, format_count, summary_table
+from .per_node import Analysis, NodeStats, analyze, summary_table
 
-__all__ = ["Analysis", "GraphCheck", "NodeStats", "analyze", "check_graph", "format_count", "summary_table"]
+__all__ = ["Analysis", "GraphCheck", "NodeStats", "analyze", "check_graph", "summary_table"]

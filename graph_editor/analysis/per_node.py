@@ -23,6 +23,7 @@ from ..building.modules import NO_MODULE, get_builder
 from ..model import Graph, Inference, Problem, fmt_shape, validate
 from ..model.finetune import plan_of
 from ..model.registry import Registry
+from ..model.units import count, nbytes
 
 Shape = tuple[int, ...]
 FlopRule = Callable[[dict[str, Any], list[Shape], Shape], int]
@@ -178,32 +179,18 @@ def leading_rows(shape: Shape) -> int:
     return n
 
 
-def format_count(n: float, unit: str = "") -> str:
-    """1234567 -> '1.23M' (binary prefixes for bytes)."""
-    if unit == "B":
-        for suffix in ("B", "KiB", "MiB", "GiB", "TiB"):
-            if abs(n) < 1024 or suffix == "TiB":
-                return f"{n:.0f} {suffix}" if suffix == "B" else f"{n:.2f} {suffix}"
-            n /= 1024
-    for suffix in ("", "K", "M", "G", "T", "P"):
-        if abs(n) < 1000 or suffix == "P":
-            return f"{n:.0f}{suffix}" if suffix == "" else f"{n:.2f}{suffix}"
-        n /= 1000
-    return str(n)
-
-
 def summary_table(a: Analysis) -> str:
     """The per-node table the CLI prints."""
     rows = [("node", "type", "output", "params", "FLOPs", "activations")]
     for n in a.nodes:
-        rows.append((n.id, n.type, fmt_shape(n.shape), f"{n.params:,}", format_count(n.flops),
-                     format_count(n.activation_bytes, "B")))
+        rows.append((n.id, n.type, fmt_shape(n.shape), f"{n.params:,}", count(n.flops),
+                     nbytes(n.activation_bytes)))
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
              for r in rows]
     lines.insert(1, "-" * len(lines[0]))
     lines.append("-" * len(lines[0]))
     lines.append(f"total params {a.total_params:,} (trainable {a.trainable_params:,}), "
-                 f"FLOPs {format_count(a.total_flops)} per batch of {a.batch}, "
-                 f"activations {format_count(a.activation_bytes, 'B')}, output {fmt_shape(a.output_shape)}")
+                 f"FLOPs {count(a.total_flops)} per batch of {a.batch}, "
+                 f"activations {nbytes(a.activation_bytes)}, output {fmt_shape(a.output_shape)}")
     return "\n".join(lines)

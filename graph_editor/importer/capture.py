@@ -137,10 +137,11 @@ def _example(value: torch.Tensor, device: torch.device) -> torch.Tensor:
     return torch.zeros(shape, dtype=value.dtype, device=device)
 
 
-def program_mapped(module: nn.Module, xs: list[torch.Tensor], what: str, inputs: list[fx.Node]) -> Mapped:
-    """The Program node for ``module(*xs)``: its program, shapes and weights (``Mapped.state``)."""
-    device = next((t.device for t in [*module.parameters(), *module.buffers()]), torch.device("cpu"))
-    ep = capture(module, [_example(x, device) for x in xs], what)
+def program_mapped(module: nn.Module, xs: list[torch.Tensor], what: str, inputs: list[fx.Node],
+                   ep: ExportedProgram | None = None) -> Mapped:
+    """The Program node for ``module(*xs)`` (captured as ``ep`` where given): its program, shapes and weights
+    (``Mapped.state``)."""
+    ep = ep or capture_module(module, xs, what)
     outs = _outputs(ep, what)
     try:
         program, sha = encode(ep)
@@ -153,6 +154,18 @@ def program_mapped(module: nn.Module, xs: list[torch.Tensor], what: str, inputs:
     program_module = ep.module(check_guards=False)
     state = {f"program.{k}": ep.state_dict.get(k, v).detach() for k, v in program_module.state_dict().items()}
     return Mapped(TYPE, params, inputs, state=state)
+
+
+def capture_module(module: nn.Module, xs: list[torch.Tensor], what: str) -> ExportedProgram:
+    """``module(*xs)`` captured at example tensors of ``xs``' shapes on the module's own device."""
+    device = next((t.device for t in [*module.parameters(), *module.buffers()]), torch.device("cpu"))
+    return capture(module, [_example(x, device) for x in xs], what)
+
+
+def capture_model(module: nn.Module, shape: tuple[int, ...], dtype: str = "float32") -> ExportedProgram:
+    """The whole model captured for a per-sample ``shape`` (Unmappable saying why it cannot be)."""
+    x = torch.empty((EXAMPLE_BATCH, *shape), dtype=getattr(torch, dtype), device="meta")
+    return capture_module(module, [x], type(module).__name__)
 
 
 def _outputs(ep: ExportedProgram, what: str) -> list[torch.Tensor]:
@@ -222,12 +235,13 @@ def _leads_with_the_batch(value: Any, what: str, batch: int) -> None:
 
 
 def whole_program(module: nn.Module, shape: tuple[int, ...], num_classes: int | None, name: str,
-                  dtype: str = "float32") -> tuple[Graph, dict[str, torch.Tensor]]:
-    """The last resort: Input -> one Program node (the whole model) -> Output, its first output the
-    graph's (auxiliary outputs, such as Inception's aux logits, stay unwired ports)."""
+                  dtype: str = "float32", ep: ExportedProgram | None = None) -> tuple[Graph, dict[str, torch.Tensor]]:
+    """The last resort: Input -> one Program node (the whole model, captured as ``ep`` where given) ->
+    Output, its first output the graph's (auxiliary outputs, such as Inception's aux logits, stay unwired
+    ports)."""
     x = torch.empty((EXAMPLE_BATCH, *shape), dtype=getattr(torch, dtype), device="meta")
     what = type(module).__name__
-    mapped = program_mapped(module, [x], what, [])
+    mapped = program_mapped(module, [x], what, [], ep)
     outs = json.loads(mapped.params["out_shapes"])
     graph = Graph(InputSpec(shape, dtype), num_classes or (outs[0][-1] if len(outs[0]) == 1 else 1), {
         "name": name, "description": f"Imported from {what} as one exported program."})

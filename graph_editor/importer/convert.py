@@ -21,7 +21,11 @@ from .capture import program_call
 from .errors import ModuleImportError, Unsupported, describe, owner, where
 from .rules import FUNCTION_RULES, METHOD_RULES, Mapped, Step, Unmappable, module_steps, permute_dims
 
-_RESERVED = frozenset(dir(nn.Module()))  # ids that would clash with nn.Module attributes when built
+_RESERVED = frozenset(dir(nn.Module()))
+# Causes no spelling of the op changes (the exported program's ATen ops fail on them alike)
+ACROSS_BATCH = "reshapes across the batch dimension"
+SHARED = "a graph node cannot share its weights"
+INVARIANT = (ACROSS_BATCH, SHARED)  # ids that would clash with nn.Module attributes when built
 
 
 class Converter:
@@ -89,7 +93,7 @@ class Converter:
                 raise Unmappable("called with extra arguments (masks, flags); only module(x) maps")
             mapped = first.rule(mod, list(n.args))
         if target in self.called and mod.state_dict():  # weights or running statistics
-            raise Unmappable(f"module '{target}' is called twice; a graph node cannot share its weights")
+            raise Unmappable(f"module '{target}' is called twice; {SHARED}")
         self.called.add(target)
         node_id = self._add(n, mapped)
         if not node_id:
@@ -214,7 +218,7 @@ class Converter:
             dims = list(dims[0])
         out, inp = self.values[n].shape, self.values[x].shape
         if not dims or out[0] != inp[0] or not (isinstance(dims[0], fx.Node) or dims[0] == -1):
-            raise Unmappable("reshapes across the batch dimension; only per-sample reshapes map")
+            raise Unmappable(f"{ACROSS_BATCH}; only per-sample reshapes map")
         if len(out) == 2 and len(inp) > 2:
             return Mapped("Flatten", {"start_dim": 1, "end_dim": -1}, [x])
         return Mapped("Reshape", {"shape": [int(d) for d in out[1:]]}, [x])
@@ -317,8 +321,8 @@ def _readable_id(n: fx.Node) -> str:
     """Module calls keep fx's name (the module path, ``layer1_0_conv1``); an op inside a submodule's
     forward is named after that module too (``layer1_0_add``, not fx's global ``add_3``)."""
     stack = n.meta.get("nn_module_stack") or {}
-    if n.op in ("call_function", "call_method") and stack:
-        path = next(reversed(stack.values()))[0]
+    path = next(reversed(stack.values()))[0] if stack else ""
+    if n.op in ("call_function", "call_method") and path:  # (torch.export's root module has the path "")
         return f"{path.replace('.', '_')}_{re.sub(r'_[0-9]+$', '', n.name)}"
     return n.name
 

@@ -69,8 +69,12 @@ def trace(module: nn.Module, leaves: frozenset[str] = frozenset()) -> fx.GraphMo
                    "cannot follow symbolically"
         raise ModuleImportError([], f"torch.fx cannot trace {type(module).__name__}{user_line(exc)}: "
                                     f"{type(exc).__name__}: {text}") from None
-    gm = fx.GraphModule(tracer.root, graph, type(module).__name__)
-    gm.meta["import_steps"] = tracer.steps
+    return prepare(fx.GraphModule(tracer.root, graph, type(module).__name__), tracer.steps)
+
+
+def prepare(gm: fx.GraphModule, steps: dict[str, list[Step]] | None = None) -> fx.GraphModule:
+    """``gm`` ready to convert: values nothing uses dropped, parameter reads folded into their ops."""
+    gm.meta["import_steps"] = steps or {}
     _drop_unused(gm)
     for _, fold in FOLDS.items():  # a parameter read in forward and its op -> one module (x * self.gamma)
         fold(gm)

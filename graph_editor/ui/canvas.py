@@ -51,6 +51,8 @@ from .style import Theme, get_theme
 from .wires import WireItem
 
 ZOOM_RANGE = (0.05, 4.0)
+PAN_ROOM = QRectF(-1e5, -1e5, 2e5, 2e5)   # the least the view may scroll over
+PAN_MARGIN = 2e4   # beyond the graph
 ZOOM_SETTLE_MS = 250  # item caches come back this long after the last zoom step
 PORT_PICK = 12.0  # how near (in view pixels) a port must be to catch a dragged wire
 
@@ -96,14 +98,14 @@ class GraphCanvas(PlacingView):
                                    timeout=lambda: self.graph_scene.set_item_caching(True))
         self.enable_minimap = True
         self.minimap = Minimap(self)
-        self._minimap_timer = QTimer(self, singleShot=True, interval=40, timeout=self.minimap.refresh)
+        self._minimap_timer = QTimer(self, singleShot=True, interval=40, timeout=self._on_scene_settled)
         self.reason_label.set_theme(self.graph_scene.theme)
         self.breadcrumbs = Breadcrumbs(self)
         self.breadcrumbs.set_theme(self.graph_scene.theme)
         self._crumbs_graph = controller.graph
         controller.graph.events.groups_changed.connect(self.breadcrumbs.schedule)
         controller.selection_changed.connect(self.breadcrumbs.schedule)
-        self.setSceneRect(-1e5, -1e5, 2e5, 2e5)  # room to pan anywhere; fit_view frames the nodes
+        self.setSceneRect(PAN_ROOM)  # room to pan anywhere (grown with the graph); fit_view frames the nodes
         controller.size_hint = self.graph_scene.node_sizes
         controller.graph_replaced.connect(self._on_graph_replaced)
         controller.selection_changed.connect(self._select_items)
@@ -126,8 +128,22 @@ class GraphCanvas(PlacingView):
     def visible_rect(self) -> QRectF:
         return self.mapToScene(self.viewport().rect()).boundingRect()
 
+    def _on_scene_settled(self) -> None:
+        self.grow_scene_rect()
+        self.minimap.refresh()
+
+    def grow_scene_rect(self) -> None:
+        """The view scrolls only within its scene rectangle: it holds the graph with room around it (a
+        20,000-layer chain is 3.6 million wide; past the fixed 100,000 nothing could be scrolled to)."""
+        rect = self.graph_scene.items_rect()
+        room = PAN_ROOM if rect.isEmpty() else PAN_ROOM.united(rect.adjusted(-PAN_MARGIN, -PAN_MARGIN,
+                                                                              PAN_MARGIN, PAN_MARGIN))
+        if not self.sceneRect().contains(room):
+            self.setSceneRect(self.sceneRect().united(room))
+
     def fit_view(self) -> None:
         """Show every node, zoomed to fit (never past 1.25x on a small graph)."""
+        self.grow_scene_rect()
         rect = self.graph_scene.items_rect()
         if rect.isEmpty():
             self.resetTransform()

@@ -266,9 +266,16 @@ class NodeItem(QGraphicsItem):
         border = theme.selected if self.isSelected() else theme.error if error else (
             theme.warning if self.severity else theme.node_border)
         width = 2.0 if (self.isSelected() or self.severity) else 1.0
-        if lod_of(painter) < SIMPLE_LOD:
+        lod = lod_of(painter)
+        if lod < SIMPLE_LOD:
+            fill = theme.error if error else theme.category_color(self.category)
+            if lod * NODE_W < 3:   # a few pixels wide: a block of its colour, never thinner than a pixel
+                painter.setPen(QPen(fill, 0))   # cosmetic: one screen pixel at any zoom
+                painter.setBrush(fill)
+                painter.drawRect(rect)
+                return
             painter.setPen(QPen(border, width * 2))
-            painter.setBrush(theme.error if error else theme.category_color(self.category))
+            painter.setBrush(fill)
             painter.drawRoundedRect(rect, RADIUS, RADIUS)
             return
         painter.setPen(Qt.PenStyle.NoPen)
@@ -316,10 +323,10 @@ class NodeItem(QGraphicsItem):
         theme, fonts, metrics = scene.theme, scene.fonts, scene.metrics
         pad = 10.0
         inner = NODE_W - 2 * pad
-        painter.setFont(fonts.title)
+        title_font, title = metrics.fitted("title", self.title, inner, TITLE_H)
+        painter.setFont(title_font)
         painter.setPen(theme.title_text)
-        painter.drawText(QRectF(pad, 0, inner, TITLE_H), Qt.AlignmentFlag.AlignVCenter,
-                         metrics.elide("title", self.title, Qt.TextElideMode.ElideRight, inner))
+        painter.drawText(QRectF(pad, 0, inner, TITLE_H), Qt.AlignmentFlag.AlignVCenter, title)
         y = TITLE_H
         painter.setFont(fonts.small)
         painter.setPen(theme.text_dim)

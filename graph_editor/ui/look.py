@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFontMetricsF
+from PySide6.QtGui import QFont, QFontMetricsF
 
 from .style import Fonts, Theme
 
@@ -25,12 +25,14 @@ class Metrics:
     their texts rarely change)."""
 
     def __init__(self, fonts: Fonts) -> None:
+        self._fonts = fonts
         self.title = QFontMetricsF(fonts.title)
         self.body = QFontMetricsF(fonts.body)
         self.small = QFontMetricsF(fonts.small)
         self.mono = QFontMetricsF(fonts.mono)
         self._elided: dict[tuple, str] = {}
         self._advance: dict[tuple[str, str], float] = {}
+        self._fitted: dict[tuple[str, str, float, float], tuple[QFont, str]] = {}
 
     def elide(self, font: str, text: str, mode: Qt.TextElideMode, width: float) -> str:
         key = (font, text, mode, width)
@@ -47,3 +49,38 @@ class Metrics:
         if found is None:
             found = self._advance[key] = getattr(self, font).horizontalAdvance(text)
         return found
+
+    def fitted(self, font: str, text: str, width: float, height: float, least: float = 0.75) -> tuple[QFont, str]:
+        """``text`` in ``font`` made smaller until it fits a ``width`` x ``height`` box, down to ``least`` of its
+        size: on one line, else on two split at the space nearest its middle, else elided in the middle. A
+        node's title such as "AdaptiveAvgPool2d" or "Scaled Dot-Product Attention" is read whole in a
+        slightly smaller font, not cut to "AdaptiveAvgPool..."."""
+        key = (font, text, width, height)
+        found = self._fitted.get(key)
+        if found is None:
+            base: QFont = getattr(self._fonts, font)
+            found = (base, text) if self.advance(font, text) <= width else _fit(base, text, width, height, least)
+            if len(self._fitted) > 20000:
+                self._fitted.clear()
+            self._fitted[key] = found
+        return found
+
+
+def _fit(base: QFont, text: str, width: float, height: float, least: float) -> tuple[QFont, str]:
+    spaces = [i for i, c in enumerate(text) if c == " "]
+    split = min(spaces, key=lambda i: abs(2 * i - len(text)), default=None)
+    layouts = [[text]] + ([[text[:split], text[split + 1:]]] if split is not None else [])
+    size = base.pointSizeF()
+    for lines in layouts:
+        font = QFont(base)
+        points = size
+        while points >= size * least:   # font sizes are not quite linear in width (hinting): measure each
+            font.setPointSizeF(points)
+            metrics = QFontMetricsF(font)
+            if (max(metrics.horizontalAdvance(line) for line in lines) <= width
+                    and metrics.height() * len(lines) <= height):
+                return font, "\n".join(lines)
+            points -= 0.25
+    font = QFont(base)
+    font.setPointSizeF(size * least)
+    return font, QFontMetricsF(font).elidedText(text, Qt.TextElideMode.ElideMiddle, width)

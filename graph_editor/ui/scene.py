@@ -154,7 +154,8 @@ class GraphScene(QGraphicsScene):
         for other in dst.wires:     # a variadic port spreads its wires' ends
             if other is not wire:
                 other.update_path()
-        wire.setVisible(self.wire_shown(edge))
+        if not self.wire_shown(edge):
+            wire.hide()
         if self._touches_box(edge):
             self._on_groups_changed()  # the box gains a port
 
@@ -188,6 +189,7 @@ class GraphScene(QGraphicsScene):
             self.contents_changed()
 
     def _on_groups_changed(self) -> None:
+        had_owners = bool(self.owner)
         for item in (*self.boxes.values(), *self.frames.values()):
             self.removeItem(item)
         self.boxes.clear()
@@ -206,6 +208,17 @@ class GraphScene(QGraphicsScene):
             frame = GroupFrame(self.graph.groups[gid], depth)
             self.frames[gid] = frame
             self.addItem(frame)
+        if had_owners or self.owner:   # else no node was or is inside a closed block: nothing to re-wire
+            self._rebind_wires()
+        self._fit_frames()
+        if self.inference is not None:
+            self._paint_boxes(self.inference)
+        self._paint_box_stats()
+        self.contents_changed()
+
+    def _rebind_wires(self) -> None:
+        """Nodes inside closed blocks hidden, the others shown; each wire between the ports that stand
+        for its ends now (a block's, or its node's)."""
         for node_id, item in self.nodes.items():
             item.setVisible(node_id not in self.owner)
         for edge, wire in self.wires.items():
@@ -213,11 +226,6 @@ class GraphScene(QGraphicsScene):
             if src is not None and dst is not None:
                 wire.rebind(src, dst)
             wire.setVisible(self.wire_shown(edge))
-        self._fit_frames()
-        if self.inference is not None:
-            self._paint_boxes(self.inference)
-        self._paint_box_stats()
-        self.contents_changed()
 
     # ---------------------------------------------------------------- lookups
     def collapsed_owner(self, node_id: str) -> str | None:

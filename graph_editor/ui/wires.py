@@ -122,6 +122,7 @@ class WireItem(QGraphicsItem):
         if (label, error) != (self.label, self.error):
             self.label, self.error = label, error
             self._tip_dirty = True
+            self.prepareGeometryChange()
             self._layout_label()
             self.update()
 
@@ -155,8 +156,7 @@ class WireItem(QGraphicsItem):
         size = (0.0, 0.0)
         if self.label and scene is not None and not self._path.isEmpty():
             size = (scene.metrics.advance("mono", self.label) + 2 * LABEL_PAD, scene.metrics.mono.height() + 3)
-        self.prepareGeometryChange()
-        self._label_size = size
+        self._label_size = size   # the caller said the geometry changes (prepareGeometryChange)
         self._label_rect = None if size[0] else QRectF()
         half_w, half_h = size[0] * LABEL_GROW / 2, size[1] * LABEL_GROW / 2
         self._bounds = self._path.boundingRect().adjusted(-half_w - 4, -half_h - 4, half_w + 4, half_h + 4)

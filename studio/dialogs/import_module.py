@@ -43,8 +43,8 @@ class ImportModuleDialog(QDialog):
             lambda _i: self.weights_file.setEnabled(self.weights.currentText() == FROM_FILE))
         self.strict = QCheckBox("Strict: fail on any op without a layer", objectName="strict")
         self.strict.setToolTip("Off: a submodule whose ops have no Torch Studio layer is kept whole as one "
-                               "Module node (its class, arguments and weights). On: the import fails and "
-                               "lists those ops.")
+                               "Program node (its torch.export program and its weights). On: the import fails "
+                               "and lists those ops.")
         self.error = QLabel(objectName="fieldError", wordWrap=True)
         self.error.hide()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
@@ -52,8 +52,8 @@ class ImportModuleDialog(QDialog):
         buttons.rejected.connect(self.reject)
         form = QFormLayout(self)
         form.addRow(QLabel("The module is traced with torch.fx. A submodule whose ops have no Torch Studio "
-                           "layer is kept whole as a Module node (drawn dashed), unless Strict is on.",
-                           wordWrap=True))
+                           "layer is kept whole as a Program node (captured with torch.export, drawn dashed), "
+                           "unless Strict is on.", wordWrap=True, objectName="about"))
         form.addRow("Module:factory", self.target)
         form.addRow("Input shape", self.shape)
         form.addRow("Classes", self.classes)

@@ -70,6 +70,11 @@ class HistoryChart(Chart):
             return
         xs, ys = np.array([d[0] for d in done], float), np.array([d[1] for d in done], float)
         best = np.maximum.accumulate(ys) if report["direction"] == "maximize" else np.minimum.accumulate(ys)
+        # trials are whole numbers: ticks at whole trials (one trial's axis read -0.4 ... 0.4), a little room
+        # either side of the first and the last
+        step = max(1, math.ceil((xs.max() - xs.min()) / 8))
+        self.plotItem.getAxis("bottom").setTickSpacing(step, step)
+        self.plotItem.setXRange(xs.min() - 0.5, xs.max() + 0.5, padding=0)
         self.plotItem.plot(xs, ys, pen=None, symbol="o", symbolSize=8, symbolBrush=self.theme.curve(BLUE),
                            symbolPen=None, name="trial")
         self.plotItem.plot(xs, best, pen=self.pen(VERMILLION, 2), stepMode=None, name="best so far")
@@ -99,6 +104,7 @@ class ImportanceChart(Chart):
     """Optuna's parameter importances as horizontal bars, the most important on top."""
 
     def __init__(self) -> None:
+        self.note = ""    # what an empty chart says instead of bars
         super().__init__("Parameter importances", "importance", "")
 
     def draw(self, report: dict[str, Any]) -> None:
@@ -106,7 +112,16 @@ class ImportanceChart(Chart):
         axis = self.plotItem.getAxis("left")
         axis.setWidth(140)      # room for a node parameter's name
         axis.setTicks([[(i, _short(name.removeprefix("node."), 20)) for i, (name, _v) in enumerate(found)]])
-        if not found:
+        self.note = ""
+        if not found:   # an empty frame said nothing: say what the bars need
+            complete = sum(t["state"] == "complete" for t in report["trials"])
+            self.note = ("needs 2 complete trials" if complete < 2 else
+                         "the complete trials' values do not tell the parameters apart yet")
+            text = pg.TextItem(self.note, color=self.theme.text, anchor=(0.5, 0.5))
+            text.setPos(0.5, 0.5)
+            self.plotItem.addItem(text)
+            self.plotItem.setXRange(0, 1)
+            self.plotItem.setYRange(0, 1)
             return
         bars = pg.BarGraphItem(x0=0, y=np.arange(len(found)), height=0.6, width=[v for _k, v in found],
                                brush=self.theme.curve(BLUE), pen=None)

@@ -27,12 +27,12 @@ from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen, QPolygonF, QUndoStack
 from PySide6.QtWidgets import QStyleOptionGraphicsItem, QWidget
 
-from graph_editor.analysis.per_node import format_count
 from graph_editor.autograd.canvas_graph import backward_graph
 from graph_editor.autograd.capture import LOSS, AutogradCapture, AutogradNode, OwnerSummary, SavedTensor
 from graph_editor.model import Graph, Group, Node, fmt_shape, validate
 from graph_editor.model.geometry import BOX_W, NODE_W, ROW_H, SHAPE_H, TITLE_H
 from graph_editor.model.hierarchy import ancestors
+from graph_editor.model.units import nbytes
 from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.controller import EditorController
 from graph_editor.ui.groups import GroupBox, GroupFrame
@@ -58,7 +58,7 @@ def _saved_table(rows: list[tuple[str, SavedTensor]]) -> str:
     cells = []
     for node, t in rows[:MAX_ROWS]:
         shape = "x".join(str(d) for d in t.shape) or "scalar"
-        size = "shared" if t.shared else format_count(t.bytes, "B")
+        size = "shared" if t.shared else nbytes(t.bytes)
         cells.append(f"<tr><td>{_html(node)}</td><td>{_html(t.name)}</td><td>{shape}</td><td>{t.dtype}</td>"
                      f"<td align=right>{size}</td></tr>")
     more = f"<br>... and {len(rows) - MAX_ROWS} more saved tensors" if len(rows) > MAX_ROWS else ""
@@ -76,7 +76,7 @@ class AutogradItem(NodeItem):
         self.category = category
         self.subtitle = (f"→ {node.label or grad.param}" if grad.param else
                          ", ".join(dict.fromkeys(t.name for t in grad.saved)) or "saves nothing")
-        self.shape_text = (format_count(grad.saved_bytes, "B") + " saved" if grad.saved_bytes else
+        self.shape_text = (nbytes(grad.saved_bytes) + " saved" if grad.saved_bytes else
                            "0 B (shared)" if grad.saved else "")
         self._update_tooltip()
 
@@ -133,7 +133,7 @@ class BackwardBox(GroupBox):
         label, values = scene.figure_of(self.group_id) if isinstance(scene, BackwardScene) else ("", [])
         shown = scene.format_figure(values[-1]) if values and isinstance(scene, BackwardScene) else ""
         figure = (label, shown) if values else ("params", str(len(self.summary.params)))
-        return [("saved", format_count(self.summary.saved_bytes, "B")), figure]
+        return [("saved", nbytes(self.summary.saved_bytes)), figure]
 
     def _update_tooltip(self) -> None:
         s = getattr(self, "summary", None)
@@ -141,7 +141,7 @@ class BackwardBox(GroupBox):
             return
         kind = f" ({_html(self.kind)})" if self.kind else ""
         lines = [f"<b>{_html(s.owner)}</b>{kind}: {s.nodes} autograd node{'s' * (s.nodes != 1)}, "
-                 f"saves {format_count(s.saved_bytes, 'B')}"]
+                 f"saves {nbytes(s.saved_bytes)}"]
         if s.grads_to:
             lines.append(f"gradients flow to {_html(', '.join(s.grads_to))}")
         if s.params:

@@ -16,7 +16,7 @@ from PySide6.QtCore import QEvent, QObject, QPoint, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
-from graph_editor.analysis.per_node import format_count
+from graph_editor.model.units import nbytes
 from graph_editor.ui.canvas import GraphCanvas
 
 # A perceptually ordered dark-blue -> teal -> yellow -> orange -> red ramp (readable on both themes).
@@ -34,7 +34,7 @@ class Metric:
 
     def format(self, value: float) -> str:
         if self.unit == "B":
-            return format_count(value, "B")
+            return nbytes(value)
         if self.unit == "s":
             return f"{value * 1e3:.2f} ms"
         if not self.log:

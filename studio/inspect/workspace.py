@@ -157,12 +157,12 @@ class InspectWorkspace(QObject):
         self.capture_button.setEnabled(True)
         self.capture, self.captured_graph = capture, graph or self.port.graph()
         self.view.set_capture(capture, self.captured_graph)
-        from graph_editor.analysis.per_node import format_count
+        from graph_editor.model.units import nbytes
 
         note = f" ({capture.note})" if capture.note else ""
         self.capture_status.setText(
             f"{len(capture.nodes)} autograd nodes over {len(capture.owners)} graph nodes; "
-            f"{format_count(capture.saved_bytes, 'B')} saved for backward at batch {capture.batch}, "
+            f"{nbytes(capture.saved_bytes)} saved for backward at batch {capture.batch}, "
             f"{capture.precision}{note}")
         if self.metric.currentData() == "":
             self.metric.setCurrentIndex(self.metric.findData("saved_bytes"))

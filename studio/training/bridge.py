@@ -36,6 +36,7 @@ class WorkerBridge(QObject):
     # signal is an API change for its listeners
     event = Signal(object)  # type: ignore[assignment]  # ev.Event
     run_started = Signal(object)    # ev.RunStarted
+    compile_progress = Signal(object)   # ev.CompileProgress
     compile_done = Signal(object)   # ev.CompileDone
     metrics = Signal(object)        # ev.Metrics
     epoch_end = Signal(object)      # ev.EpochEnd
@@ -54,21 +55,26 @@ class WorkerBridge(QObject):
         self._poll = QTimer(self, interval=POLL_MS)
         self._poll.timeout.connect(self._drain)
         self._signals: dict[type[ev.Event], Any] = {
-            ev.RunStarted: self.run_started, ev.CompileDone: self.compile_done, ev.Metrics: self.metrics,
+            ev.RunStarted: self.run_started, ev.CompileProgress: self.compile_progress,
+            ev.CompileDone: self.compile_done, ev.Metrics: self.metrics,
             ev.EpochEnd: self.epoch_end, ev.Memory: self.memory, ev.Checkpoint: self.checkpoint,
             ev.State: self.state_changed, ev.Finished: self.finished, ev.Failed: self.failed,
             ev.MemoryTimeline: self.memory_trace}
 
     # ----------------------------------------------------------------- process
     def start(self, spec_path: str | os.PathLike[str], db_url: str, log_path: str | os.PathLike[str],
-              *, cwd: str | os.PathLike[str] | None = None, command: list[str] | None = None) -> int:
-        """Start the worker (``command`` replaces the real one, for benchmarks); returns its pid."""
+              *, cwd: str | os.PathLike[str] | None = None, command: list[str] | None = None,
+              predicted_peak: int | None = None) -> int:
+        """Start the worker (``command`` replaces the real one, for benchmarks); returns its pid.
+        ``predicted_peak``: the Train dialog's prediction of this spec, handed to the worker's memory
+        gate so that the run is predicted once."""
         old = self.client
         if old is not None and old.is_running():
             if not old.ended:
                 raise RuntimeError("this bridge already runs a worker")
             old.wait(timeout=30)  # it reported its end and is exiting
-        self.client = WorkerClient(["run", str(spec_path), "--db", db_url], command=command, log_path=log_path,
+        given = ["--predicted-peak", str(predicted_peak)] if predicted_peak is not None else []
+        self.client = WorkerClient(["run", str(spec_path), "--db", db_url, *given], command=command, log_path=log_path,
                                    cwd=cwd, own_session=True, nice=WORKER_NICE)
         self._poll.start()
         return self.client.pid

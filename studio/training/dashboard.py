@@ -138,6 +138,9 @@ class TrainingDashboard(QWidget):
         self._stale: list[str] = []  # plots with undrawn points, oldest first
         self.clock = ProgressClock()
         self._compile_t0: float | None = None
+        self._compile_kind = ""                  # "first time" (cold caches), "cached" or unknown
+        self._compile_expected: float | None = None
+        self._compile_stage = ""                 # the graph being compiled, from compile_progress
         self._paused = False
         self._build()
         self._timer = QTimer(self)
@@ -196,9 +199,13 @@ class TrainingDashboard(QWidget):
         self.stop_button = QPushButton("Stop")
         self.lr_box = QDoubleSpinBox()
         self.lr_box.setDecimals(6)
-        self.lr_box.setRange(1e-6, 10.0)
+        # 0 is "no rate": before a run (it read 0.000001, the box's least value, as if a run had it) and
+        # for a followed run whose rate this studio does not know; Set LR sends only a positive rate.
+        self.lr_box.setRange(0.0, 10.0)
+        self.lr_box.setSpecialValueText("\u2014")
         self.lr_box.setSingleStep(1e-4)
         self.lr_box.setToolTip("New peak learning rate, sent to the worker")
+        self.lr_box.valueChanged.connect(lambda _v: self._sync_lr_button())
         self.lr_button = QPushButton("Set LR")
         self.record_button = QPushButton("Record memory")
         self.record_button.setToolTip("Record every allocation of the next two training steps by graph node and "
@@ -220,10 +227,14 @@ class TrainingDashboard(QWidget):
         (self.resume_requested if self._paused else self.pause_requested).emit()
 
     def set_controls_enabled(self, on: bool) -> None:
-        for w in (self.pause_button, self.stop_button, self.lr_box, self.lr_button, self.record_button):
+        for w in (self.pause_button, self.stop_button, self.lr_box, self.record_button):
             w.setEnabled(on)
+        self._sync_lr_button()
         if not on:
             self.record_button.setText("Record memory")
+
+    def _sync_lr_button(self) -> None:
+        self.lr_button.setEnabled(self.lr_box.isEnabled() and self.lr_box.value() > 0)
 
     # ------------------------------------------------------------------ inputs
     def begin_run(self, title: str, total_steps: int, lr: float | None = None) -> None:
@@ -242,8 +253,7 @@ class TrainingDashboard(QWidget):
         self.eta_label.setText("")
         self._paused = False
         self.pause_button.setText("Pause")
-        if lr:
-            self.lr_box.setValue(lr)
+        self.lr_box.setValue(lr or 0.0)
         self.set_controls_enabled(True)
         self.set_state("starting")
 
@@ -308,8 +318,18 @@ class TrainingDashboard(QWidget):
             self.confusion.set_matrix(np.asarray(e.confusion), e.classes or class_names, f"epoch {e.epoch}",
                                       per_class=e.per_class)
 
-    def compile_started(self) -> None:
+    def compile_started(self, first_time: bool | None = None, expected_s: float | None = None) -> None:
+        """The run compiles its first step: ``first_time`` when the compile caches hold nothing of it
+        (the slow case: tens of seconds on a CPU), else ``expected_s``, what its last compile took."""
         self._compile_t0 = time.monotonic()
+        self._compile_kind = "first time" if first_time else "cached" if first_time is not None else ""
+        self._compile_expected = expected_s
+        self._compile_stage = ""
+        self._update_compile_label()
+
+    def compile_progress(self, e: ev.CompileProgress) -> None:
+        """Which graph the first step compiles now (a ``compile_progress`` event)."""
+        self._compile_stage = f"{e.stage}, {e.compiled} done"
         self._update_compile_label()
 
     def compile_done(self, seconds: float | None = None) -> None:
@@ -374,8 +394,16 @@ class TrainingDashboard(QWidget):
         self.compile_label.setStyleSheet(f"color: {plot_theme(theme).notice}; font-weight: 600;")
 
     def _update_compile_label(self) -> None:
-        if self._compile_t0 is not None:
-            self.compile_label.setText(f"Compiling... {time.monotonic() - self._compile_t0:.0f} s")
+        if self._compile_t0 is None:
+            return
+        took = time.monotonic() - self._compile_t0
+        kind = f" ({self._compile_kind})" if self._compile_kind else ""
+        text = f"Compiling{kind}... {took:.0f} s"
+        if self._compile_expected is not None:
+            text += f" of ~{max(self._compile_expected, 1):.0f}"
+        if self._compile_stage:
+            text += f" \u00b7 {self._compile_stage}"
+        self.compile_label.setText(text)
 
 
 def _cell(v: float | None, fmt: str) -> str:

@@ -118,6 +118,31 @@ class CurvePlot(pg.PlotWidget):
             line.setPen(pg.mkPen(shown, width=1, style=Qt.PenStyle.DashLine))
             line.label.setColor(shown)
 
+    # ------------------------------------------------------------------ readings (what the views show)
+    @property
+    def legend(self) -> pg.LegendItem:
+        """The legend: one entry per curve, in the theme's colours, moved off the curves."""
+        return self._legend
+
+    @property
+    def legend_corner(self) -> tuple[bool, bool | None]:
+        """Where the legend sits: (at the right, at the top); None for top: not placed yet."""
+        return self._legend_corner
+
+    @property
+    def readout(self) -> pg.TextItem:
+        """The crosshair's value readout."""
+        return self._readout
+
+    @property
+    def crosshair(self) -> pg.InfiniteLine:
+        """The crosshair's vertical line (shown while the pointer is over the plot)."""
+        return self._vline
+
+    def curve(self, name: str) -> pg.PlotDataItem:
+        """The drawn curve ``name``."""
+        return self._items[name]
+
     def set_title(self, title: str) -> None:
         """Change the title (in the theme's text colour)."""
         self.getPlotItem().setTitle(title, color=self.theme.text)

@@ -21,6 +21,7 @@ from trainer.store.runs import Checkpoint, Run, RunStore
 # What can be overlaid: store metric name -> label.
 CURVES = {m.name: m.label for m in (names.VAL_ACCURACY, names.VAL_LOSS, names.TRAIN_LOSS, names.TRAIN_ACCURACY,
                                     names.LR, names.SAMPLES_PER_S, names.CPU_PERCENT, names.RSS, names.GPU_UTIL,
+                                    names.THREADS,
                                     names.MEMORY_ALLOCATED, names.MEMORY_RESERVED)}
 
 

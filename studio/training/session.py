@@ -52,6 +52,7 @@ class TrainingSession(QObject):
     def _connect(self) -> None:
         b, d = self.bridge, self.dashboard
         b.run_started.connect(self._on_started)
+        b.compile_progress.connect(d.compile_progress)
         b.compile_done.connect(lambda e: d.compile_done(e.seconds))
         b.metrics.connect(self._on_metrics)
         b.memory.connect(self._on_memory)
@@ -73,7 +74,7 @@ class TrainingSession(QObject):
     def start(self, spec: dict[str, Any], predicted_peak: int | None = None) -> int:
         """Write ``spec`` to a fresh launch folder and start the worker on it; returns the pid.
         ``predicted_peak``: the Train dialog's prediction for this very spec (bytes), drawn on the memory
-        plot, so that the run is not predicted again here."""
+        plot and handed to the worker's memory gate: the run is predicted once, not again here nor there."""
         self.spec, self._given_peak = spec, predicted_peak
         folder = self.work_dir / time.strftime("%Y%m%d-%H%M%S")
         n = 1
@@ -87,7 +88,8 @@ class TrainingSession(QObject):
         self._matrix, self._checkpoints = None, {}
         self.dashboard.begin_run(spec.get("name") or "run", 0, spec.get("optim", {}).get("lr"))
         self.dashboard.set_state("starting worker...")
-        return self.bridge.start(spec_path, self.db_url, folder / "worker.log", cwd=folder)
+        return self.bridge.start(spec_path, self.db_url, folder / "worker.log", cwd=folder,
+                                 predicted_peak=predicted_peak)
 
     def is_running(self) -> bool:
         """A run is going: the worker is alive and has not reported its end."""
@@ -118,7 +120,7 @@ class TrainingSession(QObject):
         self.dashboard.clock.update(e.start_step)
         self.dashboard.set_state("running")
         if e.compile not in (None, "off"):
-            self.dashboard.compile_started()
+            self.dashboard.compile_started(e.compile_first_time, e.compile_expected_s)
         self._predict_peak(e)
         if e.run_id is not None:
             self.run_started.emit(e.run_id)

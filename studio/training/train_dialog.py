@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QComboBox,
@@ -53,6 +53,8 @@ DATA_FIELDS = ("data.format", "data.target", "data.image_size", "data.val_fracti
 
 class TrainDialog(QDialog):
     """Collects a run spec for ``graph``; ``spec()`` is the result once accepted."""
+
+    preview_read = Signal()   # the dataset's preview was read, or could not be (data_error says why)
 
     def __init__(self, graph: Graph, devices: Sequence[Device], parent: QWidget | None = None,
                  initial: dict[str, Any] | None = None) -> None:
@@ -279,6 +281,16 @@ class TrainDialog(QDialog):
         self._task = task.start()
         self._preview_tasks = [t for t in self._preview_tasks if t.is_running()] + [task]
 
+    @property
+    def dataset_summary(self) -> dict[str, Any] | None:
+        """What the preview read of the dataset (size, shape, class counts, own splits); None until read."""
+        return self._summary
+
+    @property
+    def data_error(self) -> str:
+        """Why the dataset could not be read ("" when it could, or is being read)."""
+        return self._data_error
+
     def _show_preview(self, summary: dict[str, Any]) -> None:
         self._summary = summary
         self.dataset_view.show_summary(summary)
@@ -294,12 +306,14 @@ class TrainDialog(QDialog):
             editor.setToolTip(f"data.{name}_fraction" + (f": unused, the dataset has its own {name} split"
                                                           if name in own else ""))
         self.refresh_problems()
+        self.preview_read.emit()
 
     def _show_error(self, message: str) -> None:
         self._data_error = message
         self.preview_title.setText(f"Cannot read this dataset: {message}")
         self.dataset_view.clear_summary()
         self.refresh_problems()
+        self.preview_read.emit()
 
     def wait_preview(self, ms: int = 30_000) -> bool:
         return self._task.wait(ms) if self._task else True

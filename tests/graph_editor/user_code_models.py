@@ -52,8 +52,8 @@ class AuxHead(nn.Module):
 
 
 class LenViewAux(LenView):
-    """``x.view(len(x), -1)`` and ``(logits, aux_logits)`` together: fx cannot trace it, so the whole model
-    is one program with two outputs, the first the graph's."""
+    """``x.view(len(x), -1)`` and ``(logits, aux_logits)`` together: fx cannot trace it; its exported program
+    maps to catalog layers, the first output the graph's."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -62,6 +62,40 @@ class LenViewAux(LenView):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2).view(len(x), -1)
         return self.fc(x), self.aux(x)
+
+
+class LenViewCumsum(LenView):
+    """``x.view(len(x), -1)`` (fx cannot trace it) and ``torch.cumsum`` (no catalog layer): the whole model is one
+    program, with two outputs."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2).view(len(x), -1)
+        return self.fc(x.cumsum(1)), x
+
+
+class CumsumBlock(nn.Module):
+    """A running sum over the tokens: ``torch.cumsum`` has no catalog layer."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.proj(x.cumsum(1))
+
+
+class CumsumTokens(nn.Module):
+    """A block inside a classifier: ``CumsumBlock`` kept whole, the rest catalog layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(4, 8)
+        self.block = CumsumBlock(8)
+        self.norm = nn.LayerNorm(8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.block(self.embed(x))).mean(1))
 
 
 class MaskedBlock(nn.Module):
@@ -97,4 +131,4 @@ class Tokens(nn.Module):
 
 def cuda_factory() -> nn.Module:
     """A factory written for a GPU machine."""
-    return LenView().cuda()
+    return LenViewCumsum().cuda()

@@ -64,6 +64,13 @@ def test_the_workspace_shows_a_study_live_and_opens_the_best_trials_graph(window
     assert len(history.plotItem.listDataItems()) == 2            # the trials and the best so far
     assert len(intermediate.plotItem.listDataItems()) == 3       # two trials' epochs and the pruned one's cross
     assert len(parallel.plotItem.listDataItems()) == 3           # every finished trial with parameters
+    assert importance.note == "needs 2 complete trials"            # one complete trial: it says so, not empty
+    axis, (low, high) = history.plotItem.getAxis("bottom"), history.plotItem.viewRange()[0]
+    ticks = [v for _spacing, values in axis.tickValues(low, high, axis.width() or 300) for v in values]
+    assert ticks and all(float(v).is_integer() for v in ticks)    # whole trials (it read -0.4 ... 0.4)
+    window.set_theme("light")                                     # rendered and looked at in both themes
+    panel.grab().save(str(tmp_path / "experiments_light.png"))
+    window.set_theme("dark")
 
     trial = study.ask({"lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True)})
     trial.report(0.5, 1)                                          # a trial running now: shown within a refresh

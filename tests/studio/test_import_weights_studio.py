@@ -10,13 +10,14 @@ import pytest
 import torch
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QLabel
 
 from graph_editor.model.finetune import plan_of
 from studio.dialogs.import_module import FROM_FILE, ImportModuleDialog
 from studio.prompts import ImportRequest
 from studio.training.devices import cpu_device
 from studio.training.train_dialog import TrainDialog
-from tests.graph_editor.test_pretrained_import import NETS
+from tests.graph_editor.importer.test_pretrained_import import NETS
 
 pytestmark = pytest.mark.qt
 
@@ -25,6 +26,8 @@ def test_the_dialog_asks_for_the_weights_file_when_it_is_chosen(qtbot):
     d = ImportModuleDialog()
     qtbot.addWidget(d)
     d.show()
+    about = d.findChild(QLabel, "about").text() + d.strict.toolTip()   # what a user reads of the fallback
+    assert "Program node" in about and "Module node" not in about       # Program nodes replaced Module nodes
     QTest.keyClicks(d.target, "pretrained_nets:tinynet")
     assert d.request().weights == "" and not d.weights_file.isEnabled()
     d.weights.setCurrentText(FROM_FILE)

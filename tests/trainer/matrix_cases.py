@@ -1,4 +1,4 @@
-"""The cases of the training matrix (tests/trainer/test_training_matrix.py): every template family
+"""The cases of the training matrix (tests/trainer/test_training_matrix*.py): every template family
 x {one process, DDP, FSDP2} x {fp32, bf16} x {channels_last on, off} x {compile off, default}, and a
 pairwise-covering subset of them for ``make test`` (every pair but three: :data:`THOROUGH_ONLY`).
 

@@ -120,8 +120,10 @@ def test_a_stop_signal_while_the_worker_starts_is_a_clean_stop(tmp_path):
         with open(status) as f:
             return bool(int(next(x for x in f if x.startswith("SigCgt")).split()[1], 16) & (1 << 14))
 
-    while not catches_sigterm():     # until its first lines ran: torch is loading now
+    deadline = time.monotonic() + 120
+    while not catches_sigterm() and time.monotonic() < deadline:     # until its first lines ran: torch is loading now
         time.sleep(0.01)
+    assert catches_sigterm(), "the worker never installed its SIGTERM handler"
     proc.send_signal(signal.SIGINT)
     time.sleep(0.2)
     proc.send_signal(signal.SIGINT)

@@ -62,14 +62,33 @@ def test_short_epochs_are_reported_per_interval_with_exact_totals():
         step, stopped = train_one_epoch(step_fn, opt, _batches(3), epoch=epoch, step=step, batch_size=4,
                                         window=window, totals=totals, loop=_loop(clock, reports))
         assert not stopped and totals.steps == 3 and totals.accuracy == 0.5 and totals.loss == 1.0
-    # one report per 0.25 s of training (8 steps), not one per epoch
-    assert [(r[0], r[1]) for r in reports] == [(8, 3), (16, 6), (24, 8)]
-    _step_, _epoch, losses, correct, lr, rate = reports[0]
+    # the first step on its own, then one report per 0.25 s of training (8 steps), not one per epoch
+    assert [(r[0], r[1]) for r in reports] == [(1, 1), (9, 3), (17, 6), (25, 9)]
+    _step_, _epoch, losses, correct, lr, rate = reports[1]
     assert len(losses) == 8 and correct == [2.0] * 8 and lr == 0.1 and rate == 8 * 4 / 0.25
     report_pending(window, _loop(clock, reports), step, 10, 0.1, 4)    # the run ends: the rest
-    assert [r[0] for r in reports] == [8, 16, 24, 30] and len(reports[-1][2]) == 6
+    assert [r[0] for r in reports] == [1, 9, 17, 25, 30] and len(reports[-1][2]) == 5
     report_pending(window, _loop(clock, reports), step, 10, 0.1, 4)    # nothing left: no report
-    assert len(reports) == 4
+    assert len(reports) == 5
+
+
+def test_a_run_s_curves_start_at_its_first_step():
+    """A quick epoch (19 steps in less than the interval) was first reported at its end, as the mean of
+    every step: the dashboard's curves started at step 11 of 19. The first step is reported on its own;
+    a resumed run (its curves drawn) waits for its interval."""
+    clock, reports, window = Clock(), [], Window()
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    loop = _loop(clock, reports)
+    loop.interval_s = 10.0
+    step, _ = train_one_epoch(_step(clock, {1: 2.5}), opt, _batches(19), epoch=1, step=0, batch_size=4,
+                              window=window, totals=EpochTotals(), loop=loop)
+    assert [(r[0], r[2]) for r in reports] == [(1, [2.5])]   # its own loss, not a mean with later steps
+    report_pending(window, loop, step, 1, 0.1, 4)
+    assert [r[0] for r in reports] == [1, 19] and len(reports[-1][2]) == 18
+    resumed: list = []
+    train_one_epoch(_step(clock), opt, _batches(5), epoch=2, step=19, batch_size=4, window=Window(),
+                    totals=EpochTotals(), loop=_loop(clock, resumed))
+    assert resumed == []
 
 
 def test_a_non_finite_loss_names_its_step():
@@ -122,4 +141,4 @@ def test_a_callback_that_acts_after_each_step_can_stop_the_epoch_and_the_rest_ar
     step, stopped = train_one_epoch(_step(clock), opt, _batches(20), epoch=1, step=0, batch_size=4,
                                     window=window, totals=EpochTotals(), loop=loop)
     assert (step, stopped, stop.calls) == (5, True, 5)
-    assert [(r[0], len(r[2])) for r in reports] == [(5, 5)]   # stopping reports the window at once
+    assert [(r[0], len(r[2])) for r in reports] == [(1, 1), (5, 4)]   # the first step, then stopping reports at once

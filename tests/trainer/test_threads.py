@@ -1,4 +1,5 @@
-"""The worker's CPU threading: passive OpenMP waiting, one thread per core it may really use."""
+"""The worker's CPU threading: one thread per core it may really use, passive OpenMP waiting where the
+count is fixed (the adaptive default: tests/trainer/test_adaptive_threads.py)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,16 @@ pytestmark = pytest.mark.process
 
 
 def test_every_usable_core_and_passive_waiting():
-    chosen = plan({}, cores=4)
+    chosen = plan({SWITCH: "passive"}, cores=4)
     assert (chosen.threads, chosen.wait_policy) == (4, "PASSIVE")
+    assert plan({}, cores=4).threads == 4
 
 
 def test_the_users_own_settings_win():
     chosen = plan({"OMP_NUM_THREADS": "3"}, cores=8)
     assert (chosen.threads, chosen.wait_policy) == (None, "PASSIVE") and "(3)" in chosen.reason
     assert plan({"MKL_NUM_THREADS": "5"}, cores=8).threads is None
-    chosen = plan({"OMP_WAIT_POLICY": "ACTIVE"}, cores=8)
+    chosen = plan({"OMP_WAIT_POLICY": "ACTIVE", SWITCH: "passive"}, cores=8)
     assert (chosen.threads, chosen.wait_policy) == (8, None)
     assert plan({SWITCH: "default"}, cores=8) == plan({SWITCH: " Default "}, cores=2)
     assert (plan({SWITCH: "default"}, cores=8).threads, plan({SWITCH: "default"}, cores=8).wait_policy) == (None, None)
@@ -32,9 +34,10 @@ def test_the_users_own_settings_win():
 
 
 def test_a_bad_switch_is_named_and_ignored(capsys):
-    assert plan({SWITCH: "lots"}, cores=2).threads == 2
+    assert plan({SWITCH: "lots"}, cores=2) == plan({}, cores=2)
     assert plan({SWITCH: "-1"}, cores=2).threads == 2
-    assert "TORCH_STUDIO_THREADS='lots'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "TORCH_STUDIO_THREADS='lots' is none of adaptive, passive, default or a thread count" in err
 
 
 def test_a_containers_cpu_quota_caps_the_threads(tmp_path):

@@ -49,7 +49,7 @@ def test_digits_cnn_end_to_end_events_match_the_store(tmp_path, db):
     assert started.params == 94410 and started.device == "cpu" and started.steps_per_epoch == 19
     metrics = [e for e in events if e.event == "metrics"]
     steps = [e.step for e in metrics]
-    assert steps == sorted(steps) and steps[-1] == 38
+    assert steps == sorted(steps) and steps[0] == 1 and steps[-1] == 38   # the curves start at step 1
     end = [e for e in events if e.event == "epoch_end"][-1]
     assert len(end.confusion) == 10 and sum(map(sum, end.confusion)) == started.val_size
     assert isinstance(end.per_class, PerClass) and len(end.per_class) == 10
@@ -281,3 +281,17 @@ def test_image_folder_with_its_own_splits_trains_and_its_validation_is_predicted
     found = predict_validation(json.loads(spec.read_text()), last.path, base_dir=tmp_path)
     assert found.images.shape == (12, 1, 8, 8) and found.rows.tolist() == list(range(12))
     assert found.matrix().tolist() == last_epoch.confusion     # the worker's own validation, sample for sample
+
+
+def test_the_studios_prediction_is_the_run_started_peak_and_a_bad_one_is_refused(tmp_path, db):
+    """``--predicted-peak`` (what the Train dialog predicted): the gate takes it, run_started reports it."""
+    spec = write_spec(tmp_path, memory={"budget_mb": 512})
+    with WorkerClient(["run", str(spec), "--db", db, "--predicted-peak", "4242"]) as w:
+        started = next(e for e in w.events(timeout=60) if e.event == "run_started")
+        w.stop()
+        assert w.wait(60) == 0
+    assert started.predicted_peak == 4242     # its own prediction would be megabytes
+    with WorkerClient(["run", str(spec), "--db", db, "--predicted-peak", "-1"]) as w:
+        events = list(w.events(timeout=60))
+        assert w.wait(60) != 0
+    assert events[-1].event == "failed" and events[-1].kind == "spec" and "--predicted-peak" in events[-1].message

@@ -230,15 +230,25 @@ def judge_run(graph: Graph, spec: RunSpec, *, device_type: str, total: int | Non
     return pred, diagnose(graph, spec, budget, device=dev, prediction=pred, channels_last=channels_last)
 
 
-def gate(st: Any) -> tuple[MemoryPrediction | None, Diagnosis | None]:
+def gate(st: Any, given_peak: int | None = None) -> tuple[int | None, Diagnosis | None]:
     """:func:`judge_run` for a checked :class:`trainer.checks.Setup` (its device's total memory on
     CUDA): the worker refuses the run, as kind "oom" before ``run_started``, when the diagnosis is not
-    None, and reports the prediction's peak in ``run_started`` when it fits."""
+    None, and reports the predicted peak (bytes) in ``run_started`` when it fits.
+
+    ``given_peak``: the studio's prediction of this very spec (the Train dialog's, made by the same
+    :func:`predict_for_spec`), compared with the budget instead of predicting the run a second time;
+    only a run it says does not fit is predicted again here, for the diagnosis and its fixes."""
     total = None
     if st.device.type == "cuda":
         import torch
 
         total = torch.cuda.mem_get_info(st.device)[1]
+    if st.spec.precision.dtype == "fp8":
+        return None, None
+    budget = run_budget(st.spec, st.device.type, total)
+    if given_peak is not None and (budget is None or given_peak <= budget):
+        return given_peak, None
     resident = 0 if st.streamed else splits_bytes(st.splits)
-    return judge_run(st.graph, st.spec, device_type=st.device.type, total=total, channels_last=st.channels_last,
-                     resident=resident)
+    pred, diagnosis = judge_run(st.graph, st.spec, device_type=st.device.type, total=total,
+                                channels_last=st.channels_last, resident=resident)
+    return (pred.peak_bytes if pred else None), diagnosis

@@ -323,15 +323,21 @@ def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "ad
                               checkpoint=checkpoint, resident=resident, frozen=frozen)
     if budget <= 0 or budget > MAX_BUDGET:
         raise MemoryPredictionError(f"budget: must be positive and at most {MAX_BUDGET:,} bytes, got {budget:,}")
+
+    def predict(b: int) -> MemoryPrediction:
+        if stop is not None and stop():   # before every prediction: a closed dialog waits for none
+            raise Cancelled
+        return predict_memory(graph, b, **kw)
+
     first = 1
     try:
-        p1 = predict_memory(graph, first, **kw)
+        p1 = predict(first)
     except BatchTooSmall:
         first = 2
-        p1 = predict_memory(graph, first, **kw)
+        p1 = predict(first)
     if p1.peak_bytes > budget:
         return 0, None
-    p8 = predict_memory(graph, first + 7, **kw)
+    p8 = predict(first + 7)
     slope = max((p8.peak_bytes - p1.peak_bytes) / 7, 1.0)
     guess = max(first, min(upper, int((budget - p1.peak_bytes) / slope) + first))
     known = {first: p1, first + 7: p8}
@@ -340,9 +346,7 @@ def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "ad
         if guess in known:
             pred = known[guess]
         else:
-            if stop is not None and stop():
-                raise Cancelled
-            pred = known[guess] = predict_memory(graph, guess, **kw)
+            pred = known[guess] = predict(guess)
         if pred.peak_bytes <= budget:
             good = max(good, guess)
         else:

@@ -56,6 +56,7 @@ TEST_ACCURACY = metric("test/accuracy", "test accuracy", ev.FINISHED, "test_accu
 CPU_PERCENT = metric("system/cpu_percent", "CPU % (100 = one core)")
 RSS = metric("system/rss", "resident memory (bytes)")
 GPU_UTIL = metric("system/gpu_util", "GPU utilisation % (CUDA runs, NVML)")
+THREADS = metric("system/threads", "CPU threads (fewer while other processes use the cores)")
 SKIPPED_FILES = metric("data/skipped_files", "files skipped", ev.SKIPPED_FILES, "count")
 MEMORY_ALLOCATED = metric("memory/allocated", "GPU memory allocated (bytes, CUDA runs)", ev.MEMORY, "allocated")
 MEMORY_RESERVED = metric("memory/reserved", "GPU memory reserved (bytes, CUDA runs)", ev.MEMORY, "reserved")

@@ -160,6 +160,11 @@ class WorkerClient:
         return event
 
     @property
+    def pending_bytes(self) -> int:
+        """Bytes the worker wrote that no reader has taken yet (bounded: the reader slows the worker)."""
+        return self._feed.pending
+
+    @property
     def exit_code(self) -> int | None:
         """The exit status once the process has exited and every line it wrote has been read, else None."""
         return self._feed.exit_code if self._feed.drained() else None
@@ -327,6 +332,11 @@ class _Feed:
         self._partial = b""
         self._pending = 0
         self.exit_code: int | None = None
+
+    @property
+    def pending(self) -> int:
+        """Bytes read from the worker and not yet taken as lines."""
+        return self._pending
 
     def put(self, chunk: bytes) -> None:
         with self._lock:

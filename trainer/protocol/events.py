@@ -15,7 +15,14 @@ reader that saw an event can find it in the store.
     ``steps_per_epoch``, ``batch_size``, ``train_size``, ``val_size``, ``test_size``, ``classes``
     (list of class names), ``start_step`` (0, or the step a resumed run continues from),
     ``precision``, ``compile``, ``run_dir``; ``predicted_peak`` (bytes) where the worker's memory gate
-    predicted the run (on CUDA, or with ``memory.budget_mb``).
+    predicted the run (on CUDA, or with ``memory.budget_mb``); with compile on, ``compile_first_time``
+    (true when no run or warm-up compiled this model and recipe into the compile caches before) and
+    ``compile_expected_s`` (the seconds its last compile took, when one did).
+``compile_progress`` (:class:`CompileProgress`)
+    While the first compiled step compiles, at the start of each graph dynamo compiles: ``stage``
+    ("graph 1", "backward 1", "graph 2"...: a traced frame or a graph's deferred backward),
+    ``compiled`` (graphs done before it), ``cache_hits``/``cache_misses`` (Inductor's FX graph cache so
+    far) and ``seconds`` since the step began. Only when compile is on.
 ``compile_done`` (:class:`CompileDone`)
     ``seconds`` (time of the first, compiling, training step), ``mode``, ``graph_breaks`` and
     ``recompiles`` (how many dynamo logged up to then). Only when compile is on.
@@ -129,6 +136,7 @@ from .commands import (
     encode_command,
     parse_command,
 )
+from .records import Best, PerClass
 from .wire import (
     EVENT_TYPES,
     Emitter,
@@ -137,28 +145,25 @@ from .wire import (
     Record,
     UnknownEvent,
     decode,
-    encode,
     event_type,
-    make_event,
     optional,
-    short,
 )
 
 __all__ = [
     # the codec (trainer.protocol.wire) and the commands (trainer.protocol.commands), read through this one module
-    "EVENT_TYPES", "Emitter", "Event", "ProtocolError", "Record", "UnknownEvent", "decode", "encode", "event_type",
-    "make_event", "optional",
+    "EVENT_TYPES", "Emitter", "Event", "ProtocolError", "Record", "UnknownEvent", "decode", "event_type", "optional",
     "COMMAND_TYPES", "COMMANDS", "MAX_COMMAND_CHARS", "PAUSE", "RECORD_MEMORY", "RESUME", "SET_LR", "STOP",
     "Command", "CommandError", "InspectNow", "Pause", "RecordMemory", "Resume", "SetLr", "Stop", "command_type",
     "encode_command", "parse_command",
     # the events
-    "RUN_STARTED", "COMPILE_DONE", "GRAPH_BREAK", "RECOMPILE", "METRICS", "EPOCH_END", "MEMORY", "CHECKPOINT",
+    "RUN_STARTED", "COMPILE_PROGRESS", "COMPILE_DONE", "GRAPH_BREAK", "RECOMPILE", "METRICS", "EPOCH_END", "MEMORY", "CHECKPOINT",
     "STATE", "FINISHED", "FAILED", "INSPECT", "MEMORY_TRACE", "SKIPPED_FILES", "EXIT_OK", "EXIT_FAILED", "EXIT_REFUSED",
-    "PerClass", "Best", "RunStarted", "CompileDone", "GraphBreakEvent", "Recompile", "Metrics", "EpochEnd", "Memory",
+    "PerClass", "Best", "RunStarted", "CompileProgress", "CompileDone", "GraphBreakEvent", "Recompile", "Metrics", "EpochEnd", "Memory",
     "Checkpoint", "State", "Finished", "Failed", "MemoryTimeline", "Inspect", "SkippedFiles", "ENDS", "EVENTS",
 ]
 
 RUN_STARTED = "run_started"
+COMPILE_PROGRESS = "compile_progress"
 COMPILE_DONE = "compile_done"
 GRAPH_BREAK = "graph_break"
 RECOMPILE = "recompile"
@@ -173,54 +178,6 @@ SKIPPED_FILES = "skipped_files"
 MEMORY_TRACE = "memory_trace"   # INSPECT ("inspect") names both the event and the command
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
-
-
-# ---------------------------------------------------------------- nested records
-@dataclass
-class PerClass(Record):
-    """Precision, recall and F1 of every class (0 where undefined) and its support, index = class."""
-
-    precision: list[float]
-    recall: list[float]
-    f1: list[float]
-    support: list[int]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"precision": list(self.precision), "recall": list(self.recall), "f1": list(self.f1),
-                "support": list(self.support)}
-
-    @classmethod
-    def from_dict(cls, obj: Any) -> PerClass:
-        """Raises :class:`ProtocolError` when ``obj`` is not the four equal-length lists."""
-        if not isinstance(obj, dict) or not all(isinstance(obj.get(k), list) for k in _PER_CLASS_KEYS):
-            raise ProtocolError(f"per-class figures need lists {', '.join(_PER_CLASS_KEYS)}, got {short(obj)}")
-        if len({len(obj[k]) for k in _PER_CLASS_KEYS}) != 1:
-            raise ProtocolError("per-class lists of different lengths")
-        return cls(*(list(obj[k]) for k in _PER_CLASS_KEYS))
-
-    def __len__(self) -> int:
-        return len(self.support)
-
-
-_PER_CLASS_KEYS = ("precision", "recall", "f1", "support")
-
-
-@dataclass
-class Best(Record):
-    """The best value of the checkpoint metric and the epoch that reached it."""
-
-    metric: str
-    value: float | None
-    epoch: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "value": self.value, "epoch": self.epoch}
-
-    @classmethod
-    def from_dict(cls, obj: Any) -> Best:
-        if not isinstance(obj, dict) or not {"metric", "value", "epoch"} <= obj.keys():
-            raise ProtocolError(f"best needs metric, value and epoch, got {short(obj)}")
-        return cls(obj["metric"], obj["value"], obj["epoch"])
 
 
 # ---------------------------------------------------------------- events
@@ -245,6 +202,20 @@ class RunStarted(Event):
     run_dir: str = ""
     distributed: dict[str, Any] | None = optional()   # under torchrun: strategy, world_size, backend
     predicted_peak: int | None = optional()   # bytes: the peak the worker's memory gate predicted, where it ran
+    compile_first_time: bool | None = optional()   # compile on: nothing compiled this model and recipe before
+    compile_expected_s: float | None = optional()  # compile on: the seconds its last compile took, if any
+
+
+@event_type(COMPILE_PROGRESS)
+@dataclass(kw_only=True)
+class CompileProgress(Event):
+    """The first compiled step starts compiling another graph (a traced frame or a deferred backward)."""
+
+    stage: str = ""
+    compiled: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    seconds: float = 0.0
 
 
 @event_type(COMPILE_DONE)

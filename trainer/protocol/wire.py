@@ -193,22 +193,6 @@ def _split(cls: type[Event], fields: dict[str, Any]) -> tuple[dict[str, Any], di
     return known, extra
 
 
-def make_event(name: str, run_id: int | None = None, /, **fields: Any) -> Event:
-    """The typed event ``name`` with ``fields`` (unknown names go to ``extra``, an unknown event to
-    :class:`UnknownEvent`), stamped with the current time."""
-    cls = EVENT_TYPES.get(name)
-    at = round(time.time(), 3)
-    if cls is None:
-        return UnknownEvent(name=name, run_id=run_id, time=at, extra=dict(fields))
-    known, extra = _split(cls, fields)
-    return cls(run_id=run_id, time=at, extra=extra, **known)
-
-
-def encode(event: str, run_id: int | None, /, **fields: Any) -> str:
-    """One event as a JSON line (without the newline), through its dataclass."""
-    return make_event(event, run_id, **fields).to_json()
-
-
 # ---------------------------------------------------------------- writing
 class Emitter:
     """Writes events to a stream; a closed stream (the GUI went away) silences it, training goes on.

@@ -203,9 +203,11 @@ def _f_divide(input: Any, other: Any, *, rounding_mode: Any = None, out: Any = N
     if rounding_mode is not None:
         raise Unmappable(f"division with rounding_mode={rounding_mode!r}")
     factor = number(other)
+    if factor is None and number(input) is None:
+        return Mapped("Divide", {}, [tensor(input), tensor(other, "divisor")])  # a / b: ops.merge's Divide
     if factor is None:
-        what = "a number by a tensor" if number(input) is not None else "a tensor by a tensor"
-        raise Unmappable(f"divides {what}; only a division by a fixed number (ScaleBy) has a layer")
+        raise Unmappable("divides a number by a tensor; only a tensor by a tensor (Divide) or by a fixed number "
+                         "(ScaleBy) has a layer")
     if factor == 0:
         raise Unmappable("divides by zero")
     return Mapped("ScaleBy", {"factor": factor, "divide": True}, [tensor(input)])

@@ -1,4 +1,4 @@
-"""Element-wise arithmetic and joins: Add, Multiply, Concat, Subtract and AddConstant."""
+"""Element-wise arithmetic and joins: Add, Multiply, Concat, Subtract, Divide and AddConstant."""
 
 from __future__ import annotations
 
@@ -52,6 +52,13 @@ class Subtract(nn.Module):
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a - b
+
+
+class Divide(nn.Module):
+    """Element-wise quotient ``a / b``."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a / b
 
 
 class AddConstant(nn.Module):
@@ -118,8 +125,10 @@ for _type, _cls, _functions, _methods in [
 
 # ------------------------------------------------------------------ Subtract, AddConstant
 plain_builder("Subtract", Subtract, Example((3, 4, 4)))
-zero_flops("Subtract", "AddConstant")  # element-wise
+plain_builder("Divide", Divide, Example((3, 4, 4)))
+zero_flops("Subtract", "Divide", "AddConstant")  # element-wise
 module_rule(Subtract)(plain("Subtract"))
+module_rule(Divide)(plain("Divide"))  # a / b of two tensors: the rule is ops.core's division
 
 
 @builder("AddConstant", example=Example((3, 4), {"value": -0.5, "subtract_input": True}))

@@ -1,4 +1,4 @@
-"""Element-wise arithmetic and joins: Add, Multiply, Concat, Subtract and AddConstant."""
+"""Element-wise arithmetic and joins: Add, Multiply, Concat, Subtract, Divide and AddConstant."""
 
 from __future__ import annotations
 
@@ -54,6 +54,13 @@ def concat(p, xs):
     prefix="sub")
 def subtract(p, xs):
     return _broadcast(xs, "subtract")
+
+
+@layer("Divide", CAT, "Element-wise quotient in / other (linear attention's normaliser, EfficientViT's "
+       "out / (sum + eps)); shapes broadcast.", inputs=(
+    PortSpec("in", doc="the dividend"), PortSpec("other", doc="the divisor")), prefix="div")
+def divide(p, xs):
+    return _broadcast(xs, "divide")
 
 
 @layer("AddConstant", CAT, "Adds a fixed number, nothing learned: x + value (x - 1 adds -1); or subtracts "

@@ -94,3 +94,13 @@ def test_the_minimap_draws_a_moved_node_and_not_again_for_a_scroll(editor, canva
     assert image.pixelColor(spot.toPoint()).name() == colour.name()
     row = minimap.to_map(QRectF(0, 0, 10, 10), world, s, offset).center()
     assert abs(row.y() - spot.y()) > 10                           # drawn apart from the row it left
+
+
+def test_a_node_far_out_can_be_scrolled_to(editor, canvas, qtbot):
+    """The view scrolled within a fixed 200,000-wide scene rectangle: most of the 20,000-layer chain
+    (3.6 million wide) could not be reached, by the minimap or any scroll."""
+    editor.move_nodes({"output1": (500_000.0, 0.0)})
+    qtbot.waitUntil(lambda: canvas.sceneRect().right() > 500_000, timeout=5000)
+    target = canvas.graph_scene.nodes["output1"].sceneBoundingRect().center()
+    canvas.centerOn(target)
+    assert canvas.visible_rect().contains(target)

@@ -299,3 +299,21 @@ def test_no_wire_runs_behind_a_closed_block(qtbot):
             if any(rect.contains(path.pointAtPercent(k / 400)) for k in range(401)):
                 behind.append((str(wire.edge), box_id))
     assert behind == []
+
+
+def test_opening_a_block_inside_closed_ones_opens_them_first_and_overlaps_nothing(qtbot):
+    """Room made for a block that is not drawn was made in the wrong place: MobileNetV2's blocks opened
+    innermost first overlapped 71 pairs of nodes."""
+    from graph_editor.model.hierarchy import ancestors
+
+    canvas, controller, _ = open_canvas(qtbot, "mobilenet_v2")
+    graph = controller.graph
+    start = {n: node.position for n, node in graph.nodes.items()}
+    deepest = sorted(graph.groups, key=lambda k: -len(ancestors(graph.groups, k)))
+    inner = deepest[0]
+    assert ancestors(graph.groups, inner) and graph.groups[inner].collapsed
+    assert controller.set_collapsed(inner, False) is None           # one undo step opens it and its holders
+    assert not any(graph.groups[k].collapsed for k in [inner, *ancestors(graph.groups, inner)])
+    assert not overlapping(canvas)
+    controller.undo_stack.undo()
+    assert {n: node.position for n, node in graph.nodes.items()} == start and graph.groups[inner].collapsed

@@ -13,8 +13,8 @@ from graph_editor.model.layout import layered_layout
 from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.controller import EditorController
 from graph_editor.ui.live import LiveAnalysis
-from tests.graph_editor.test_catalog_param import token_net
-from tests.graph_editor.test_ports import split_net
+from tests.graph_editor.building.test_catalog_param import token_net
+from tests.graph_editor.building.test_ports import split_net
 
 
 def open_canvas(qtbot, graph) -> tuple[EditorController, GraphCanvas, LiveAnalysis]:

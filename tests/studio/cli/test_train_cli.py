@@ -90,3 +90,23 @@ def test_ctrl_c_twice_stops_the_run_cleanly(tmp_path):
     assert proc.returncode == 0, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert "stopped after" in out and "stopping: the run saves a checkpoint first" in err
+
+
+def test_train_on_an_image_folder_streams_it_and_skips_a_corrupt_file(tmp_path):
+    # The command line wrote a version 1 spec, which reads an image folder whole into memory (the old
+    # behaviour, kept for old specs): one corrupt file refused the whole run ("bad run spec: ... not a
+    # readable image"), found on a GPU machine with a folder of 3,000 JPEGs.
+    from tests.trainer.image_files import corrupt, write_folder
+
+    folder = tmp_path / "images"
+    files = write_folder(folder, classes=3, per_class=12, size=(16, 16))
+    bad = corrupt(files[15])
+    graph = tmp_path / "tiny.graph.json"
+    save_graph(tiny_cnn(channels=3, size=16, classes=3), graph)
+    db = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    done = cli("train", str(graph), "--data", str(folder), "--epochs", "1", "--batch-size", "8", "--device", "cpu",
+               "--db", db)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(cli("show", "1", "--db", db, "--json").stdout)
+    assert shown["spec"]["data"]["images"]["source"] == "auto"
+    assert shown["final_metrics"]["data/skipped_files"]["value"] == 1.0, (shown["final_metrics"], str(bad))

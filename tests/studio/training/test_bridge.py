@@ -17,14 +17,14 @@ SCRIPT = r"""
 import sys, time
 from trainer.protocol import events as ev
 w = sys.stdout.write
-w(ev.encode(ev.RUN_STARTED, 7, name="s", epochs=1, steps_per_epoch=3) + "\n")
+w(ev.RunStarted(run_id=7, name="s", epochs=1, steps_per_epoch=3).to_json() + "\n")
 w("this is not json\n")
 w('{"no_event_key": 1}\n')
 sys.stdout.flush()
 cmd = sys.stdin.readline()          # the bridge's command arrives on stdin
-w(ev.encode(ev.STATE, 7, state="paused", reason=cmd.strip()) + "\n")
+w(ev.State(run_id=7, state="paused", reason=cmd.strip()).to_json() + "\n")
 for step in range(1, 2001):
-    w(ev.encode(ev.METRICS, 7, step=step, epoch=1, loss=1.0, accuracy=0.5, lr=0.1, samples_per_s=1.0) + "\n")
+    w(ev.Metrics(run_id=7, step=step, epoch=1, loss=1.0, accuracy=0.5, lr=0.1, samples_per_s=1.0).to_json() + "\n")
 END
 """
 
@@ -48,7 +48,7 @@ def _run(qtbot, tmp_path, end: str) -> tuple[WorkerBridge, dict]:
 
 @pytest.mark.process
 def test_events_commands_and_a_clean_end(qtbot, tmp_path):
-    finished = ev.encode(ev.FINISHED, 7, status="completed")
+    finished = ev.Finished(run_id=7, status="completed").to_json()
     bridge, seen = _run(qtbot, tmp_path, f"w({finished!r})  # last line without a newline")
     assert seen["metrics"] == 2000 and seen["exit"] == 0
     assert isinstance(seen["state"], ev.State) and seen["state"].reason == '{"command": "pause"}'

@@ -68,6 +68,23 @@ def test_compiling_label_counts_then_reports(dash, monkeypatch):
     assert dash.compile_label.text() == "compiled in 12.4 s"
 
 
+def test_a_first_compile_says_so_with_the_graph_it_compiles_and_a_cached_one_its_expected_time(dash, monkeypatch):
+    import studio.training.dashboard as mod
+
+    now = [1000.0]
+    monkeypatch.setattr(mod.time, "monotonic", lambda: now[0])
+    dash.compile_started(first_time=True)
+    assert dash.compile_label.text() == "Compiling (first time)... 0 s"
+    now[0] += 14.2
+    dash.compile_progress(ev.CompileProgress(stage="backward 1", compiled=1, cache_misses=1, seconds=14.2))
+    assert dash.compile_label.text() == "Compiling (first time)... 14 s \u00b7 backward 1, 1 done"
+    dash.compile_done(27.6)
+    dash.compile_started(first_time=False, expected_s=2.3)
+    now[0] += 1.2
+    dash.flush()
+    assert dash.compile_label.text() == "Compiling (cached)... 1 s of ~2"
+
+
 def test_progress_clock_eta():
     c = ProgressClock()
     c.start(1000)

@@ -50,14 +50,14 @@ def test_the_loss_crosshair_goes_when_the_mouse_leaves_and_is_gone_in_the_next_r
     centre = plot.viewport().rect().center()
     for dx in (-30, -10, 0):
         _move(plot.viewport(), centre + QPoint(dx, 0))
-    qtbot.waitUntil(plot._vline.isVisible, timeout=2000)
+    qtbot.waitUntil(plot.crosshair.isVisible, timeout=2000)
     QApplication.sendEvent(plot, QEvent(QEvent.Type.Leave))     # the pointer went to another widget
     qtbot.wait(100)                                              # any rate-limited move still on its way
-    assert not plot._vline.isVisible()
+    assert not plot.crosshair.isVisible()
     _move(plot.viewport(), centre)
-    qtbot.waitUntil(plot._vline.isVisible, timeout=2000)
+    qtbot.waitUntil(plot.crosshair.isVisible, timeout=2000)
     dash.begin_run("digits_cnn  ·  run 2  ·  cpu", 100, 1e-3)   # the next run starts clean
-    assert not plot._vline.isVisible()
+    assert not plot.crosshair.isVisible()
 
 
 def test_the_memory_bar_draws_a_small_peak_as_a_sliver_of_its_budget(qtbot, tmp_path):
@@ -130,3 +130,28 @@ def test_the_samples_of_a_cell_fit_the_gallery_s_width_without_clipping(qtbot):
     panel.resize(900, 700)                                   # wider: more tiles to a row
     QApplication.processEvents()
     assert not gallery.horizontalScrollBar().isVisible()
+
+
+def test_the_lr_box_reads_no_rate_before_a_run_and_set_lr_sends_only_a_positive_one(qtbot, tmp_path):
+    dash = TrainingDashboard()
+    qtbot.addWidget(dash)
+    dash.resize(1280, 760)
+    dash.show()
+    box = dash.lr_box
+    assert box.text() == "\u2014" and not box.isEnabled() and not dash.lr_button.isEnabled()  # read 0.000001
+    dash.grab().save(str(tmp_path / "dashboard_before_a_run.png"))
+    sent: list[float] = []
+    dash.lr_requested.connect(sent.append)
+    dash.begin_run("digits_cnn  ·  run 1  ·  cpu", 100, 3e-3)
+    assert box.text() == "0.003000" and dash.lr_button.isEnabled()
+    box.setFocus()
+    box.selectAll()
+    QTest.keyClicks(box, "0.0005")
+    QTest.mouseClick(dash.lr_button, Qt.MouseButton.LeftButton)
+    assert sent == [pytest.approx(5e-4)]
+    box.selectAll()
+    QTest.keyClicks(box, "0")
+    QTest.keyClick(box, Qt.Key.Key_Return)
+    assert box.value() == 0 and not dash.lr_button.isEnabled()     # no rate: nothing to send
+    dash.begin_run("bg  ·  run 2  ·  cpu", 100, None)              # a followed run: its rate unknown here
+    assert box.text() == "\u2014"

@@ -28,7 +28,7 @@ def _dialog(qtbot, folder: Path) -> TrainDialog:
     d.show()
     d.form.editors["train.batch_size"].setValue(8)
     d.form.editors["data.dataset"].setText(str(folder))
-    qtbot.waitUntil(lambda: d._summary is not None and d._summary.get("disk") is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: d.dataset_summary is not None and d.dataset_summary.get("disk") is not None, timeout=60_000)
     return d
 
 
@@ -55,7 +55,7 @@ def test_an_image_folder_is_shown_from_its_index_and_a_few_decoded_files(qtbot, 
     view = d.dataset_view
     assert d.preview_title.text() == "36 samples of 3 x 32 x 32, 3 classes"
     assert view.histogram.counts == {"c0": 12, "c1": 12, "c2": 12}
-    assert d._summary["disk"]["read"] == 12                   # four samples of each class, nothing else
+    assert d.dataset_summary["disk"]["read"] == 12                   # four samples of each class, nothing else
     assert view.samples_grid.count() == 3 * 5                 # a caption and four thumbnails per class
     from studio.training.memory_prediction import resident_bytes
     from trainer.spec import spec_from_dict

@@ -16,7 +16,7 @@ def test_the_memory_panel_names_the_node_and_start_stays_enabled(qtbot, tmp_path
     d = TrainDialog(item_graph(), [cpu_device()])
     qtbot.addWidget(d)
     d.show()
-    qtbot.waitUntil(lambda: d._summary is not None or bool(d._data_error), timeout=60_000)
+    qtbot.waitUntil(lambda: d.dataset_summary is not None or bool(d.data_error), timeout=60_000)
     d.wait_memory()
     qtbot.waitUntil(lambda: d.memory.verdict.text().startswith("No prediction:"), timeout=60_000)
     assert d.memory.verdict.text().startswith(

@@ -22,7 +22,7 @@ def _dialog(qtbot) -> TrainDialog:
     d = TrainDialog(load_graph(ROOT / "assets/templates/digits_cnn.graph.json"), [cpu_device()])
     qtbot.addWidget(d)
     d.show()
-    qtbot.waitUntil(lambda: d._summary is not None or bool(d._data_error), timeout=60_000)
+    qtbot.waitUntil(lambda: d.dataset_summary is not None or bool(d.data_error), timeout=60_000)
     return d
 
 

@@ -42,7 +42,7 @@ def test_plot_draws_a_million_points_downsampled_with_readout(qtbot):
     plot.append("val", [0, 500_000], [1.0, 0.5])
     assert plot.point_count() == 1_000_002
     plot.refresh()
-    item = plot._items["train"]
+    item = plot.curve("train")
     # peak decimation: about two points per pixel, not a million, and the curve's extremes kept
     shown_x, shown_y = item.getData()
     assert len(shown_x) < 4 * 600 and shown_y.max() == 1.0 and shown_y.min() == np.exp(-999_999 / 2e5)
@@ -101,7 +101,7 @@ def test_the_crosshair_readout_never_covers_the_legend(qtbot, legend):
     qtbot.waitExposed(plot)
     for at in (20, 250, 480):                     # left, middle, right under the legend
         plot.show_readout(at)
-        readout, box = plot._readout.sceneBoundingRect(), plot._legend.sceneBoundingRect()
+        readout, box = plot.readout.sceneBoundingRect(), plot.legend.sceneBoundingRect()
         assert not readout.intersects(box), (at, readout, box)
 
 
@@ -134,18 +134,18 @@ def test_plot_switches_theme_live(qtbot):
     plot.set_plot_theme("dark")
     assert plot.grab().toImage().pixelColor(*corner).name() == DARK.background
     assert plot.curve_color("peak") == DARK.curve("#000000").lower() and plot.curve_color("val") == "#3388d8"
-    assert plot._items["val"].opts["symbolBrush"].color().name() == "#3388d8"
+    assert plot.curve("val").opts["symbolBrush"].color().name() == "#3388d8"
     axis = plot.getPlotItem().getAxis("left")
     assert axis.textPen().color().name() == DARK.text and axis.pen().color().name() == DARK.axis
     assert DARK.text.lstrip("#") in plot.getPlotItem().titleLabel.item.toHtml()
-    assert all(DARK.text.lstrip("#") in label.item.toHtml() for _s, label in plot._legend.items)
-    assert plot._legend.opts["brush"].color().getRgb() == DARK.panel
-    assert plot._readout.color.name() == DARK.text and plot._readout.fill.color().getRgb() == DARK.panel
+    assert all(DARK.text.lstrip("#") in label.item.toHtml() for _s, label in plot.legend.items)
+    assert plot.legend.opts["brush"].color().getRgb() == DARK.panel
+    assert plot.readout.color.name() == DARK.text and plot.readout.fill.color().getRgb() == DARK.panel
     plot.add_curve("late", "#000000")            # a curve declared after the switch is themed too
     assert plot.curve_color("late") == DARK.curve("#000000").lower()
     plot.set_plot_theme(LIGHT)
     assert plot.curve_color("peak") == "#000000" and plot.grab().toImage().pixelColor(*corner).name() == "#ffffff"
-    assert all("222222" in label.item.toHtml() for _s, label in plot._legend.items)
+    assert all("222222" in label.item.toHtml() for _s, label in plot.legend.items)
 
 
 def test_the_legend_moves_off_the_curves(qtbot):
@@ -161,13 +161,13 @@ def test_the_legend_moves_off_the_curves(qtbot):
     plot.append("val", xs[::20], 1 - np.exp(-xs[::20] / 25))
     plot.refresh()
     QApplication.processEvents()
-    assert plot._legend_corner != (True, True)
-    right, top = plot._legend_corner
+    assert plot.legend_corner != (True, True)
+    right, top = plot.legend_corner
     assert not top                                       # the curves keep the top edge; the legend goes below
     plot.clear_curves()
     plot.append("loss", xs, np.exp(-xs / 20))            # falls into the bottom right: the legend goes up
     plot.refresh()
-    assert plot._legend_corner[1] is True
+    assert plot.legend_corner[1] is True
 
 
 def test_the_legend_covers_neither_the_curves_nor_a_level_line(qtbot, tmp_path):
@@ -189,6 +189,6 @@ def test_the_legend_covers_neither_the_curves_nor_a_level_line(qtbot, tmp_path):
     QApplication.processEvents()
     plot.grab().save(str(tmp_path / "memory_legend.png"))
     vb = plot.getPlotItem().vb
-    box = vb.mapSceneToView(plot._legend.sceneBoundingRect()).boundingRect()
+    box = vb.mapSceneToView(plot.legend.sceneBoundingRect()).boundingRect()
     for y in (740.0, 970.0, 7.3):
-        assert not (box.top() <= y <= box.bottom()), (y, box, plot._legend_corner)
+        assert not (box.top() <= y <= box.bottom()), (y, box, plot.legend_corner)

@@ -22,7 +22,7 @@ def _dialog(qtbot, graph=None, **kw) -> TrainDialog:
     d = TrainDialog(graph, [Device("cuda:0", "Some GPU", 24576), cpu_device()], **kw)
     qtbot.addWidget(d)
     d.show()
-    qtbot.waitUntil(lambda: d._summary is not None or bool(d._data_error), timeout=60_000)
+    qtbot.waitUntil(lambda: d.dataset_summary is not None or bool(d.data_error), timeout=60_000)
     return d
 
 
@@ -75,9 +75,9 @@ def test_graph_and_data_disagreeing_is_a_problem(qtbot, tmp_path):
     rows = ["a,b,c,label"] + [f"{i},{i % 5},{i % 7},{'xyz'[i % 3]}" for i in range(60)]
     csv.write_text("\n".join(rows) + "\n")
     d = _dialog(qtbot)
-    d._summary = None
-    d.form.editors["data.dataset"].setText(str(csv))
-    qtbot.waitUntil(lambda: d._summary is not None, timeout=60_000)
+    with qtbot.waitSignal(d.preview_read, timeout=60_000):
+        d.form.editors["data.dataset"].setText(str(csv))
+    assert d.dataset_summary is not None
     assert d.preview_title.text() == "60 samples of 3, 3 classes"
     problems = d.problem_list()  # the trainer's own check_fit, before anything starts
     assert any("10 classes" in p and "has 3" in p for p in problems), problems
@@ -89,9 +89,9 @@ def test_a_dataset_that_cannot_be_read_is_named(qtbot, tmp_path):
     bad = tmp_path / "broken.npz"
     np.savez(bad, nothing=np.zeros(3))
     d = _dialog(qtbot)
-    d._summary = None
-    d.form.editors["data.dataset"].setText(str(bad))
-    qtbot.waitUntil(lambda: bool(d._data_error), timeout=60_000)
+    with qtbot.waitSignal(d.preview_read, timeout=60_000):
+        d.form.editors["data.dataset"].setText(str(bad))
+    assert d.data_error
     assert any(p.startswith("data.dataset:") and "broken.npz" in p for p in d.problem_list())
     assert "Cannot read this dataset" in d.preview_title.text() and not d.start_button.isEnabled()
 
@@ -105,9 +105,9 @@ def test_a_folder_split_ahead_of_time_is_previewed_with_its_splits(qtbot, tmp_pa
             for i in range(n):
                 Image.new("L", (8, 8), 60 + 120 * c + i).save(tmp_path / split / name / f"{i}.png")
     d = _dialog(qtbot)
-    d._summary = None
-    d.form.editors["data.dataset"].setText(str(tmp_path))
-    qtbot.waitUntil(lambda: d._summary is not None, timeout=60_000)
+    with qtbot.waitSignal(d.preview_read, timeout=60_000):
+        d.form.editors["data.dataset"].setText(str(tmp_path))
+    assert d.dataset_summary is not None
     d.grab().save(str(tmp_path / "dialog.png"))
     assert d.preview_title.text() == "8 samples of 1 x 8 x 8, 2 classes; its own val split (4) and test split (6) kept"
     assert d.dataset_view.histogram.counts == {"dark": 4, "light": 4}

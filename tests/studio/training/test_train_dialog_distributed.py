@@ -42,7 +42,7 @@ def dialog(qtbot, monkeypatch, listed: list[Device]) -> TrainDialog:
     d = TrainDialog(load_graph(DIGITS_CNN), devices.available_devices())
     qtbot.addWidget(d)
     d.show()
-    qtbot.waitUntil(lambda: d._summary is not None or bool(d._data_error), timeout=60_000)
+    qtbot.waitUntil(lambda: d.dataset_summary is not None or bool(d.data_error), timeout=60_000)
     return d
 
 

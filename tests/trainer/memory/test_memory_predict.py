@@ -227,3 +227,25 @@ def test_what_the_prediction_does_not_model_is_said_where_it_applies(monkeypatch
         p = predict_memory(g, 8, precision="bf16")
         assert p.unmodelled_bytes == (2 * 4 * weights if native else 0)
         assert p.to_dict()["unmodelled_bytes"] == p.unmodelled_bytes
+
+
+def test_a_stopped_batch_search_makes_no_more_predictions(monkeypatch):
+    """``stop`` is asked before every prediction: the Train dialog closed while its search of the largest
+    batch ran waited for two more predictions (batch 1 and 8) before the search saw the stop."""
+    import trainer.memory.prediction as prediction
+
+    made: list[int] = []
+    real = prediction.predict_memory
+
+    def counting(graph, batch, *args, **kw):
+        made.append(batch)
+        return real(graph, batch, *args, **kw)
+
+    monkeypatch.setattr(prediction, "predict_memory", counting)
+    with pytest.raises(prediction.Cancelled):
+        prediction.largest_batch(template("mlp"), 1 << 30, stop=lambda: True)
+    assert made == []
+    asked = iter([False, True])
+    with pytest.raises(prediction.Cancelled):
+        prediction.largest_batch(template("mlp"), 1 << 30, stop=lambda: next(asked))
+    assert len(made) == 1

@@ -94,3 +94,22 @@ def test_the_dialog_bar_shows_the_dataset():
     figures = predict_for_dialog(g, spec, None, "cpu")
     assert figures.parts["data"] == data and figures.bands()[0] == ("dataset", data, "#999999")
     assert figures.peak == step + data and figures.fits and figures.largest_batch > 64
+
+
+def test_the_gate_takes_the_studios_prediction_instead_of_predicting_again(monkeypatch):
+    """A studio run is predicted once: the Train dialog's peak, compared with the budget; only a run it
+    says does not fit is predicted here, for the diagnosis."""
+    import trainer.memory.doctor as doctor
+
+    spec = _spec()
+    spec.memory.budget_mb = 64
+    st = setup(spec)
+    real = doctor.judge_run
+    calls = []
+    monkeypatch.setattr(doctor, "judge_run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert gate(st, given_peak=4242) == (4242, None) and calls == []
+    own = predict_for_spec(st.graph, spec, resident=splits_bytes(st.splits)).peak_bytes
+    assert own < 64 * MiB
+    # said not to fit: predicted here (a diagnosis needs the prediction), and the worker's own figure decides
+    assert gate(st, given_peak=65 * MiB) == (own, None) and calls == [1]
+    assert gate(st) == (own, None) and calls == [1, 1]

@@ -127,7 +127,7 @@ def test_a_refused_spec_is_one_typed_failed_event_before_run_started(tmp_path):
 FLOOD = r"""
 import sys
 from trainer.protocol import events as ev
-line = ev.encode(ev.METRICS, 1, step=1, epoch=1, loss=1.0, accuracy=0.5, lr=0.1, samples_per_s=1.0) + "\n"
+line = ev.Metrics(run_id=1, step=1, epoch=1, loss=1.0, accuracy=0.5, lr=0.1, samples_per_s=1.0).to_json() + "\n"
 for _ in range(45_000):           # about 5.8 MB of events, past the read-ahead limit
     sys.stdout.write(line)
 sys.stdout.flush()
@@ -142,10 +142,10 @@ def test_a_reader_that_falls_behind_slows_the_worker_and_memory_stays_bounded(tm
     w = WorkerClient([], command=[sys.executable, "-c", FLOOD], cwd=Path(__file__).resolve().parents[3])
     try:
         deadline = time.monotonic() + 30
-        while w._feed._pending < MAX_PENDING_BYTES and time.monotonic() < deadline:
+        while w.pending_bytes < MAX_PENDING_BYTES and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)                                     # the reader stays blocked, not reading on
-        assert MAX_PENDING_BYTES <= w._feed._pending < MAX_PENDING_BYTES + (1 << 16)
+        assert MAX_PENDING_BYTES <= w.pending_bytes < MAX_PENDING_BYTES + (1 << 16)
         assert w.is_running()                               # the worker waits on its full pipe
         count = sum(1 for e in w.events(timeout=60) if isinstance(e, ev.Metrics))
         assert count == 45_000 and w.wait(30) == 0 and w.bad_lines == 0

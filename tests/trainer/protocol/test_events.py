@@ -15,6 +15,7 @@ SAMPLES: dict[str, dict] = {
     ev.RUN_STARTED: dict(name="digits", device="cpu", params=94410, epochs=2, steps_per_epoch=19, batch_size=64,
                          train_size=1257, val_size=180, test_size=360, classes=["0", "1"], start_step=0,
                          precision="fp32", compile="off", run_dir="/runs/run-1"),
+    ev.COMPILE_PROGRESS: dict(stage="backward 1", compiled=1, cache_hits=0, cache_misses=2, seconds=4.5),
     ev.COMPILE_DONE: dict(seconds=12.5, mode="default", graph_breaks=1, recompiles=0),
     ev.GRAPH_BREAK: dict(reason="Unsupported Tensor.item() call with capture_scalar_outputs=False", node="scale",
                          where="models.py:40 `return x / x.max().item()`", count=1),
@@ -41,11 +42,17 @@ SAMPLES: dict[str, dict] = {
     ev.SKIPPED_FILES: dict(step=12, split="train", files=[["/data/cats/07.jpg", "not a readable image"]], count=1),
 }
 
-CLASSES = {ev.RUN_STARTED: ev.RunStarted, ev.COMPILE_DONE: ev.CompileDone, ev.METRICS: ev.Metrics,
+CLASSES = {ev.RUN_STARTED: ev.RunStarted, ev.COMPILE_PROGRESS: ev.CompileProgress, ev.COMPILE_DONE: ev.CompileDone, ev.METRICS: ev.Metrics,
            ev.EPOCH_END: ev.EpochEnd, ev.MEMORY: ev.Memory, ev.CHECKPOINT: ev.Checkpoint, ev.STATE: ev.State,
            ev.FINISHED: ev.Finished, ev.FAILED: ev.Failed, ev.INSPECT: ev.Inspect,
            ev.MEMORY_TRACE: ev.MemoryTimeline, ev.GRAPH_BREAK: ev.GraphBreakEvent, ev.RECOMPILE: ev.Recompile,
            ev.SKIPPED_FILES: ev.SkippedFiles}
+
+
+def typed(event: str, run_id: int, /, **fields) -> ev.Event:
+    """The sample built as the worker builds it: its dataclass (a misspelt field is a TypeError here)."""
+    cls = CLASSES[event]
+    return cls(run_id=run_id, **{k: cls.NESTED[k].from_dict(v) if k in cls.NESTED else v for k, v in fields.items()})
 
 
 def test_every_event_type_has_a_sample_and_a_class():
@@ -55,7 +62,7 @@ def test_every_event_type_has_a_sample_and_a_class():
 
 @pytest.mark.parametrize("name", list(SAMPLES))
 def test_event_round_trips_and_the_wire_is_unchanged(name):
-    line = ev.encode(name, 4, **SAMPLES[name])
+    line = typed(name, 4, **SAMPLES[name]).to_json()
     wire = json.loads(line)
     # exactly what the worker wrote: the three header keys and the fields, nothing added or renamed
     assert wire == {"event": name, "run_id": 4, "time": wire["time"], **SAMPLES[name]}
@@ -67,31 +74,31 @@ def test_event_round_trips_and_the_wire_is_unchanged(name):
 
 
 def test_nested_records_are_typed():
-    end = ev.Event.from_json(ev.encode(ev.EPOCH_END, 1, **SAMPLES[ev.EPOCH_END]))
+    end = typed(ev.EPOCH_END, 1, **SAMPLES[ev.EPOCH_END])
     assert isinstance(end, ev.EpochEnd) and isinstance(end.per_class, ev.PerClass)
     assert end.per_class.recall == [0.5, 1.0] and len(end.per_class) == 2
-    fin = ev.Event.from_json(ev.encode(ev.FINISHED, 1, **SAMPLES[ev.FINISHED]))
+    fin = typed(ev.FINISHED, 1, **SAMPLES[ev.FINISHED])
     assert isinstance(fin, ev.Finished) and fin.best == ev.Best("val_accuracy", 0.75, 1)
     assert fin.test_per_class is not None and fin.test_per_class.support == [2, 1]
 
 
 def test_fields_that_do_not_apply_stay_off_the_wire():
-    cpu = json.loads(ev.encode(ev.MEMORY, 1, step=3, device="cpu", rss=10, peak_rss=20))
+    cpu = json.loads(ev.Memory(run_id=1, step=3, device="cpu", rss=10, peak_rss=20).to_json())
     assert set(cpu) == {"event", "run_id", "time", "step", "device", "rss", "peak_rss"}
     memory = ev.Event.from_json(json.dumps(cpu))
     assert isinstance(memory, ev.Memory) and memory.figures() == {"rss": 10, "peak_rss": 20} and not memory.cuda
-    no_val = json.loads(ev.encode(ev.EPOCH_END, 1, epoch=1, step=2, train_loss=0.5, train_accuracy=0.5,
-                                  val_loss=None, val_accuracy=None, lr=0.1, seconds=1.0, best=False))
+    no_val = json.loads(ev.EpochEnd(run_id=1, epoch=1, step=2, train_loss=0.5, train_accuracy=0.5, val_loss=None,
+                                     val_accuracy=None, lr=0.1, seconds=1.0, best=False).to_json())
     assert "per_class" not in no_val and "confusion" not in no_val and no_val["val_loss"] is None
-    during = json.loads(ev.encode(ev.FAILED, 1, kind="nan", message="diverged", traceback="", step=7))
+    during = json.loads(ev.Failed(run_id=1, kind="nan", message="diverged", traceback="", step=7).to_json())
     assert "problems" not in during and "memory" not in during
 
 
 def test_events_are_read_by_field_never_by_key():
-    memory = ev.Event.from_json(ev.encode(ev.MEMORY, 1, step=3, device="cpu", rss=10, peak_rss=20))
+    memory = ev.Event.from_json(ev.Memory(run_id=1, step=3, device="cpu", rss=10, peak_rss=20).to_json())
     assert isinstance(memory, ev.Memory)
     assert memory.event == "memory" and memory.rss == 10 and memory.allocated is None and memory.run_id == 1
-    end = ev.Event.from_json(ev.encode(ev.EPOCH_END, 1, **SAMPLES[ev.EPOCH_END]))
+    end = typed(ev.EPOCH_END, 1, **SAMPLES[ev.EPOCH_END])
     assert isinstance(end, ev.EpochEnd) and end.per_class is not None and end.per_class.to_dict() == PER_CLASS
     unknown = ev.Event.from_json(json.dumps({"event": "newer", "run_id": 1, "time": 2.0, "step": 4}))
     for event in (memory, end, unknown):      # the dict-style reads are gone, a typo cannot read None
@@ -103,7 +110,7 @@ def test_events_are_read_by_field_never_by_key():
 
 
 def test_non_finite_floats_are_null_on_the_wire():
-    wire = json.loads(ev.encode(ev.METRICS, 1, step=1, epoch=1, loss=float("nan"), accuracy=float("inf")))
+    wire = json.loads(ev.Metrics(run_id=1, step=1, epoch=1, loss=float("nan"), accuracy=float("inf")).to_json())
     assert wire["loss"] is None and wire["accuracy"] is None
 
 
@@ -206,3 +213,10 @@ def test_a_closed_stream_silences_the_emitter():
     emitter = ev.Emitter(out)
     emitter.emit(ev.State(state="paused", reason="pause"))     # no exception: training goes on
     assert emitter.closed
+
+
+def test_events_are_written_from_their_dataclasses_only():
+    """No builder of an event from its name and keyword fields (a misspelt field landed in ``extra``)."""
+    assert not hasattr(ev, "encode") and not hasattr(ev, "make_event")
+    with pytest.raises(TypeError):
+        ev.Metrics(run_id=1, step=1, los=1.0)  # type: ignore[call-arg]

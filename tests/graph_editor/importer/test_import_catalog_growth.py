@@ -127,6 +127,32 @@ def test_subtract_shape_rule_refuses_shapes_that_do_not_broadcast():
     assert any("cannot subtract shapes" in p for p in problems), problems
 
 
+class LinearAttentionNorm(nn.Module):
+    """EfficientViT's LiteMLA normaliser: the output divided by its last row (plus eps), a tensor by a tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.proj(x)
+        return (out[:, :-1] / (out[:, -1:] + 1e-3) / ((x * x).sum(1, keepdim=True) + 1.0)).flatten(1)
+
+
+def test_a_tensor_divided_by_a_tensor_imports_as_divide():
+    types = strict_round_trip(LinearAttentionNorm(), (4, 6))
+    assert list(types.values()).count("Divide") == 2
+
+
+def test_divide_shape_rule_refuses_shapes_that_do_not_broadcast():
+    g = _graph((4, 6), ("Divide", "div", {}), ("Permute", "t", {"dims": [1, 0]}))
+    g.connect("input", "div")
+    g.connect("input", "t")
+    g.connect("t", "div", dst_port="other")
+    problems = [str(p) for p in validate(g, 2).problems]
+    assert any("cannot divide shapes" in p for p in problems), problems
+
+
 def test_an_affine_matmul_of_the_batch_is_refused_with_its_reason():
     class BatchMatrix(nn.Module):
         def __init__(self) -> None:

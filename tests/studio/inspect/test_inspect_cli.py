@@ -7,7 +7,7 @@ from pathlib import Path
 
 from studio.cli import main
 
-DIGITS = str(Path(__file__).resolve().parents[2] / "assets" / "templates" / "digits_cnn.graph.json")
+DIGITS = str(Path(__file__).resolve().parents[3] / "assets" / "templates" / "digits_cnn.graph.json")
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:

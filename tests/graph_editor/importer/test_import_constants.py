@@ -44,9 +44,9 @@ def test_fixed_factors_import_as_scale_by_and_build_back_exactly():
         assert torch.equal(built(x), module(x))       # the same ops in the same order: bit for bit
 
 
-class Ratio(nn.Module):
+class Reciprocal(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x / x.abs().sum(-1, keepdim=True)
+        return 1 / x
 
 
 class Floored(nn.Module):
@@ -54,7 +54,7 @@ class Floored(nn.Module):
         return torch.div(x, 2, rounding_mode="floor")
 
 
-@pytest.mark.parametrize("cls, words", [(Ratio, "divides a tensor by a tensor; only a division by a fixed number"),
+@pytest.mark.parametrize("cls, words", [(Reciprocal, "divides a number by a tensor; only a tensor by a tensor"),
                                         (Floored, "division with rounding_mode='floor'")])
 def test_a_division_without_a_layer_says_why(cls, words):
     with pytest.raises(ModuleImportError, match="no Torch Studio layer") as info:

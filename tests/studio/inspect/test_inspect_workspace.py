@@ -9,7 +9,7 @@ from PySide6.QtTest import QTest
 from graph_editor.building import build_module
 from trainer.inspection import inspected_step
 
-from .helpers import open_template
+from ..helpers import open_template
 
 
 def _workspace(window):

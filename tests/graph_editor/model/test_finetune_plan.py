@@ -13,7 +13,7 @@ from graph_editor.model.finetune import head_node, plan_of, replace_head, set_fr
 from graph_editor.model.serialize import load_graph, loads, save_graph
 from graph_editor.model.sweep_vars import SetSweepVariable, space_tokens, variables
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "assets" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[3] / "assets" / "templates"
 
 
 def test_the_head_of_every_shipped_template_is_found():

@@ -14,10 +14,10 @@ from graph_editor.model.serialize import load_graph
 from studio.training.devices import cpu_device
 from studio.training.train_dialog import TrainDialog
 
-from .helpers import open_template
+from ..helpers import open_template
 
 pytestmark = pytest.mark.qt
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def type_into(box: QSpinBox, text: str) -> None:

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .helpers import open_template, settle
+from ..helpers import open_template, settle
 
 pytestmark = pytest.mark.qt
 

@@ -26,7 +26,7 @@ pytest.importorskip("timm")
 from graph_editor.importer.module_import import ModuleImportError, import_module  # noqa: E402
 from tests.trainer.helpers import THOROUGH  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("import_walk", ROOT / "tools" / "import_walk.py")
 assert _spec and _spec.loader
 walk = importlib.util.module_from_spec(_spec)

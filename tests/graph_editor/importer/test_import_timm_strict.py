@@ -14,7 +14,7 @@ from tests.trainer.helpers import THOROUGH
 
 pytest.importorskip("timm")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("import_walk", ROOT / "tools" / "import_walk.py")
 assert _spec and _spec.loader
 walk = sys.modules.get("import_walk") or importlib.util.module_from_spec(_spec)
@@ -33,6 +33,13 @@ NEWLY_STRICT = {
     "efficientformer_l1": "RelativePositionBias, MatMul, Subtract, count_include_pad",
     "cait_xxs24_224": "MatMul, qkv[0], qkv[1], qkv[2] as an Unbind",
     "swiftformer_xs": "Normalize, MatMul by a parameter",
+    # the exported program's ATen ops mapped (graph_editor.importer.aten): fx cannot trace them, or one of
+    # their ops as written does not map
+    "nest_tiny": "fx: int(math.sqrt(T)) on a size",
+    "cpubone_nano": "fx: if pad_h or pad_w on sizes; aten.upsample_nearest2d as Interpolate",
+    "vitamin_small_224": "LayerNormAct2d's F.layer_norm between permutes",
+    "twins_svt_small": "the exported program's ops",
+    "efficientvit_b0": "fx: v.device.type != 'meta'; autocast region inlined; Divide",
 }
 DEFAULT = "pit_ti_224"  # the cheapest: ~5 s of CPU on a quiet machine
 

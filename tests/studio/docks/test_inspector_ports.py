@@ -16,9 +16,9 @@ from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.controller import EditorController
 from graph_editor.ui.live import LiveAnalysis
 from studio.docks.inspector import InspectorDock
-from tests.graph_editor.test_ports import split_net
+from tests.graph_editor.building.test_ports import split_net
 
-from .helpers import settle
+from ..helpers import settle
 
 pytestmark = pytest.mark.qt
 

@@ -9,21 +9,42 @@ free pages back every 0.5 s.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .callbacks import Callback, MetricsWindow
-from .memory.samples import gpu_utilisation, memory_sample, release_free_heap, rss_bytes
-from .metrics import names
-from .metrics.names import rows as metric_rows
-from .protocol import events as ev
+import torch
+
+from ..memory.samples import gpu_utilisation, memory_sample, release_free_heap, rss_bytes
+from ..metrics import names
+from ..metrics.names import rows as metric_rows
+from ..protocol import events as ev
+from . import Callback, MetricsWindow
 
 if TYPE_CHECKING:
-    from .job import Job
+    from ..checks import Setup
+    from ..metrics.recorder import Recorder
+    from ..store.runs import RunStore
 
 MEMORY_EVERY_S = 2.0   # a memory sample at most this often during training
 # glibc keeps the pages of freed batch-sized blocks; given back with each memory sample and this often
 # between them, so a long run's peak does not climb with its steps (600 steps of 60,000 images: +63 MiB)
 TRIM_EVERY_S = 0.5
+
+
+class Job(Protocol):
+    """What reporting reads of a run in progress (:class:`trainer.job.Job` is one)."""
+
+    setup: Setup
+    store: RunStore
+    emitter: ev.Emitter
+    run_id: int
+    recorder: Recorder
+    last_memory: float
+    last_cpu: tuple[float, float]
+
+    @property
+    def spec(self) -> Any: ...
+
+    def elapsed(self) -> float: ...
 
 
 class Reporter(Callback):
@@ -86,9 +107,10 @@ def emit_memory(job: Job, step: int, background: bool = False) -> None:
     job.last_memory = now = time.monotonic()
     cpu, (cpu0, wall0) = time.process_time(), job.last_cpu
     job.last_cpu = (cpu, now)
-    # System curves: the process's CPU use since the last sample (100 = one core busy), its RSS, the GPU's use.
+    # System curves: the process's CPU use since the last sample (100 = one core busy), its RSS, its CPU
+    # threads (trainer.adaptive_threads: fewer while other processes use the cores), the GPU's use.
     system = [(step, names.CPU_PERCENT.name, 100.0 * (cpu - cpu0) / max(now - wall0, 1e-6)),
-              (step, names.RSS.name, float(rss_bytes()))]
+              (step, names.RSS.name, float(rss_bytes())), (step, names.THREADS.name, float(torch.get_num_threads()))]
     if (busy := gpu_utilisation(job.setup.device)) is not None:     # CUDA with NVML: the GPU's utilisation too
         system.append((step, names.GPU_UTIL.name, busy))
 

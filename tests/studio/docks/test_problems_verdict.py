@@ -9,7 +9,7 @@ import pytest
 
 from studio.cli import main
 
-from .helpers import TEMPLATES, settle
+from ..helpers import TEMPLATES, settle
 
 pytestmark = pytest.mark.qt
 

@@ -9,7 +9,7 @@ from PySide6.QtTest import QTest
 from graph_editor.model import save_graph
 from tests.graph_editor.compile_graphs import item_graph
 
-from .helpers import settle
+from ..helpers import settle
 
 
 def test_an_item_read_is_named_on_its_node_in_problems(window, qtbot, tmp_path):

@@ -10,6 +10,9 @@ and memory recording each plug into the loop as one callback, called at named mo
 - ``on_metrics(window)``: a window of steps was read from the device (every ``interval_s`` of training).
 - ``on_epoch_end(event)``: an epoch was evaluated and stored; the callbacks run in their list's order.
 - ``on_checkpoint(event)``: a checkpoint was written and recorded.
+
+Reporting and memory samples are here (:mod:`.reporting`); the commands and checkpoints are in
+:mod:`trainer.job`, inspection in :mod:`trainer.inspection`, memory recording in :mod:`trainer.memory.timeline`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-    from .protocol.events import Checkpoint, EpochEnd
+    from ..protocol.events import Checkpoint, EpochEnd
 
     StepFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 

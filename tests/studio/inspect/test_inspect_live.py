@@ -12,7 +12,7 @@ from PySide6.QtTest import QTest
 
 from graph_editor.model.serialize import graph_to_dict
 
-from .helpers import open_template
+from ..helpers import open_template
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow, pytest.mark.process]
 WAIT = 90_000

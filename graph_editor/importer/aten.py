@@ -1,0 +1,349 @@
+"""The exported program's ATen graph in the form the importer's rules read (issue 23).
+
+Where ``torch.fx`` cannot trace a model (Python on sizes: ``if H != self.window_size``,
+``int(math.sqrt(T))``, ``math.ceil(x / stride)``), the model is captured with ``torch.export``
+(:func:`.capture.capture`: non-strict, the batch dynamic, other sizes specialised at the import's
+shape). :func:`aten_graph` rewrites that program's ATen ops into the calls the import rules already map:
+an op on weights (``aten.conv2d``, ``aten.linear``, ``aten.batch_norm``, ``aten.layer_norm``,
+``aten.group_norm``) becomes a call of the layer module holding those weights, named after the module
+that owns them (so blocks and node ids follow the model's own hierarchy); the other core ops become the
+torch function or tensor method of the same meaning (``aten.add.Tensor`` is ``a + b``, ``aten.reshape`` is
+``x.reshape``, ``aten.slice.Tensor`` is ``x[:, a:b]``). An op without an equivalent is left as it is and
+reported by the conversion like any op no catalog layer does.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import fx, nn
+from torch.export import ExportedProgram
+
+A = torch.ops.aten
+_MAX = 2**63 - 1  # aten's "to the end" of a slice
+
+# aten op -> the torch function with the same positional arguments
+FUNCTIONS: dict[Any, Callable[..., Any]] = {
+    A.relu.default: F.relu, A.relu_.default: F.relu, A.silu.default: F.silu, A.silu_.default: F.silu,
+    A.gelu.default: F.gelu, A.gelu_.default: F.gelu, A.hardswish.default: F.hardswish,
+    A.hardswish_.default: F.hardswish, A.hardsigmoid.default: F.hardsigmoid, A.hardsigmoid_.default: F.hardsigmoid,
+    A.sigmoid.default: torch.sigmoid, A.sigmoid_.default: torch.sigmoid, A.tanh.default: torch.tanh,
+    A.mish.default: F.mish, A.elu.default: F.elu, A.leaky_relu.default: F.leaky_relu,
+    A.leaky_relu_.default: F.leaky_relu,
+    A.add.Tensor: operator.add, A.add_.Tensor: operator.add, A.mul.Tensor: operator.mul, A.mul_.Tensor: operator.mul,
+    A.sub.Tensor: operator.sub, A.div.Tensor: operator.truediv, A.div_.Tensor: operator.truediv, A.rsub.Scalar: torch.rsub,
+    A.matmul.default: torch.matmul, A.bmm.default: torch.bmm, A.cat.default: torch.cat, A.stack.default: torch.stack,
+    A.flatten.using_ints: torch.flatten, A.unsqueeze.default: torch.unsqueeze, A.squeeze.dim: torch.squeeze,
+    A.split.Tensor: torch.split, A.split_with_sizes.default: torch.split, A.chunk.default: torch.chunk,
+    A.unbind.int: torch.unbind, A.softmax.int: F.softmax, A.log_softmax.int: F.log_softmax,
+    A.scaled_dot_product_attention.default: F.scaled_dot_product_attention, A.mean.dim: torch.mean,
+    A.sum.dim_IntList: torch.sum, A.amax.default: torch.amax,
+    A.adaptive_avg_pool2d.default: F.adaptive_avg_pool2d, A.max_pool2d.default: F.max_pool2d,
+    A.avg_pool2d.default: F.avg_pool2d, A.dropout.default: F.dropout, A.narrow.default: torch.narrow,
+    A.pad.default: F.pad, A.constant_pad_nd.default: F.pad, A.swapaxes.default: torch.swapaxes,
+}
+# aten op -> the tensor method of the same name and arguments
+METHODS: dict[Any, str] = {
+    A.reshape.default: "reshape", A.view.default: "view", A.permute.default: "permute",
+    A.transpose.int: "transpose", A.expand.default: "expand", A.sym_size.int: "size", A.contiguous.default: "contiguous",
+    A.clone.default: "contiguous", A.alias.default: "contiguous",
+}
+_DROPPED = {A._assert_tensor_metadata.default, A._assert_scalar.default}  # checks, no values
+
+
+def aten_graph(ep: ExportedProgram) -> fx.GraphModule:
+    """``ep`` as an fx graph of the calls the import rules map, its weights in layer modules."""
+    gm = ep.module(check_guards=False)
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and n.target in _WRAPPERS:
+            _inline(gm, n, _WRAPPERS[n.target])
+    lifter = _Lifter(gm)
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function":
+            continue
+        if n.target in _DROPPED:
+            gm.graph.erase_node(n)
+        elif n.target in _LIFTS:
+            lifter.lift(n, _LIFTS[n.target])
+        elif n.target in FUNCTIONS:
+            n.target = FUNCTIONS[n.target]
+        elif n.target in METHODS:
+            n.op, n.target = "call_method", METHODS[n.target]
+        elif n.target in (A.slice.Tensor, A.select.int):
+            _index(gm, n)
+        elif n.target in _CASTS and _same_dtype(n):
+            n.replace_all_uses_with(_a(n)[0])
+            gm.graph.erase_node(n)
+        elif n.target in _UPSAMPLE:
+            _upsample(n)
+        elif n.target is A.index.Tensor:  # table[:, idxs]: the gather the relative-position fold reads
+            x, indices = _a(n)
+            n.target, n.args = operator.getitem, (x, tuple(slice(None) if i is None else i for i in indices))
+    for n in list(gm.graph.nodes):  # pytree plumbing of the unlifted module: a graph has one input
+        if n.op == "placeholder" and not n.users:
+            gm.graph.erase_node(n)
+        elif not isinstance(n.meta.get("val"), torch.Tensor):  # a size (SymInt): the rules read "val" as a
+            n.meta.pop("val", None)                            # tensor's, and trace a size to the batch
+
+    return fx.GraphModule(lifter.root(), gm.graph, type(gm).__name__)
+
+
+# Regions torch.export keeps as a call of a subgraph: ``with torch.autocast(..., enabled=False)`` (timm's
+# EfficientViT attention), ``with torch.no_grad()``; (the wrapper, how many arguments precede the subgraph).
+# Inlined: a float32 graph computes the same; the region's own autocast setting is not kept.
+_WRAPPERS = {torch.ops.higher_order.wrap_with_autocast: 4, torch.ops.higher_order.wrap_with_set_grad_enabled: 1}
+
+
+def _inline(gm: fx.GraphModule, n: fx.Node, skip: int) -> None:
+    """The subgraph ``n`` calls, copied in its place."""
+    sub_node, *operands = _a(n)[skip:]
+    sub = getattr(gm, str(sub_node.target))
+    placeholders = [p for p in sub.graph.nodes if p.op == "placeholder"]
+    env: dict[fx.Node, Any] = dict(zip(placeholders, operands, strict=True))
+    out: Any = None
+    with gm.graph.inserting_before(n):
+        for node in sub.graph.nodes:
+            if node.op == "placeholder":
+                continue
+            if node.op == "output":
+                out = fx.map_arg(node.args[0], lambda a: env[a])
+                continue
+            env[node] = gm.graph.node_copy(node, lambda a: env[a])
+    for user in list(n.users):  # the wrapper returns a tuple: its users pick from it
+        if user.target is operator.getitem:
+            user.replace_all_uses_with(out[user.args[1]])
+            gm.graph.erase_node(user)
+    gm.graph.erase_node(n)
+    if isinstance(sub_node, fx.Node) and not sub_node.users:
+        gm.graph.erase_node(sub_node)
+
+
+_CASTS = {A.to.dtype, A.to.dtype_layout, A._to_copy.default, A.type_as.default}
+_UPSAMPLE = {A.upsample_nearest2d.vec: "nearest", A.upsample_bilinear2d.vec: "bilinear",
+             A.upsample_bicubic2d.vec: "bicubic", A._upsample_nearest_exact2d.vec: "nearest-exact"}
+
+
+def _same_dtype(n: fx.Node) -> bool:
+    """A cast to the dtype its input already has (``x.float()`` of a float32 tensor): nothing happens."""
+    x = _a(n)[0].meta.get("val") if isinstance(_a(n)[0], fx.Node) else None
+    out = n.meta.get("val")
+    return isinstance(x, torch.Tensor) and isinstance(out, torch.Tensor) and x.dtype == out.dtype
+
+
+def _upsample(n: fx.Node) -> None:
+    """``aten.upsample_*2d.vec(x, size, [align_corners,] scales)`` as ``F.interpolate``."""
+    target: Any = n.target
+    mode = _UPSAMPLE[target]
+    x, size, *rest = _a(n)
+    kwargs: dict[str, Any] = {"size": size, "scale_factor": rest[-1] if rest else None, "mode": mode}
+    if mode in ("bilinear", "bicubic"):
+        kwargs["align_corners"] = rest[0] if len(rest) > 1 else None
+    if kwargs["size"] is not None:
+        kwargs["scale_factor"] = None
+    n.target, n.args, n.kwargs = F.interpolate, (x,), kwargs
+
+
+def _index(gm: fx.GraphModule, n: fx.Node) -> None:
+    """``aten.slice.Tensor(x, dim, start, end, step)`` as ``x[:, start:end:step]`` (the whole of it: ``x``),
+    ``aten.select.int(x, dim, i)`` as ``x[:, i]``."""
+    x, dim, *rest = _a(n)
+    if n.target is A.select.int:
+        part: Any = rest[0]
+    else:
+        start, end, step = [*rest, None, None, None][:3]
+        part = slice(None if start in (None, 0) else start, None if end in (None, _MAX) else end,
+                     None if step in (None, 1) else step)
+        if part == slice(None):
+            n.replace_all_uses_with(x)
+            gm.graph.erase_node(n)
+            return
+    n.target, n.args = operator.getitem, (x, (*[slice(None)] * int(dim), part))
+
+
+class _Lifter:
+    """Layer modules made from the weights an op reads, each at the path of the module owning them."""
+
+    def __init__(self, gm: fx.GraphModule) -> None:
+        self.gm = gm
+        self.modules: dict[str, nn.Module] = {}
+        self.by_weight: dict[str, str] = {}  # the weight's path -> the module made from it (a shared weight)
+
+    def tensor(self, a: Any) -> torch.Tensor | None:
+        if not isinstance(a, fx.Node) or a.op != "get_attr":
+            return None
+        t = self.gm
+        for part in str(a.target).split("."):
+            t = getattr(t, part)
+        return t if isinstance(t, torch.Tensor) else None
+
+    def lift(self, n: fx.Node, make: Callable[[_Lifter, fx.Node], tuple[nn.Module, fx.Node] | None]) -> None:
+        made = make(self, n)
+        if made is None:
+            return  # left as the aten op: reported where no rule maps it
+        module, weight = made
+        path = self.by_weight.get(str(weight.target))
+        if path is None:
+            owner = str(weight.target).rpartition(".")[0] or "layer"
+            path, i = owner, 2
+            while path in self.modules:
+                path, i = f"{owner}_{i}", i + 1
+            self.modules[path] = module
+            self.by_weight[str(weight.target)] = path
+        with self.gm.graph.inserting_before(n):  # a new node, named after the module as fx names a call
+            call = self.gm.graph.call_module(path, (_a(n)[0],))
+        call.meta = n.meta
+        n.replace_all_uses_with(call)
+        self.gm.graph.erase_node(n)
+
+    def root(self) -> nn.Module:
+        """A module holding the lifted layers and every tensor a get_attr still reads, at their paths (a
+        path under a lifted layer gets its own name beside it)."""
+        root = nn.Module()
+        for n in list(self.gm.graph.nodes):
+            if n.op == "get_attr" and not n.users:  # a weight now read by its layer module
+                self.gm.graph.erase_node(n)
+        for path, module in sorted(self.modules.items()):
+            _put(root, path, module)
+        for n in self.gm.graph.nodes:
+            if n.op == "get_attr":
+                value = self.tensor(n)
+                target = str(n.target)
+                if value is not None and not _has(root, target):
+                    _put(root, target, value)
+        return root
+
+
+def _a(n: fx.Node) -> Any:
+    """A call's arguments, as the rules read them (fx types them as any Argument)."""
+    return n.args
+
+
+def _has(root: nn.Module, path: str) -> bool:
+    try:
+        obj: Any = root
+        for part in path.split("."):
+            obj = getattr(obj, part)
+        return True
+    except AttributeError:
+        return False
+
+
+def _put(root: nn.Module, path: str, value: Any) -> None:
+    *parents, name = path.split(".")
+    owner = root
+    for part in parents:
+        child = getattr(owner, part, None)
+        if not isinstance(child, nn.Module):
+            child = nn.Module()
+            owner.add_module(part, child)
+        owner = child
+    if isinstance(value, nn.Module):
+        owner.add_module(name, value)
+    elif isinstance(value, nn.Parameter):
+        owner.register_parameter(name, value)
+    else:
+        owner.register_buffer(name, value)
+
+
+def _weights(lifter: _Lifter, n: fx.Node, *names: tuple[int, str]) -> dict[str, Any] | None:
+    """The tensors at argument positions ``names`` (None where the argument is None), or None where one is
+    not a tensor the model holds (computed in forward: a weight standardised on the fly)."""
+    out: dict[str, Any] = {}
+    for pos, name in names:
+        a = _a(n)[pos] if pos < len(n.args) else None
+        if a is None:
+            out[name] = None
+            continue
+        t = lifter.tensor(a)
+        if t is None:
+            return None
+        out[name] = t
+    return out
+
+
+def _arg(n: fx.Node, pos: int, default: Any) -> Any:
+    return _a(n)[pos] if pos < len(n.args) else default
+
+
+def _conv(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
+    w = _weights(lifter, n, (1, "weight"), (2, "bias"))
+    if w is None or w["weight"] is None or not isinstance(w["weight"], nn.Parameter):
+        return None
+    weight = w["weight"]
+    cls = {3: nn.Conv1d, 4: nn.Conv2d, 5: nn.Conv3d}[weight.dim()]
+    groups = int(_arg(n, 6, 1))
+    k: Any = tuple(weight.shape[2:])
+    rank = len(k)
+    stride, padding, dilation = (_arg(n, i, d) for i, d in ((3, [1] * rank), (4, [0] * rank), (5, [1] * rank)))
+    with torch.device("meta"):
+        conv = cls(weight.shape[1] * groups, weight.shape[0], k, stride=stride, padding=padding, dilation=dilation,
+                   groups=groups, bias=w["bias"] is not None)
+    conv.weight = weight
+    if w["bias"] is not None:
+        conv.bias = w["bias"]
+    return conv, _a(n)[1]
+
+
+def _linear(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
+    w = _weights(lifter, n, (1, "weight"), (2, "bias"))
+    if w is None or not isinstance(w["weight"], nn.Parameter) or w["weight"].dim() != 2:
+        return None
+    with torch.device("meta"):
+        linear = nn.Linear(w["weight"].shape[1], w["weight"].shape[0], bias=w["bias"] is not None)
+    linear.weight = w["weight"]
+    if w["bias"] is not None:
+        linear.bias = w["bias"]
+    return linear, _a(n)[1]
+
+
+def _batch_norm(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
+    w = _weights(lifter, n, (1, "weight"), (2, "bias"), (3, "running_mean"), (4, "running_var"))
+    if w is None or any(w[k] is None for k in w) or bool(_arg(n, 5, False)):
+        return None  # affine with running statistics, in evaluation mode: what the catalog's BatchNorm is
+    x = _a(n)[0].meta.get("val") if isinstance(_a(n)[0], fx.Node) else None
+    if not isinstance(x, torch.Tensor) or x.dim() not in (2, 3, 4):
+        return None
+    cls = nn.BatchNorm2d if x.dim() == 4 else nn.BatchNorm1d
+    with torch.device("meta"):
+        bn = cls(w["weight"].shape[0], eps=float(_arg(n, 7, 1e-5)), momentum=float(_arg(n, 6, 0.1)))
+    bn.weight, bn.bias = w["weight"], w["bias"]
+    bn.running_mean, bn.running_var = w["running_mean"], w["running_var"]
+    bn.num_batches_tracked = torch.zeros((), dtype=torch.long)
+    return bn, _a(n)[1]
+
+
+def _layer_norm(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
+    w = _weights(lifter, n, (2, "weight"), (3, "bias"))
+    if w is None or w["weight"] is None:
+        return None
+    with torch.device("meta"):
+        ln = nn.LayerNorm(list(_a(n)[1]), eps=float(_arg(n, 4, 1e-5)), bias=w["bias"] is not None)
+    ln.weight = w["weight"]
+    if w["bias"] is not None:
+        ln.bias = w["bias"]
+    return ln, _a(n)[2]
+
+
+def _group_norm(lifter: _Lifter, n: fx.Node) -> tuple[nn.Module, fx.Node] | None:
+    w = _weights(lifter, n, (2, "weight"), (3, "bias"))
+    if w is None or w["weight"] is None:
+        return None
+    with torch.device("meta"):
+        gn = nn.GroupNorm(int(_a(n)[1]), w["weight"].shape[0], eps=float(_arg(n, 4, 1e-5)),
+                          affine=True)
+    gn.weight = w["weight"]
+    if w["bias"] is not None:
+        gn.bias = w["bias"]
+    else:
+        gn.bias = None  # type: ignore[assignment]
+    return gn, _a(n)[2]
+
+
+_LIFTS: dict[Any, Callable[[_Lifter, fx.Node], tuple[nn.Module, fx.Node] | None]] = {
+    A.conv1d.default: _conv, A.conv2d.default: _conv, A.conv3d.default: _conv, A.linear.default: _linear,
+    A.batch_norm.default: _batch_norm, A.layer_norm.default: _layer_norm, A.group_norm.default: _group_norm,
+}
