@@ -16,8 +16,10 @@ time (``/proc/self/stat``), between two samples. The first sample is taken when 
 step, covers the seconds of the worker's start: load that began before the run is seen at once.
 Then a sample is due every ``every_s`` of steps (a clock read per step, two small files per sample),
 so load that starts mid-run is answered within about a second. With hysteresis: a team of ``n``
-threads drops when the others use more than half a core of what it needs, and grows back only
-when they leave a core and four fifths of it free.
+threads drops when the others use more than 0.6 of a core of what it needs, and grows back only
+when they leave a core and 0.6 of it free (the studio's own dashboard, beside its run, uses 0.1-0.3
+of a core: that is no reason to give up a core; a busy process measures 0.7-1.0 beside a team that
+spins, and 1.0 beside one thread).
 
 Nothing here imports torch: the decision is pure (:func:`others_cores`, :func:`target_threads`),
 tested with fake ``/proc`` text.
@@ -38,8 +40,8 @@ from .callbacks import Callback
 if TYPE_CHECKING:
     from .callbacks import StepFn
 
-DROP_MARGIN = 0.5    # the others may use this much of a core before a thread goes
-GROW_MARGIN = 0.2    # ... and at most this much before a thread comes back
+DROP_MARGIN = 0.6    # the others may use this much of a core before a thread goes
+GROW_MARGIN = 0.4    # ... and at most this much before a thread comes back
 EVERY_S = 1.0
 PROC = Path("/proc")
 

@@ -61,18 +61,18 @@ def test_others_cores_is_the_busy_time_less_our_own():
     assert at.others_cores(before, ours) == 0.0
 
 
-def test_two_cores_drop_to_one_thread_beside_half_a_busy_core_and_come_back_only_when_free():
+def test_two_cores_drop_to_one_thread_beside_a_busy_process_and_come_back_only_when_free():
     assert at.target_threads(0.1, cores=2, current=2) == 2          # the studio's GUI beside the run
-    assert at.target_threads(0.45, cores=2, current=2) == 2
+    assert at.target_threads(0.55, cores=2, current=2) == 2
     assert at.target_threads(0.7, cores=2, current=2) == 1          # another process: no team
     assert at.target_threads(2.0, cores=2, current=2) == 1          # two hogs: never below one
-    assert at.target_threads(0.45, cores=2, current=1) == 1         # hysteresis: still busy enough
-    assert at.target_threads(0.3, cores=2, current=1) == 1
-    assert at.target_threads(0.15, cores=2, current=1) == 2         # free again
+    assert at.target_threads(0.55, cores=2, current=1) == 1         # hysteresis: still busy enough
+    assert at.target_threads(0.45, cores=2, current=1) == 1
+    assert at.target_threads(0.3, cores=2, current=1) == 2          # a dashboard's share: a core is free
     assert at.target_threads(2.3, cores=8, current=8) == 6          # bigger machines give up what is used
     assert at.target_threads(1.1, cores=8, current=8) == 7
-    assert at.target_threads(1.3, cores=8, current=7) == 7          # between the margins: kept
-    assert at.target_threads(1.3, cores=8, current=6) == 6
+    assert at.target_threads(1.5, cores=8, current=7) == 7          # between the margins: kept
+    assert at.target_threads(1.5, cores=8, current=6) == 6
     assert at.target_threads(0.0, cores=8, current=3) == 8
     assert at.target_threads(5.0, cores=1, current=1) == 1
 

@@ -12,6 +12,8 @@ import pytest
 
 from tests.trainer.helpers import ROOT
 
+pytestmark = pytest.mark.process
+
 SCRIPT = textwrap.dedent("""
     import ctypes, ctypes.util
     import torch
