@@ -140,7 +140,8 @@ def test_a_file_that_is_not_weights_is_refused_in_one_line_naming_it(tmp_path):
             initialise(model, graph, spec)
         (problem,) = err.value.problems
         assert problem.startswith(f"model.init_from: cannot read {path}: ") and "\n" not in problem, (name, problem)
-        assert "Re-running" not in problem and len(problem) < 300, problem    # not torch's paragraph of advice
+        # not torch's paragraph of advice: the reason is one short line, whatever the temp folder's length
+        assert "Re-running" not in problem and len(problem) - len(str(path)) < 250, problem
 
 
 @pytest.mark.process
