@@ -1,12 +1,15 @@
-"""Fixtures for the canvas tests: small real graphs and an editor on a real QUndoStack."""
+"""Fixtures for the canvas tests: small real graphs, an editor on a real QUndoStack and a shown canvas."""
 
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import QPointF
 from PySide6.QtGui import QUndoStack
 
 from graph_editor.model import Graph, InputSpec
+from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.controller import EditorController
+from graph_editor.ui.live import LiveAnalysis
 
 
 def lenet() -> Graph:
@@ -34,3 +37,16 @@ def editor(qtbot, graph) -> EditorController:
     stack = QUndoStack()
     controller = EditorController(graph, stack)
     return controller
+
+
+@pytest.fixture
+def canvas(editor, qtbot) -> GraphCanvas:
+    live = LiveAnalysis(editor, analyze=False)
+    view = GraphCanvas(editor, live)
+    qtbot.addWidget(view)
+    view.resize(1000, 600)
+    view.show()
+    qtbot.waitExposed(view)
+    live.refresh()
+    view.centerOn(QPointF(700, 60))  # the lenet fixture is a row of nodes 180 apart at y=0
+    return view

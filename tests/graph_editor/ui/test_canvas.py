@@ -11,23 +11,9 @@ from PySide6.QtWidgets import QApplication
 from graph_editor.model import Edge
 from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.items import NodeItem
-from graph_editor.ui.live import LiveAnalysis
 from graph_editor.ui.menus import context_actions
 from graph_editor.ui.mime import GRAPH_MIME, LAYER_MIME
 from graph_editor.ui.style import LIGHT
-
-
-@pytest.fixture
-def canvas(editor, qtbot) -> GraphCanvas:
-    live = LiveAnalysis(editor, analyze=False)
-    view = GraphCanvas(editor, live)
-    qtbot.addWidget(view)
-    view.resize(1000, 600)
-    view.show()
-    qtbot.waitExposed(view)
-    live.refresh()
-    view.centerOn(QPointF(700, 60))  # the lenet fixture is a row of nodes 180 apart at y=0
-    return view
 
 
 def at(view: GraphCanvas, scene_point: QPointF) -> QPoint:

@@ -4,26 +4,11 @@ rectangle, the minimap's kept picture. Real mouse events, offscreen."""
 
 from __future__ import annotations
 
-import pytest
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
 from PySide6.QtTest import QTest
 
 from graph_editor.model import Edge
 from graph_editor.ui.canvas import GraphCanvas
-from graph_editor.ui.live import LiveAnalysis
-
-
-@pytest.fixture
-def canvas(editor, qtbot) -> GraphCanvas:
-    live = LiveAnalysis(editor, analyze=False)
-    view = GraphCanvas(editor, live)
-    qtbot.addWidget(view)
-    view.resize(1000, 600)
-    view.show()
-    qtbot.waitExposed(view)
-    live.refresh()
-    view.centerOn(QPointF(700, 60))  # the lenet fixture is a row of nodes 180 apart at y=0
-    return view
 
 
 def title_of(view: GraphCanvas, node: str) -> QPoint:
