@@ -410,25 +410,29 @@ def main() -> int:
                         help="folder for the screenshots and the studio's stderr (default: TMP/torch-studio-walk)")
     parser.add_argument("--epochs", type=int, default=300, help="epochs of each run (long enough to pause)")
     args = parser.parse_args()
+    return drive("desktop walk", Path(args.out), lambda walk: run_walk(walk, args.epochs))
+
+
+def drive(name: str, out: Path, steps: Callable[[Walk], None]) -> int:
+    """Start an X server, run ``steps`` on a fresh :class:`Walk` writing to ``out``, stop everything; the
+    exit status (0 passed, 1 a step failed, 2 a tool is missing), with one line saying which."""
     missing = [t for t in ("Xvfb", "xdotool", "import") if shutil.which(t) is None]
     if missing:
-        print(f"desktop walk: missing {', '.join(missing)}: apt-get install -y xvfb xdotool imagemagick",
-              file=sys.stderr)
+        print(f"{name}: missing {', '.join(missing)}: apt-get install -y xvfb xdotool imagemagick", file=sys.stderr)
         return 2
-    out = Path(args.out).resolve()
+    out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     walk = Walk(out, sys.executable)
     try:
         walk.start_x()
-        run_walk(walk, args.epochs)
+        steps(walk)
     except WalkFailed as exc:
-        print(f"desktop walk FAILED at {exc}", file=sys.stderr)
+        print(f"{name} FAILED at {exc}", file=sys.stderr)
         return 1
     finally:
         walk.stop()
-    print(f"desktop walk passed: {walk.step_no} steps, screenshots in {out}")
+    print(f"{name} passed: {walk.step_no} steps, screenshots in {out}")
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

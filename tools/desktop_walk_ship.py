@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from desktop_walk import ROOT, Walk, WalkFailed  # noqa: E402 - the tools folder is no package
+from desktop_walk import ROOT, Walk, WalkFailed, drive  # noqa: E402 - the tools folder is no package
 
 DIGITS = ROOT / "assets" / "data" / "digits.npz"
 
@@ -108,25 +107,8 @@ def main() -> int:
     parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "torch-studio-ship-walk"),
                         help="folder for the screenshots, the studio's stderr and predict's output")
     args = parser.parse_args()
-    missing = [t for t in ("Xvfb", "xdotool", "import") if shutil.which(t) is None]
-    if missing:
-        print(f"ship walk: missing {', '.join(missing)}: apt-get install -y xvfb xdotool imagemagick", file=sys.stderr)
-        return 2
-    out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    walk = Walk(out, sys.executable)
     os.environ.pop("TORCH_STUDIO_DB", None)
-    try:
-        walk.start_x()
-        run_ship_walk(walk)
-    except WalkFailed as exc:
-        print(f"ship walk FAILED at {exc}", file=sys.stderr)
-        return 1
-    finally:
-        walk.stop()
-    print(f"ship walk passed: {walk.step_no} steps, screenshots in {out}")
-    return 0
-
+    return drive("ship walk", Path(args.out), run_ship_walk)
 
 if __name__ == "__main__":
     raise SystemExit(main())
