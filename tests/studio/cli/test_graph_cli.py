@@ -10,21 +10,12 @@ import textwrap
 import pytest
 
 from graph_editor.model import Edge, load_graph, save_graph
-from studio.cli import main
 from tests.graph_editor.graph_testing import ROOT, TEMPLATES, lenet_graph
+from tests.studio.cli.in_process import run
 
 pytestmark = pytest.mark.process
 
 LENET = str(TEMPLATES / "lenet5.graph.json")
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_summary_table(capsys):

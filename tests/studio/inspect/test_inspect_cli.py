@@ -5,18 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from studio.cli import main
+from tests.studio.cli.in_process import run
 
 DIGITS = str(Path(__file__).resolve().parents[3] / "assets" / "templates" / "digits_cnn.graph.json")
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_autograd_table_per_graph_node_and_totals(capsys):
