@@ -101,8 +101,8 @@ class Controls:
             self._paused()
 
     def _paused(self) -> None:
+        start = time.perf_counter()   # before on_state: the pause began when it was applied
         self.on_state("paused", PAUSE)
-        start = time.perf_counter()
         try:
             self._wait_for_resume()
         finally:
