@@ -88,9 +88,30 @@ class DeviceLoader:
     def _finish(self, x: torch.Tensor) -> torch.Tensor:
         if self.augment is not None:
             x = self.augment(x, self.generator)
-        if self.channels_last and x.dim() == 4:
-            x = x.contiguous(memory_format=torch.channels_last)
-        return x
+        return batch_layout(x, self.channels_last)
+
+
+def batch_layout(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """A batch in the one layout every batch of a run has: contiguous (channels_last for a convnet's
+    images) with the standard strides, also on dimensions of size 1, which ``contiguous`` leaves as they
+    came (a 1-channel image batch is contiguous both ways with strides (64, 64, 8, 1) or (64, 1, 8, 1),
+    depending on whether it was gathered or augmented). A compiled model's graphs are specialised and
+    cached on the strides of its input: the warm-up's synthetic batches, laid out one way, missed the
+    compile caches for a run of the digits laid out the other way. No copy when only strides of size-1
+    dimensions differ."""
+    fmt = torch.channels_last if channels_last and x.dim() == 4 else torch.contiguous_format
+    x = x.contiguous(memory_format=fmt)
+    standard = _standard_strides(tuple(x.shape), fmt is torch.channels_last)
+    return x if x.stride() == standard else x.as_strided(x.shape, standard)
+
+
+def _standard_strides(shape: tuple[int, ...], channels_last: bool) -> tuple[int, ...]:
+    order = [0, 2, 3, 1] if channels_last else list(range(len(shape)))   # dimensions, outermost first
+    strides, step = [0] * len(shape), 1
+    for dim in reversed(order):
+        strides[dim] = step
+        step *= max(shape[dim], 1)
+    return tuple(strides)
 
 
 class _Rows(Dataset):

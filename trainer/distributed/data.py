@@ -27,7 +27,7 @@ import torch
 
 from ..checks import Setup
 from ..data.images.prepare import file_loaders
-from ..data.loaders import Augment, DeviceLoader, StreamLoader, eval_rows
+from ..data.loaders import Augment, DeviceLoader, StreamLoader, batch_layout, eval_rows
 
 
 class ShardLoader(DeviceLoader):
@@ -64,9 +64,7 @@ class ShardStreamLoader(StreamLoader):
             x = _normalised(self, x.to(self.device, non_blocking=True))
             if self.augment is not None:
                 x = self.augment(x, self.aug_generator)
-            if self.channels_last and x.dim() == 4:
-                x = x.contiguous(memory_format=torch.channels_last)
-            yield x, y.to(self.device, non_blocking=True), self.local
+            yield batch_layout(x, self.channels_last), y.to(self.device, non_blocking=True), self.local
 
 
 class ShardEvalLoader(DeviceLoader):
