@@ -1,14 +1,14 @@
 """One run in progress: the model, optimizer, loaders and bookkeeping, and the epochs that drive them.
 
 :func:`make_job` builds everything from a checked :class:`~trainer.checks.Setup`; :func:`run_epochs`
-runs epochs until done, stopped or early-stopped; :func:`save` and :func:`restore` are the
-checkpoint round trip that makes a resumed run end where an uninterrupted one would.
+runs epochs until done, stopped or early-stopped. Checkpoints (saving off the training thread, and
+the round trip that makes a resumed run end where an uninterrupted one would) are :mod:`.checkpointing`.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,18 +20,7 @@ from graph_editor.building import build_module
 from . import adaptive_threads
 from .callbacks import Callback
 from .callbacks.reporting import MemorySamples, Reporter
-from .checkpoints.single_file import (
-    CheckpointError,
-    checkpoint_file,
-    fault_point,
-    load_optimizer,
-    optimizer_tensors,
-    prune,
-    restore_rng,
-    rng_tensors,
-    save_checkpoint,
-    verify_checkpoint,
-)
+from .checkpointing import Checkpoints, save
 from .checks import Setup
 from .compilation import recipes as warm
 from .compilation.log import watch as watch_compile
@@ -194,20 +183,6 @@ class Commands(Callback):
         return self.controls.poll(step)
 
 
-class Checkpoints(Callback):
-    """The best checkpoint when an epoch improved the spec's metric, the last one after every epoch."""
-
-    def __init__(self, job: Job) -> None:
-        self.job = job
-
-    def on_epoch_end(self, event: ev.EpochEnd) -> None:
-        spec = self.job.spec
-        if spec.checkpoints.best and event.best:
-            save(self.job, "best")
-        if spec.checkpoints.last:
-            save(self.job, "last")
-
-
 def core_callbacks(job: Job) -> list[Callback]:
     """What every run plugs into its loop, in the order they act at an epoch's end: its event, its
     checkpoints, a memory sample; the commands after each step, the metrics after each window."""
@@ -305,7 +280,7 @@ def _report_the_rest(job: Job, loop: Loop) -> None:
 def end_of_epoch(job: Job, epoch: int, seconds: float) -> bool:
     """Evaluate, store, checkpoint and report an epoch; True when early stopping ends the run."""
     spec = job.spec
-    job.recorder.flush()        # the epoch's metrics events come before its epoch_end
+    job.recorder.check()        # a write of the last epoch that failed fails the run here
     val = evaluate_split(job, "val")
     values = {"val_accuracy": val.accuracy, "val_loss": val.loss} if val else {}
     improved = {name: _improves(job, name, v, epoch) for name, v in values.items()}
@@ -317,12 +292,14 @@ def end_of_epoch(job: Job, epoch: int, seconds: float) -> bool:
                         per_class=ev.PerClass.from_dict(per_class) if per_class else None,
                         confusion=val.confusion.tolist() if val else None,
                         classes=[str(c) for c in job.setup.splits.classes] if val else None)
-    job.store.add_metrics(job.run_id, metric_rows(event, job.step))
     report = {"per_class": per_class, "confusion": event.confusion, "classes": event.classes} if val else {}
-    job.store.add_epoch_report(job.run_id, epoch, {**report, "step": job.step})   # the weights it judged
     best = job.best.get(best_metric)
-    job.store.update_run(job.run_id, epoch=epoch, step=job.step, best_metric=best_metric,
-                         best_value=best[0] if best else None)
+    rows, step, best_value = metric_rows(event, job.step), job.step, best[0] if best else None
+    # One transaction, on the recorder thread after the epoch's metrics; its event, checkpoints and memory
+    # sample follow it there (the callbacks below submit them), so a reader that sees the event finds the rows.
+    job.recorder.submit(lambda: job.store.record_epoch(
+        job.run_id, rows, {**report, "step": step},    # the report names the weights it judged
+        epoch=epoch, step=step, best_metric=best_metric, best_value=best_value))
     stop_metric = spec.early_stopping.metric
     job.bad_epochs = 0 if improved.get(stop_metric, True) else job.bad_epochs + 1   # before a checkpoint keeps it
     for callback in job.callbacks:      # the event, the checkpoints, a memory sample
@@ -347,99 +324,8 @@ def evaluate_split(job: Job, name: str) -> Evaluation | None:
                     precision=job.spec.precision.dtype, reduce=job.dist.sum_over_ranks if job.dist else None)
 
 
-# ---------------------------------------------------------------- checkpoints
-def save(job: Job, kind: str) -> Path:
-    """Write the ``kind`` ("best"/"last") checkpoint, record it in the store, then emit the event."""
-    if job.dist is not None:     # every rank writes its shard (torch.distributed.checkpoint)
-        return job.dist.save(job, kind)
-    job.recorder.flush()
-    tensors, meta = checkpoint_state(job, kind)
-    metric = job.spec.checkpoints.metric
-    value = job.best.get(metric, [None])[0] if kind == "best" else None
-    # The sequence a kill may cut anywhere: the file (one atomic unit), its record, then the older
-    # files go. A file without a record is never used; a record always names a whole file.
-    path = save_checkpoint(checkpoint_file(job.run_dir / "checkpoints", kind, job.step), tensors, meta)
-    fault_point("renamed")
-    job.store.add_checkpoint(job.run_id, kind, str(path), job.step, job.epoch, value)
-    fault_point("recorded")
-    prune(path.parent, kind, job.step)
-    fault_point("pruned")
-    checkpoint_saved(job, ev.Checkpoint(kind=kind, path=str(path), step=job.step, epoch=job.epoch, metric=metric,
-                                         value=value))
-    return path
-
-
-def checkpoint_saved(job: Job, event: ev.Checkpoint) -> None:
-    """A checkpoint is written and recorded: every callback hears of it (reporting emits the event)."""
-    for callback in job.callbacks:
-        callback.on_checkpoint(event)
-
-
-def checkpoint_state(job: Job, kind: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """What a checkpoint holds: the tensors (weights, optimizer state, RNG, the epoch's order) and the
-    metadata that lets a resumed run end where an uninterrupted one would."""
-    opt_tensors, opt_meta = optimizer_tensors(job.opt)
-    tensors = {**{f"model.{k}": v for k, v in job.model.state_dict().items()}, **opt_tensors,
-               **rng_tensors(job.loaders["train"].generator)}
-    in_epoch = job.order is not None
-    if in_epoch:
-        tensors["loop.order"] = job.order
-    meta: dict[str, Any] = {
-        "run_id": job.run_id, "kind": kind, "step": job.step, "epoch": job.epoch, "optimizer": opt_meta,
-        "position": job.position if in_epoch else None, "totals": asdict(job.totals) if in_epoch else None,
-        "best": job.best, "bad_epochs": job.bad_epochs, "lr_override": job.controls.lr_override,
-        "scaler": job.scaler.state_dict() if job.scaler is not None else None, "spec": job.spec.to_dict(),
-        "time": job.elapsed(),
-    }
-    return tensors, meta
-
-
-def restore(job: Job, checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]]) -> None:
-    """Continue from a (verified) checkpoint: weights, optimizer, RNG, step, epoch position and bookkeeping."""
-    tensors, meta = checkpoint
-    job.model.load_state_dict({k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")})
-    load_optimizer(job.opt, tensors, meta["optimizer"])
-    restore_rng(tensors, job.loaders["train"].generator)
-    job.step, job.epoch = meta["step"], meta["epoch"]
-    job.best, job.bad_epochs = meta["best"], meta["bad_epochs"]
-    job.controls.lr_override = meta["lr_override"]
-    job.started = time.monotonic() - _run_time(job, meta)
-    if job.scaler is not None and meta.get("scaler"):
-        job.scaler.load_state_dict(meta["scaler"])
-    if meta["position"] is not None:
-        job.order = tensors["loop.order"].to(job.setup.device)
-        job.position, job.totals = meta["position"], EpochTotals(**meta["totals"])
-
-
-def _run_time(job: Job, meta: dict[str, Any]) -> float:
-    """The run's clock at a checkpoint: saved with it, or (older checkpoints) the last "time" metric
-    recorded up to its step."""
-    if isinstance(meta.get("time"), (int, float)):
-        return float(meta["time"])
-    times = [v for s, _n, v in job.store.metrics(job.run_id, names.TIME.name) if s <= meta["step"] and v is not None]
-    return max(times, default=0.0)
-
-
 def record_lr_set(job: Job, lr: float) -> None:
     """A learning rate set by hand (the ``set_lr`` command), kept with the run as the metric ``lr/set``
     at the step it takes effect: the run's details say when the schedule was overridden."""
     step = job.step
     job.recorder.submit(lambda: job.store.add_metrics(job.run_id, [(step, names.LR_SET.name, lr)]))
-
-
-def load_best_weights(job: Job) -> bool:
-    """Put the newest whole best checkpoint's weights into the model (for the final test); False when
-    there is none."""
-    if not job.spec.checkpoints.best:
-        return False
-    if job.dist is not None:
-        return job.dist.load_best(job)
-    for row in job.store.checkpoint_candidates(job.run_id, "best"):
-        try:
-            tensors, _ = verify_checkpoint(row.path, step=row.step)
-        except CheckpointError:
-            continue
-        job.model.load_state_dict({k.removeprefix("model."): v for k, v in tensors.items()
-                                   if k.startswith("model.")})
-        return True
-    return False

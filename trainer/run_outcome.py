@@ -16,10 +16,11 @@ import torch
 from graph_editor.building import BuildError
 
 from .callbacks.reporting import emit_memory
+from .checkpointing import load_best_weights
 from .checks import Setup
 from .data import DataError
 from .distributed.lifeline import live_ranks
-from .job import Job, evaluate_split, load_best_weights
+from .job import Job, evaluate_split
 from .metrics.names import rows as metric_rows
 from .protocol import events as ev
 from .spec import SpecError

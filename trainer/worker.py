@@ -26,6 +26,7 @@ import torch
 
 from graph_editor.model.units import mib
 
+from .checkpointing import restore
 from .checkpoints.single_file import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
 from .compilation import recipes as warm
@@ -34,7 +35,6 @@ from .distributed.lifeline import is_torchrun_child
 from .job import (
     build_model,
     make_job,
-    restore,
     run_epochs,
 )
 from .loop import NonFiniteLoss

@@ -58,14 +58,15 @@ class Reporter(Callback):
         report_metrics(self.job, window)
 
     def on_epoch_end(self, event: ev.EpochEnd) -> None:
-        self.job.emitter.emit(event)
+        self.job.recorder.submit(lambda: self.job.emitter.emit(event))   # after the epoch's rows
 
     def on_checkpoint(self, event: ev.Checkpoint) -> None:
         self.job.emitter.emit(event)
 
 
 class MemorySamples(Callback):
-    """A memory sample every :data:`MEMORY_EVERY_S` of training (off the training thread) and at each epoch's end."""
+    """A memory sample every :data:`MEMORY_EVERY_S` of training and at each epoch's end (stored and emitted
+    off the training thread)."""
 
     def __init__(self, job: Job) -> None:
         self.job = job
@@ -80,7 +81,7 @@ class MemorySamples(Callback):
             self.job.recorder.submit(release_free_heap)
 
     def on_epoch_end(self, event: ev.EpochEnd) -> None:
-        emit_memory(self.job, event.step)
+        emit_memory(self.job, event.step, background=True)   # after the epoch's checkpoint, not waiting for it
 
 
 def report_metrics(job: Job, window: MetricsWindow) -> None:

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-META_VERSION = 2
+META_VERSION = 3      # 3: ``kinds`` (the kinds one file serves as: best and last share one) for ``kind``
 META_KEY = "torch_studio"
 FAULT_ENV = "TORCH_STUDIO_TEST_CHECKPOINT"  # tests only: pause or kill the worker inside a save
 FAULT_POINTS = ("written", "torn", "renamed", "recorded", "pruned")

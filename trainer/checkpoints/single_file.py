@@ -3,8 +3,9 @@
 ``<kind>-<step>.safetensors`` holds ``model.*`` (the state dict), ``optim.<param index>.<key>``
 (optimizer state), ``rng.*`` (generator states as uint8 tensors) and ``loop.*`` (the epoch's shuffled
 order and the device-side accumulators of an epoch stopped midway). The header's metadata
-(``torch_studio``, JSON) holds the step, epoch, optimizer param groups, schedule state, the spec and a
-SHA-256 of every tensor's bytes.
+(``torch_studio``, JSON) holds the step, epoch, the kinds the file serves as, optimizer param groups,
+schedule state, the spec and a SHA-256 of every tensor's bytes. A save that is both the best and the
+last is written once: ``best-N`` and ``last-N`` are one file, hard-linked (or copied; :func:`link_checkpoint`).
 
 One file is one atomic unit: it is written under a temporary name, flushed to disk and renamed, so
 a reader finds either the whole new checkpoint or none of it; the tensors can never belong to another
@@ -54,8 +55,19 @@ def checkpoint_file(folder: Path, kind: str, step: int) -> Path:
 def save_checkpoint(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> Path:
     """Write ``path`` as one atomic unit: tensors and metadata (with a checksum) in one file, written
     under a temporary name, flushed to disk, then renamed. Returns ``path``."""
+    return write_checkpoint(path, snapshot(tensors), meta)
+
+
+def snapshot(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The tensors as contiguous CPU copies of their own (one copy each, whatever their layout): what a
+    checkpoint written later, on another thread, holds, however the run's next steps change the originals."""
+    return {k: v.detach().to("cpu", memory_format=torch.contiguous_format, copy=True) for k, v in tensors.items()}
+
+
+def write_checkpoint(path: Path, flat: dict[str, torch.Tensor], meta: dict[str, Any]) -> Path:
+    """:func:`save_checkpoint` of tensors that are a :func:`snapshot` already (contiguous CPU copies
+    nothing changes meanwhile): checksummed, serialised and written here once."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    flat = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in tensors.items()}
     header = {"meta_version": META_VERSION, **meta, "checksum": tensors_checksum(flat)}
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -63,6 +75,27 @@ def save_checkpoint(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str
         with open(tmp, "rb+") as f:          # the bytes reach the disk before the name does
             os.fsync(f.fileno())
         fault_point("written", tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def link_checkpoint(source: Path, path: Path) -> Path:
+    """``path`` as the same bytes as the whole checkpoint ``source`` (a checkpoint that is both the best
+    and the last is written once): a hard link, or a copy flushed to disk where the file system has no
+    links; made under a temporary name and renamed, so ``path`` is whole or absent. Returns ``path``."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        try:
+            os.link(source, tmp)
+        except OSError:                      # no hard links here (FAT, some network file systems)
+            shutil.copyfile(source, tmp)
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..checkpointing import checkpoint_saved, checkpoint_state, restore
 from ..checkpoints.single_file import CheckpointError, fault_point, prune, verify_checkpoint
 from ..checks import setup
 from ..finetune import lr_scales
@@ -32,10 +33,7 @@ from ..job import (
     Job,
     _timed_first_call,
     build_model,
-    checkpoint_saved,
-    checkpoint_state,
     core_callbacks,
-    restore,
     run_epochs,
 )
 from ..loop import NonFiniteLoss, Window, make_train_step
@@ -86,7 +84,7 @@ class RankRole:
     def save(self, job: Job, kind: str) -> Path:
         """Every rank writes its shard; rank 0 renames, records, prunes and reports (as job.save does)."""
         job.recorder.flush()
-        tensors, meta = checkpoint_state(job, kind)
+        tensors, meta = checkpoint_state(job, (kind,))
         path = save_sharded(checkpoint_dir(job.run_dir / "checkpoints", kind, job.step), tensors, meta,
                             rank=self.ctx.rank, group=self.ctx.control)
         if self.ctx.main:

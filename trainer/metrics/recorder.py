@@ -2,9 +2,11 @@
 
 The loop hands each metrics window to :class:`Recorder` and goes on training; the recorder writes the
 rows to the run store, then emits the event, in order. So a reader that sees an event finds its
-rows, and no SQLite commit or pipe write ever stalls a training step. Everything else the worker
-writes (epoch ends, checkpoints, the end of the run) calls :meth:`flush` first, which keeps the
-event stream in order and raises any error the recorder met.
+rows, and no SQLite commit or pipe write ever stalls a training step. An epoch's end (its rows, its
+event, its checkpoint's file, record and event, its memory sample) goes the same way, in that order.
+What the training thread writes or emits itself (a state change, the end of the run) calls
+:meth:`flush` first, which keeps the event stream in order and raises any error the recorder met;
+:meth:`check` raises it without waiting (each epoch's end).
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ class Recorder:
     def flush(self) -> None:
         """Wait until every submitted write is done; re-raise the first error one of them met."""
         self._queue.join()
+        self.check()
+
+    def check(self) -> None:
+        """Re-raise the first error a write met (the writes after it were skipped), without waiting."""
         if self._error is not None:
             error, self._error = self._error, None
             raise error

@@ -214,6 +214,25 @@ class RunStore:
                 s.add(EpochReport(run_id=run_id, epoch=epoch, report=report))
         self._write("record an epoch report", write)
 
+    def record_epoch(self, run_id: int, rows: list[tuple[int, str, float | None]], report: dict[str, Any], *,
+                     epoch: int, **run_values: Any) -> None:
+        """Epoch ``epoch``'s end in one transaction: its metric rows, its report and the run's progress
+        (the epoch, and ``run_values``: step, best metric...), all or none of them."""
+        metrics = [{"run_id": run_id, "step": st, "name": n, "value": v} for st, n, v in rows]
+
+        def write() -> None:
+            with Session(self.engine) as s, s.begin():
+                run = s.get(Run, run_id)
+                if run is None:
+                    raise StoreError(f"no run {run_id}")
+                if metrics:
+                    s.execute(insert(Metric), metrics)
+                s.add(EpochReport(run_id=run_id, epoch=epoch, report=report))
+                run.epoch = epoch
+                for k, v in run_values.items():
+                    setattr(run, k, v)
+        self._write(f"record epoch {epoch} of run {run_id}", write)
+
     def add_checkpoint(self, run_id: int, kind: str, path: str, step: int, epoch: int,
                        metric: float | None) -> None:
         def write() -> None:
