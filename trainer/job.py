@@ -24,7 +24,7 @@ from .checkpointing import Checkpoints, save
 from .checks import Setup
 from .compilation import recipes as warm
 from .compilation.log import watch as watch_compile
-from .compilation.progress import CompileProgress
+from .compilation.progress import CompileProgress, cache_counts
 from .data.images.prepare import file_loaders
 from .data.loaders import Augment, DeviceLoader, StreamLoader
 from .finetune import freeze, initialise, lr_scales
@@ -217,7 +217,7 @@ def _timed_first_call(job: Job, step_fn: StepFn) -> StepFn:
         nonlocal done
         if done:
             return step_fn(x, y)
-        t0 = time.perf_counter()
+        t0, (hits0, misses0) = time.perf_counter(), cache_counts()
         progress = CompileProgress(job.emitter.emit).start()
         try:
             out = step_fn(x, y)
@@ -225,9 +225,10 @@ def _timed_first_call(job: Job, step_fn: StepFn) -> StepFn:
                 torch.cuda.synchronize(job.setup.device)   # once: the compile time must include the kernels
         finally:
             progress.close()
-        seconds = time.perf_counter() - t0
+        seconds, (hits, misses) = time.perf_counter() - t0, cache_counts()
         job.emitter.emit(ev.CompileDone(seconds=round(seconds, 3), mode=job.spec.precision.compile,
-                                        graph_breaks=log.breaks, recompiles=log.recompiles))
+                                        graph_breaks=log.breaks, recompiles=log.recompiles,
+                                        cache_hits=hits - hits0, cache_misses=misses - misses0))
         warm.index().mark(warm.setup_key(job.setup), seconds, job.spec.name or "run")
         done = True
         return out

@@ -227,6 +227,8 @@ class CompileDone(Event):
     mode: str = ""
     graph_breaks: int | None = optional()   # dynamo's graph-break and recompile records up to then
     recompiles: int | None = optional()
+    cache_hits: int | None = optional()     # the graphs Inductor's FX graph cache answered in that step
+    cache_misses: int | None = optional()   # ... and those it compiled
 
 
 @event_type(GRAPH_BREAK)

@@ -230,6 +230,27 @@ def test_device_loader_drops_ragged_training_batch_and_pads_evaluation():
     assert torch.equal(torch.cat([y[:v] for _, y, v in out]), s.test.y)
 
 
+def test_every_batch_reaches_the_model_in_one_layout_whatever_its_source():
+    """Compiled graphs are cached by their input's strides: 1-channel images gathered from a contiguous
+    array (the warm-up's npz) or from channels_last ones (the digits), augmented or not, in training or
+    evaluation, reach the model with the same strides, so a warmed cache answers the run."""
+    s = prepare(load_raw("digits", "auto"), val_fraction=0.1, test_fraction=0.2, seed=0)
+    x = s.train.x
+    gathered = type(s.train)(torch.empty(x.shape).copy_(x), s.train.y)     # strides (64, 64, 8, 1)
+    other = type(s.train)(torch.empty(x.shape).as_strided(x.shape, (64, 1, 8, 1)).copy_(x), s.train.y)
+    strides = set()
+    for split, augment in ((gathered, None), (other, None), (gathered, Augment(True, 1)), (s.val, None)):
+        for train in (True, False):
+            loader = DeviceLoader(split, 32, torch.device("cpu"), train=train, augment=augment, channels_last=True)
+            x = next(loader.batches(loader.order()))[0]
+            strides.add(x.stride())
+            assert x.is_contiguous(memory_format=torch.channels_last)
+    assert strides == {(64, 1, 8, 1)}
+    for split in (gathered, other):
+        flat = DeviceLoader(split, 32, torch.device("cpu"), train=True)
+        assert next(flat.batches(flat.order()))[0].stride() == (64, 64, 8, 1)
+
+
 def test_translate_moves_each_image_by_its_own_offset():
     x = torch.zeros(64, 1, 5, 5)
     x[:, 0, 2, 2] = 1.0
