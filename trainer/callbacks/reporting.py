@@ -103,19 +103,21 @@ def report_metrics(job: Job, window: MetricsWindow) -> None:
 
 
 def emit_memory(job: Job, step: int, background: bool = False) -> None:
-    """Store and emit a memory sample (on the recorder thread when ``background``)."""
-    sample = memory_sample(job.setup.device, step)
+    """Store and emit a memory sample (taken, stored and emitted on the recorder thread when ``background``:
+    on a CPU the sample first gives the heap's free pages back, a few ms the training thread does not wait for)."""
     job.last_memory = now = time.monotonic()
     cpu, (cpu0, wall0) = time.process_time(), job.last_cpu
     job.last_cpu = (cpu, now)
-    # System curves: the process's CPU use since the last sample (100 = one core busy), its RSS, its CPU
-    # threads (trainer.adaptive_threads: fewer while other processes use the cores), the GPU's use.
-    system = [(step, names.CPU_PERCENT.name, 100.0 * (cpu - cpu0) / max(now - wall0, 1e-6)),
-              (step, names.RSS.name, float(rss_bytes())), (step, names.THREADS.name, float(torch.get_num_threads()))]
-    if (busy := gpu_utilisation(job.setup.device)) is not None:     # CUDA with NVML: the GPU's utilisation too
-        system.append((step, names.GPU_UTIL.name, busy))
+    threads = float(torch.get_num_threads())   # read here: OpenMP's count belongs to the thread that trains
 
     def write() -> None:
+        sample = memory_sample(job.setup.device, step)
+        # System curves: the process's CPU use since the last sample (100 = one core busy), its RSS, its CPU
+        # threads (trainer.adaptive_threads: fewer while other processes use the cores), the GPU's use.
+        system = [(step, names.CPU_PERCENT.name, 100.0 * (cpu - cpu0) / max(now - wall0, 1e-6)),
+                  (step, names.RSS.name, float(rss_bytes())), (step, names.THREADS.name, threads)]
+        if (busy := gpu_utilisation(job.setup.device)) is not None:   # CUDA with NVML: the GPU's utilisation too
+            system.append((step, names.GPU_UTIL.name, busy))
         job.store.add_metrics(job.run_id, [*metric_rows(sample, step), *system])
         job.emitter.emit(sample)
 
