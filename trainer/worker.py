@@ -219,6 +219,7 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
         compile_expected_s=expected))
     try:
         status = run_epochs(job)
+        job.recorder.flush()    # the last epoch's checkpoint, written off the training thread, is run time too
         finish(job, status, job.elapsed())   # every part of a resumed run, not the gaps between them
         return ev.EXIT_OK
     except NonFiniteLoss as exc:
