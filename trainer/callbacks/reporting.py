@@ -3,7 +3,7 @@
 :class:`Reporter` stores each metrics window (on the recorder thread: the training step does not wait
 for the disk) and emits it, and emits the epoch-end and checkpoint events; :class:`MemorySamples`
 stores and emits a memory sample every 2 s of training and at each epoch's end, and gives the C heap's
-free pages back every 0.5 s.
+free pages back when the process has grown (checked every 0.5 s).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from ..memory.samples import gpu_utilisation, memory_sample, release_free_heap, rss_bytes
+from ..memory.samples import HeapTrim, gpu_utilisation, memory_sample, rss_bytes
 from ..metrics import names
 from ..metrics.names import rows as metric_rows
 from ..protocol import events as ev
@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from ..store.runs import RunStore
 
 MEMORY_EVERY_S = 2.0   # a memory sample at most this often during training
-# glibc keeps the pages of freed batch-sized blocks; given back with each memory sample and this often
-# between them, so a long run's peak does not climb with its steps (600 steps of 60,000 images: +63 MiB)
+# glibc keeps the pages of freed batch-sized blocks; checked this often and given back once the process has
+# grown (memory.samples.HeapTrim), so a long run's peak does not climb with its steps (600 steps of 60,000
+# images: +63 MiB untrimmed)
 TRIM_EVERY_S = 0.5
 
 
@@ -70,15 +71,16 @@ class MemorySamples(Callback):
 
     def __init__(self, job: Job) -> None:
         self.job = job
-        self.last_trim = 0.0      # when the C heap's free pages were last given back (memory.samples)
+        self.last_trim = 0.0      # when the C heap was last checked (memory.samples.HeapTrim)
+        self.trim = HeapTrim()
 
     def on_metrics(self, window: MetricsWindow) -> None:
         now = time.monotonic()
-        if now - self.job.last_memory >= MEMORY_EVERY_S:
-            emit_memory(self.job, window.step, background=True)     # which gives the free pages back too
-        elif now - self.last_trim >= TRIM_EVERY_S:
+        if now - self.last_trim >= TRIM_EVERY_S:
             self.last_trim = now
-            self.job.recorder.submit(release_free_heap)
+            self.job.recorder.submit(self.trim)      # its free pages given back if the process grew
+        if now - self.job.last_memory >= MEMORY_EVERY_S:
+            emit_memory(self.job, window.step, background=True)
 
     def on_epoch_end(self, event: ev.EpochEnd) -> None:
         emit_memory(self.job, event.step, background=True)   # after the epoch's checkpoint, not waiting for it
