@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .compile_check import CompileCheck
     from .experiments import ExperimentsHook
     from .export import ExportHook
-    from .finetune import FinetuneActions
+    from .finetune import FinetuneHook
     from .inspect import InspectHook
     from .training import TrainingHook
 
@@ -79,7 +79,7 @@ class MainWindow(QMainWindow):
     inspect: InspectHook          # the Inspect workspace
     experiments: ExperimentsHook  # the Experiments workspace (sweeps)
     compile_check: CompileCheck   # Graph > Check Compile: graph breaks into Problems
-    finetune: FinetuneActions     # Graph > Freeze / Unfreeze, Learning-Rate Multiplier, Replace Head
+    finetune: FinetuneHook        # Graph > Freeze / Unfreeze, Learning-Rate Multiplier, Replace Head
 
     def __init__(self, services: Services, parent: QWidget | None = None) -> None:
         super().__init__(parent)

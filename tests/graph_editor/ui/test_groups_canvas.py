@@ -295,7 +295,7 @@ def test_no_wire_runs_behind_a_closed_block(qtbot):
         for wire in scene.wires.values():
             if not wire.isVisible() or wire.src.parentItem() is box or wire.dst.parentItem() is box:
                 continue
-            path = wire.mapToScene(wire._path)
+            path = wire.mapToScene(wire.curve())
             if any(rect.contains(path.pointAtPercent(k / 400)) for k in range(401)):
                 behind.append((str(wire.edge), box_id))
     assert behind == []

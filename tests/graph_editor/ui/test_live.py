@@ -36,8 +36,11 @@ def test_follows_a_replaced_graph(editor, graph, qtbot):
     with qtbot.waitSignal(live.inferred) as sig:
         pass
     assert any("no Output" in p.message for p in sig.args[0].problems)
-    graph.set_param("fc1", "out_features", 3)  # the old graph is no longer followed
-    assert not live._timer.isActive()
+    assert live.up_to_date
+    graph.set_param("fc1", "out_features", 3)  # the old graph is no longer followed: nothing goes stale
+    assert live.up_to_date
+    other.set_param("fc1", "out_features", 3)  # the followed one is
+    assert not live.up_to_date
 
 
 def test_the_graph_is_validated_once_per_change(editor, qtbot, monkeypatch):
