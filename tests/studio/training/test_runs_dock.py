@@ -316,7 +316,7 @@ def test_the_confusion_tab_lays_its_parts_side_by_side_where_it_is_short(qtbot, 
     panel.resize(1400, 780)                           # the Runs workspace at 1440x900
     panel.select_ids([rid])
     panel.tabs.setCurrentWidget(panel.confusion)
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: panel.confusion.isVisible() and panel.confusion.height() > 0, timeout=5000)   # laid out
     assert panel.confusion.height() < 480, panel.confusion.height()   # the tab is short
     qtbot.wait(50)
     panel.grab().save(str(tmp_path / "runs_confusion_short.png"))
