@@ -117,3 +117,21 @@ def test_the_habit_checks_find_what_they_look_for():
                      "    while d.busy:\n        time.sleep(0.1)\n        assert d\n")
     assert sorted(what for _, what in private_reads(tree)) == ["_hidden", "_memory", "d..._timer"]
     assert sorted(checks_after_fixed_waits(tree)) == [5, 7]
+
+
+# Package folders whose modules are tested through one parametrised suite instead of files of their own:
+# each layer family (model/layers/<family>.py + building/ops/<family>.py) is built, inferred, counted,
+# written, imported and exported per catalog type by tests/graph_editor/building/test_ops_registry.py and
+# the export round trips, so a new family adds test cases, not test files.
+MIRRORED_ELSEWHERE = {"graph_editor/model/layers", "graph_editor/building/ops"}
+
+
+def test_the_tests_mirror_every_package_folder_of_three_or_more_modules():
+    missing = []
+    for package in PROJECT:
+        for folder in sorted([ROOT / package, *(p for p in (ROOT / package).rglob("*") if p.is_dir())]):
+            modules = [p for p in folder.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+            rel = folder.relative_to(ROOT).as_posix()
+            if len(modules) >= 3 and rel not in MIRRORED_ELSEWHERE and not (ROOT / "tests" / rel).is_dir():
+                missing.append(rel)
+    assert missing == [], f"package folders without a mirrored tests/ folder: {missing}"
