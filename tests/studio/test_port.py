@@ -36,9 +36,6 @@ def test_only_the_composition_root_knows_the_main_window():
     assert sorted(m for m, edges in graph.items() if "studio.main_window" in edges) == ["studio.app"]
 
 
-FEATURES = ("training", "export", "inspect", "compile_check", "experiments", "finetune")
-
-
 def installed_features() -> list[str]:
     """The modules whose ``install`` the composition root imports: each a feature of the window."""
     import ast
@@ -53,12 +50,11 @@ def test_every_feature_is_a_package_that_the_composition_root_installs():
     single-file feature, as ``studio/finetune.py`` was, fails)."""
     import importlib
 
-    graph = studio_imports()
-    assert installed_features() == sorted(FEATURES)
-    for name in FEATURES:
+    features = installed_features()
+    assert {"training", "export", "inspect", "compile_check", "experiments", "finetune"} <= set(features)
+    for name in features:
         package = importlib.import_module(f"studio.{name}")
         assert hasattr(package, "__path__") and callable(package.install), f"studio.{name} is not a package"
-        assert f"studio.{name}" in graph["studio.app"], name
 
 
 def test_the_training_session_feeds_widgets_through_their_methods():
