@@ -288,10 +288,8 @@ def test_a_resumed_runs_duration_and_its_learning_rate_set_by_hand(qtbot, store)
 def test_the_table_shows_at_least_eight_runs(qtbot, store):
     panel = _panel(qtbot, store)
     panel.resize(1000, 520)                           # a short window: the tabs below give way, not the table
-    qtbot.wait(10)
     rows = panel.table.verticalHeader().defaultSectionSize()
-    header = panel.table.horizontalHeader().height()
-    assert panel.table.viewport().height() >= 8 * rows, (panel.table.viewport().height(), rows, header)
+    qtbot.waitUntil(lambda: panel.table.viewport().height() >= 8 * rows, timeout=5000)   # once laid out
 
 
 def test_an_unnamed_run_is_named_after_its_graph_file():
