@@ -31,6 +31,15 @@ def _event() -> dict:
     return {"step": 2, **s}
 
 
+def _shown(qtbot, event: dict) -> MemoryTimelineView:
+    view = MemoryTimelineView()
+    qtbot.addWidget(view)
+    view.resize(820, 420)
+    view.show()
+    view.show_trace(event)
+    return view
+
+
 def _click_a_node_band(qtbot, view: MemoryTimelineView, event: dict) -> str:
     """Click, with the mouse, well inside the band of a node (not "other", not a phase); its node id."""
     t, names, tops = stack(event["timeline"])
@@ -52,11 +61,7 @@ def _click_a_node_band(qtbot, view: MemoryTimelineView, event: dict) -> str:
 
 def test_view_fills_and_a_click_on_a_band_selects_its_node(qtbot, tmp_path):
     event = _event()
-    view = MemoryTimelineView()
-    qtbot.addWidget(view)
-    view.resize(820, 420)
-    view.show()
-    view.show_trace(event)
+    view = _shown(qtbot, event)
     qtbot.waitExposed(view)
     names = stack(event["timeline"])[1]
     assert len(view.bands) == len(names) == 6 and names[-1] == "other"
@@ -97,11 +102,7 @@ def test_the_canvas_selection_marks_its_band_and_clear_empties_the_view(qtbot):
 
 def test_the_timeline_stacks_by_phase_on_request(qtbot):
     event = _event()
-    view = MemoryTimelineView()
-    qtbot.addWidget(view)
-    view.resize(820, 420)
-    view.show()
-    view.show_trace(event)
+    view = _shown(qtbot, event)
     assert view.by_box.isEnabled() and view.by == "nodes"
     QTest.keyClick(view.by_box, Qt.Key.Key_Down)          # by phase
     assert view.by == "phases"
