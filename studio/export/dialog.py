@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from PySide6.QtCore import Qt, QThread, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
@@ -30,15 +30,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..widgets import named
 from .job import ExportJob
-
-W = TypeVar("W", bound=QWidget)
-
-
-def _named(widget: W, name: str) -> W:
-    """``widget`` with its object name set (what tests and the theme's style sheets find it by)."""
-    widget.setObjectName(name)
-    return widget
 
 
 class ExportDialog(QDialog):
@@ -58,13 +51,13 @@ class ExportDialog(QDialog):
         self.setWindowTitle(f"Export {title}")
         self.report: Any = None
         self._node = ""
-        self.verdict = _named(QLabel("Exporting…"), "exportVerdict")
+        self.verdict = named(QLabel("Exporting…"), "exportVerdict")
         self.verdict.setStyleSheet("font-size: 15px; font-weight: 600;")
-        self.status = _named(QLabel(""), "exportStatus")
+        self.status = named(QLabel(""), "exportStatus")
         self.status.setWordWrap(True)
-        self.busy = _named(QProgressBar(), "exportProgress")
+        self.busy = named(QProgressBar(), "exportProgress")
         self.busy.setRange(0, 0)
-        self.checks = _named(QTableWidget(0, 2), "exportChecks")
+        self.checks = named(QTableWidget(0, 2), "exportChecks")
         self.checks.setHorizontalHeaderLabels(["Check", "Result"])
         self.checks.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         self.checks.horizontalHeader().setStretchLastSection(True)
@@ -72,15 +65,15 @@ class ExportDialog(QDialog):
         self.checks.setWordWrap(True)
         self.checks.hide()
         self.figures = QFormLayout()
-        self.path = _named(QLabel(""), "exportPath")
+        self.path = named(QLabel(""), "exportPath")
         self.path.setWordWrap(True)
         self.path.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         self.buttons.rejected.connect(self.reject)
-        self.folder_button = _named(QPushButton("Show in Folder"), "exportShowFolder")
+        self.folder_button = named(QPushButton("Show in Folder"), "exportShowFolder")
         self.folder_button.setEnabled(False)
         self.folder_button.clicked.connect(self.show_in_folder)
-        self.node_button = _named(QPushButton("Show Node"), "exportShowNode")
+        self.node_button = named(QPushButton("Show Node"), "exportShowNode")
         self.node_button.clicked.connect(lambda: self.node_chosen.emit(self._node))
         self.buttons.addButton(self.folder_button, QDialogButtonBox.ButtonRole.ActionRole)
         self.buttons.addButton(self.node_button, QDialogButtonBox.ButtonRole.ActionRole)
@@ -181,13 +174,13 @@ class ExportDialog(QDialog):
         form = get_format(self._job.fmt)  # the format names its figures and its latency metric
         for key, label in form.report_figures():
             if metrics.get(key) is not None:
-                self.figures.addRow(label + ":", _named(QLabel(_fmt(key, metrics[key])), f"figure_{key}"))
+                self.figures.addRow(label + ":", named(QLabel(_fmt(key, metrics[key])), f"figure_{key}"))
         eager = metrics.get("pytorch_eager_ms")
         for key in (form.latency,) if form.latency else ():
             if metrics.get(key) is not None and eager:
                 name = key.removesuffix("_ms")
                 text = f"{metrics[key]:.2f} ms ({name}) vs {eager:.2f} ms (PyTorch eager), x{eager / metrics[key]:.2f}"
-                self.figures.addRow("Latency:", _named(QLabel(text), "figure_latency"))
+                self.figures.addRow("Latency:", named(QLabel(text), "figure_latency"))
 
     @staticmethod
     def _red() -> Any:
