@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QObject
 
-W = TypeVar("W", bound=QWidget)
+W = TypeVar("W", bound=QObject)
 
 
 def named(widget: W, name: str) -> W:
-    """``widget`` with its object name set: what tests, style sheets and saved layouts find it by."""
+    """``widget`` (or action, or any QObject) with its object name set: what tests, style sheets and
+    saved layouts find it by."""
     widget.setObjectName(name)
     return widget
