@@ -48,12 +48,8 @@ def test_the_loss_crosshair_goes_when_the_mouse_leaves_and_is_gone_in_the_next_r
     host, dash, other = _dashboard(qtbot)
     plot = dash.plots["loss"]
     centre = plot.viewport().rect().center()
-    for dx in (-30, -10, 0):
-        _move(plot.viewport(), centre + QPoint(dx, 0))
-    at_centre = plot.getPlotItem().vb.mapSceneToView(plot.mapToScene(centre)).x()
-    # the moves are rate-limited: wait until the last one is drawn, so none is still on its way
-    qtbot.waitUntil(lambda: plot.crosshair.isVisible() and plot.crosshair.value() == pytest.approx(at_centre),
-                    timeout=2000)
+    _move(plot.viewport(), centre)      # one move: none left on its way through the rate limiter
+    qtbot.waitUntil(plot.crosshair.isVisible, timeout=5000)
     QApplication.sendEvent(plot, QEvent(QEvent.Type.Leave))     # the pointer went to another widget
     assert not plot.crosshair.isVisible()
     _move(plot.viewport(), centre)
