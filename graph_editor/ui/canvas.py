@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 
-from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QContextMenuEvent,
     QKeyEvent,
@@ -263,17 +263,21 @@ class GraphCanvas(PlacingView):
             self.show_rect(item.sceneBoundingRect() if not isinstance(item, GroupFrame) else item.rect)
 
     # ---------------------------------------------------------------- ports and wires
+    def item_at(self, view_pos: QPoint) -> QGraphicsItem | None:
+        """The item under ``view_pos``; on a port, the node or block it belongs to."""
+        return self.graph_scene.item_at(self.mapToScene(view_pos), self.transform())
+
     def port_at(self, view_pos: QPointF, want_input: bool | None = None) -> PortItem | None:
         """The nearest port within PORT_PICK pixels of ``view_pos`` (of one kind, if given)."""
         r = PORT_PICK
         area = self.mapToScene(QRectF(view_pos.x() - r, view_pos.y() - r, 2 * r, 2 * r).toRect()).boundingRect()
         centre = self.mapToScene(view_pos.toPoint())
         best, best_d = None, float("inf")
-        for item in self.graph_scene.items(area):
-            if isinstance(item, PortItem) and item.isVisible() and (want_input is None or item.is_input == want_input):
-                d = (item.scenePos() - centre).manhattanLength()
+        for port in self.graph_scene.ports_in(area):
+            if want_input is None or port.is_input == want_input:
+                d = (port.scenePos() - centre).manhattanLength()
                 if d < best_d:
-                    best, best_d = item, d
+                    best, best_d = port, d
         return best
 
     # ---------------------------------------------------------------- mouse
@@ -376,8 +380,7 @@ class GraphCanvas(PlacingView):
             self.controller.move_nodes(positions)
 
     def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
-        item = self.itemAt(event.position().toPoint())
-        item = item.parentItem() if isinstance(item, PortItem) else item
+        item = self.item_at(event.position().toPoint())
         if isinstance(item, NodeItem):
             self.node_activated.emit(item.node_id)
         elif isinstance(item, GroupBox):

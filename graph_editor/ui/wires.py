@@ -102,11 +102,13 @@ class WireItem(QGraphicsItem):
         if src is self.src and dst is self.dst:
             return
         if src is not self.src:
-            self.src.wires.remove(self)
+            if self in self.src.wires:   # a block's port that went lets its wires go (GraphScene._release)
+                self.src.wires.remove(self)
             self.src = src
             src.wires.append(self)
         if dst is not self.dst:
-            self.dst.wires.remove(self)
+            if self in self.dst.wires:
+                self.dst.wires.remove(self)
             self.dst = dst
             dst.wires.append(self)
         self.update_path()
@@ -257,7 +259,7 @@ class DragWire(QGraphicsPathItem):
         self.set_state(None)
 
     def set_state(self, state: str | None) -> None:
-        scene = scene_look(self.port)
+        scene = scene_look(self.port.parentItem())
         if scene is None:  # the port left the scene: nothing to draw the wire in
             return
         theme = scene.theme
