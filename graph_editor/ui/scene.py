@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from PySide6.QtCore import QObject, QPointF, QRectF, Qt
-from PySide6.QtGui import QTransform
+from PySide6.QtCore import QObject, QPointF, QRect, QRectF, Qt
+from PySide6.QtGui import QPainter, QTransform
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneHelpEvent, QToolTip
 
 from ..model import Edge, Graph, Group, Inference, Node, fmt_shape
@@ -45,6 +45,7 @@ class GraphScene(QGraphicsScene):
         self.revision = 0
         self._items_rect: QRectF | None = None   # items_rect(), kept until something moves it
         self._caching = True
+        self._bare = False   # render_items: no background
         self._graph: Graph | None = None
         self.marks = TrainingMarks(self)   # frozen, learning-rate multipliers, new head, swept parameters
         self.set_graph(graph)
@@ -92,6 +93,19 @@ class GraphScene(QGraphicsScene):
         self._follow(graph, True)
         self.marks.sync()
         self.contents_changed()
+
+    def render_items(self, painter: QPainter, target: QRectF, source: QRectF) -> None:
+        """Paint the items in ``source`` into ``target`` without the scene's background (the far view's
+        tiles: the view draws its own grid under them)."""
+        self._bare = True
+        try:
+            self.render(painter, target, source, Qt.AspectRatioMode.IgnoreAspectRatio)
+        finally:
+            self._bare = False
+
+    def drawBackground(self, painter: QPainter, rect: QRectF | QRect) -> None:  # noqa: N802 - Qt's name
+        if not self._bare:
+            super().drawBackground(painter, rect)
 
     def contents_changed(self, geometry: bool = True) -> None:
         """Something the overview shows changed; with ``geometry``, where things are (the bounding
