@@ -194,9 +194,12 @@ class GraphCanvas(PlacingView):
             super().paintEvent(event)
             return
         painter = QPainter(self.viewport())
-        self.far.paint(painter, event.rect(), self.zoom, self._zoom_settle.isActive())
-        paint_rubber_band(self, painter)
+        drawn = self.far.paint(painter, event.rect(), self.zoom, self._zoom_settle.isActive())
+        if drawn:
+            paint_rubber_band(self, painter)
         painter.end()
+        if not drawn:   # most tiles missing (just opened or edited): the items this once
+            super().paintEvent(event)
 
     def pan_by(self, dx: float, dy: float) -> None:
         """Move the view by (dx, dy) view pixels."""
