@@ -378,21 +378,30 @@ class GraphScene(QGraphicsScene):
         self.inference = inference
         # A new network (Input and Output, not wired) is not wrong yet: its missing wire is not painted red.
         by_node = {} if self.graph.is_blank() else inference.errors_by_node()
+        texts: dict[tuple[int, ...], str] = {}   # a big graph has few distinct shapes: each written once
+
+        def text_of(shape: tuple[int, ...] | None) -> str:
+            if not shape:
+                return ""
+            found = texts.get(shape)
+            if found is None:
+                found = texts[shape] = fmt_shape(shape)
+            return found
+
         changed = 0
         for node_id, item in self.nodes.items():
-            shape = inference.shapes.get(node_id)
             parts = inference.port_shapes.get(node_id)  # a layer with several outputs shows each
             problems = by_node.get(node_id, [])
             severity = "error" if any(p.severity == "error" for p in problems) else (
                 "warning" if problems else None)
-            text = " | ".join(fmt_shape(s) for s in parts) if parts else fmt_shape(shape) if shape else ""
+            text = " | ".join(fmt_shape(s) for s in parts) if parts else text_of(inference.shapes.get(node_id))
             changed += item.set_state(text, [p.message for p in problems], severity)
         if changed:
             self.contents_changed(geometry=False)   # the overview draws errors red
+        nodes = self.nodes
         for edge, wire in self.wires.items():
-            shape = inference.edge_shape(edge)
-            dst = self.nodes.get(edge.dst)
-            wire.set_label(fmt_shape(shape) if shape else "", dst is not None and dst.severity == "error")
+            dst = nodes.get(edge.dst)
+            wire.set_label(text_of(inference.edge_shape(edge)), dst is not None and dst.severity == "error")
         self._paint_boxes(inference)
         return changed
 
