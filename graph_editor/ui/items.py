@@ -54,12 +54,12 @@ class PortItem:
     (:meth:`~graph_editor.ui.scene.GraphScene.ports_in`). Two child items per node made a 20,000-layer
     graph open with 60,000 items, and every frame walked them."""
 
-    __slots__ = ("_owner", "_pos", "_tip", "node_id", "name", "is_input", "variadic", "wires", "highlight",
+    __slots__ = ("_owner", "_x", "_y", "_tip", "node_id", "name", "is_input", "variadic", "wires", "highlight",
                  "dangling")
 
     def __init__(self, parent: QGraphicsItem, node_id: str, name: str, is_input: bool,
                  variadic: bool = False) -> None:
-        self._owner, self._pos, self._tip = parent, QPointF(), ""
+        self._owner, self._x, self._y, self._tip = parent, 0.0, 0.0, ""
         self.node_id, self.name, self.is_input, self.variadic = node_id, name, is_input, variadic
         self.wires: list[WireItem] = []
         self.highlight: str | None = None  # "ok" or "error" while a wire is dragged over it
@@ -77,13 +77,13 @@ class PortItem:
 
     def pos(self) -> QPointF:
         """Where the port sits in its owner's coordinates."""
-        return QPointF(self._pos)
+        return QPointF(self._x, self._y)
 
     def setPos(self, x: float, y: float) -> None:  # noqa: N802
-        self._pos = QPointF(x, y)
+        self._x, self._y = x, y   # numbers, not a QPointF: 40,000 ports open faster
 
     def scenePos(self) -> QPointF:  # noqa: N802
-        return self._owner.mapToScene(self._pos)
+        return self._owner.mapToScene(self._x, self._y)
 
     def setToolTip(self, text: str) -> None:  # noqa: N802
         self._tip = text
@@ -118,7 +118,7 @@ class PortItem:
     def draw(self, painter: QPainter, theme: Theme) -> None:
         """Paint the port at its place in the owner's coordinates."""
         painter.save()
-        painter.translate(self._pos)
+        painter.translate(self._x, self._y)
         self._draw(painter, theme)
         painter.restore()
 
