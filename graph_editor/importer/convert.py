@@ -19,8 +19,8 @@ from ..building.ops.split import unbind_after_permute
 from ..model import Edge, Graph, GraphError
 from .capture import program_call
 from .errors import ModuleImportError, Unsupported, describe, owner, where
-from .trace import BATCH
 from .rules import FUNCTION_RULES, METHOD_RULES, Mapped, Step, Unmappable, module_steps, permute_dims
+from .trace import BATCH
 
 _RESERVED = frozenset(dir(nn.Module()))
 # Causes no spelling of the op changes (the exported program's ATen ops fail on them alike)
