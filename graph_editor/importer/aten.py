@@ -23,6 +23,8 @@ import torch.nn.functional as F
 from torch import fx, nn
 from torch.export import ExportedProgram
 
+from .constants import fold_constants
+
 A = torch.ops.aten
 _MAX = 2**63 - 1  # aten's "to the end" of a slice
 
@@ -62,7 +64,7 @@ def aten_graph(ep: ExportedProgram) -> fx.GraphModule:
     for n in list(gm.graph.nodes):
         if n.op == "call_function" and n.target in _WRAPPERS:
             _inline(gm, n, _WRAPPERS[n.target])
-    _fold_constants(gm)
+    fold_constants(gm, skip=_DROPPED)
     lifter = _Lifter(gm)
     for n in list(gm.graph.nodes):
         if n.op != "call_function":
@@ -92,56 +94,6 @@ def aten_graph(ep: ExportedProgram) -> fx.GraphModule:
             n.meta.pop("val", None)                            # tensor's, and trace a size to the batch
 
     return fx.GraphModule(lifter.root(), gm.graph, type(gm).__name__)
-
-
-def _fold_constants(gm: fx.GraphModule) -> None:
-    """What is computed from neither the input nor a learned weight (``torch.arange`` of a size, a window
-    mask, a buffer reshaped, sin/cos position tables) computed once now: each value read by the rest of the
-    graph becomes a buffer that a get_attr reads (a Constant node). A value some op mutates in place is left."""
-    fixed: set[fx.Node] = set()
-    mutated = {a for n in gm.graph.nodes if _mutates(n) for a in n.all_input_nodes[:1]}
-    for n in gm.graph.nodes:
-        if n in mutated or _mutates(n):
-            continue
-        if n.op == "get_attr":
-            if not isinstance(_attr(gm, str(n.target)), nn.Parameter):
-                fixed.add(n)
-        elif n.op == "call_function" and n.target not in _DROPPED and all(a in fixed for a in n.all_input_nodes):
-            fixed.add(n)
-    frontier = [n for n in fixed if n.op == "call_function" and any(u not in fixed for u in n.users)]
-    if not frontier:
-        return
-    env: dict[fx.Node, Any] = {}
-    for n in gm.graph.nodes:
-        if n in fixed:
-            env[n] = _attr(gm, str(n.target)) if n.op == "get_attr" else n.target(
-                *fx.map_arg(n.args, env.__getitem__), **fx.map_arg(n.kwargs, env.__getitem__))
-    for n in sorted(frontier, key=list(gm.graph.nodes).index):
-        if not isinstance(env[n], torch.Tensor):
-            continue
-        stack = n.meta.get("nn_module_stack") or {}
-        owner = next(reversed(stack.values()))[0].replace(".", "_") if stack else ""
-        name, k = f"{owner}_const" if owner else "const", 2
-        while hasattr(gm, name):
-            name, k = f"{owner}_const_{k}" if owner else f"const_{k}", k + 1
-        gm.register_buffer(name, env[n].detach())
-        with gm.graph.inserting_before(n):
-            read = gm.graph.get_attr(name)
-        read.meta = dict(n.meta)
-        n.replace_all_uses_with(read, delete_user_cb=lambda u: u not in fixed)
-    gm.graph.eliminate_dead_code()
-
-
-def _mutates(n: fx.Node) -> bool:
-    schema = getattr(n.target, "_schema", None)
-    return n.op == "call_function" and schema is not None and schema.is_mutable
-
-
-def _attr(root: nn.Module, path: str) -> Any:
-    obj: Any = root
-    for part in path.split("."):
-        obj = getattr(obj, part, None)
-    return obj
 
 
 # Regions torch.export keeps as a call of a subgraph: ``with torch.autocast(..., enabled=False)`` (timm's
