@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -94,6 +95,36 @@ def test_shifted_windows_export_to_onnx_and_agree_with_onnxruntime(tmp_path):
     report = export(source, "onnx", tmp_path / "windows.onnx", ExportOptions(timing_runs=1))
     assert report.ok, report.to_text()
     assert report.metrics["max_abs_diff"] < 1e-4
+
+
+class BiasedAttention(nn.Module):
+    """MaxViT's and TinyViT's attention: ``F.scaled_dot_product_attention(q, k, v, attn_mask=bias)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.head = nn.Linear(8, 24), nn.Linear(8, 3)
+        self.bias = nn.Parameter(torch.randn(1, 2, 5, 5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).reshape(B, N, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias)
+        return self.head(y.transpose(1, 2).reshape(B, N, C).mean(1))
+
+
+def test_attention_with_a_mask_imports_as_masked_attention():
+    torch.manual_seed(0)
+    module = BiasedAttention().eval()
+    result = import_module(module, (5, 8), strict=True)
+    assert [n.type for n in result.graph].count("MaskedAttention") == 1
+    built = build_module(result.graph).eval()
+    built.load_state_dict(result.state_dict)
+    x = torch.randn(3, 5, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(built(x), module(x), rtol=1e-5, atol=1e-6)
+    with FlopCounterMode(display=False) as counter:
+        module(torch.randn(1, 5, 8))
+    assert analyze(result.graph, batch=1).total_flops == counter.get_total_flops()
 
 
 class FixedBatch(nn.Module):
