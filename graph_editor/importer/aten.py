@@ -84,6 +84,8 @@ def aten_graph(ep: ExportedProgram) -> fx.GraphModule:
             gm.graph.erase_node(n)
         elif n.target in _UPSAMPLE:
             _upsample(n)
+        elif n.target is A.reshape_as.default:
+            _reshape_as(gm, n)
         elif n.target is A.index.Tensor:  # table[:, idxs]: the gather the relative-position fold reads
             x, indices = _a(n)
             n.target, n.args = operator.getitem, (x, tuple(slice(None) if i is None else i for i in indices))
@@ -149,6 +151,18 @@ def _upsample(n: fx.Node) -> None:
     if kwargs["size"] is not None:
         kwargs["scale_factor"] = None
     n.target, n.args, n.kwargs = F.interpolate, (x,), kwargs
+
+
+def _reshape_as(gm: fx.GraphModule, n: fx.Node) -> None:
+    """``y.reshape_as(x)`` (LeViT's ``bn(x.flatten(0, 1)).reshape_as(x)``) as ``y.reshape(x.size(0), *rest)``: the
+    batch read from ``x``, the other sizes as captured."""
+    y, other = _a(n)
+    val = other.meta.get("val") if isinstance(other, fx.Node) else None
+    if not isinstance(val, torch.Tensor) or any(not isinstance(d, int) for d in val.shape[1:]):
+        return  # left as the aten op: reported where no rule maps it
+    with gm.graph.inserting_before(n):
+        batch = gm.graph.call_method("size", (other, 0))
+    n.op, n.target, n.args = "call_method", "reshape", (y, [batch, *(int(d) for d in val.shape[1:])])
 
 
 def _index(gm: fx.GraphModule, n: fx.Node) -> None:
