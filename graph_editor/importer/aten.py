@@ -69,6 +69,8 @@ def aten_graph(ep: ExportedProgram) -> fx.GraphModule:
     for n in list(gm.graph.nodes):
         if n.op != "call_function":
             continue
+        if n.target is A.div.Tensor and _normalize(n) or n.target is A.repeat.default and _repeat_to_batch(n):
+            continue  # F.normalize's decomposition, a repeat to the batch: now the calls the rules read
         if n.target in _DROPPED:
             gm.graph.erase_node(n)
         elif n.target in _LIFTS:
@@ -151,6 +153,37 @@ def _upsample(n: fx.Node) -> None:
     if kwargs["size"] is not None:
         kwargs["scale_factor"] = None
     n.target, n.args, n.kwargs = F.interpolate, (x,), kwargs
+
+
+def _normalize(n: fx.Node) -> bool:
+    """``x / linalg_vector_norm(x, p, [d], True).clamp_min(eps).expand_as(x)``, F.normalize's decomposition,
+    as ``F.normalize(x, p, d, eps)`` (XCiT's and SwinV2's cosine attention); False where it is not that."""
+    x, denom = _a(n)
+    chain = []
+    for op in (A.expand_as.default, A.clamp_min.default, A.linalg_vector_norm.default):
+        if not isinstance(denom, fx.Node) or denom.target is not op:
+            return False
+        chain.append(denom)
+        denom = _a(denom)[0]
+    expand, clamp, norm = chain
+    args = [*_a(norm), None, None, None][:4]
+    if denom is not x or _a(expand)[1] is not x or len(args[2] or []) != 1 or args[3] is not True:
+        return False
+    n.target, n.args, n.kwargs = F.normalize, (x,), {"p": float(args[1]), "dim": int(args[2][0]),
+                                                      "eps": float(_a(clamp)[1])}
+    return True
+
+
+def _repeat_to_batch(n: fx.Node) -> bool:
+    """``t.repeat(B, 1, ...)`` of a batch-1 tensor (XCiT's position encoding) as ``t.expand(B, -1, ...)``: the same
+    values, as ExpandBatch maps it; False where it repeats anything else."""
+    t, repeats = _a(n)
+    val = t.meta.get("val") if isinstance(t, fx.Node) else None
+    if not isinstance(val, torch.Tensor) or val.dim() != len(repeats) or val.shape[0] != 1 or any(
+            r != 1 for r in repeats[1:]):
+        return False
+    n.op, n.target, n.args = "call_method", "expand", (t, repeats[0], *[-1] * (len(repeats) - 1))
+    return True
 
 
 def _reshape_as(gm: fx.GraphModule, n: fx.Node) -> None:

@@ -247,7 +247,7 @@ class MaskedAttention(nn.Module):
         return f"dropout_p={self.dropout_p}, scale={self.scale}"
 
 
-@builder("MaskedAttention", example=Example((5, 5), {"scale": 0.5}))  # q, k, v and mask: the input
+@builder("MaskedAttention", example=Example((2, 5, 5), {"scale": 0.5}))  # q, k, v and mask: the input (4-D, as ONNX wants)
 def _masked(p: Params, xs: list[Shape]) -> Call:
     return Call(MaskedAttention, (), {"dropout_p": p["dropout_p"], "scale": p["scale"]})
 
