@@ -171,6 +171,9 @@ def _normalize(n: fx.Node) -> bool:
         return False
     n.target, n.args, n.kwargs = F.normalize, (x,), {"p": float(args[1]), "dim": int(args[2][0]),
                                                       "eps": float(_a(clamp)[1])}
+    for step in chain:  # the norm, its clamp and expand, now read by nothing
+        if not step.users:
+            n.graph.erase_node(step)
     return True
 
 

@@ -127,6 +127,34 @@ def test_attention_with_a_mask_imports_as_masked_attention():
     assert analyze(result.graph, batch=1).total_flops == counter.get_total_flops()
 
 
+class CosineTokens(nn.Module):
+    """XCiT's cosine attention and position encoding, behind an ``if`` on a size that fx cannot follow: its
+    exported program spells ``F.normalize`` as a norm, a clamp, an expand and a division, and ``pos.repeat(B, 1)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.register_buffer("pos", torch.randn(1, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != 5:
+            raise ValueError("five tokens")
+        q = F.normalize(x.transpose(1, 2), dim=-1)
+        return self.fc(q.mean(1) + self.pos.repeat(x.shape[0], 1))
+
+
+def test_the_exported_programs_normalize_and_repeat_map_to_layers():
+    module = CosineTokens().eval()
+    result = import_module(module, (4, 5), strict=True)
+    types = [n.type for n in result.graph]
+    assert "Normalize" in types and "ExpandBatch" in types and "Constant" in types
+    built = build_module(result.graph).eval()
+    built.load_state_dict(result.state_dict)
+    x = torch.randn(3, 4, 5)
+    with torch.no_grad():
+        assert torch.equal(built(x), module(x))
+
+
 class FixedBatch(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(4, -1).sum(-1, keepdim=True)  # the batch written as a number: no fold at another batch
