@@ -111,6 +111,8 @@ class FixedTensor(nn.Module):
     """A tensor that is not learned, ``[1, *shape]``: a buffer outside the state dict, since its values are the
     graph's own (a weights file or checkpoint need not carry them)."""
 
+    value: torch.Tensor
+
     def __init__(self, shape: list[int], dtype: str = "float32", fill: float = 0.0, values: str = "") -> None:
         super().__init__()
         self.register_buffer("value", decode_values(values, list(shape), dtype, fill), persistent=False)
