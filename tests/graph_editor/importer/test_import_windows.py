@@ -139,7 +139,7 @@ class CosineTokens(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != 5:
             raise ValueError("five tokens")
-        q = F.normalize(x.transpose(1, 2), dim=-1)
+        q = F.normalize(-x.transpose(1, 2), dim=-1)  # rotary embeddings negate halves: -x is ScaleBy(-1)
         return self.fc(q.mean(1) + self.pos.repeat(x.shape[0], 1))
 
 
@@ -147,7 +147,7 @@ def test_the_exported_programs_normalize_and_repeat_map_to_layers():
     module = CosineTokens().eval()
     result = import_module(module, (4, 5), strict=True)
     types = [n.type for n in result.graph]
-    assert "Normalize" in types and "ExpandBatch" in types and "Constant" in types
+    assert "Normalize" in types and "ExpandBatch" in types and "Constant" in types and "ScaleBy" in types
     built = build_module(result.graph).eval()
     built.load_state_dict(result.state_dict)
     x = torch.randn(3, 4, 5)
