@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from torchvision import datasets  # noqa: E402
 from torchvision.transforms import v2  # noqa: E402
 
+from trainer.data.images.device_decode import DeviceDecode  # noqa: E402
 from trainer.data.images.files import FileSplit  # noqa: E402
 from trainer.data.images.index import index_folder  # noqa: E402
 from trainer.data.images.loader import FileLoader  # noqa: E402
@@ -53,9 +54,10 @@ def ours(root: Path, crop: int, batch: int, workers: int, device: str = "cpu", g
     im = ImageSpec(crop_scale=[0.35, 1.0])
     split = FileSplit(str(root), index.files, torch.from_numpy(index.labels), 3, (crop, crop),
                       eval_transform(im, (crop, crop)), np.arange(len(index)))
-    return FileLoader(split, batch, torch.device(device), train=True, mean=torch.tensor(MEAN) * 255,
-                      std=torch.tensor(STD) * 255, transform=train_transform(im, (crop, crop)), workers=workers,
-                      gpu_decode=gpu_decode)
+    transform, dev = train_transform(im, (crop, crop)), torch.device(device)
+    on_device = DeviceDecode(transform, 3, (crop, crop), dev) if gpu_decode else None
+    return FileLoader(split, batch, dev, train=True, mean=torch.tensor(MEAN) * 255, std=torch.tensor(STD) * 255,
+                      transform=transform, workers=workers, device_decode=on_device)
 
 
 def theirs(root: Path, crop: int, batch: int, workers: int) -> torch.utils.data.DataLoader:
