@@ -21,7 +21,7 @@ from typing import overload
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ..loaders import Augment, DeviceLoader, _EpochBatches, eval_rows
+from ..loaders import Augment, DeviceLoader, _EpochBatches, eval_rows, worker_context
 from ..splits import normalise
 from .decode import decode
 from .device_decode import DeviceDecode, pack
@@ -96,13 +96,13 @@ class FileLoader(DeviceLoader):
         self.on_skip: Callable[[Skipped], None] | None = None
         self.sampler = _EpochBatches()
         seeds = torch.Generator().manual_seed(seed * 7919 + rank * 2 + int(train))   # the workers' augmentation seeds
-        # Workers start from a clean forkserver process, never forked from this one (CUDA does not survive
-        # a fork). Pinned pages only for decoded batches, copied to the GPU: bytes decode from the host.
+        # Workers start from a clean forkserver (worker_context), never forked from this process (CUDA does
+        # not survive a fork). Pinned pages only for decoded batches, copied to the GPU: bytes decode on the host.
         self.loader = DataLoader(_Files(split, None if device_decode else transform), sampler=self.sampler,
                                  batch_size=None, num_workers=workers,
                                  pin_memory=device.type == "cuda" and device_decode is None,
                                  persistent_workers=workers > 0, generator=seeds,
-                                 multiprocessing_context="forkserver" if workers > 0 else None)
+                                 multiprocessing_context=worker_context() if workers > 0 else None)
 
     def order(self) -> torch.Tensor:
         return super().order().cpu()
