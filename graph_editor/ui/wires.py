@@ -178,6 +178,10 @@ class WireItem(QGraphicsItem):
         """Where the drawn curve starts and ends, in scene coordinates."""
         return self._path.pointAtPercent(0.0), self._path.pointAtPercent(1.0)
 
+    def curve(self) -> QPainterPath:
+        """The drawn curve, in the item's coordinates (a copy: what a reader of the canvas sees wired)."""
+        return QPainterPath(self._path)
+
     def path_rect(self) -> QRectF:
         """The rectangle around the drawn curve (its label aside)."""
         return self._path.boundingRect()
