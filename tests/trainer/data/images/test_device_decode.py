@@ -25,7 +25,7 @@ from trainer.data.images.loader import FileLoader, file_bytes
 from trainer.data.images.transforms import eval_transform
 from trainer.spec import ImageSpec
 
-from ..image_files import corrupt, write_folder
+from ...image_files import corrupt, write_folder
 
 pytestmark = pytest.mark.process
 
