@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ..model import Graph, Inference, Problem, validate
-from .background import NewestOnly
+from .background import NewestOnly, collection_paused
 
 if TYPE_CHECKING:
     from ..analysis import Analysis
@@ -87,9 +87,10 @@ class LiveAnalysis(QObject):
         """Validate now and emit ``inferred``; the analysis follows from the event loop."""
         self._timer.stop()
         assert self._graph is not None
-        self.inference = validate(self._graph, self.batch)
-        self._current = True
-        self.inferred.emit(self.inference)
+        with collection_paused():   # the inference and what its views make: thousands of objects, no cycles
+            self.inference = validate(self._graph, self.batch)
+            self._current = True
+            self.inferred.emit(self.inference)
         if self.analyze_enabled:
             self._analysis_timer.start()
         return self.inference
