@@ -127,9 +127,6 @@ ALLOWED_BACK_EDGES: dict[tuple[str, str], str] = {
     ("graph_editor.model.graph", "graph_editor.model.serialize"):
         "Graph.copy is a save and load in memory, so a copy is exactly what the file format keeps; "
         "the serializer builds Graphs",
-    ("graph_editor.ui.canvas", "graph_editor.ui.preview"):
-        "the ``python -m graph_editor.ui.canvas FILE`` entry point: imported only in the "
-        "``__main__`` block, which runs as a script, never on import",
     **{(f"graph_editor.ui.{helper}", "graph_editor.ui.canvas"):
        "type-only (TYPE_CHECKING): the canvas builds its overlays, gestures and menus and hands "
        "them itself; they annotate what they are handed"
