@@ -79,13 +79,16 @@ def test_commands_pause_set_lr_resume_stop(tmp_path, db):
     spec = write_spec(tmp_path, train={"epochs": 200}, schedule={"name": "constant"})
     with WorkerClient.run(spec, db=db) as w:
         stream = w.events(timeout=60)
-        until(stream, "metrics")
+        run_id = until(stream, "metrics")[0].run_id
         assert w.pause()
         seen = until(stream, "state")
         assert seen[-1].state == "paused"
         assert w.set_lr(0.0123)
-        time.sleep(0.6)
-        assert w.poll() == []             # paused: nothing trains, nothing is emitted
+        store, deadline = RunStore(db), time.monotonic() + 60
+        while not store.metrics(run_id, "lr/set") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.metrics(run_id, "lr/set")   # the paused worker has taken the command in...
+        assert w.poll() == []             # ...and, paused, trained nothing and emitted nothing
         assert w.resume_training()
         assert next(stream).state == "running"
         after = until(stream, "metrics", 2)   # the first one still holds the step made before the pause
@@ -281,6 +284,10 @@ def test_image_folder_with_its_own_splits_trains_and_its_validation_is_predicted
     found = predict_validation(json.loads(spec.read_text()), last.path, base_dir=tmp_path)
     assert found.images.shape == (12, 1, 8, 8) and found.rows.tolist() == list(range(12))
     assert found.matrix().tolist() == last_epoch.confusion     # the worker's own validation, sample for sample
+    # each epoch's share of its training time spent getting batches from the loader's workers
+    waits = RunStore(db).metrics(finished.run_id, "data/wait")
+    ends = [e.step for e in events if e.event == "epoch_end"]
+    assert [s for s, _, _ in waits] == ends and all(0.0 <= v <= 1.0 for _, _, v in waits), waits
 
 
 def test_the_studios_prediction_is_the_run_started_peak_and_a_bad_one_is_refused(tmp_path, db):
