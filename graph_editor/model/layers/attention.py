@@ -109,9 +109,10 @@ def sdpa(p: Params, xs: list[Shape]) -> Shape:
        ], inputs=(PortSpec("q", doc="queries"), PortSpec("k", doc="keys"), PortSpec("v", doc="values"),
                   PortSpec("mask", doc="added to the scores (float) or which keys each query sees (bool)")),
        prefix="attn", display="Masked Attention")
-def masked_attention(p, xs):
+def masked_attention(p: Params, xs: list[Shape]) -> Shape:
     q, k, v, mask = xs
-    out = sdpa({}, [q, k, v])
+    sdpa({}, [q, k, v])  # queries, keys and values checked as SDPA checks them
+    out = (*q[:-1], v[-1])
     scores = (*q[:-1], k[-2])
     if len(mask) > len(scores) or any(m not in (1, s) for m, s in zip(mask[::-1], scores[::-1], strict=False)):
         raise ShapeError(f"the mask {fmt_shape(mask, True)} does not broadcast against the scores "

@@ -37,7 +37,7 @@ def parameter(p: Params, xs: list[Shape]) -> Shape:
            ParamSpec("values", "str", "", "The elements, encoded (safetensors, zlib, base64; an import writes "
                      "them); empty: every element is fill."),
        ], inputs=(), prefix="const", key_params=("shape", "dtype"))
-def constant(p, xs):
+def constant(p: Params, xs: list[Shape]) -> Shape:
     if xs:
         raise ShapeError("takes no input")
     if prod(p["shape"]) > INT_LIMIT:

@@ -54,7 +54,7 @@ def reshape(p: Params, xs: list[Shape]) -> Shape:
     return (x[0], *shape)
 
 
-def _fold_batch(x, shape):
+def _fold_batch(x: Shape, shape: list[int]) -> Shape:
     if any(d < 1 for d in shape):
         raise ShapeError("with fold_batch every dimension of shape is a size (no -1: the leading one is "
                          "computed)", field="shape")

@@ -93,7 +93,7 @@ def unfold(p: Params, xs: list[Shape]) -> Shape:
            ParamSpec("shifts", "ints", [1], "How far each dim shifts (negative: towards the start)."),
            ParamSpec("dims", "ints", [1], "The dims that shift, one per shift (batch is 0 and does not shift)."),
        ], prefix="roll", key_params=("shifts", "dims"))
-def roll(p, xs):
+def roll(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     shifts, dims = p["shifts"], p["dims"]
     if not dims or len(shifts) != len(dims):
