@@ -131,6 +131,9 @@ ALLOWED_BACK_EDGES: dict[tuple[str, str], str] = {
        "type-only (TYPE_CHECKING): the canvas builds its overlays, gestures and menus and hands "
        "them itself; they annotate what they are handed"
        for helper in ("breadcrumbs", "gestures", "menus", "minimap")},
+    ("trainer.checkpoints.saving", "trainer.job"):
+        "type-only (TYPE_CHECKING): the checkpoints callback annotates the job whose state it saves; "
+        "the job builds it",
     ("graph_editor.ui.items", "graph_editor.ui.wires"):
         "type-only (TYPE_CHECKING): a port lists the wires on it, a wire joins two ports",
 }

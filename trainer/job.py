@@ -2,7 +2,7 @@
 
 :func:`make_job` builds everything from a checked :class:`~trainer.checks.Setup`; :func:`run_epochs`
 runs epochs until done, stopped or early-stopped. Checkpoints (saving off the training thread, and
-the round trip that makes a resumed run end where an uninterrupted one would) are :mod:`.checkpointing`.
+the round trip that makes a resumed run end where an uninterrupted one would) are :mod:`.checkpoints.saving`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from torch import nn
 
 from graph_editor.building import build_module
 
-from . import adaptive_threads
 from .callbacks import Callback
 from .callbacks.reporting import MemorySamples, Reporter
-from .checkpointing import Checkpoints, save
+from .checkpoints.saving import Checkpoints, save
 from .checks import Setup
 from .compilation import recipes as warm
 from .compilation.log import watch as watch_compile
@@ -53,6 +52,7 @@ from .protocol import events as ev
 from .protocol.controls import Controls
 from .spec import SpecError
 from .store.runs import RunStore
+from .threads import adaptive as adaptive_threads
 
 LOWER_IS_BETTER = {"val_loss"}
 

@@ -16,7 +16,7 @@ import torch
 from graph_editor.building import BuildError
 
 from .callbacks.reporting import emit_memory
-from .checkpointing import load_best_weights
+from .checkpoints.saving import load_best_weights
 from .checks import Setup
 from .data import DataError
 from .distributed.lifeline import live_ranks

@@ -26,7 +26,7 @@ import torch
 
 from graph_editor.model.units import mib
 
-from .checkpointing import restore
+from .checkpoints.saving import restore
 from .checkpoints.single_file import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
 from .compilation import recipes as warm

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from trainer import adaptive_threads as at
 from trainer.threads import SWITCH, compiles, plan
+from trainer.threads import adaptive as at
 
 HZ = 100   # clock ticks a second, as /proc counts them
 

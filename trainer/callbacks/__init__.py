@@ -10,7 +10,7 @@ and memory recording each plug into the loop as one callback, called at named mo
 - ``on_metrics(window)``: a window of steps was read from the device (every ``interval_s`` of training).
 - ``on_epoch_end(event)``: an epoch was evaluated and stored; the callbacks run in their list's order.
 - ``on_checkpoint(event)``: a checkpoint was written and recorded (in a one-process run on the
-  recorder thread, which writes it: :mod:`trainer.checkpointing`).
+  recorder thread, which writes it: :mod:`trainer.checkpoints.saving`).
 
 Reporting and memory samples are here (:mod:`.reporting`); the commands and checkpoints are in
 :mod:`trainer.job`, inspection in :mod:`trainer.inspection`, memory recording in :mod:`trainer.memory.timeline`.

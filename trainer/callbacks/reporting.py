@@ -115,7 +115,7 @@ def emit_memory(job: Job, step: int, background: bool = False) -> None:
     def write() -> None:
         sample = memory_sample(job.setup.device, step)
         # System curves: the process's CPU use since the last sample (100 = one core busy), its RSS, its CPU
-        # threads (trainer.adaptive_threads: fewer while other processes use the cores), the GPU's use.
+        # threads (trainer.threads.adaptive: fewer while other processes use the cores), the GPU's use.
         system = [(step, names.CPU_PERCENT.name, 100.0 * (cpu - cpu0) / max(now - wall0, 1e-6)),
                   (step, names.RSS.name, float(rss_bytes())), (step, names.THREADS.name, threads)]
         if (busy := gpu_utilisation(job.setup.device)) is not None:   # CUDA with NVML: the GPU's utilisation too

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..checkpointing import checkpoint_saved, checkpoint_state, restore
+from ..checkpoints.saving import checkpoint_saved, checkpoint_state, restore
 from ..checkpoints.single_file import CheckpointError, fault_point, prune, verify_checkpoint
 from ..checks import setup
 from ..finetune import lr_scales

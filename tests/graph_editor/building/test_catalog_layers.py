@@ -392,7 +392,8 @@ def test_torchvision_and_timm_classes_of_the_new_types_import_whole():
     module = library_block().eval()
     result = import_module(module, (3, 5, 5))
     nodes = {n.id: (n.type, n.params) for n in result.graph}
-    assert nodes["ln_timm"] == ("LayerNorm2d", {"num_channels": 4, "eps": 1e-6, "elementwise_affine": True})
+    assert nodes["ln_timm"] == ("LayerNorm2d", {"num_channels": 4, "eps": 1e-6, "elementwise_affine": True,
+                                                "bias": True})
     assert nodes["ln_tv"][0] == "LayerNorm2d"
     assert nodes["sd"] == ("DropPath", {"p": 0.2, "mode": "row"}) and nodes["drop"] == ("DropPath", {"p": 0.1,
                                                                                                     "mode": "row"})

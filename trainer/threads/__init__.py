@@ -9,7 +9,7 @@ beside two CPU hogs, 396 s at a load average of 16-19). So the worker, before to
 (OpenMP reads its environment once), chooses one of these (``TORCH_STUDIO_THREADS``):
 
 - ``adaptive`` (the default): PyTorch's own waiting, and the thread count re-decided from the other
-  processes' CPU use while it trains (:mod:`trainer.adaptive_threads`): the full team on free cores,
+  processes' CPU use while it trains (:mod:`trainer.threads.adaptive`): the full team on free cores,
   down to a single thread (no team, nothing to wait for) while they are busy;
 - ``passive``: ``OMP_WAIT_POLICY=PASSIVE`` and every usable core: a thread without work sleeps at once,
   so the run slows in proportion to the load, at a cost of ~30% on an idle machine (a sleep and a
@@ -45,7 +45,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import adaptive_threads
+from . import adaptive
 
 SWITCH = "TORCH_STUDIO_THREADS"
 ADAPTIVE = "adaptive"
@@ -57,7 +57,7 @@ CGROUP = Path("/sys/fs/cgroup")
 @dataclass(frozen=True)
 class ThreadPlan:
     """What :func:`configure` decided: the thread count (None: as set, or PyTorch's), the wait policy
-    (None: as set, or PyTorch's), whether the count follows the load (:mod:`trainer.adaptive_threads`),
+    (None: as set, or PyTorch's), whether the count follows the load (:mod:`trainer.threads.adaptive`),
     and why."""
 
     threads: int | None
@@ -141,5 +141,5 @@ def configure(env: MutableMapping[str, str] | None = None, *, compiled: bool = F
         for variable in THREAD_VARIABLES:
             env[variable] = str(chosen.threads)
     if chosen.adaptive and env is os.environ:   # this process's own threads: sampled from its start
-        adaptive_threads.start(chosen.threads or 1)
+        adaptive.start(chosen.threads or 1)
     return chosen

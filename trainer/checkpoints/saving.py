@@ -22,8 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .callbacks import Callback
-from .checkpoints.single_file import (
+from ..callbacks import Callback
+from ..loop import EpochTotals
+from ..metrics import names
+from ..protocol import events as ev
+from .single_file import (
     CheckpointError,
     checkpoint_file,
     fault_point,
@@ -37,12 +40,9 @@ from .checkpoints.single_file import (
     verify_checkpoint,
     write_checkpoint,
 )
-from .loop import EpochTotals
-from .metrics import names
-from .protocol import events as ev
 
 if TYPE_CHECKING:
-    from .job import Job
+    from ..job import Job
 
 
 class Checkpoints(Callback):

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from .callbacks import Callback
+from ..callbacks import Callback
 
 if TYPE_CHECKING:
-    from .callbacks import StepFn
+    from ..callbacks import StepFn
 
 DROP_MARGIN = 0.6    # the others may use this much of a core before a thread goes
 GROW_MARGIN = 0.4    # ... and at most this much before a thread comes back

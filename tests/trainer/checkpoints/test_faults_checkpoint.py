@@ -33,7 +33,7 @@ from trainer.checkpoints.single_file import (
 )
 from trainer.store.runs import RunStore
 
-from .helpers import THOROUGH, write_spec
+from ..helpers import THOROUGH, write_spec
 
 pytestmark = pytest.mark.process
 
