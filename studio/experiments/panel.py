@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..elided_label import ElidedLabel
 from .charts import HistoryChart, ImportanceChart, IntermediateChart, ParallelChart
 
 FIXED = ("#", "state", "value", "run")
@@ -54,10 +55,13 @@ class ExperimentsPanel(QWidget):
         super().__init__(parent)
         self.report: dict[str, Any] | None = None
         self.study = _named(QComboBox(), "experimentsStudy")
-        self.study.setMinimumWidth(200)
+        # a default name (Digits_CNN-sweep-1127-082138) whole; a longer one is cut, never widening the window
+        self.study.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.study.setMinimumContentsLength(30)
         self.study.currentTextChanged.connect(self._chosen)
-        self.status = _named(QLabel("No study yet"),
-                             "experimentsStatus")
+        # one line cut with "…" (the whole in its tooltip): an error naming a long store path had made the
+        # window 1985 px wide on a 1440 px screen, the charts and the trial buttons off the screen
+        self.status = _named(ElidedLabel("No study yet"), "experimentsStatus")
         self.buttons = {key: _named(QPushButton(text), f"experiments_{key}") for key, text in
                         (("open", "Open Graph"), ("export", "Export ONNX…"), ("retrain", "Retrain on Train+Val"))}
         for key, signal in (("open", self.open_graph), ("export", self.export_run), ("retrain", self.retrain)):
