@@ -126,3 +126,16 @@ def test_the_cli_refuses_a_bad_space_naming_the_token_and_making_no_study(tmp_pa
     assert code == 2
     assert "error: space token 2 'batch_size=32|big': 'big' is not a number" in capsys.readouterr().err
     assert not (tmp_path / "runs.sqlite").exists()
+
+
+@pytest.mark.process
+def test_reading_studies_loads_no_runner():
+    """The Experiments workspace reads studies through trainer.sweep.report; the package once imported its
+    runner and the memory prediction with it, 0.3 s of CPU (1 s at a load of 19) while the window froze."""
+    import subprocess
+    import sys
+
+    code = ("import sys, trainer.sweep.report, trainer.sweep; assert 'trainer.sweep.runner' not in sys.modules; "
+            "from trainer.sweep import Sweep; assert Sweep.__module__ == 'trainer.sweep.runner'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
