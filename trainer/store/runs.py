@@ -40,7 +40,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -296,6 +296,23 @@ class RunStore:
         def read() -> float | None:
             with Session(self.engine) as s:
                 return s.scalar(select(func.max(Metric.value)).where(Metric.run_id == run_id, Metric.name == name))
+        return self._read(read)
+
+    def metric_maxes(self, run_ids: Sequence[int], names: Sequence[str]) -> dict[tuple[int, str], float]:
+        """The highest value of each metric in ``names`` for each run in ``run_ids``, by (run id, name):
+        one grouped query per 500 runs (the Runs table asked :meth:`metric_max` twice a run, 2,000 queries
+        and most of its first show with 1,000 runs)."""
+        ids = list(dict.fromkeys(run_ids))
+
+        def read() -> dict[tuple[int, str], float]:
+            out: dict[tuple[int, str], float] = {}
+            with Session(self.engine) as s:
+                for i in range(0, len(ids), 500):      # SQLite's limit on bound variables
+                    q = (select(Metric.run_id, Metric.name, func.max(Metric.value))
+                         .where(Metric.run_id.in_(ids[i:i + 500]), Metric.name.in_(list(names)))
+                         .group_by(Metric.run_id, Metric.name))
+                    out.update({(rid, name): float(v) for rid, name, v in s.execute(q) if v is not None})
+            return out
         return self._read(read)
 
     def epoch_reports(self, run_id: int) -> list[dict[str, Any]]:
