@@ -87,6 +87,8 @@ class HistoryChart(Chart):
         # either side of the first and the last
         whole_ticks(self.plotItem.getAxis("bottom"), xs.min(), xs.max())
         self.plotItem.setXRange(xs.min() - 0.5, xs.max() + 0.5, padding=0)
+        if np.ptp(ys) == 0:     # one value: pyqtgraph's own ±0.5 around it read "accuracy 1.4"
+            self.plotItem.setYRange(ys[0] - 0.02, ys[0] + 0.02, padding=0)
         self.plotItem.plot(xs, ys, pen=None, symbol="o", symbolSize=8, symbolBrush=self.theme.curve(BLUE),
                            symbolPen=None, name="trial")
         self.plotItem.plot(xs, best, pen=self.pen(VERMILLION, 2), stepMode=None, name="best so far")

@@ -28,6 +28,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from trainer.sweep.study import brief_reason
+
 from ..elided_label import ElidedLabel
 from .charts import HistoryChart, ImportanceChart, IntermediateChart, ParallelChart
 
@@ -107,7 +109,7 @@ class ExperimentsPanel(QWidget):
         split.addWidget(grid_host)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
-        split.setSizes([560, 840])
+        split.setSizes([640, 760])     # the trials table whole with three parameters and a brief reason
         self.split = split
         self.empty = _named(QLabel(EMPTY), "experimentsEmpty")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -159,12 +161,12 @@ class ExperimentsPanel(QWidget):
         for row, t in enumerate(trials):
             cells = [t["number"], t["state"], "" if t["value"] is None else f"{t['value']:.4f}",
                      "" if t["run_id"] is None else t["run_id"],
-                     *[_fmt(t["params"].get(n)) for n in names], t["reason"]]
+                     *[_fmt(t["params"].get(n)) for n in names], brief_reason(t["reason"])]
             for col, value in enumerate(cells):
                 item = QTableWidgetItem()
                 item.setData(Qt.ItemDataRole.DisplayRole, value)
                 if col == len(cells) - 1:
-                    item.setToolTip(str(value))
+                    item.setToolTip(t["reason"])     # the whole reason; the cell says it in a few words
                 self.table.setItem(row, col, item)
             if chosen is not None and t["number"] == chosen["number"]:
                 self.table.selectRow(row)

@@ -53,6 +53,7 @@ def _enter(window) -> None:
 
 
 def test_the_workspace_shows_a_study_live_and_opens_the_best_trials_graph(window, qtbot, tmp_path):
+    window.resize(1440, 900)
     study = _study(f"sqlite:///{tmp_path / 'runs.sqlite'}")
     assert window.experiments.panel is None           # nothing built before the first entry
     _enter(window)
@@ -62,9 +63,16 @@ def test_the_workspace_shows_a_study_live_and_opens_the_best_trials_graph(window
     assert "best: trial 0, val_accuracy 0.9700" in panel.status.text()
     states = [panel.table.item(r, 1).text() for r in range(3)]
     assert states == ["complete", "pruned", "pruned"]
+    last = panel.table.columnCount() - 1      # the reason in a few words, whole (it read "predicte…")
+    briefs = [panel.table.item(r, last).text() for r in range(3)]
+    assert briefs == ["", "median rule, epoch 1", "over budget: 370.3 MiB"]
+    assert panel.table.item(2, last).toolTip().startswith("predicted peak memory 370.3 MiB at batch 4096")
+    assert all(panel.table.fontMetrics().horizontalAdvance(b) + 8 <= panel.table.columnWidth(last) for b in briefs)
     history, parallel, importance, intermediate = panel.charts
     assert len(history.plotItem.listDataItems()) == 2            # the trials and the best so far
     assert history.note == intermediate.note == parallel.note == ""
+    low, high = history.plotItem.viewRange()[1]
+    assert 0.9 < low < 0.97 < high < 1.0        # around the one complete trial (it read 0.5 ... 1.4)
     assert len(intermediate.plotItem.listDataItems()) == 3       # two trials' epochs and the pruned one's cross
     assert len(parallel.plotItem.listDataItems()) == 3           # every finished trial with parameters
     assert importance.note == "needs 2 complete trials"            # one complete trial: it says so, not empty
