@@ -133,12 +133,12 @@ def run(paths: list[str]) -> int:
     if os.environ.get(REPORT_ENV):
         QTimer.singleShot(0, lambda: _report(app, window, paths, t0))
     else:
-        QTimer.singleShot(0, lambda: start(window, paths, _warm_up_passive()))
+        QTimer.singleShot(0, lambda: start(window, paths, warm_up_passive()))
         start_compile_warmup(data / "compile-warmup.log")   # the templates' compiles, at idle priority
     return app.exec()
 
 
-def _warm_up_passive() -> threading.Thread:
+def warm_up_passive() -> threading.Thread:
     """Import torch in the background with OpenMP's idle threads sleeping instead of spinning.
 
     The studio runs torch on more than one thread (the analysis on the GUI thread, an export's

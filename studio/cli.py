@@ -1,7 +1,7 @@
 """``torch-studio``: with no arguments it opens the studio; subcommands work headless.
 
 Each group of subcommands lives in its own module with a ``register(subparsers)`` function,
-so that adding a command is one new small file and one line in ``_COMMAND_MODULES``.
+so that adding a command is one new small file and one line in ``COMMAND_MODULES``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 # as a shell reports a program that SIGPIPE ended.
 BROKEN_PIPE_STATUS = 128 + 13
 
-_COMMAND_MODULES = (
+COMMAND_MODULES = (
     "studio.cli_graph",
     "studio.cli_export",
     "studio.cli_train",
@@ -49,7 +49,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     owner = COMMAND_OWNERS.get(command or "")
-    for name in (owner,) if owner else _COMMAND_MODULES:
+    for name in (owner,) if owner else COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
 

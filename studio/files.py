@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QWidget
 from graph_editor.model import Graph, GraphError, graph_from_dict, load_graph
 from graph_editor.model.finetune import KEY as FINETUNE
 from graph_editor.model.finetune import FinetunePlan
+from graph_editor.ui.background import collection_paused
 
 from .document import UNTITLED, Document, starter_graph
 from .prompts import Prompts
@@ -90,7 +91,8 @@ class FileActions(QObject):
             if not path:
                 return False
         try:
-            graph = load_graph(path)
+            with collection_paused():   # tens of thousands of objects, no garbage: the collector only walks them
+                graph = load_graph(path)
         except GraphError as exc:
             self._error("Cannot open the graph", exc)
             return False

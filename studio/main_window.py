@@ -17,7 +17,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu, QToolBar, QWidget
 
-from graph_editor.model import Inference
+from graph_editor.model import Inference, Problem
 from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.controller import EditorController
 from graph_editor.ui.live import LiveAnalysis
@@ -37,13 +37,14 @@ from .resources import IconSet
 from .settings import THEMES, StudioSettings
 from .status import GraphStatus, is_blank
 from .themes import Theme, ThemeManager
+from .widgets import named
 from .workspaces import Workspaces
 
 if TYPE_CHECKING:
     from .compile_check import CompileCheck
     from .experiments import ExperimentsHook
     from .export import ExportHook
-    from .finetune import FinetuneActions
+    from .finetune import FinetuneHook
     from .inspect import InspectHook
     from .training import TrainingHook
 
@@ -79,7 +80,7 @@ class MainWindow(QMainWindow):
     inspect: InspectHook          # the Inspect workspace
     experiments: ExperimentsHook  # the Experiments workspace (sweeps)
     compile_check: CompileCheck   # Graph > Check Compile: graph breaks into Problems
-    finetune: FinetuneActions     # Graph > Freeze / Unfreeze, Learning-Rate Multiplier, Replace Head
+    finetune: FinetuneHook        # Graph > Freeze / Unfreeze, Learning-Rate Multiplier, Replace Head
 
     def __init__(self, services: Services, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -98,7 +99,8 @@ class MainWindow(QMainWindow):
         self.recent_menu = QMenu("Open &Recent", self)
         self.menus = build_menus(self.menuBar(), self.action, recent=self.recent_menu)
         self._close_guards: list[Callable[[], bool]] = []
-        self.toolbar = QToolBar("Toolbar", objectName="mainToolbar", movable=False)
+        self.toolbar = named(QToolBar("Toolbar"), "mainToolbar")
+        self.toolbar.setMovable(False)
         self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
         build_toolbar(self.toolbar, self.action)
         self.workspaces = Workspaces(self, self.canvas, self.menus["&View"], services.settings)
@@ -135,7 +137,7 @@ class MainWindow(QMainWindow):
             ("problems", "Problems", self.problems, area.BottomDockWidgetArea),
             ("log", "Log", self.log, area.BottomDockWidgetArea),
         ):
-            dock = QDockWidget(title, self, objectName=f"{key}Dock")
+            dock = named(QDockWidget(title, self), f"{key}Dock")
             dock.setWidget(widget)
             self.addDockWidget(where, dock)
             self.docks[key] = dock
@@ -150,10 +152,11 @@ class MainWindow(QMainWindow):
         menu = self.menus["&View"]
         menu.addAction(self.toolbar.toggleViewAction())
         menu.addSeparator()
-        group = QActionGroup(self, exclusive=True)
+        group = QActionGroup(self)
+        group.setExclusive(True)
         self.theme_actions: dict[str, QAction] = {}
         for name in THEMES:
-            action = QAction(f"{name.capitalize()} Theme", self, checkable=True, objectName=f"action_theme_{name}")
+            action = named(QAction(f"{name.capitalize()} Theme", self, checkable=True), f"action_theme_{name}")
             action.setChecked(name == self.s.themes.current.name)
             action.triggered.connect(lambda _c=False, n=name: self.set_theme(n))
             group.addAction(action)
@@ -224,7 +227,7 @@ class MainWindow(QMainWindow):
         graph = self.controller.graph
         self.summary.show_inference(inference.shapes, {i: n.type for i, n in graph.nodes.items()}, inference.order)
 
-    def _on_analyzed(self, analysis: object, problems: object) -> None:
+    def _on_analyzed(self, analysis: object, problems: list[Problem]) -> None:
         self.summary.show_analysis(analysis, problems)
         # what the build on meta adds to the graph's own problems (a reserved node id, a Module node whose
         # class cannot be imported, a billion-parameter warning): the verdict `torch-studio validate` prints
@@ -233,7 +236,7 @@ class MainWindow(QMainWindow):
         if is_blank(self.controller.graph):
             self._show_blank_problems()
         else:
-            self.problems.set_problems([p for p in problems if p not in own], source="build")  # type: ignore[attr-defined]
+            self.problems.set_problems([p for p in problems if p not in own], source="build")
         if analysis is None and is_blank(self.controller.graph):   # nothing to fix yet: say what to do
             self.summary.totals.setText("A new network: add layers between Input and Output to see shapes, "
                                         "parameters and FLOPs.")

@@ -25,6 +25,7 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu, QToolBar, QWidget
 
 from .settings import StudioSettings
+from .widgets import named
 
 Docks = Sequence[QDockWidget] | Callable[[], Sequence[QDockWidget]]
 STATE_VERSION = 1
@@ -55,19 +56,22 @@ class Workspaces(QObject):
         self.items: dict[str, Workspace] = {}
         self.current: str | None = None
         self._restored = False
-        self.bar = QToolBar("Workspaces", window, objectName="workspaceBar", movable=False)
+        self.bar = named(QToolBar("Workspaces", window), "workspaceBar")
+        self.bar.setMovable(False)
         self.bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         self.bar.setStyleSheet("QToolButton { padding: 3px 10px; }"
                                "QToolButton:checked { font-weight: bold; border: none;"
                                " border-bottom: 2px solid palette(highlight); }")
-        self.group = QActionGroup(self, exclusive=True)
+        self.group = QActionGroup(self)
+        self.group.setExclusive(True)
         self.menu = QMenu("&Workspace", window)
         self.docks_menu = view_menu
         self._dock_actions: dict[str, QAction] = {}
         view_menu.addMenu(self.menu)
         view_menu.addSeparator()
-        self.reset_action = QAction("&Reset Layout", window, objectName="action_reset_layout",
-                                    statusTip="Put the docks of this workspace back where they first were")
+        self.reset_action = named(QAction("&Reset Layout", window,
+                                          statusTip="Put the docks of this workspace back where they first were"),
+                                  "action_reset_layout")
         self.reset_action.triggered.connect(self.reset_layout)
         view_menu.addAction(self.reset_action)      # every dock goes above it, whenever it is made
         view_menu.addSeparator()                    # what the window adds to View comes after
@@ -79,7 +83,7 @@ class Workspaces(QObject):
         entry) and the canvas when ``canvas``; it gets a mode-bar button and Ctrl+<its number>."""
         if name in self.items:
             raise ValueError(f"a workspace named {name!r} exists already")
-        action = QAction(name, self.window, checkable=True, objectName=f"workspace_{name.lower()}")
+        action = named(QAction(name, self.window, checkable=True), f"workspace_{name.lower()}")
         number = len(self.items) + 1
         if number <= 9:
             action.setShortcut(QKeySequence(f"Ctrl+{number}"))
@@ -89,7 +93,10 @@ class Workspaces(QObject):
         action.triggered.connect(lambda _c=False, n=name: self.show(n))
         self.group.addAction(action)
         self.bar.addAction(action)
-        self.menu.insertAction(self.menu.actions()[-1] if self.menu.actions() else None, action)
+        if self.menu.actions():
+            self.menu.insertAction(self.menu.actions()[-1], action)
+        else:
+            self.menu.addAction(action)
         ws = Workspace(name, canvas, action)
         if callable(docks):
             ws.build = docks

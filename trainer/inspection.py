@@ -34,6 +34,7 @@ from torch import nn
 
 from .callbacks import Callback
 from .loop import StepFn, autocast
+from .protocol.wire import json_safe
 
 if TYPE_CHECKING:
     from .protocol.events import Event
@@ -103,10 +104,11 @@ class InspectReport:
 
 
 def _finite(value: Any) -> Any:
-    """JSON has no inf/NaN: an exploded figure is written as +-1e308 (NaN as None)."""
-    if not isinstance(value, float) or math.isfinite(value):
-        return value
-    return None if math.isnan(value) else math.copysign(1e308, value)
+    """JSON has no inf/NaN: an exploded figure is written as +-1e308, so its direction shows (NaN as None,
+    as everywhere on the wire: :func:`~trainer.protocol.wire.json_safe`)."""
+    if isinstance(value, float) and math.isinf(value):
+        return math.copysign(1e308, value)
+    return json_safe(value)
 
 
 class _Hooks:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..building.fx import BuildError, build_module
+from ..building.fx import BuildError, build_parts
 from ..model import Graph, Inference, Problem, validate
 from .per_node import Analysis, analyze
 
@@ -39,7 +39,7 @@ def check_graph(graph: Graph, batch: int = 1, inference: Inference | None = None
     if not inf.ok:
         return GraphCheck(inf, problems, None)
     try:
-        module = build_module(graph, batch=batch, device="meta", inference=inf)
+        module, _, _ = build_parts(graph, batch=batch, device="meta", inference=inf)   # no GraphModule: see there
         analysis = analyze(graph, batch, inf)
     except BuildError as exc:
         return GraphCheck(inf, problems + [p for p in exc.problems if p not in problems], None)

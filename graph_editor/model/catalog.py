@@ -164,7 +164,8 @@ class PortSpec:
     doc: str = ""
 
 
-ShapeRule = Callable[[dict[str, Any], list[Shape]], Any]  # a Shape, or a list of them (one per output)
+Params = dict[str, Any]  # a layer's checked parameters, by name
+ShapeRule = Callable[[Params, list[Shape]], "Shape | list[Shape]"]  # a list: one shape per output
 OutputCount = Callable[[dict[str, Any]], int]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import keyword
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from .catalog import INT_LIMIT, Shape, fmt_shape, output_index
 from .errors import ParamError, ShapeError
@@ -100,17 +100,19 @@ def validate(graph: Graph, batch: int = 1) -> Inference:
         wired = _wired_inputs(graph, node_id, in_edges[node_id], problems)
         if wired is None or node_id not in params_ok:
             continue
-        shapes = [result.edge_shape(e) for e in wired]
-        if any(s is None for s in shapes):
+        shapes = [s for e in wired if (s := result.edge_shape(e)) is not None]
+        if len(shapes) < len(wired):
             continue  # an upstream problem is already reported
         if not _dtype_ok(node.type, [e.src in integer for e in wired], integer, node_id, problems):
             continue
         try:
-            out = spec.infer(params_ok[node_id], shapes)  # type: ignore[arg-type]
+            inferred = spec.infer(params_ok[node_id], shapes)
         except ShapeError as exc:
             problems.append(Problem(node_id, f"{spec.display} {node.title} {exc.message}", field=exc.field))
             continue
-        outs = [tuple(o) for o in out] if spec.multi_output else [tuple(out)]
+        # A layer with several outputs gives one shape per output (its rule's documented contract)
+        outs = ([tuple(o) for o in cast("list[Shape]", inferred)] if spec.multi_output
+                else [tuple(cast("Shape", inferred))])
         if (size := max(math.prod(o[1:]) for o in outs)) > INT_LIMIT:
             problems.append(Problem(node_id, f"{spec.display} {node.title} makes {size:.3g} values per sample, "
                                              f"beyond any device (at most {INT_LIMIT:,})"))

@@ -31,10 +31,11 @@ class Breadcrumbs(QWidget):
         self.canvas = canvas
         self.path: list[str] = []
         self.buttons: list[QToolButton] = []
-        row = QHBoxLayout(self)
+        self.row = row = QHBoxLayout(self)
         row.setContentsMargins(6, 2, 6, 2)
         row.setSpacing(2)
-        self._rebuild = QTimer(self, singleShot=True, interval=0, timeout=self._build)
+        self._rebuild = QTimer(self, singleShot=True, interval=0)
+        self._rebuild.timeout.connect(self._build)
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)  # the style sheet's background
         self.hide()
 
@@ -54,9 +55,10 @@ class Breadcrumbs(QWidget):
         selection = controller.selection
         path = path_of(graph.groups, selection[0]) if len(selection) == 1 else []
         self.path = path
-        row = self.layout()
+        row = self.row
         while row.count():
-            widget = row.takeAt(0).widget()
+            taken = row.takeAt(0)
+            widget = taken.widget() if taken is not None else None
             if widget is not None:
                 widget.hide()
                 widget.deleteLater()
@@ -68,7 +70,9 @@ class Breadcrumbs(QWidget):
             if k:
                 row.addWidget(QLabel("›"))
             group = graph.groups.get(gid) if gid else None
-            button = QToolButton(text=TOP if group is None else group.name, autoRaise=True)
+            button = QToolButton()
+            button.setText(TOP if group is None else group.name)
+            button.setAutoRaise(True)
             button.setCursor(Qt.CursorShape.PointingHandCursor)
             button.setToolTip("Show the whole network" if group is None else
                               f"Select {group.name}" + (f" ({group.kind})" if group.kind else ""))
@@ -78,7 +82,7 @@ class Breadcrumbs(QWidget):
         # A child added to a widget already shown is shown only at the next event, and until then the
         # layout sizes it 0x0: the bar was cut to nothing and a click on it went nowhere. Show them now.
         for k in range(row.count()):
-            if (widget := row.itemAt(k).widget()) is not None:
+            if (item := row.itemAt(k)) is not None and (widget := item.widget()) is not None:
                 widget.show()
         row.activate()
         self.adjustSize()

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import sys
 
-from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QContextMenuEvent,
     QKeyEvent,
     QMouseEvent,
     QPainter,
+    QPaintEvent,
     QResizeEvent,
     QWheelEvent,
 )
@@ -37,9 +38,10 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QWidget
 from ..model import Graph
 from .breadcrumbs import Breadcrumbs
 from .controller import EditorController
+from .far_view import FarPicture, paint_rubber_band
 from .gestures import CutLine, WireDrag
 from .groups import GroupBox, GroupFrame
-from .items import NodeItem, PortItem
+from .items import SIMPLE_LOD, NodeItem, PortItem
 from .live import LiveAnalysis
 from .menus import edit_shortcut, show_context_menu
 from .minimap import Minimap
@@ -94,8 +96,8 @@ class GraphCanvas(PlacingView):
         self._press_positions: dict[QGraphicsItem, QPointF] = {}   # movable items where a press found them
         self._dragged_at: dict[QGraphicsItem, QPointF] = {}        # ... and where the drag last saw them
         self.search.chosen.connect(lambda type_: self.drop_layer(type_, self._search_at, self._search_wire))
-        self._zoom_settle = QTimer(self, singleShot=True, interval=ZOOM_SETTLE_MS,
-                                   timeout=lambda: self.graph_scene.set_item_caching(True))
+        self._zoom_settle = QTimer(self, singleShot=True, interval=ZOOM_SETTLE_MS, timeout=self._zoom_settled)
+        self.far = FarPicture(self, self.graph_scene)
         self.enable_minimap = True
         self.minimap = Minimap(self)
         self._minimap_timer = QTimer(self, singleShot=True, interval=40, timeout=self._on_scene_settled)
@@ -178,6 +180,27 @@ class GraphCanvas(PlacingView):
         self.verticalScrollBar().setValue(self.verticalScrollBar().value() + drift.y())
         self.minimap.refresh()
 
+    def far_mode(self) -> bool:
+        """Zoomed out so far that nodes are blocks without text: frames come from :class:`FarPicture`."""
+        return self.zoom < SIMPLE_LOD
+
+    def _zoom_settled(self) -> None:
+        self.graph_scene.set_item_caching(not self.far_mode())   # far: the tiles are the cache
+        if self.far_mode():
+            self.viewport().update()   # the gesture's scaled tiles give way to tiles of this scale
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt's name
+        if not self.far_mode():
+            super().paintEvent(event)
+            return
+        painter = QPainter(self.viewport())
+        drawn = self.far.paint(painter, event.rect(), self.zoom, self._zoom_settle.isActive())
+        if drawn:
+            paint_rubber_band(self, painter)
+        painter.end()
+        if not drawn:   # most tiles missing (just opened or edited): the items this once
+            super().paintEvent(event)
+
     def pan_by(self, dx: float, dy: float) -> None:
         """Move the view by (dx, dy) view pixels."""
         self.horizontalScrollBar().setValue(int(self.horizontalScrollBar().value() - dx))
@@ -187,11 +210,11 @@ class GraphCanvas(PlacingView):
         """Switch between the dark and light themes (or any :class:`Theme`)."""
         self.graph_scene.set_theme(get_theme(theme) if isinstance(theme, str) else theme)
         self.resetCachedContent()
+        self.far.clear()
         self.reason_label.set_theme(self.graph_scene.theme)
         self.breadcrumbs.set_theme(self.graph_scene.theme)
         self.viewport().update()
         self.minimap.refresh()
-
 
     def drawBackground(self, painter: QPainter, rect: QRectF) -> None:
         draw_grid(painter, rect, self.graph_scene.theme, self.zoom)
@@ -263,18 +286,17 @@ class GraphCanvas(PlacingView):
             self.show_rect(item.sceneBoundingRect() if not isinstance(item, GroupFrame) else item.rect)
 
     # ---------------------------------------------------------------- ports and wires
+    def item_at(self, view_pos: QPoint) -> QGraphicsItem | None:
+        """The item under ``view_pos``; on a port, the node or block it belongs to."""
+        return self.graph_scene.item_at(self.mapToScene(view_pos), self.transform())
+
     def port_at(self, view_pos: QPointF, want_input: bool | None = None) -> PortItem | None:
         """The nearest port within PORT_PICK pixels of ``view_pos`` (of one kind, if given)."""
         r = PORT_PICK
         area = self.mapToScene(QRectF(view_pos.x() - r, view_pos.y() - r, 2 * r, 2 * r).toRect()).boundingRect()
+        ports = [p for p in self.graph_scene.ports_in(area) if want_input is None or p.is_input == want_input]
         centre = self.mapToScene(view_pos.toPoint())
-        best, best_d = None, float("inf")
-        for item in self.graph_scene.items(area):
-            if isinstance(item, PortItem) and item.isVisible() and (want_input is None or item.is_input == want_input):
-                d = (item.scenePos() - centre).manhattanLength()
-                if d < best_d:
-                    best, best_d = item, d
-        return best
+        return min(ports, key=lambda p: (p.scenePos() - centre).manhattanLength(), default=None)
 
     # ---------------------------------------------------------------- mouse
     def mousePressEvent(self, event: QMouseEvent) -> None:
@@ -376,8 +398,7 @@ class GraphCanvas(PlacingView):
             self.controller.move_nodes(positions)
 
     def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
-        item = self.itemAt(event.position().toPoint())
-        item = item.parentItem() if isinstance(item, PortItem) else item
+        item = self.item_at(event.position().toPoint())
         if isinstance(item, NodeItem):
             self.node_activated.emit(item.node_id)
         elif isinstance(item, GroupBox):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QPainter, QPainterPath, QPen
-from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QStyleOptionGraphicsItem, QWidget
 
 from ..model import Node
 from ..model.catalog import output_index
@@ -28,7 +28,6 @@ SIMPLE_LOD = 0.38  # below this zoom, nodes are drawn as coloured blocks without
 RADIUS = 5.0
 _Flag = QGraphicsItem.GraphicsItemFlag
 _NODE_FLAGS = _Flag.ItemIsSelectable | _Flag.ItemIsMovable   # made once: enum arithmetic costs per node
-_PORT_FLAGS = _Flag.ItemHasNoContents
 _CACHED = QGraphicsItem.CacheMode.DeviceCoordinateCache
 
 
@@ -48,32 +47,60 @@ def scene_look(item: QGraphicsItem) -> SceneLook | None:
     return cast("SceneLook | None", item.scene())
 
 
-class PortItem(QGraphicsItem):
-    """An input or output port of a node (or of a collapsed group standing for a node)."""
+class PortItem:
+    """An input or output port of a node (or of a collapsed group standing for a node).
+
+    Not a ``QGraphicsItem``: its owner paints it (:meth:`draw`) and the scene finds it
+    (:meth:`~graph_editor.ui.scene.GraphScene.ports_in`). Two child items per node made a 20,000-layer
+    graph open with 60,000 items, and every frame walked them."""
+
+    __slots__ = ("_owner", "_x", "_y", "_tip", "node_id", "name", "is_input", "variadic", "wires", "highlight",
+                 "dangling")
 
     def __init__(self, parent: QGraphicsItem, node_id: str, name: str, is_input: bool,
                  variadic: bool = False) -> None:
-        super().__init__(parent)
+        self._owner, self._x, self._y, self._tip = parent, 0.0, 0.0, ""
         self.node_id, self.name, self.is_input, self.variadic = node_id, name, is_input, variadic
         self.wires: list[WireItem] = []
         self.highlight: str | None = None  # "ok" or "error" while a wire is dragged over it
         self.dangling = False  # an output the node no longer has (a Split cut shorter) that wires still leave
-        # The owner paints its ports (into its cached pixmap): hundreds of port paint calls
-        # per frame would cost more than the nodes themselves.
-        self.setFlags(_PORT_FLAGS)
-        self.setZValue(2)
 
-    def toolTip(self) -> str:  # noqa: N802 - Qt's name
-        """Made when first wanted (the scene's help event), unless the owner set its own (a block's port)."""
-        text = super().toolTip()
-        if not text:
+    def parentItem(self) -> QGraphicsItem:  # noqa: N802 - the name it had as a Qt item
+        """The node or block that owns (and paints) the port."""
+        return self._owner
+
+    def scene(self) -> QGraphicsScene | None:
+        return self._owner.scene()
+
+    def isVisible(self) -> bool:  # noqa: N802
+        return self._owner.isVisible()
+
+    def pos(self) -> QPointF:
+        """Where the port sits in its owner's coordinates."""
+        return QPointF(self._x, self._y)
+
+    def setPos(self, x: float, y: float) -> None:  # noqa: N802
+        self._x, self._y = x, y   # numbers, not a QPointF: 40,000 ports open faster
+
+    def scenePos(self) -> QPointF:  # noqa: N802
+        return self._owner.mapToScene(self._x, self._y)
+
+    def setToolTip(self, text: str) -> None:  # noqa: N802
+        self._tip = text
+
+    def toolTip(self) -> str:  # noqa: N802
+        """The owner's text if it set one (a block's port), else made from the port's name."""
+        if not self._tip:
             kind = "variadic input (takes several wires)" if self.variadic else "input" if self.is_input else "output"
-            text = f"{self.node_id}.{self.name}: {kind}"
-            self.setToolTip(text)
-        return text
+            self._tip = f"{self.node_id}.{self.name}: {kind}"
+        return self._tip
 
-    def boundingRect(self) -> QRectF:
+    def boundingRect(self) -> QRectF:  # noqa: N802
+        """The port's area in its own coordinates (centred on its anchor): what catches the mouse."""
         return QRectF(-9, -13, 18, 26) if self.variadic else QRectF(-9, -9, 18, 18)
+
+    def sceneBoundingRect(self) -> QRectF:  # noqa: N802
+        return self.boundingRect().translated(self.scenePos())
 
     def anchor(self, wire: WireItem | None = None) -> QPointF:
         """Where a wire attaches, in scene coordinates; wires on a variadic port fan out."""
@@ -86,15 +113,12 @@ class PortItem(QGraphicsItem):
     def set_highlight(self, state: str | None) -> None:
         if state != self.highlight:
             self.highlight = state
-            self.parentItem().update()
-
-    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
-        """Nothing: see :meth:`draw`."""
+            self._owner.update()
 
     def draw(self, painter: QPainter, theme: Theme) -> None:
         """Paint the port at its place in the owner's coordinates."""
         painter.save()
-        painter.translate(self.pos())
+        painter.translate(self._x, self._y)
         self._draw(painter, theme)
         painter.restore()
 
@@ -165,9 +189,6 @@ class NodeItem(QGraphicsItem):
             port.dangling = name not in names
             if port.dangling and not port.wires:
                 del self.out_ports[name]
-                port.setParentItem(None)  # type: ignore[arg-type]  # the stub omits None (no parent), Qt takes it
-                if port.scene() is not None:
-                    port.scene().removeItem(port)
         order = sorted(self.out_ports, key=lambda n: output_index(n) or 0)
         self.out_ports = {n: self.out_ports[n] for n in order}
 

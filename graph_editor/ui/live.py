@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ..model import Graph, Inference, Problem, validate
-from .background import NewestOnly
+from .background import NewestOnly, collection_paused
 
 if TYPE_CHECKING:
     from ..analysis import Analysis
@@ -61,6 +61,12 @@ class LiveAnalysis(QObject):
     def graph(self) -> Graph | None:
         return self._graph
 
+    @property
+    def up_to_date(self) -> bool:
+        """Whether the shown verdict (``inference``) is of the graph as it is now: False from an edit of
+        the followed graph until its check has run."""
+        return self.inference is not None and self._current
+
     def set_graph(self, graph: Graph) -> None:
         """Follow ``graph`` instead of the current one, and check it soon."""
         if self._graph is not None:
@@ -81,9 +87,10 @@ class LiveAnalysis(QObject):
         """Validate now and emit ``inferred``; the analysis follows from the event loop."""
         self._timer.stop()
         assert self._graph is not None
-        self.inference = validate(self._graph, self.batch)
-        self._current = True
-        self.inferred.emit(self.inference)
+        with collection_paused():   # the inference and what its views make: thousands of objects, no cycles
+            self.inference = validate(self._graph, self.batch)
+            self._current = True
+            self.inferred.emit(self.inference)
         if self.analyze_enabled:
             self._analysis_timer.start()
         return self.inference
@@ -101,7 +108,7 @@ class LiveAnalysis(QObject):
     def _inference_now(self) -> Inference:
         """The graph validated once per change: the analysis reuses the inference unless an edit came since."""
         assert self._graph is not None
-        current = self.inference is not None and self._current
+        current = self.up_to_date
         return self.inference if current and self.inference is not None else validate(self._graph, self.batch)
 
     def _analyze_in_background(self) -> None:

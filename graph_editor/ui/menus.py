@@ -17,7 +17,7 @@ from ..model.finetune import head_node
 from ..model.repeat import MAX_REPEAT
 from ..model.sweep_vars import REPEAT, variables
 from .groups import GroupBox, GroupFrame
-from .items import NodeItem, PortItem
+from .items import NodeItem
 from .wires import WireItem
 
 if TYPE_CHECKING:
@@ -96,8 +96,7 @@ def context_actions(canvas: GraphCanvas, view_pos: QPointF,
                     ask_range: Callable[..., str | None] = ask_text) -> list[Action]:
     """What the menu offers at ``view_pos``: for the item there, else for the empty canvas."""
     c = canvas.controller
-    item = canvas.itemAt(view_pos.toPoint())
-    item = item.parentItem() if isinstance(item, PortItem) else item
+    item = canvas.item_at(view_pos.toPoint())
     scene_pos = canvas.mapToScene(view_pos.toPoint())
     if isinstance(item, NodeItem | GroupBox | GroupFrame):
         key = item.node_id if isinstance(item, NodeItem) else item.group_id

@@ -48,6 +48,10 @@ class Minimap(QWidget):
         offset = QPointF((self.width() - world.width() * s) / 2, (self.height() - world.height() * s) / 2)
         return world, s, offset
 
+    def map_rect(self, rect: QRectF) -> QRectF:
+        """Where the scene rectangle ``rect`` is drawn on the minimap as it is now (a node's cell, the view's frame)."""
+        return self.to_map(rect, *self._world())
+
     def to_map(self, rect: QRectF, world: QRectF, s: float, offset: QPointF) -> QRectF:
         return QRectF((rect.x() - world.x()) * s + offset.x(), (rect.y() - world.y()) * s + offset.y(),
                       max(rect.width() * s, 1.5), max(rect.height() * s, 1.5))

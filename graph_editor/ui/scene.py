@@ -7,11 +7,15 @@ the editing canvas and, alone, by the thumbnail renderer.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QRectF
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneHelpEvent
+from collections.abc import Iterator
+
+from PySide6.QtCore import QObject, QPointF, QRect, QRectF, Qt
+from PySide6.QtGui import QPainter, QTransform
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneHelpEvent, QToolTip
 
 from ..model import Edge, Graph, Group, Inference, Node, fmt_shape
 from ..model.hierarchy import parents, visible
+from .background import collection_paused
 from .groups import GroupBox, GroupFrame
 from .items import NodeItem, PortItem
 from .look import Metrics
@@ -41,6 +45,7 @@ class GraphScene(QGraphicsScene):
         self.revision = 0
         self._items_rect: QRectF | None = None   # items_rect(), kept until something moves it
         self._caching = True
+        self._bare = False   # render_items: no background
         self._graph: Graph | None = None
         self.marks = TrainingMarks(self)   # frozen, learning-rate multipliers, new head, swept parameters
         self.set_graph(graph)
@@ -52,9 +57,24 @@ class GraphScene(QGraphicsScene):
 
     # ---------------------------------------------------------------- building
     def set_graph(self, graph: Graph) -> None:
-        """Show ``graph`` (all items rebuilt) and follow its events."""
+        """Show ``graph`` (all items rebuilt) and follow its events. The items are built with the collector
+        paused: it walked every item made so far, again and again, and found nothing to free."""
+        with collection_paused():
+            self._build(graph)
+
+    def _release_items(self) -> None:
+        """Break the items' reference cycles (ports and wires, owners and ports) so that the items Qt drops
+        are freed at once, without the collector (which may have been told to leave them alone: the
+        controller's :meth:`~graph_editor.ui.controller.EditorController.set_graph`)."""
+        for item in self.nodes.values():
+            _release(item)
+        for box in self.boxes.values():
+            _release(box)
+
+    def _build(self, graph: Graph) -> None:
         if self._graph is not None:
             self._follow(self._graph, False)
+        self._release_items()
         self.clear()
         self.marks.reset()
         self.nodes.clear()
@@ -74,6 +94,19 @@ class GraphScene(QGraphicsScene):
         self.marks.sync()
         self.contents_changed()
 
+    def render_items(self, painter: QPainter, target: QRectF, source: QRectF) -> None:
+        """Paint the items in ``source`` into ``target`` without the scene's background (the far view's
+        tiles: the view draws its own grid under them)."""
+        self._bare = True
+        try:
+            self.render(painter, target, source, Qt.AspectRatioMode.IgnoreAspectRatio)
+        finally:
+            self._bare = False
+
+    def drawBackground(self, painter: QPainter, rect: QRectF | QRect) -> None:  # noqa: N802 - Qt's name
+        if not self._bare:
+            super().drawBackground(painter, rect)
+
     def contents_changed(self, geometry: bool = True) -> None:
         """Something the overview shows changed; with ``geometry``, where things are (the bounding
         rectangle is measured again when next asked), else only how they look."""
@@ -84,11 +117,36 @@ class GraphScene(QGraphicsScene):
     def helpEvent(self, event: QGraphicsSceneHelpEvent) -> None:  # noqa: N802 - Qt's name
         """Tooltips of nodes, ports and wires are made when first wanted (their ``toolTip``); Qt's
         own help event reads the text without asking the Python item."""
-        for item in self.items(event.scenePos()):
-            if isinstance(item, NodeItem | PortItem | WireItem):
+        at = event.scenePos()
+        port = self.port_under(at)
+        if port is not None:   # not a Qt item: Qt's own help event would not find it
+            QToolTip.showText(event.screenPos(), port.toolTip(), event.widget())
+            event.setAccepted(True)
+            return
+        for item in self.items(at):
+            if isinstance(item, NodeItem | WireItem):
                 item.toolTip()
                 break
         super().helpEvent(event)
+
+    def port_under(self, at: QPointF) -> PortItem | None:
+        """The port whose area holds scene point ``at``, if any."""
+        spot = QRectF(at.x() - 0.5, at.y() - 0.5, 1, 1)   # an empty rectangle meets nothing
+        return next((p for p in self.ports_in(spot) if p.sceneBoundingRect().contains(at)), None)
+
+    def item_at(self, at: QPointF, transform: QTransform) -> QGraphicsItem | None:
+        """The item a click at ``at`` is on: a port's owner (ports lie on top), else the topmost item."""
+        port = self.port_under(at)
+        return port.parentItem() if port is not None else self.itemAt(at, transform)
+
+    def ports_in(self, area: QRectF) -> Iterator[PortItem]:
+        """The visible ports whose area meets ``area`` (scene coordinates), nodes' and blocks' alike."""
+        near = area.adjusted(-13, -13, 13, 13)   # a port's area reaches 13 past its anchor
+        for item in self.items(near, Qt.ItemSelectionMode.IntersectsItemBoundingRect):
+            if isinstance(item, NodeItem | GroupBox) and item.isVisible():
+                for port in (*item.in_ports.values(), *item.out_ports.values()):
+                    if port.sceneBoundingRect().intersects(area):
+                        yield port
 
     def _follow(self, graph: Graph, on: bool) -> None:
         ev = graph.events
@@ -136,6 +194,7 @@ class GraphScene(QGraphicsScene):
         item = self.nodes.pop(node_id, None)
         if item is not None:
             self.removeItem(item)
+            _release(item)
             self.contents_changed()
 
     def _on_edge_added(self, edge: Edge) -> None:
@@ -192,6 +251,8 @@ class GraphScene(QGraphicsScene):
         had_owners = bool(self.owner)
         for item in (*self.boxes.values(), *self.frames.values()):
             self.removeItem(item)
+        for box in self.boxes.values():
+            _release(box)
         self.boxes.clear()
         self.frames.clear()
         shown = visible(self.graph.groups)
@@ -317,21 +378,30 @@ class GraphScene(QGraphicsScene):
         self.inference = inference
         # A new network (Input and Output, not wired) is not wrong yet: its missing wire is not painted red.
         by_node = {} if self.graph.is_blank() else inference.errors_by_node()
+        texts: dict[tuple[int, ...], str] = {}   # a big graph has few distinct shapes: each written once
+
+        def text_of(shape: tuple[int, ...] | None) -> str:
+            if not shape:
+                return ""
+            found = texts.get(shape)
+            if found is None:
+                found = texts[shape] = fmt_shape(shape)
+            return found
+
         changed = 0
         for node_id, item in self.nodes.items():
-            shape = inference.shapes.get(node_id)
             parts = inference.port_shapes.get(node_id)  # a layer with several outputs shows each
             problems = by_node.get(node_id, [])
             severity = "error" if any(p.severity == "error" for p in problems) else (
                 "warning" if problems else None)
-            text = " | ".join(fmt_shape(s) for s in parts) if parts else fmt_shape(shape) if shape else ""
+            text = " | ".join(fmt_shape(s) for s in parts) if parts else text_of(inference.shapes.get(node_id))
             changed += item.set_state(text, [p.message for p in problems], severity)
         if changed:
             self.contents_changed(geometry=False)   # the overview draws errors red
+        nodes = self.nodes
         for edge, wire in self.wires.items():
-            shape = inference.edge_shape(edge)
-            dst = self.nodes.get(edge.dst)
-            wire.set_label(fmt_shape(shape) if shape else "", dst is not None and dst.severity == "error")
+            dst = nodes.get(edge.dst)
+            wire.set_label(text_of(inference.edge_shape(edge)), dst is not None and dst.severity == "error")
         self._paint_boxes(inference)
         return changed
 
@@ -359,6 +429,14 @@ class GraphScene(QGraphicsScene):
                 continue
             members = [self.stats.get(n, (0, 0)) for n in self.graph.groups[gid].nodes]
             box.set_stats(sum(p for p, _ in members), sum(f for _, f in members))
+
+
+def _release(item: NodeItem | GroupBox) -> None:
+    """Cut the cycles between ``item``, its ports and their wires (it is leaving the scene)."""
+    for port in (*item.in_ports.values(), *item.out_ports.values()):
+        port.wires.clear()
+    item.in_ports.clear()
+    item.out_ports.clear()
 
 
 def _strictly_inside(inner: QRectF, outer: QRectF) -> bool:

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
 
 from .. import format as fmt
 from ..prompts import ImportRequest
+from ..widgets import named
 
 FROM_FILE = "from a file"
 WEIGHTS = {"as the factory makes them": "", "from the local caches (torch hub, Hugging Face)": "cache",
@@ -32,28 +33,33 @@ class ImportModuleDialog(QDialog):
         self.target.setToolTip("A module importable from the current folder and a function in it that "
                                "returns an nn.Module (called with no arguments).")
         self.shape = QLineEdit(placeholderText="e.g. 3, 32, 32 (empty: guess from the first layer)")
-        self.classes = QSpinBox(minimum=0, maximum=1_000_000, specialValueText="from the output")
-        self.weights = QComboBox(objectName="weights")
+        self.classes = QSpinBox()
+        self.classes.setRange(0, 1_000_000)
+        self.classes.setSpecialValueText("from the output")
+        self.weights = named(QComboBox(), "weights")
         self.weights.addItems(list(WEIGHTS))
         self.weights.setToolTip("Pretrained weights loaded into the module before it is imported (nothing is "
                                 "downloaded): the graph's runs then start from them (model.init_from)")
-        self.weights_file = QLineEdit(placeholderText="a .safetensors, .pth or .pt weights file", objectName="weightsFile")
+        self.weights_file = named(QLineEdit(placeholderText="a .safetensors, .pth or .pt weights file"), "weightsFile")
         self.weights_file.setEnabled(False)
         self.weights.currentIndexChanged.connect(
             lambda _i: self.weights_file.setEnabled(self.weights.currentText() == FROM_FILE))
-        self.strict = QCheckBox("Strict: fail on any op without a layer", objectName="strict")
+        self.strict = named(QCheckBox("Strict: fail on any op without a layer"), "strict")
         self.strict.setToolTip("Off: a submodule whose ops have no Torch Studio layer is kept whole as one "
                                "Program node (its torch.export program and its weights). On: the import fails "
                                "and lists those ops.")
-        self.error = QLabel(objectName="fieldError", wordWrap=True)
+        self.error = named(QLabel(), "fieldError")
+        self.error.setWordWrap(True)
         self.error.hide()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         form = QFormLayout(self)
-        form.addRow(QLabel("The module is traced with torch.fx. A submodule whose ops have no Torch Studio "
-                           "layer is kept whole as a Program node (captured with torch.export, drawn dashed), "
-                           "unless Strict is on.", wordWrap=True, objectName="about"))
+        about = named(QLabel("The module is traced with torch.fx. A submodule whose ops have no Torch Studio "
+                             "layer is kept whole as a Program node (captured with torch.export, drawn dashed), "
+                             "unless Strict is on."), "about")
+        about.setWordWrap(True)
+        form.addRow(about)
         form.addRow("Module:factory", self.target)
         form.addRow("Input shape", self.shape)
         form.addRow("Classes", self.classes)

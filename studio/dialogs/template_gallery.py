@@ -28,6 +28,7 @@ from graph_editor.ui.style import get_theme
 from graph_editor.ui.thumbnail import render_thumbnail
 
 from ..resources import template_paths
+from ..widgets import named
 
 THUMB = QSize(280, 150)
 COLUMNS = 3
@@ -73,7 +74,8 @@ class TemplateCard(QFrame):
     activated = Signal(object)
 
     def __init__(self, info: TemplateInfo, parent: QWidget | None = None) -> None:
-        super().__init__(parent, objectName="card")
+        super().__init__(parent)
+        self.setObjectName("card")
         self.info = info
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.setFixedWidth(THUMB.width() + 24)
@@ -81,12 +83,13 @@ class TemplateCard(QFrame):
         dark = self.palette().color(QPalette.ColorRole.Window).lightness() < 128  # drawn like the canvas
         thumb.setPixmap(render_thumbnail(info.graph, THUMB, get_theme("dark" if dark else "light")))
         thumb.setFixedSize(THUMB)
-        title = QLabel(info.name, objectName="cardTitle")
+        title = named(QLabel(info.name), "cardTitle")
         params = f"{info.params:,} parameters" if info.params is not None else "does not validate"
         shape = "x".join(map(str, info.graph.input_spec.shape))
-        meta = QLabel(f"{params}<br>{len(info.graph)} nodes · input {shape} · {info.graph.num_classes} classes",
-                      objectName="cardMeta")
-        doc = QLabel(info.description, objectName="cardDoc", wordWrap=True)
+        meta = named(QLabel(f"{params}<br>{len(info.graph)} nodes · input {shape} · {info.graph.num_classes} classes"),
+                     "cardMeta")
+        doc = named(QLabel(info.description), "cardDoc")
+        doc.setWordWrap(True)
         doc.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         doc.setMinimumHeight(doc.fontMetrics().lineSpacing() * 4)
         layout = QVBoxLayout(self)
@@ -127,11 +130,13 @@ class TemplateGallery(QDialog):
         for i, info in enumerate(self.infos):
             card = TemplateCard(info)
             card.clicked.connect(self.choose)
-            card.activated.connect(lambda c: (self.choose(c), self.accept()))
+            card.activated.connect(self._open)
             grid.addWidget(card, i // COLUMNS, i % COLUMNS)
             self.cards.append(card)
         grid.setRowStretch(len(self.infos) // COLUMNS + 1, 1)
-        scroll = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setMinimumWidth(COLUMNS * (THUMB.width() + 24) + (COLUMNS + 1) * 14 + 20)
         scroll.setWidget(grid_host)
@@ -153,6 +158,11 @@ class TemplateGallery(QDialog):
         for c in self.cards:
             c.set_selected(c is card)
         self._chosen = card
+
+    def _open(self, card: TemplateCard) -> None:
+        """A double-click: this template, opened."""
+        self.choose(card)
+        self.accept()
 
     def chosen(self) -> Path | None:
         return self._chosen.info.path if self._chosen else None

@@ -38,7 +38,7 @@ class LayerTree(QTreeWidget):
     def mimeTypes(self) -> list[str]:
         return [LAYER_MIME, GRAPH_MIME]
 
-    def mimeData(self, items: list[QTreeWidgetItem]) -> QMimeData:
+    def mimeData(self, items: Sequence[QTreeWidgetItem]) -> QMimeData:
         """A layer drags its type id (LAYER_MIME); a saved block its nodes (GRAPH_MIME)."""
         data = QMimeData()
         item = next((i for i in items if i.data(0, TYPE_ROLE) or i.data(0, BLOCK_ROLE)), None)
@@ -118,7 +118,7 @@ class PaletteDock(QWidget):
     def block_item(self, name: str) -> QTreeWidgetItem | None:
         parent = self._blocks_item
         children = [parent.child(i) for i in range(parent.childCount())] if parent else []
-        return next((c for c in children if c.text(0) == name), None)
+        return next((c for c in children if c is not None and c.text(0) == name), None)
 
     def _context_menu(self, pos: QPoint) -> None:
         item = self.tree.itemAt(pos)
@@ -137,9 +137,13 @@ class PaletteDock(QWidget):
         words = text.lower().split()
         for i in range(self.tree.topLevelItemCount()):
             cat = self.tree.topLevelItem(i)
+            if cat is None:
+                continue
             shown = 0
             for j in range(cat.childCount()):
                 item = cat.child(j)
+                if item is None:
+                    continue
                 hit = all(w in item.data(0, SEARCH_ROLE) for w in words)
                 item.setHidden(not hit)
                 shown += hit
@@ -147,7 +151,8 @@ class PaletteDock(QWidget):
             cat.setExpanded(True)
 
     def visible_types(self) -> list[str]:
-        return [t for t, item in self._items.items() if not item.isHidden() and not item.parent().isHidden()]
+        return [t for t, item in self._items.items()
+                if not item.isHidden() and (cat := item.parent()) is not None and not cat.isHidden()]
 
     def _activate_first(self) -> None:
         visible = self.visible_types()

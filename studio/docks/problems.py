@@ -12,6 +12,7 @@ from graph_editor.model import Problem
 from ..resources import IconSet
 
 NODE_ROLE = Qt.ItemDataRole.UserRole
+SEVERITY_ROLE = Qt.ItemDataRole.UserRole + 1   # "error" or "warning": what the line's icon shows
 ERROR_COLOR, WARNING_COLOR = "#e5534b", "#d29922"  # readable on the dark and the light theme
 
 
@@ -49,6 +50,7 @@ class ProblemsDock(QWidget):
                     else self.icons.icon("warning", WARNING_COLOR))
             item = QListWidgetItem(icon, str(p))
             item.setData(NODE_ROLE, p.node)
+            item.setData(SEVERITY_ROLE, p.severity)
             item.setToolTip(str(p) + ("\nClick to select the node." if p.node else ""))
             self.list.addItem(item)
         errors = sum(p.severity == "error" for p in problems)

@@ -30,13 +30,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..widgets import named
 from .job import ExportJob
 
 
 class ExportDialog(QDialog):
     """Progress, then the report of one export."""
 
-    done = Signal(bool)          # True when the export passed (or was written unverified)
+    exported = Signal(bool)      # the export ended: True when it passed (or was written unverified)
     node_chosen = Signal(str)
 
     def __init__(self, make_source: Callable[[], Any], fmt: str, output: str | Path, options: Any = None,
@@ -50,12 +51,13 @@ class ExportDialog(QDialog):
         self.setWindowTitle(f"Export {title}")
         self.report: Any = None
         self._node = ""
-        self.verdict = QLabel("Exporting…", objectName="exportVerdict")
+        self.verdict = named(QLabel("Exporting…"), "exportVerdict")
         self.verdict.setStyleSheet("font-size: 15px; font-weight: 600;")
-        self.status = QLabel("", wordWrap=True, objectName="exportStatus")
-        self.busy = QProgressBar(objectName="exportProgress")
+        self.status = named(QLabel(""), "exportStatus")
+        self.status.setWordWrap(True)
+        self.busy = named(QProgressBar(), "exportProgress")
         self.busy.setRange(0, 0)
-        self.checks = QTableWidget(0, 2, objectName="exportChecks")
+        self.checks = named(QTableWidget(0, 2), "exportChecks")
         self.checks.setHorizontalHeaderLabels(["Check", "Result"])
         self.checks.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         self.checks.horizontalHeader().setStretchLastSection(True)
@@ -63,13 +65,15 @@ class ExportDialog(QDialog):
         self.checks.setWordWrap(True)
         self.checks.hide()
         self.figures = QFormLayout()
-        self.path = QLabel("", wordWrap=True, objectName="exportPath")
+        self.path = named(QLabel(""), "exportPath")
+        self.path.setWordWrap(True)
         self.path.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         self.buttons.rejected.connect(self.reject)
-        self.folder_button = QPushButton("Show in Folder", objectName="exportShowFolder", enabled=False)
+        self.folder_button = named(QPushButton("Show in Folder"), "exportShowFolder")
+        self.folder_button.setEnabled(False)
         self.folder_button.clicked.connect(self.show_in_folder)
-        self.node_button = QPushButton("Show Node", objectName="exportShowNode")
+        self.node_button = named(QPushButton("Show Node"), "exportShowNode")
         self.node_button.clicked.connect(lambda: self.node_chosen.emit(self._node))
         self.buttons.addButton(self.folder_button, QDialogButtonBox.ButtonRole.ActionRole)
         self.buttons.addButton(self.node_button, QDialogButtonBox.ButtonRole.ActionRole)
@@ -138,7 +142,7 @@ class ExportDialog(QDialog):
                           f"{report.report_files[1] if report.report_files else ''}{notes}")
         self.folder_button.setEnabled(True)
         self.finished_export = True
-        self.done.emit(ok)
+        self.exported.emit(ok)
 
     def _on_failed(self, message: str, node: str) -> None:
         self.busy.hide()
@@ -148,7 +152,7 @@ class ExportDialog(QDialog):
         self._node = node
         self.node_button.setVisible(bool(node))
         self.finished_export = True
-        self.done.emit(False)
+        self.exported.emit(False)
 
     def _fill_checks(self, checks: list[Any]) -> None:
         self.checks.setRowCount(len(checks))
@@ -170,13 +174,13 @@ class ExportDialog(QDialog):
         form = get_format(self._job.fmt)  # the format names its figures and its latency metric
         for key, label in form.report_figures():
             if metrics.get(key) is not None:
-                self.figures.addRow(label + ":", QLabel(_fmt(key, metrics[key]), objectName=f"figure_{key}"))
+                self.figures.addRow(label + ":", named(QLabel(_fmt(key, metrics[key])), f"figure_{key}"))
         eager = metrics.get("pytorch_eager_ms")
         for key in (form.latency,) if form.latency else ():
             if metrics.get(key) is not None and eager:
                 name = key.removesuffix("_ms")
                 text = f"{metrics[key]:.2f} ms ({name}) vs {eager:.2f} ms (PyTorch eager), x{eager / metrics[key]:.2f}"
-                self.figures.addRow("Latency:", QLabel(text, objectName="figure_latency"))
+                self.figures.addRow("Latency:", named(QLabel(text), "figure_latency"))
 
     @staticmethod
     def _red() -> Any:

@@ -104,7 +104,7 @@ class ExportHook(QObject):
         dialog = ExportDialog(make, fmt, self.export_dir(), parent=self.port.owner,
                               untrained=run_id is None and current is None)
         dialog.node_chosen.connect(self.port.reveal)
-        dialog.done.connect(lambda ok, d=dialog: self._log(d, ok))
+        dialog.exported.connect(lambda ok, d=dialog: self._log(d, ok))
         self.dialogs = [d for d in self.dialogs if d.isVisible() or not d.finished_export] + [dialog]
         dialog.show()
         dialog.start()

@@ -64,12 +64,20 @@ def color_at(t: float) -> QColor:
     return QColor(STOPS[-1][1])
 
 
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+# How a collapsed block's members' values make the block's one value, by Metric.combine
+COMBINE: dict[str, Callable[[list[float]], float]] = {"sum": sum, "max": max, "mean": _mean}
+
+
 class Scale:
     """Values -> [0, 1] over their own range (log10 for log metrics; non-positive values at 0)."""
 
     def __init__(self, metric: Metric, values: dict[str, float]) -> None:
         self.metric = metric
-        usable = [self._x(v) for v in values.values() if self._x(v) is not None]
+        usable = [x for v in values.values() if (x := self._x(v)) is not None]
         self.lo, self.hi = (min(usable), max(usable)) if usable else (0.0, 1.0)
         self.vmin = min(values.values()) if values else 0.0
         self.vmax = max(values.values()) if values else 0.0
@@ -133,10 +141,12 @@ class Legend(QWidget):
         """Bottom right of the canvas's viewport, where a left-to-right graph leaves room; left of the
         canvas's minimap when it shows there (or above it, on a viewport too narrow for both)."""
         parent = self.parentWidget()
+        if parent is None:
+            return self.pos()
         x, y = parent.width() - self.width() - 12, parent.height() - self.height() - 12
         beside = self.avoid if self.avoid is not None and self.avoid.isVisible() else None
-        if beside is not None:
-            other = QRect(parent.mapFrom(beside.parentWidget(), beside.pos()), beside.size())
+        if beside is not None and (home := beside.parentWidget()) is not None:
+            other = QRect(parent.mapFrom(home, beside.pos()), beside.size())
             if other.left() - self.width() - 12 >= 0:
                 x = other.left() - self.width() - 12
             else:
@@ -208,7 +218,7 @@ class HeatOverlay:
             item = scene.boxes.get(owner) if owner is not None else scene.nodes.get(node_id)
             if item is not None:
                 members.setdefault(owner or node_id, (item, []))[1].append(value)
-        combine = {"sum": sum, "max": max, "mean": lambda vs: sum(vs) / len(vs)}[metric.combine]
+        combine = COMBINE[metric.combine]
         return {key: (item, float(combine(vs))) for key, (item, vs) in members.items()}
 
     def clear(self) -> None:

@@ -67,7 +67,8 @@ class InspectHook(QObject):
         self.workspace = InspectWorkspace(port, self)
         for title, name, panel in (("Backward graph", "inspectBackwardDock", self.workspace.backward_panel),
                                    ("Gradient flow", "inspectFlowDock", self.workspace.flow_panel)):
-            dock = QDockWidget(title, studio.owner, objectName=name)
+            dock = QDockWidget(title, studio.owner)
+            dock.setObjectName(name)
             dock.setWidget(panel)
             self.docks.append(dock)
         # Side by side under the design: the backward graph reads left to right like the design, so it
@@ -87,14 +88,14 @@ class InspectHook(QObject):
 
     def _entered(self, name: str) -> None:
         if name == "Inspect":
-            self.connect()
+            self.follow_training()
 
     # ---------------------------------------------------------------- the training side
     def training(self) -> Any:
         """The training controller, once the window has built it (None before)."""
         return self._training()
 
-    def connect(self) -> None:
+    def follow_training(self) -> None:
         """Follow the worker's events (once the training side is built); show the stored inspections of
         the run chosen in the Runs workspace (one selected), else of the run this window started."""
         ctl = self.training()
@@ -124,7 +125,7 @@ class InspectHook(QObject):
 
     def request(self) -> bool:
         """Send the running worker the inspect command; False when no run is training."""
-        self.connect()
+        self.follow_training()
         ctl = self.training()
         if ctl is None or not ctl.session.is_running():
             return False

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Signal, SignalInstance
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -29,6 +29,7 @@ from graph_editor.ui.canvas import GraphCanvas
 from trainer.inspection import InspectHistory, InspectReport
 
 from ..training.tasks import BackgroundTask
+from ..widgets import named
 from .backward import BackwardView
 from .flow import GradientFlowPlot, Sparkline
 from .heat import METRIC_BY_KEY, METRICS, HeatOverlay, Metric
@@ -41,7 +42,7 @@ class InspectPort:
     canvas: GraphCanvas
     graph: Callable[[], Graph]                     # the graph being edited
     select: Callable[[str], None]                  # select a node on the design canvas
-    selection_changed: object                      # a Qt signal carrying the selected ids (list[str])
+    selection_changed: SignalInstance              # carries the selected ids (list[str])
     set_problems: Callable[[list[Problem]], None]  # the inspection's entries in the Problems list
     request_inspect: Callable[[], bool]            # ask the running worker for an inspection; False: none runs
 
@@ -80,12 +81,14 @@ class InspectWorkspace(QObject):
 
     # ---------------------------------------------------------------- building
     def _build_backward_panel(self) -> None:
-        self.backward_panel = QWidget(objectName="inspectBackwardPanel")
-        self.batch = QSpinBox(minimum=1, maximum=65536, value=32, objectName="inspectBatch")
+        self.backward_panel = named(QWidget(), "inspectBackwardPanel")
+        self.batch = named(QSpinBox(), "inspectBatch")
+        self.batch.setRange(1, 65536)
+        self.batch.setValue(32)
         self.batch.setToolTip("The batch size of the captured training step")
-        self.precision = QComboBox(objectName="inspectPrecision")
+        self.precision = named(QComboBox(), "inspectPrecision")
         self.precision.addItems(["fp32", "bf16"])
-        self.capture_button = QPushButton("Capture", objectName="inspectCapture")
+        self.capture_button = named(QPushButton("Capture"), "inspectCapture")
         self.capture_button.setToolTip("Run one training step of the graph as fake tensors (no memory) and show "
                                        "its backward graph")
         self.capture_button.clicked.connect(self.start_capture)
@@ -105,14 +108,14 @@ class InspectWorkspace(QObject):
         layout.addWidget(self.view, 1)
 
     def _build_flow_panel(self) -> None:
-        self.flow_panel = QWidget(objectName="inspectFlowPanel")
-        self.metric = QComboBox(objectName="inspectMetric")
+        self.flow_panel = named(QWidget(), "inspectFlowPanel")
+        self.metric = named(QComboBox(), "inspectMetric")
         self.metric.addItem("No overlay", "")
         for m in METRICS:
             self.metric.addItem(m.label, m.key)
         self.metric.setToolTip("Colour the design canvas's nodes by this figure")
         self.metric.currentIndexChanged.connect(self._on_metric)
-        self.inspect_button = QPushButton("Inspect Now", objectName="inspectNow")
+        self.inspect_button = named(QPushButton("Inspect Now"), "inspectNow")
         self.inspect_button.setToolTip("Ask the running training for an inspection on its next batch")
         self.inspect_button.clicked.connect(self.inspect_now)
         self.flow_status = QLabel("Live figures appear when a run sends an inspection.", wordWrap=True)
@@ -143,7 +146,8 @@ class InspectWorkspace(QObject):
         self.task.done.connect(lambda result: None if generation != self._generation else (
             self._capture_failed(result.message, result) if isinstance(result, Problem)
             else self.show_capture(result, graph)))
-        self.task.error.connect(lambda message: generation == self._generation and self._capture_failed(message))
+        self.task.error.connect(lambda message: self._capture_failed(message) if generation == self._generation
+                                else None)
         self.task.start()
 
     def _capture_failed(self, message: str, problem: Problem | None = None) -> None:

@@ -122,9 +122,14 @@ class ConfusionMatrixView(QWidget):
             return None
         return row, col
 
-    def cell_center(self, t: int, p: int) -> tuple[float, float]:
+    def cell_rect(self, t: int, p: int) -> QRectF:
+        """Where the cell of true class ``t`` and predicted class ``p`` is drawn, in widget coordinates."""
         x0, y0, cell = self._grid()
-        return x0 + (p + 0.5) * cell, y0 + (t + 0.5) * cell
+        return QRectF(x0 + p * cell, y0 + t * cell, cell, cell)
+
+    def cell_center(self, t: int, p: int) -> tuple[float, float]:
+        centre = self.cell_rect(t, p).center()
+        return centre.x(), centre.y()
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt override)
         hit = self.cell_at(event.position().x(), event.position().y())

@@ -95,6 +95,11 @@ class ProgressClock:
             self._t0, self._step0 = now, done
         self.done = done
 
+    @property
+    def paused(self) -> bool:
+        """Whether the clock stands still (the run is paused: its ETA is frozen)."""
+        return self._paused_at is not None
+
     def pause(self, now: float | None = None) -> None:
         if self._paused_at is None:
             self._paused_at = time.monotonic() if now is None else now
@@ -131,7 +136,9 @@ class TrainingDashboard(QWidget):
     record_memory_requested = Signal()
     memory_trace_shown = Signal()      # a recording asked for has arrived and is drawn
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, refresh_ms: int = REFRESH_MS) -> None:
+        """``refresh_ms``: how often buffered points are drawn (one plot a tick); 0 draws them only when
+        :meth:`flush` is called (whoever owns the dashboard drives the ticks)."""
         super().__init__(parent)
         self.plots: dict[str, CurvePlot] = {k: CurvePlot(t, y, legend=c) for k, (t, y, c) in PLOTS.items()}
         self._pending: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
@@ -144,9 +151,10 @@ class TrainingDashboard(QWidget):
         self._paused = False
         self._build()
         self._timer = QTimer(self)
-        self._timer.setInterval(REFRESH_MS)
+        self._timer.setInterval(refresh_ms)
         self._timer.timeout.connect(self.flush)
-        self._timer.start()
+        if refresh_ms > 0:
+            self._timer.start()
 
     # ------------------------------------------------------------------ layout
     def _build(self) -> None:

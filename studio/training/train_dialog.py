@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QListWidget,
     QPushButton,
     QScrollArea,
@@ -96,8 +97,10 @@ class TrainDialog(QDialog):
         self.device_box.predicted.connect(self._show_panel)
         self._memory_timer.start()
         self._sync_preset()
-        self.form.editors["data.dataset"].textChanged.connect(self._preview_timer.start)
-        self.form.editors["data.format"].currentIndexChanged.connect(self._preview_timer.start)
+        self._dataset_edit().textChanged.connect(self._preview_timer.start)
+        fmt = self.form.editors["data.format"]
+        assert isinstance(fmt, QComboBox)
+        fmt.currentIndexChanged.connect(self._preview_timer.start)
         self._read_preview()
         self.resize(1100, 720)
 
@@ -128,7 +131,7 @@ class TrainDialog(QDialog):
         box = QGroupBox("Dataset")
         lay = QVBoxLayout(box)
         row = QHBoxLayout()
-        path = self.form.editors["data.dataset"]
+        path = self._dataset_edit()
         row.addWidget(path, 1)
         for text, slot in (("Digits", lambda: path.setText("digits")), ("File...", self._pick_file),
                            ("Folder...", self._pick_folder)):
@@ -191,12 +194,18 @@ class TrainDialog(QDialog):
     def _pick_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Dataset file", "", "Datasets (*.npz *.csv *.csv.gz)")
         if path:
-            self.form.editors["data.dataset"].setText(path)
+            self._dataset_edit().setText(path)
 
     def _pick_folder(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Dataset folder")
         if path:
-            self.form.editors["data.dataset"].setText(path)
+            self._dataset_edit().setText(path)
+
+    def _dataset_edit(self) -> QLineEdit:
+        """The dataset's line of the form (a path, or ``digits``)."""
+        edit = self.form.editors["data.dataset"]
+        assert isinstance(edit, QLineEdit)
+        return edit
 
     # ------------------------------------------------------------------ state
     def apply_preset(self, name: str) -> None:

@@ -168,5 +168,11 @@ def test_no_minimap_over_a_canvas_too_small_to_hold_it(window, qtbot):
     canvas = window.canvas
     assert canvas.viewport().width() < 3 * canvas.minimap.width()
     assert not canvas.visible_rect().contains(canvas.graph_scene.items_rect())   # a map would be needed...
-    qtbot.wait(100)
-    assert not canvas.minimap.isVisible()     # ...but it would cover most of the nodes
+    window.resize(1440, 900)                  # room for it, and zoomed in: it shows
+    qtbot.waitUntil(lambda: canvas.viewport().width() >= 3 * canvas.minimap.width(), timeout=5_000)
+    canvas.zoom_at(3.0, canvas.viewport().rect().center().toPointF())
+    qtbot.waitUntil(canvas.minimap.isVisible, timeout=5_000)
+    window.resize(720, 720)
+    assert canvas.viewport().width() < 3 * canvas.minimap.width()
+    assert not canvas.visible_rect().contains(canvas.graph_scene.items_rect())
+    qtbot.waitUntil(lambda: not canvas.minimap.isVisible(), timeout=5_000)   # ...but it would cover most of the nodes

@@ -47,19 +47,19 @@ def test_torch_loads_in_the_studio_with_passive_openmp_and_workers_get_the_usual
     import os
     import time
 
-    from studio.app import _warm_up_passive
+    from studio.app import warm_up_passive
 
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     seen = []
     monkeypatch.setattr("studio.app.warm_up", lambda: _thread(lambda: seen.append(os.environ.get("OMP_WAIT_POLICY"))))
-    _warm_up_passive().join()
+    warm_up_passive().join()
     deadline = time.monotonic() + 10
     while "OMP_WAIT_POLICY" in os.environ and time.monotonic() < deadline:
         time.sleep(0.01)
     assert seen == ["PASSIVE"]                      # while torch loads in the studio
     assert "OMP_WAIT_POLICY" not in os.environ      # a worker started afterwards inherits nothing
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's own setting is left alone
-    _warm_up_passive().join()
+    warm_up_passive().join()
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE" and seen[-1] == "ACTIVE"
 
 

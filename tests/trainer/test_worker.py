@@ -79,13 +79,16 @@ def test_commands_pause_set_lr_resume_stop(tmp_path, db):
     spec = write_spec(tmp_path, train={"epochs": 200}, schedule={"name": "constant"})
     with WorkerClient.run(spec, db=db) as w:
         stream = w.events(timeout=60)
-        until(stream, "metrics")
+        run_id = until(stream, "metrics")[0].run_id
         assert w.pause()
         seen = until(stream, "state")
         assert seen[-1].state == "paused"
         assert w.set_lr(0.0123)
-        time.sleep(0.6)
-        assert w.poll() == []             # paused: nothing trains, nothing is emitted
+        store, deadline = RunStore(db), time.monotonic() + 60
+        while not store.metrics(run_id, "lr/set") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.metrics(run_id, "lr/set")   # the paused worker has taken the command in...
+        assert w.poll() == []             # ...and, paused, trained nothing and emitted nothing
         assert w.resume_training()
         assert next(stream).state == "running"
         after = until(stream, "metrics", 2)   # the first one still holds the step made before the pause

@@ -105,16 +105,16 @@ def supervise(store: RunStore, emitter: ev.Emitter, run_id: int, folder: Path, s
     except SignalException as exc:        # a SIGTERM/SIGINT here: torchrun passed it to the ranks
         return _ended_by_signal(store, emitter, run_id, exc)
     except Exception as exc:  # noqa: BLE001 - the rendezvous or the agent failed: the run failed
-        return _record(store, emitter, run_id, "error", f"torchrun: {type(exc).__name__}: {exc}",
+        return report_failure(store, emitter, run_id, "error", f"torchrun: {type(exc).__name__}: {exc}",
                        tb=traceback.format_exc())
     finally:    # every rank has ended: a save that a failure or a kill cut short is garbage now
         remove_unfinished(folder / "checkpoints")
     if failures is None:
         if store.run(run_id).status == "running":   # every rank exited 0 but rank 0 recorded no end
-            return _record(store, emitter, run_id, "error", "the ranks exited without recording the run's end")
+            return report_failure(store, emitter, run_id, "error", "the ranks exited without recording the run's end")
         return ev.EXIT_OK
     cause = root_cause(failures, folder)
-    return _record(store, emitter, run_id, cause.kind, cause.message + extra_ranks_note(failures, cause),
+    return report_failure(store, emitter, run_id, cause.kind, cause.message + extra_ranks_note(failures, cause),
                    step=cause.step, tb=cause.traceback, rank=cause.rank)
 
 
@@ -123,12 +123,14 @@ def _ended_by_signal(store: RunStore, emitter: ev.Emitter, run_id: int, exc: Exc
     if run.status in ("stopped", "completed", "early_stopped"):
         return ev.EXIT_OK
     if run.status == "running":
-        return _record(store, emitter, run_id, "error", f"the ranks were ended by {exc}")
+        return report_failure(store, emitter, run_id, "error", f"the ranks were ended by {exc}")
     return ev.EXIT_FAILED
 
 
-def _record(store: RunStore, emitter: ev.Emitter, run_id: int, kind: str, message: str, *, step: int | None = None,
-            tb: str = "", rank: int | None = None) -> int:
+def report_failure(store: RunStore, emitter: ev.Emitter, run_id: int, kind: str, message: str, *,
+                   step: int | None = None, tb: str = "", rank: int | None = None) -> int:
+    """End a distributed run failed: its reason and traceback in the store (what ``torch-studio show``
+    prints), one ``failed`` event for whoever follows the launcher, and the reason on stderr; the exit code."""
     message = record_failure(store, run_id, kind, message, tb=tb)
     emitter.emit(ev.Failed(kind=kind, message=message, traceback=tb, step=step, rank=rank))
     print(f"error: {message}", file=sys.stderr, flush=True)

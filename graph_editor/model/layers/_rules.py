@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..catalog import Shape, fmt_shape
 from ..errors import ShapeError
@@ -40,7 +40,7 @@ def norm_dim(dim: int, rank: int, what: str = "dim") -> int:
     return dim % rank
 
 
-def prod(xs: Sequence[int]) -> int:
+def prod(xs: Iterable[int]) -> int:
     out = 1
     for v in xs:
         out *= v

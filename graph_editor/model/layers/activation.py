@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import norm_dim
 
 CAT = "Activation"
 
 
-def _same(p, xs):
+def _same(p: Params, xs: list[Shape]) -> Shape:
     return xs[0]
 
 
@@ -49,7 +49,7 @@ layer("Softplus", CAT, "Smooth ReLU, log(1 + exp(beta * x)) / beta; linear above
               minimum=1),
     ParamSpec("init", "float", 0.25, "Initial slope."),
 ], prefix="prelu", key_params=("num_parameters",))
-def prelu(p, xs):
+def prelu(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     n = p["num_parameters"]
     if n != 1:
@@ -62,7 +62,7 @@ def prelu(p, xs):
     return x
 
 
-def _softmax(p, xs):
+def _softmax(p: Params, xs: list[Shape]) -> Shape:
     norm_dim(p["dim"], len(xs[0]))
     return xs[0]
 

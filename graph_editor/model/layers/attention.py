@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, PortSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, PortSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import need_dim, need_rank
 
 CAT = "Transformer"
 
 
-def _seq(x, embed: int | None, heads: int | None = None) -> int:
+def _seq(x: Shape, embed: int | None, heads: int | None = None) -> int:
     need_rank(x, 3, "a sequence LxE")
     e = need_dim(x, 2, embed, "embedding features")
     if heads is not None and e % heads:
@@ -24,7 +24,7 @@ def _seq(x, embed: int | None, heads: int | None = None) -> int:
     ParamSpec("dropout", "float", 0.0, "Dropout on attention weights.", minimum=0.0, maximum=1.0),
     ParamSpec("bias", "bool", True, "Learn projection biases."),
 ], prefix="attn", key_params=("num_heads",))
-def mha(p, xs):
+def mha(p: Params, xs: list[Shape]) -> Shape:
     _seq(xs[0], p["embed_dim"], p["num_heads"])
     return xs[0]
 
@@ -38,7 +38,7 @@ def mha(p, xs):
     ParamSpec("layer_norm_eps", "float", 1e-5, "LayerNorm epsilon.", minimum=0.0),
     ParamSpec("norm_first", "bool", True, "Pre-norm (as in ViT) instead of post-norm."),
 ], prefix="encoder", display="Transformer Encoder", key_params=("nhead", "dim_feedforward"))
-def encoder_layer(p, xs):
+def encoder_layer(p: Params, xs: list[Shape]) -> Shape:
     _seq(xs[0], p["d_model"], p["nhead"])
     return xs[0]
 
@@ -48,7 +48,7 @@ def encoder_layer(p, xs):
     ParamSpec("embed_dim", "int", 192, "Token size.", minimum=1),
     ParamSpec("patch_size", "int", 16, "Square patch side in pixels.", minimum=1),
 ], prefix="patch", display="Patch Embedding", key_params=("embed_dim", "patch_size"))
-def patch_embed(p, xs):
+def patch_embed(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, 4, "CxHxW input")
     need_dim(x, 1, p["in_channels"], "channels")
@@ -65,7 +65,7 @@ def patch_embed(p, xs):
     ParamSpec("class_token", "bool", True, "Prepend a class token."),
     ParamSpec("dropout", "float", 0.0, "Dropout after adding positions.", minimum=0.0, maximum=1.0),
 ], prefix="pos", display="Class Token + Positions")
-def cls_pos(p, xs):
+def cls_pos(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, 3, "a sequence LxE")
     need_dim(x, 1, p["num_tokens"], "tokens")
@@ -83,7 +83,7 @@ def cls_pos(p, xs):
            ParamSpec("scale", "float", None, "Scale of q kᵀ (empty: 1/sqrt(E)).", minimum=0.0, optional=True),
        ], inputs=(PortSpec("q", doc="queries"), PortSpec("k", doc="keys"), PortSpec("v", doc="values")),
        prefix="sdpa", display="Scaled Dot-Product Attention", key_params=("is_causal",))
-def sdpa(p, xs):
+def sdpa(p: Params, xs: list[Shape]) -> Shape:
     q, k, v = xs
     for name, t in (("queries", q), ("keys", k), ("values", v)):
         if len(t) < 3:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import conv_out, need_dim, need_rank
 
@@ -28,7 +28,7 @@ def _conv_params(n: int, transpose: bool = False) -> list[ParamSpec]:
     return params
 
 
-def _channels(p, x) -> int:
+def _channels(p: Params, x: Shape) -> int:
     c_in = need_dim(x, 1, p["in_channels"], "input channels")
     g = p["groups"]
     if c_in % g or p["out_channels"] % g:
@@ -36,7 +36,7 @@ def _channels(p, x) -> int:
     return c_in
 
 
-def _conv(p, x, n: int):
+def _conv(p: Params, x: Shape, n: int) -> Shape:
     need_rank(x, n + 2, f"{('CxL', 'CxHxW', 'CxDxHxW')[n - 1]} input")
     _channels(p, x)
     spatial = [
@@ -50,25 +50,25 @@ def _conv(p, x, n: int):
 
 @layer("Conv1d", CAT, "1-D convolution over a CxL sequence.", _conv_params(1), prefix="conv",
        key_params=("out_channels", "kernel_size", "stride"))
-def conv1d(p, xs):
+def conv1d(p: Params, xs: list[Shape]) -> Shape:
     return _conv(p, xs[0], 1)
 
 
 @layer("Conv2d", CAT, "2-D convolution over a CxHxW image; groups=channels is depthwise.", _conv_params(2),
        prefix="conv", key_params=("out_channels", "kernel_size", "stride", "groups"))
-def conv2d(p, xs):
+def conv2d(p: Params, xs: list[Shape]) -> Shape:
     return _conv(p, xs[0], 2)
 
 
 @layer("Conv3d", CAT, "3-D convolution over a CxDxHxW volume (video, medical scans).", _conv_params(3),
        prefix="conv", key_params=("out_channels", "kernel_size", "stride", "groups"))
-def conv3d(p, xs):
+def conv3d(p: Params, xs: list[Shape]) -> Shape:
     return _conv(p, xs[0], 3)
 
 
 @layer("ConvTranspose2d", CAT, "Transposed 2-D convolution (learned upsampling).", _conv_params(2, transpose=True),
        prefix="deconv", key_params=("out_channels", "kernel_size", "stride"))
-def conv_transpose2d(p, xs):
+def conv_transpose2d(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, 4, "CxHxW input")
     _channels(p, x)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, PortSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, PortSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import norm_dim, prod
 
@@ -11,13 +11,13 @@ CAT = "Core"
 
 @layer("Input", "Input / Output", "The network's input; its shape and dtype come from the graph's input spec.",
        inputs=(), prefix="input")
-def input_(p, xs):
+def input_(p: Params, xs: list[Shape]) -> Shape:
     raise ShapeError("takes its shape from the graph's input spec")  # inference handles Input itself
 
 
 @layer("Output", "Input / Output", "The network's output: logits, one per class.",
        outputs=(), prefix="output")
-def output(p, xs):
+def output(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     return x
 
@@ -27,7 +27,7 @@ def output(p, xs):
     ParamSpec("out_features", "int", 10, "Output features.", minimum=1),
     ParamSpec("bias", "bool", True, "Learn an additive bias."),
 ], prefix="fc", key_params=("out_features",))
-def linear(p, xs):
+def linear(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     if len(x) < 2:
         raise ShapeError("expects at least a 1-D input per sample")
@@ -46,7 +46,7 @@ def linear(p, xs):
 
 
 @layer("Identity", CAT, "Passes its input through unchanged.", prefix="identity")
-def identity(p, xs):
+def identity(p: Params, xs: list[Shape]) -> Shape:
     return xs[0]
 
 
@@ -55,7 +55,7 @@ def identity(p, xs):
     ParamSpec("dim", "int", 1, "The channel dimension (batch is 0): 1 for CxHxW images, -1 for LxE tokens."),
     ParamSpec("init_value", "float", 1e-5, "Initial factor of every channel (layer scale starts small)."),
 ], prefix="scale", key_params=("dim",))
-def scale(p, xs):
+def scale(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     if len(x) < 2:
         raise ShapeError("expects at least a 1-D input per sample")
@@ -74,7 +74,7 @@ def scale(p, xs):
     ParamSpec("factor", "float", 1.0, "The number every element is multiplied (or divided) by."),
     ParamSpec("divide", "bool", False, "Divide by the factor instead of multiplying (x / factor, as written)."),
 ], display="Scale by", prefix="scale_by", key_params=("factor", "divide"))
-def scale_by(p, xs):
+def scale_by(p: Params, xs: list[Shape]) -> Shape:
     if p["divide"] and p["factor"] == 0:
         raise ShapeError("divides by zero", field="factor")
     return xs[0]
@@ -83,14 +83,14 @@ def scale_by(p, xs):
 @layer("Dropout", "Regularisation", "Zeroes elements with probability p while training.", [
     ParamSpec("p", "float", 0.5, "Drop probability.", minimum=0.0, maximum=1.0),
 ], prefix="dropout", key_params=("p",))
-def dropout(p, xs):
+def dropout(p: Params, xs: list[Shape]) -> Shape:
     return xs[0]
 
 
 @layer("Dropout2d", "Regularisation", "Zeroes whole channels with probability p while training.", [
     ParamSpec("p", "float", 0.5, "Drop probability.", minimum=0.0, maximum=1.0),
 ], prefix="dropout", key_params=("p",))
-def dropout2d(p, xs):
+def dropout2d(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     if len(x) != 4:  # PyTorch reads a 3-D input as (N, C, L) only with a deprecation warning
         raise ShapeError(f"expects CxHxW input, receives {fmt_shape(x) or 'a scalar'}")
@@ -103,7 +103,7 @@ def dropout2d(p, xs):
     ParamSpec("mode", "choice", "row", "Drop per sample ('row') or the whole batch at once ('batch').",
               choices=("row", "batch")),
 ], prefix="droppath", key_params=("p",))
-def drop_path(p, xs):
+def drop_path(p: Params, xs: list[Shape]) -> Shape:
     return xs[0]
 
 
@@ -114,7 +114,7 @@ def drop_path(p, xs):
               minimum=0, optional=True),
 ], inputs=(PortSpec("in", doc="category codes, or a tabular row with codes in `columns`"),),
     prefix="embed", key_params=("num_embeddings", "embedding_dim"))
-def embedding(p, xs):
+def embedding(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     cols = p["columns"]
     if not cols:

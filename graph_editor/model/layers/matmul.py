@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..catalog import PortSpec, fmt_shape, layer
+from ..catalog import Params, PortSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 
 CAT = "Merge"
@@ -25,7 +25,7 @@ def broadcast_dims(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple[i
        "them (batch, heads) broadcast.", inputs=(
            PortSpec("in", doc="left operand a, [..., M, K]"), PortSpec("other", doc="right operand b, [..., K, N]")),
        prefix="matmul", display="Matrix Multiply")
-def matmul(p, xs):
+def matmul(p: Params, xs: list[Shape]) -> Shape:
     a, b = xs
     for name, t in (("left operand", a), ("right operand", b)):
         if len(t) < 3:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, PortSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, PortSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import norm_dim
 
@@ -10,7 +10,7 @@ CAT = "Merge"
 _MANY = (PortSpec("in", variadic=True, min_count=2, doc="two or more tensors"),)
 
 
-def _broadcast(xs, what: str):
+def _broadcast(xs: list[Shape], what: str) -> Shape:
     rank = max(len(x) for x in xs)
     out = []
     for i in range(rank):
@@ -23,20 +23,20 @@ def _broadcast(xs, what: str):
 
 
 @layer("Add", CAT, "Element-wise sum (residual connections); shapes broadcast.", inputs=_MANY, prefix="add")
-def add(p, xs):
+def add(p: Params, xs: list[Shape]) -> Shape:
     return _broadcast(xs, "add")
 
 
 @layer("Multiply", CAT, "Element-wise product (gating, squeeze-excite); shapes broadcast.", inputs=_MANY,
        prefix="mul")
-def multiply(p, xs):
+def multiply(p: Params, xs: list[Shape]) -> Shape:
     return _broadcast(xs, "multiply")
 
 
 @layer("Concat", CAT, "Joins tensors along a dimension (channels by default).", [
     ParamSpec("dim", "int", 1, "Dimension to join along (batch is 0)."),
 ], inputs=_MANY, prefix="cat", key_params=("dim",))
-def concat(p, xs):
+def concat(p: Params, xs: list[Shape]) -> Shape:
     ranks = {len(x) for x in xs}
     if len(ranks) > 1:
         raise ShapeError(f"inputs differ in rank: {', '.join(fmt_shape(x) for x in xs)}")
@@ -52,14 +52,14 @@ def concat(p, xs):
 @layer("Subtract", CAT, "Element-wise difference in - other (PoolFormer's pool(x) - x); shapes broadcast.", inputs=(
     PortSpec("in", doc="the tensor subtracted from"), PortSpec("other", doc="the tensor subtracted")),
     prefix="sub")
-def subtract(p, xs):
+def subtract(p: Params, xs: list[Shape]) -> Shape:
     return _broadcast(xs, "subtract")
 
 
 @layer("Divide", CAT, "Element-wise quotient in / other (linear attention's normaliser, EfficientViT's "
        "out / (sum + eps)); shapes broadcast.", inputs=(
     PortSpec("in", doc="the dividend"), PortSpec("other", doc="the divisor")), prefix="div")
-def divide(p, xs):
+def divide(p: Params, xs: list[Shape]) -> Shape:
     return _broadcast(xs, "divide")
 
 
@@ -68,14 +68,14 @@ def divide(p, xs):
            ParamSpec("value", "float", 1.0, "The number added to every element."),
            ParamSpec("subtract_input", "bool", False, "Compute value - x instead (1 - x, as written)."),
        ], prefix="add_const", display="Add Constant", key_params=("value", "subtract_input"))
-def add_constant(p, xs):
+def add_constant(p: Params, xs: list[Shape]) -> Shape:
     return xs[0]
 
 
 @layer("Stack", CAT, "Stacks tensors of one shape along a new dimension (torch.stack).", [
     ParamSpec("dim", "int", 1, "Where the new dimension goes (batch is 0)."),
 ], inputs=_MANY, prefix="stack", key_params=("dim",))
-def stack(p, xs):
+def stack(p: Params, xs: list[Shape]) -> Shape:
     if len({tuple(x) for x in xs}) > 1:
         raise ShapeError(f"inputs must have one shape: {', '.join(fmt_shape(x) for x in xs)}")
     d = norm_dim(p["dim"], len(xs[0]) + 1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..catalog import ParamSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, Shape, fmt_shape, layer
 from ..errors import ParamError, ShapeError
 
 CAT = "Imported"
@@ -50,7 +50,7 @@ def parse_kwargs(text: str) -> dict[str, object]:
            ParamSpec("out_shape", "ints", [], "Per-sample output shape, recorded on import.", minimum=1,
                      optional=True),
        ], prefix="module", key_params=("cls",))
-def module_ref(p, xs):
+def module_ref(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     try:
         parse_class(p["cls"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import need_dim, need_rank
 
@@ -26,7 +26,7 @@ def _bn_params() -> list[ParamSpec]:
 
 @layer("BatchNorm1d", CAT, "Batch normalisation over features (N x C or N x C x L).", _bn_params(),
        prefix="bn")
-def batchnorm1d(p, xs):
+def batchnorm1d(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, (2, 3), "C or CxL input")
     need_dim(x, 1, p["num_features"], "features")
@@ -34,7 +34,7 @@ def batchnorm1d(p, xs):
 
 
 @layer("BatchNorm2d", CAT, "Batch normalisation over the channels of an image.", _bn_params(), prefix="bn")
-def batchnorm2d(p, xs):
+def batchnorm2d(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, 4, "CxHxW input")
     need_dim(x, 1, p["num_features"], "channels")
@@ -47,7 +47,7 @@ def batchnorm2d(p, xs):
     _EPS,
     ParamSpec("elementwise_affine", "bool", True, "Learn a scale and shift."),
 ], prefix="ln")
-def layernorm(p, xs):
+def layernorm(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     shape = p["normalized_shape"]
     if shape and tuple(x[-len(shape):]) != tuple(shape):
@@ -62,7 +62,7 @@ def layernorm(p, xs):
     ParamSpec("eps", "float", 1e-6, "Added to the variance for stability.", minimum=0.0),
     ParamSpec("elementwise_affine", "bool", True, "Learn a scale and shift per channel."),
 ], prefix="ln")
-def layernorm2d(p, xs):
+def layernorm2d(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, 4, "CxHxW input")
     need_dim(x, 1, p["num_channels"], "channels")
@@ -75,7 +75,7 @@ def layernorm2d(p, xs):
     _EPS,
     ParamSpec("affine", "bool", True, "Learn a scale and shift."),
 ], prefix="gn", key_params=("num_groups",))
-def groupnorm(p, xs):
+def groupnorm(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     if len(x) < 2:
         raise ShapeError("expects channels")
@@ -91,7 +91,7 @@ def groupnorm(p, xs):
            ParamSpec("dim", "int", -1, "The dim whose vectors are normalised (batch is 0)."),
            ParamSpec("eps", "float", 1e-12, "The smallest norm divided by.", minimum=0.0),
        ], prefix="normalize", key_params=("p", "dim"))
-def normalize(p, xs):
+def normalize(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     if len(x) < 2:
         raise ShapeError("expects at least a 1-D input per sample")

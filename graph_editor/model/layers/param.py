@@ -6,7 +6,7 @@ broadcasts against a batch (``tokens + pos_embed``) or is expanded to it before 
 
 from __future__ import annotations
 
-from ..catalog import INT_LIMIT, ParamSpec, PortSpec, fmt_shape, layer
+from ..catalog import INT_LIMIT, Params, ParamSpec, PortSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import prod
 
@@ -19,7 +19,7 @@ INITS = ("zeros", "ones", "normal", "trunc_normal")
            ParamSpec("init", "choice", "trunc_normal", "How its values start.", choices=INITS),
            ParamSpec("std", "float", 0.02, "Standard deviation of a normal start.", minimum=0.0),
        ], inputs=(), prefix="param", key_params=("shape", "init"))
-def parameter(p, xs):
+def parameter(p: Params, xs: list[Shape]) -> Shape:
     if xs:
         raise ShapeError("takes no input")
     if prod(p["shape"]) > INT_LIMIT:
@@ -31,7 +31,7 @@ def parameter(p, xs):
        "without copying: cls_token.expand(x.shape[0], -1, -1).", [],
        inputs=(PortSpec("in", doc="a tensor of batch 1"), PortSpec("like", doc="a tensor of the batch to reach")),
        prefix="expand_batch", display="Expand to Batch")
-def expand_batch(p, xs):
+def expand_batch(p: Params, xs: list[Shape]) -> Shape:
     x, like = xs
     if x[0] not in (1, like[0]):
         raise ShapeError(f"expects a tensor of batch 1 (a Parameter) or of the batch of 'like' ({like[0]}), "

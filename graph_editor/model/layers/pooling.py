@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import conv_out, need_rank
 
@@ -24,7 +24,7 @@ def _pool_params(dilation: bool) -> list[ParamSpec]:
     return params
 
 
-def _pool(p, xs):
+def _pool(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, 4, "CxHxW input")
     stride = p["stride"] or p["kernel_size"]
@@ -50,7 +50,7 @@ layer("AvgPool2d", CAT, "Average over each window.", _pool_params(False), prefix
 @layer("AdaptiveAvgPool2d", CAT, "Averages to a fixed output size whatever the input size.", [
     ParamSpec("output_size", "ints", [1, 1], "Output height and width.", minimum=1, length=2),
 ], prefix="avgpool", key_params=("output_size",))
-def adaptive_avg_pool2d(p, xs):
+def adaptive_avg_pool2d(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, (3, 4), "CxHxW input")
     return (*x[:-2], *p["output_size"])

@@ -3,7 +3,7 @@ window (Swin, BEiT: signed offsets; LeViT, EfficientFormer: absolute offsets), g
 
 from __future__ import annotations
 
-from ..catalog import INT_LIMIT, ParamSpec, layer
+from ..catalog import INT_LIMIT, Params, ParamSpec, Shape, layer
 from ..errors import ShapeError
 
 KINDS = ("relative", "absolute")
@@ -22,7 +22,7 @@ def table_rows(kind: str, window: list[int]) -> int:
            ParamSpec("kind", "choice", "relative", "Signed offsets (Swin: a (2h-1)(2w-1) table) or absolute "
                      "offsets (LeViT: an h*w table).", choices=KINDS),
        ], inputs=(), prefix="rel_pos", display="Relative Position Bias", key_params=("num_heads", "window", "kind"))
-def relative_position_bias(p, xs):
+def relative_position_bias(p: Params, xs: list[Shape]) -> Shape:
     if xs:
         raise ShapeError("takes no input")
     n = p["window"][0] * p["window"][1]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..catalog import ParamSpec, PortSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, PortSpec, Shape, fmt_shape, layer
 from ..errors import ParamError, ShapeError
 
 CAT = "Imported"
@@ -54,7 +54,7 @@ def _output_count(p: dict[str, object]) -> int:
            ParamSpec("out_shapes", "str", "[[1]]", "Per-sample shape of each output, a JSON list of lists."),
        ], inputs=(PortSpec("in", variadic=True, doc="The program's tensor inputs, in order."),),
        prefix="program", key_params=("source",), output_count=_output_count)
-def program(p, xs):
+def program(p: Params, xs: list[Shape]) -> list[Shape]:
     try:
         ins = parse_shapes(p["in_shapes"], "in_shapes")
         outs = parse_shapes(p["out_shapes"], "out_shapes")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, layer
+from ..catalog import Params, ParamSpec, Shape, layer
 from ..errors import ShapeError
 from ._rules import need_dim, need_rank
 
@@ -22,7 +22,7 @@ def _params() -> list[ParamSpec]:
     ]
 
 
-def _recurrent(p, xs):
+def _recurrent(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, 3, "a sequence LxF (batch first)")
     need_dim(x, 2, p["input_size"], "input features")

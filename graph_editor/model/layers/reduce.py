@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 
 CAT = "Pooling"
@@ -27,7 +27,7 @@ def reduced_dims(dims: list[int], x: tuple[int, ...]) -> list[int]:
     return sorted(out)
 
 
-def _reduce(p, xs):
+def _reduce(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     dims = reduced_dims(p["dims"], x)
     if p["keepdim"]:

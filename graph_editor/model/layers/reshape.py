@@ -6,7 +6,7 @@ None of them may touch the batch dimension (dim 0): a graph's batch flows throug
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import norm_dim, prod
 
@@ -17,7 +17,7 @@ CAT = "Shape"
     ParamSpec("start_dim", "int", 1, "First dimension to flatten."),
     ParamSpec("end_dim", "int", -1, "Last dimension to flatten."),
 ], prefix="flatten")
-def flatten(p, xs):
+def flatten(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     start = norm_dim(p["start_dim"], len(x), "start_dim")
     end = norm_dim(p["end_dim"], len(x), "end_dim")
@@ -29,7 +29,7 @@ def flatten(p, xs):
 @layer("Reshape", CAT, "Reshapes each sample (batch kept); one dimension may be -1.", [
     ParamSpec("shape", "ints", [-1], "Per-sample shape, e.g. 16,5,5.", minimum=-1),
 ], prefix="reshape", key_params=("shape",))
-def reshape(p, xs):
+def reshape(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     shape = list(p["shape"])
     total = prod(x[1:])
@@ -50,7 +50,7 @@ def reshape(p, xs):
 @layer("Permute", CAT, "Reorders the per-sample dimensions (0 is the first after the batch).", [
     ParamSpec("dims", "ints", [1, 0], "New order of the per-sample dimensions.", minimum=0),
 ], prefix="permute", key_params=("dims",))
-def permute(p, xs):
+def permute(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     dims = p["dims"]
     if sorted(dims) != list(range(len(x) - 1)):
@@ -61,7 +61,7 @@ def permute(p, xs):
 @layer("SelectToken", CAT, "Takes one token of a sequence (e.g. the class token of a ViT).", [
     ParamSpec("index", "int", 0, "Token position."),
 ], prefix="token", key_params=("index",))
-def select_token(p, xs):
+def select_token(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     if len(x) != 3:
         raise ShapeError(f"expects a sequence LxE, receives {fmt_shape(x)}")
@@ -86,7 +86,7 @@ def _sample_dim(dim: int, x: tuple[int, ...], field: str, rank: int | None = Non
     ParamSpec("dim0", "int", 1, "First dimension (batch is 0)."),
     ParamSpec("dim1", "int", 2, "Second dimension."),
 ], prefix="transpose", key_params=("dim0", "dim1"))
-def transpose(p, xs):
+def transpose(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     a, b = _sample_dim(p["dim0"], x, "dim0"), _sample_dim(p["dim1"], x, "dim1")
     out = list(x)
@@ -97,7 +97,7 @@ def transpose(p, xs):
 @layer("Unsqueeze", CAT, "Inserts a dimension of size 1 (batch is 0 and stays first).", [
     ParamSpec("dim", "int", 1, "Position of the new dimension in the output (batch is 0)."),
 ], prefix="unsqueeze", key_params=("dim",))
-def unsqueeze(p, xs):
+def unsqueeze(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     d = _sample_dim(p["dim"], x, "dim", rank=len(x) + 1)
     return (*x[:d], 1, *x[d:])
@@ -106,7 +106,7 @@ def unsqueeze(p, xs):
 @layer("Squeeze", CAT, "Removes a per-sample dimension of size 1 (batch is 0 and stays).", [
     ParamSpec("dim", "int", -1, "Dimension to remove (batch is 0); it must have size 1."),
 ], prefix="squeeze", key_params=("dim",))
-def squeeze(p, xs):
+def squeeze(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     d = _sample_dim(p["dim"], x, "dim")
     if x[d] != 1:
@@ -118,7 +118,7 @@ def squeeze(p, xs):
 @layer("Expand", CAT, "Repeats size-1 dimensions of each sample without copying (-1 keeps a size).", [
     ParamSpec("shape", "ints", [-1], "Per-sample sizes, one per dimension; -1 keeps the input's.", minimum=-1),
 ], prefix="expand", key_params=("shape",))
-def expand(p, xs):
+def expand(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     shape = p["shape"]
     if len(shape) != len(x) - 1:
@@ -145,7 +145,7 @@ def expand(p, xs):
               optional=True),
     ParamSpec("step", "int", 1, "Keep every step-th position.", minimum=1),
 ], prefix="slice", key_params=("dim", "start", "end"))
-def slice_(p, xs):
+def slice_(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     d = _sample_dim(p["dim"], x, "dim")
     n = len(range(x[d])[p["start"]:p["end"]:p["step"]])

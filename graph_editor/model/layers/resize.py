@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..catalog import ParamSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import conv_out, need_rank
 
@@ -24,7 +24,7 @@ PAD_MODES = ("constant", "reflect", "replicate", "circular")
            ParamSpec("align_corners", "bool", False, "Bilinear and bicubic: align the corner pixels of input and "
                      "output (ignored by the other modes)."),
        ], prefix="upsample", key_params=("size", "scale_factor", "mode"))
-def interpolate(p, xs):
+def interpolate(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, 4, "CxHxW input")
     if p["size"] is not None:
@@ -45,7 +45,7 @@ def interpolate(p, xs):
            ParamSpec("mode", "choice", "constant", "What the new elements hold.", choices=PAD_MODES),
            ParamSpec("value", "float", 0.0, "The constant (mode 'constant' only)."),
        ], prefix="pad", key_params=("pad", "mode"))
-def pad(p, xs):
+def pad(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     amounts = p["pad"]
     if len(amounts) % 2:
@@ -77,7 +77,7 @@ def pad(p, xs):
            ParamSpec("padding", "ints", [0, 0], "Zero padding on each side.", minimum=0, length=2),
            ParamSpec("stride", "ints", [1, 1], "Step between windows.", minimum=1, length=2),
        ], prefix="unfold", key_params=("kernel_size", "stride"))
-def unfold(p, xs):
+def unfold(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, 4, "CxHxW input")
     out = [conv_out(x[2 + i], p["kernel_size"][i], p["stride"][i], p["padding"][i], p["dilation"][i])

@@ -7,7 +7,7 @@ nobody reads is allowed (``q, k, _ = x.split(...)``).
 
 from __future__ import annotations
 
-from ..catalog import ParamSpec, fmt_shape, layer
+from ..catalog import Params, ParamSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
 from ._rules import norm_dim
 
@@ -15,14 +15,14 @@ CAT = "Shape"
 MAX_OUTPUTS = 64  # each output is a port on the canvas
 
 
-def _along(x, dim: int) -> int:
+def _along(x: Shape, dim: int) -> int:
     d = norm_dim(dim, len(x))
     if d == 0:
         raise ShapeError("cannot split the batch dimension", field="dim")
     return d
 
 
-def _parts(x, d: int, sizes: list[int]) -> list[tuple[int, ...]]:
+def _parts(x: Shape, d: int, sizes: list[int]) -> list[Shape]:
     return [(*x[:d], s, *x[d + 1:]) for s in sizes]
 
 
@@ -32,7 +32,7 @@ def _parts(x, d: int, sizes: list[int]) -> list[tuple[int, ...]]:
                      minimum=1),
            ParamSpec("dim", "int", 1, "Dimension to cut (batch is 0)."),
        ], prefix="split", key_params=("sizes", "dim"), output_count=lambda p: len(p["sizes"]))
-def split(p, xs):
+def split(p: Params, xs: list[Shape]) -> list[Shape]:
     (x,) = xs
     sizes = p["sizes"]
     if len(sizes) > MAX_OUTPUTS:
@@ -55,7 +55,7 @@ def chunk_sizes(n: int, chunks: int) -> list[int]:
            ParamSpec("chunks", "int", 2, "Number of parts.", minimum=1, maximum=MAX_OUTPUTS),
            ParamSpec("dim", "int", 1, "Dimension to cut (batch is 0)."),
        ], prefix="chunk", key_params=("chunks", "dim"), output_count=lambda p: p["chunks"])
-def chunk(p, xs):
+def chunk(p: Params, xs: list[Shape]) -> list[Shape]:
     (x,) = xs
     d = _along(x, p["dim"])
     n, chunks = x[d], p["chunks"]
@@ -73,7 +73,7 @@ def chunk(p, xs):
                      maximum=MAX_OUTPUTS),
            ParamSpec("dim", "int", 1, "Dimension to take apart (batch is 0)."),
        ], prefix="unbind", key_params=("count", "dim"), output_count=lambda p: p["count"])
-def unbind(p, xs):
+def unbind(p: Params, xs: list[Shape]) -> list[Shape]:
     (x,) = xs
     d = _along(x, p["dim"])
     if x[d] != p["count"]:

@@ -73,11 +73,10 @@ def test_the_minimap_draws_a_moved_node_and_not_again_for_a_scroll(editor, canva
     editor.move_nodes({"fc1": (900.0, 700.0)})                    # far below the row: the overview grows
     image = minimap.grab().toImage()
     assert minimap.pictures_drawn == drawn + 1
-    world, s, offset = minimap._world()
-    spot = minimap.to_map(canvas.graph_scene.nodes["fc1"].sceneBoundingRect(), world, s, offset).center()
+    spot = minimap.map_rect(canvas.graph_scene.nodes["fc1"].sceneBoundingRect()).center()
     colour = canvas.graph_scene.theme.category_color(canvas.graph_scene.nodes["fc1"].category)
     assert image.pixelColor(spot.toPoint()).name() == colour.name()
-    row = minimap.to_map(QRectF(0, 0, 10, 10), world, s, offset).center()
+    row = minimap.map_rect(QRectF(0, 0, 10, 10)).center()
     assert abs(row.y() - spot.y()) > 10                           # drawn apart from the row it left
 
 

@@ -36,8 +36,14 @@ def test_follows_a_replaced_graph(editor, graph, qtbot):
     with qtbot.waitSignal(live.inferred) as sig:
         pass
     assert any("no Output" in p.message for p in sig.args[0].problems)
-    graph.set_param("fc1", "out_features", 3)  # the old graph is no longer followed
-    assert not live._timer.isActive()
+    assert live.up_to_date
+    graph.set_param("fc1", "out_features", 3)  # the old graph is no longer followed: nothing goes stale
+    assert live.up_to_date
+    other.set_param("fc1", "out_features", 3)  # the followed one is, until its check has run
+    assert not live.up_to_date
+    with qtbot.waitSignal(live.inferred, timeout=20000):
+        pass
+    assert live.up_to_date
 
 
 def test_the_graph_is_validated_once_per_change(editor, qtbot, monkeypatch):
@@ -120,8 +126,10 @@ def test_a_new_graph_drops_the_old_graphs_pending_analysis(editor, graph, qtbot,
     other = graph.copy()
     other.chain(("ReLU", "extra"), start="relu2")
     graph.metadata["name"] = other.metadata["name"] = "new-graph"
+    order: list[str] = []
+    live.inferred.connect(lambda _inference: order.append("inferred"))
+    live.analyzed.connect(lambda _analysis, _problems: order.append("analyzed"))
     editor.set_graph(other)
-    with qtbot.waitSignal(live.analyzed, timeout=20000) as sig:
-        pass
-    qtbot.wait(100)
-    assert checked == [len(other)] and sig.args[0] is not None
+    # the new graph validated, then analysed: a stale analysis would have been checked (and shown) too
+    qtbot.waitUntil(lambda: order[-2:] == ["inferred", "analyzed"], timeout=20000)
+    assert checked == [len(other)] and live.analysis is not None

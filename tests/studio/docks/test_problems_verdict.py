@@ -8,6 +8,7 @@ import json
 import pytest
 
 from studio.cli import main
+from studio.docks.problems import SEVERITY_ROLE
 
 from ..helpers import TEMPLATES, settle
 
@@ -44,8 +45,7 @@ def _validate_lines(capsys, path: str) -> list[str]:
 
 def _panel_lines(window) -> list[str]:
     items = [window.problems.list.item(i) for i in range(window.problems.count())]
-    severity = {str(p): p.severity for entries in window.problems._sources.values() for p in entries}
-    return sorted(f"{severity[i.text()]}: {i.text()}" for i in items)
+    return sorted(f"{i.data(SEVERITY_ROLE)}: {i.text()}" for i in items)
 
 
 @pytest.mark.parametrize("case", ["forward", "training", "__init__", "billion", "template"])

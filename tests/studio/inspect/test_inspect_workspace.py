@@ -236,17 +236,15 @@ def test_the_heat_legend_keeps_out_of_the_minimap(window, qtbot, tmp_path):
                      Qt.MouseButton.LeftButton)                       # the overlay stays on the design canvas
     canvas.zoom_at(3.0, canvas.viewport().rect().center().toPointF())   # part of the graph out of view
     qtbot.waitUntil(canvas.minimap.isVisible, timeout=5_000)
-    qtbot.wait(50)
-    window.grab().save(str(tmp_path / "legend_minimap.png"))
 
     def in_canvas(w) -> object:
         return w.geometry().translated(w.parentWidget().mapTo(canvas, w.parentWidget().rect().topLeft())) \
             if w.parentWidget() is not canvas else w.geometry()
 
+    qtbot.waitUntil(lambda: not in_canvas(legend).intersects(in_canvas(canvas.minimap)), timeout=5_000)
+    window.grab().save(str(tmp_path / "legend_minimap.png"))
     assert legend.isVisible()
-    assert not in_canvas(legend).intersects(in_canvas(canvas.minimap))
     canvas.fit_view()                                                    # all in view: no minimap
     qtbot.waitUntil(lambda: not canvas.minimap.isVisible(), timeout=5_000)
-    qtbot.wait(50)
-    assert legend.pos() == legend.corner()
+    qtbot.waitUntil(lambda: legend.pos() == legend.corner(), timeout=5_000)
     assert legend.geometry().right() >= legend.parentWidget().width() - 13   # back in the corner

@@ -67,9 +67,10 @@ def test_matrix_and_gallery_switch_theme_live(qtbot):
     view = panel.matrix_view
 
     def pixel(cell: tuple[int, int] | None = None) -> str:
-        x, y = view.cell_center(*cell) if cell else (2, 2)
+        x, y = (2.0, 2.0)
         if cell:   # near the cell's corner, away from its count
-            x, y = x - view._grid()[2] * 0.35, y - view._grid()[2] * 0.35
+            rect = view.cell_rect(*cell)
+            x, y = rect.left() + rect.width() * 0.15, rect.top() + rect.height() * 0.15
         return view.grab().toImage().pixelColor(int(x), int(y)).name()
 
     empty, error = (2, 0), (0, 1)   # a cell counting nothing (no count drawn) and a shaded error cell

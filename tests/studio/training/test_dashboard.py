@@ -14,9 +14,8 @@ pytestmark = pytest.mark.qt
 
 @pytest.fixture
 def dash(qtbot):
-    d = TrainingDashboard()
+    d = TrainingDashboard(refresh_ms=0)  # the test drives the ticks
     qtbot.addWidget(d)
-    d._timer.stop()  # the test drives the ticks
     d.begin_run("run", total_steps=100, lr=0.01)
     return d
 
@@ -27,11 +26,11 @@ def test_points_wait_for_the_tick_and_one_plot_is_drawn_per_tick(dash):
                                     samples_per_s=900.0))
     assert all(p.point_count() == 0 for p in dash.plots.values())
     dash.flush()
-    drawn = [k for k, p in dash.plots.items() if p.point_count() and p._items[p.curve_names()[0]].getData()[0] is not None]
+    drawn = [k for k, p in dash.plots.items() if p.point_count() and p.curve(p.curve_names()[0]).getData()[0] is not None]
     assert drawn == ["loss"]  # every buffer is filled, only the oldest stale plot redrawn
     assert [len(dash.plots[k].buffer(c)) for k, c in (("accuracy", "train"), ("lr", "lr"))] == [50, 50]
     dash.flush(everything=True)
-    assert all(dash.plots[k]._items[c].getData()[0].size == 50 for k, c in
+    assert all(dash.plots[k].curve(c).getData()[0].size == 50 for k, c in
                (("accuracy", "train"), ("lr", "lr"), ("throughput", "samples/s")))
     assert dash.progress.value() == 50
 
@@ -110,9 +109,9 @@ def test_the_eta_stands_still_while_paused_and_does_not_count_the_pause():
 def test_pausing_the_dashboard_pauses_its_clock(dash):
     dash.clock.update(10, now=0.0)
     dash.set_paused(True)
-    assert dash.clock._paused_at is not None and dash.pause_button.text() == "Resume"
+    assert dash.clock.paused and dash.pause_button.text() == "Resume"
     dash.set_paused(False)
-    assert dash.clock._paused_at is None
+    assert not dash.clock.paused
 
 
 def test_end_of_run_disables_controls(dash):

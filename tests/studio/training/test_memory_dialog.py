@@ -27,8 +27,10 @@ def _dialog(qtbot) -> TrainDialog:
 
 
 def _predicted(qtbot, d: TrainDialog) -> MemoryFigures:
-    qtbot.waitUntil(lambda: d.wait_memory() and d._memory is not None, timeout=120_000)
-    return d._memory
+    qtbot.waitUntil(lambda: d.wait_memory() and d.predicted_peak() is not None, timeout=120_000)
+    shown = d.memory.bar.figures              # what the panel draws: the prediction of the spec as it is
+    assert shown is not None and shown.peak == d.predicted_peak()
+    return shown
 
 
 def test_bar_fills_with_the_parts_and_the_largest_batch(qtbot, tmp_path):

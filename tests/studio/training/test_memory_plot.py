@@ -24,9 +24,8 @@ MiB = 2 ** 20
 
 @pytest.fixture
 def session(qtbot, tmp_path):
-    dash = TrainingDashboard()
+    dash = TrainingDashboard(refresh_ms=0)  # the test drives the ticks
     qtbot.addWidget(dash)
-    dash._timer.stop()                   # the test drives the ticks
     s = TrainingSession(dash, f"sqlite:///{tmp_path / 'runs.sqlite'}", tmp_path)
     dash.begin_run("run", 100)
     yield s

@@ -288,10 +288,8 @@ def test_a_resumed_runs_duration_and_its_learning_rate_set_by_hand(qtbot, store)
 def test_the_table_shows_at_least_eight_runs(qtbot, store):
     panel = _panel(qtbot, store)
     panel.resize(1000, 520)                           # a short window: the tabs below give way, not the table
-    qtbot.wait(10)
     rows = panel.table.verticalHeader().defaultSectionSize()
-    header = panel.table.horizontalHeader().height()
-    assert panel.table.viewport().height() >= 8 * rows, (panel.table.viewport().height(), rows, header)
+    qtbot.waitUntil(lambda: panel.table.viewport().height() >= 8 * rows, timeout=5000)   # once laid out
 
 
 def test_an_unnamed_run_is_named_after_its_graph_file():
@@ -316,7 +314,7 @@ def test_the_confusion_tab_lays_its_parts_side_by_side_where_it_is_short(qtbot, 
     panel.resize(1400, 780)                           # the Runs workspace at 1440x900
     panel.select_ids([rid])
     panel.tabs.setCurrentWidget(panel.confusion)
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: panel.confusion.isVisible() and panel.confusion.height() > 0, timeout=5000)   # laid out
     assert panel.confusion.height() < 480, panel.confusion.height()   # the tab is short
     qtbot.wait(50)
     panel.grab().save(str(tmp_path / "runs_confusion_short.png"))

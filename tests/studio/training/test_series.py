@@ -18,14 +18,22 @@ def _filled(n: int, chunks: int = 37, seed: int = 0) -> SeriesBuffer:
     return b
 
 
-def test_the_pyramid_holds_the_minimum_and_maximum_of_every_whole_block():
+def test_each_drawn_bin_is_the_minimum_and_maximum_of_its_points_at_every_pyramid_level():
+    """What a plot draws at each level's resolution, against brute force: every bin (a repeated x) is
+    the minimum then the maximum of the points from its x up to the next drawn x."""
     b = _filled(100_003)
-    for level, size in enumerate(LEVELS):
-        blocks = b.y[: len(b) // size * size].reshape(-1, size)
-        assert np.array_equal(b._mins[level].view, blocks.min(axis=1))
-        assert np.array_equal(b._maxs[level].view, blocks.max(axis=1))
+    for per_bin in (4, *LEVELS):                            # 4: from the points themselves
+        xs, ys = b.decimated(target=2 * len(b) // per_bin)
+        pairs = [i for i in range(len(xs) - 1) if xs[i] == xs[i + 1]]
+        assert len(pairs) > 10
+        for i in pairs:
+            end = xs[i + 2] if i + 2 < len(xs) else len(b)
+            points = b.y[int(xs[i]):int(end)]
+            assert (ys[i], ys[i + 1]) == (points.min(), points.max()), (per_bin, xs[i])
     b.clear()
-    assert len(b) == 0 and all(c.n == 0 for c in (*b._mins, *b._maxs))
+    assert len(b) == 0 and len(b.decimated()[0]) == 0
+    b.extend(np.arange(50_000.0), np.full(50_000, 7.0))   # blocks left from the old series would show
+    assert set(b.decimated(target=100)[1]) == {7.0}
 
 
 @pytest.mark.parametrize(("x0", "x1", "target"), [

@@ -148,16 +148,21 @@ def test_a_flat_input_takes_the_digits_flattened_as_the_worker_does(qtbot):
 def test_closing_while_the_preview_still_reads_waits_for_every_read(qtbot, tmp_path, monkeypatch):
     """A dataset edit starts a new read while the first still runs; closing the dialog then must
     wait for both (a QThread destroyed while running aborts the whole studio). The reads here are a
-    slow disk: each takes 2 s, so both still run when the dialog closes."""
-    import time
+    slow disk: each holds until the test lets the disk answer, half a second after the close began."""
+    import threading
 
     from studio.training import train_dialog
 
     real = train_dialog.dataset_read.read_summary
+    started, ended, disk = [], [], threading.Event()
 
     def slow(*args):
-        time.sleep(2.0)
-        return real(*args)
+        started.append(args[0])
+        disk.wait(30)
+        try:
+            return real(*args)
+        finally:
+            ended.append(args[0])
 
     monkeypatch.setattr(train_dialog.dataset_read, "read_summary", slow)
     graph = load_graph(ROOT / "assets/templates/digits_cnn.graph.json")
@@ -165,11 +170,11 @@ def test_closing_while_the_preview_still_reads_waits_for_every_read(qtbot, tmp_p
     qtbot.addWidget(d)
     d.show()
     d.form.editors["data.dataset"].setText(str(tmp_path / "elsewhere.npz"))  # a second, superseding read
-    qtbot.waitUntil(lambda: len(d._preview_tasks) == 2, timeout=1500)  # after the edit's 300 ms debounce
-    reads = list(d._preview_tasks)
-    assert all(t.is_running() for t in reads)
+    qtbot.waitUntil(lambda: len(started) == 2, timeout=5000)  # after the edit's 300 ms debounce
+    assert ended == []                                        # both wait on the disk
+    threading.Timer(0.5, disk.set).start()
     d.reject()
-    assert not any(t.is_running() for t in reads) and d._preview_tasks == []
+    assert sorted(ended) == sorted(started)                   # the close waited for both reads
 
 
 def test_a_pretrained_start_is_typed_as_names_and_blocks(qtbot):

@@ -97,8 +97,10 @@ def oracle(spec, n: int):
 def test_the_memory_panel_shows_one_gpus_share_of_the_chosen_strategy(qtbot, monkeypatch):
     d = dialog(qtbot, monkeypatch, gpus(4))
     d.wait_memory()
-    one_process = d._memory
-    assert d.memory.bar.figures is one_process and d.memory.title() == "Memory (predicted peak of a training step)"
+    qtbot.waitUntil(lambda: d.predicted_peak() is not None, timeout=60_000)
+    one_process = d.memory.bar.figures
+    assert one_process is not None and one_process.peak == d.predicted_peak()
+    assert d.memory.title() == "Memory (predicted peak of a training step)"
     for strategy, label in (("ddp", "all 4 GPUs (DDP)"), ("fsdp2", "FSDP2 over 4 GPUs")):
         choose(d, label)
         d.wait_memory()
@@ -116,7 +118,8 @@ def test_the_memory_panel_shows_one_gpus_share_of_the_chosen_strategy(qtbot, mon
     choose(d, "CPU")
     d.wait_memory()
     qtbot.waitUntil(lambda: d.memory.title() == "Memory (predicted peak of a training step)", timeout=60_000)
-    qtbot.waitUntil(lambda: d.memory.bar.figures is d._memory and d._memory is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: d.predicted_peak() is not None and d.memory.bar.figures is not None
+                    and d.memory.bar.figures.peak == d.predicted_peak(), timeout=60_000)
     assert d.memory.bar.figures.batch == 64
 
 
@@ -137,7 +140,7 @@ def test_an_initial_spec_selects_its_strategy(qtbot, monkeypatch):
     d = TrainDialog(load_graph(DIGITS_CNN), devices.available_devices(), initial=initial)
     qtbot.addWidget(d)
     assert d.device.currentIndex() == 3 and d.device_box.choice().strategy == "fsdp2"
-    d._stop_memory()
+    d.reject()                       # closed: its predictions stop
 
 
 @pytest.mark.process

@@ -162,10 +162,9 @@ def test_a_cell_of_an_epoch_without_its_checkpoint_shows_no_other_epochs_samples
     x, y = panel.matrix_view.cell_center(0, 0)
     qtbot.mouseClick(panel.matrix_view, Qt.MouseButton.LeftButton, pos=QPoint(int(x), int(y)))
     assert controller.session.wait_predictions()
-    qtbot.wait(200)
+    qtbot.waitUntil(lambda: "no checkpoint of epoch 2" in panel.gallery.title(), timeout=WAIT)   # the click's answer
     assert np.array_equal(panel.matrix_view.matrix(), shown)
     assert panel.gallery.shown_indices() == []
-    assert "no checkpoint of epoch 2" in panel.gallery.title()
 
 
 def test_closing_lets_the_run_finish_in_the_background_and_it_shows_next_time(qtbot, controller, tmp_path):

@@ -316,7 +316,7 @@ def test_a_failed_ranks_traceback_reaches_the_event_the_store_and_show(tmp_path,
     import json
 
     from studio.cli import main as cli_main
-    from trainer.distributed.launch import _record
+    from trainer.distributed.launch import report_failure
     from trainer.protocol import events as ev
     from trainer.store.runs import RunStore
 
@@ -327,8 +327,8 @@ def test_a_failed_ranks_traceback_reaches_the_event_the_store_and_show(tmp_path,
                   tb='Traceback (most recent call last):\n  File "sharded_checkpoint.py", line 50\nValueError: non contiguous')
     cause = root_cause([FakeFailure(1, 101, 1)], tmp_path)
     out = io.StringIO()
-    assert _record(store, ev.Emitter(out), rid, cause.kind, cause.message, step=cause.step, tb=cause.traceback,
-                   rank=cause.rank) == ev.EXIT_FAILED
+    assert report_failure(store, ev.Emitter(out), rid, cause.kind, cause.message, step=cause.step, tb=cause.traceback,
+                          rank=cause.rank) == ev.EXIT_FAILED
     event = json.loads(out.getvalue())
     assert event["event"] == "failed" and event["rank"] == 1 and "sharded_checkpoint.py" in event["traceback"]
     run = RunStore(db).run(rid)

@@ -248,10 +248,8 @@ def test_kill_9_of_the_launcher_takes_its_ranks_and_the_run_resumes(tmp_path):
     deadline = time.monotonic() + 10
     while not all(_gone(p) for p in pids.values()) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert all(_gone(p) for p in pids.values()), "a rank outlived its launcher"
-    rows = len(RunStore(db).metrics(1))
-    time.sleep(2)
-    assert len(RunStore(db).metrics(1)) == rows and RunStore(db).run(1).status == "interrupted"
+    assert all(_gone(p) for p in pids.values()), "a rank outlived its launcher"   # so nothing writes on
+    assert RunStore(db).metrics(1) and RunStore(db).run(1).status == "interrupted"
     with WorkerClient.resume(1, db=db) as w:
         events = list(w.events(timeout=300))
         assert w.wait(60) == 0, w.stderr[-3000:]

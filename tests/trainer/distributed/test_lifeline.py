@@ -26,7 +26,8 @@ from trainer.store.runs import RunStore
 pytestmark = pytest.mark.process
 
 ROOT = Path(__file__).resolve().parents[3]
-CHILD = "from trainer.distributed.lifeline import die_with_parent; die_with_parent(); import time; time.sleep(60)"
+CHILD = ("from trainer.distributed.lifeline import die_with_parent; die_with_parent(); print('armed', flush=True); "
+         "import time; time.sleep(60)")
 PARENT = f"""
 import subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", {CHILD!r}])
@@ -45,9 +46,10 @@ def _wait_gone(pid: int, seconds: float) -> bool:
 def test_a_child_dies_when_its_parent_is_killed_with_sigkill():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True, env=env)
-    child = int(parent.stdout.readline())
+    lines = {parent.stdout.readline().strip() for _ in range(2)}   # the child's pid, and the child's word
+    child = int(next(line for line in lines if line.isdigit()))     # (each ends within the 60 s they sleep)
     try:
-        time.sleep(1.0)                           # the child has asked for its signal
+        assert "armed" in lines                   # the child has asked for its signal
         assert process_alive(child)
         parent.kill()
         parent.wait(10)

@@ -136,16 +136,29 @@ sys.stderr.write(("y" * 99 + "\n") * 5000)   # 500 KB of stderr
 """
 
 
+PIPE_FULL = 60_000    # of the 64 KiB a Linux pipe holds (a write that does not fit whole waits)
+
+
+def _unread(w: WorkerClient) -> int:
+    """Bytes in the worker's stdout pipe that nobody has read yet."""
+    import fcntl
+    import struct
+    import termios
+
+    return struct.unpack("i", fcntl.ioctl(w.proc.stdout.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+
+
 def test_a_reader_that_falls_behind_slows_the_worker_and_memory_stays_bounded(tmp_path):
     from trainer.protocol.client import MAX_PENDING_BYTES, STDERR_TAIL_BYTES
 
     w = WorkerClient([], command=[sys.executable, "-c", FLOOD], cwd=Path(__file__).resolve().parents[3])
     try:
         deadline = time.monotonic() + 30
-        while w.pending_bytes < MAX_PENDING_BYTES and time.monotonic() < deadline:
+        # the reader reads up to its limit, then stops: the pipe behind it fills up
+        while (w.pending_bytes < MAX_PENDING_BYTES or _unread(w) < PIPE_FULL) and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(0.5)                                     # the reader stays blocked, not reading on
-        assert MAX_PENDING_BYTES <= w.pending_bytes < MAX_PENDING_BYTES + (1 << 16)
+        assert _unread(w) >= PIPE_FULL
+        assert MAX_PENDING_BYTES <= w.pending_bytes < MAX_PENDING_BYTES + (1 << 16)   # it read no further
         assert w.is_running()                               # the worker waits on its full pipe
         count = sum(1 for e in w.events(timeout=60) if isinstance(e, ev.Metrics))
         assert count == 45_000 and w.wait(30) == 0 and w.bad_lines == 0

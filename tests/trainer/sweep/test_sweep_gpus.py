@@ -32,11 +32,28 @@ def test_a_sweep_spreads_over_every_visible_gpu_unless_one_is_named(two_gpus):
 
 
 def test_two_trials_at_once_start_on_two_gpus(two_gpus, tmp_path, monkeypatch):
+    """Two trials at once take cuda:0 and cuda:1; the one that ends first (the second) frees its GPU for the
+    third, which takes the GPU no trial uses (not the next in turn)."""
     import trainer.sweep.runner as runner
 
     started: list[dict] = []
+    lives = iter([3, 1, 1])          # polls each stand-in worker answers before it ends: the second ends first
 
-    class Worker:       # the trial's worker as far as starting it goes
+    class Worker:       # the trial's worker as far as the sweep drives it (no GPU here to train on)
+        def __init__(self) -> None:
+            self.polls, self.exit_code = next(lives), None
+
+        def poll(self) -> list:
+            self.polls -= 1
+            if self.polls <= 0:
+                self.exit_code = 0
+            return []
+
+        def crash_reason(self, code: int) -> str:
+            return f"a stand-in worker (exit {code})"
+
+        def stop(self) -> None: ...
+
         def kill(self) -> None: ...
 
     def run(path, **_kwargs):
@@ -44,16 +61,13 @@ def test_two_trials_at_once_start_on_two_gpus(two_gpus, tmp_path, monkeypatch):
         return Worker()
 
     monkeypatch.setattr(runner.WorkerClient, "run", staticmethod(run))
-    sweep = Sweep(SweepPlan(graph=str(DIGITS_CNN), space="lr=1e-3..1e-2:log", trials=3, parallel=2,
-                            db=f"sqlite:///{tmp_path / 'runs.sqlite'}", study="gpus", device="cuda"))
-    sweep._start_trial()
-    sweep._start_trial()
-    assert [s["device"] for s in started] == ["cuda:0", "cuda:1"]
-    assert [slot.gpu for slot in sweep.slots] == [0, 1]
-    sweep.slots.pop(0)               # the first trial ended: its GPU is the free one
-    sweep._start_trial()
-    assert started[-1]["device"] == "cuda:0"
-    sweep.store.close()
+    lines: list[str] = []
+    result = Sweep(SweepPlan(graph=str(DIGITS_CNN), space="lr=1e-3..1e-2:log", trials=3, parallel=2,
+                             db=f"sqlite:///{tmp_path / 'runs.sqlite'}", study="gpus", device="cuda"),
+                   log=lines.append).run()
+    assert [s["device"] for s in started] == ["cuda:0", "cuda:1", "cuda:1"]
+    assert [line.split("; ")[-1] for line in lines if " started " in line] == ["cuda:0)", "cuda:1)", "cuda:1)"]
+    assert len(result["trials"]) == 3
 
 
 def test_the_gpu_s_utilisation_is_read_through_nvml_and_never_fails_a_run(monkeypatch):

@@ -15,8 +15,8 @@ from trainer.data.images.prepare import file_loaders
 from trainer.data.images.transforms import batch_mix, eval_transform, train_transform
 from trainer.spec import ImageSpec, SpecError, load_spec, spec_from_dict
 
-from ..helpers import tiny_cnn, write_spec
-from ..image_files import corrupt, write_folder
+from ...helpers import tiny_cnn, write_spec
+from ...image_files import corrupt, write_folder
 
 RGB = np.random.default_rng(1).integers(0, 256, (10, 12, 3), dtype=np.uint8)
 

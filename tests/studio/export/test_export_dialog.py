@@ -17,7 +17,7 @@ def test_the_dialog_shows_the_checks_and_figures_of_an_onnx_export(qtbot, tmp_pa
     dialog = ExportDialog(lambda: from_graph(load_graph(TEMPLATES / "mlp.graph.json")), "onnx", tmp_path,
                           ExportOptions(timing_runs=2))
     qtbot.addWidget(dialog)
-    with qtbot.waitSignal(dialog.done, timeout=180_000) as blocker:
+    with qtbot.waitSignal(dialog.exported, timeout=180_000) as blocker:
         dialog.start()
     assert blocker.args == [True]
     assert "verified" in dialog.verdict.text()
@@ -35,7 +35,7 @@ def test_a_layer_the_format_cannot_express_offers_its_node(qtbot, tmp_path):
 
     dialog = ExportDialog(lambda: from_graph(tiny_ln_graph()), "onnx", tmp_path, ExportOptions(opset=13))
     qtbot.addWidget(dialog)
-    with qtbot.waitSignal(dialog.done, timeout=180_000) as blocker:
+    with qtbot.waitSignal(dialog.exported, timeout=180_000) as blocker:
         dialog.start()
     assert blocker.args == [False]
     assert "node 'ln1' (LayerNorm)" in dialog.status.text() and dialog.node_button.isVisibleTo(dialog)

@@ -37,7 +37,7 @@ def test_untrained_weights_are_named_in_the_verdict_and_show_in_folder_says_wher
     dialog = ExportDialog(lambda: from_graph(load_graph(TEMPLATES / "mlp.graph.json")), "onnx", tmp_path,
                           ExportOptions(timing_runs=2), untrained=True)
     qtbot.addWidget(dialog)
-    with qtbot.waitSignal(dialog.done, timeout=180_000):
+    with qtbot.waitSignal(dialog.exported, timeout=180_000):
         dialog.start()
     assert dialog.verdict.text().startswith("Export verified") and "untrained weights" in dialog.verdict.text()
     if QApplication.platformName() == "offscreen":            # no file manager can start here: it says where

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
 
 from tests.exporters.export_graphs import TEMPLATES
 
@@ -44,7 +46,7 @@ def test_one_click_exports_the_graph_being_edited(qtbot, window, tmp_path):
     with qtbot.waitSignal(hook.actions["onnx"].triggered):
         hook.actions["onnx"].trigger()
     dialog = hook.dialogs[-1]
-    with qtbot.waitSignal(dialog.done, timeout=180_000) as blocker:
+    with qtbot.waitSignal(dialog.exported, timeout=180_000) as blocker:
         pass
     assert blocker.args == [True], dialog.status.text()
     assert Path(dialog.report.path) == tmp_path / "exports" / "lenet_5.onnx"
@@ -55,7 +57,11 @@ def test_one_click_exports_the_graph_being_edited(qtbot, window, tmp_path):
 def test_the_menu_knows_what_needs_a_run(qtbot, window, tmp_path):
     hook = window.export
     hook.export_dir = lambda: tmp_path
-    hook._refresh()
+    bar = window.menuBar()
+    title = next(a for a in bar.actions() if a.menu() is hook.menu)
+    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.actionGeometry(title).center())   # open Export
+    qtbot.waitUntil(hook.menu.isVisible, timeout=5000)
+    hook.menu.close()
     assert not hook.actions["tensorboard"].isEnabled()
     assert "needs a run" in hook.actions["tensorboard"].toolTip()
     assert hook.actions["onnx"].isEnabled() and hook.actions["python"].isEnabled()
@@ -85,7 +91,7 @@ def test_one_click_ships_the_best_checkpoint_of_the_newest_completed_run_and_say
     hook.current_run = lambda: stopped        # the run this window started last was stopped midway
     hook.actions["onnx"].trigger()
     dialog = hook.dialogs[-1]
-    with qtbot.waitSignal(dialog.done, timeout=180_000) as blocker:
+    with qtbot.waitSignal(dialog.exported, timeout=180_000) as blocker:
         pass
     assert blocker.args == [True], dialog.status.text()
     said = dialog.status.text()

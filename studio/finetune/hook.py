@@ -1,21 +1,16 @@
-"""Fine-tuning on the design: Freeze / Unfreeze the selected blocks, a learning-rate multiplier per block,
-Replace Head, as Graph menu commands (and on the canvas's right-click menu, :mod:`graph_editor.ui.menus`).
-
-What they set is drawn on the canvas (:mod:`graph_editor.ui.marks`), kept in the graph file and written
-into the run spec the Train dialog sends (``model.frozen``, ``model.lr_scale``, ``model.reinit``).
-"""
+"""The Graph menu's fine-tuning commands: Freeze / Unfreeze, Learning-Rate Multiplier, Replace Head."""
 
 from __future__ import annotations
 
 from graph_editor.model.finetune import head_node, plan_of
 
-from .actions import ActionSpec
-from .port import StudioPort
+from ..actions import ActionSpec
+from ..port import StudioPort
 
 MENU = "&Graph"
 
 
-class FinetuneActions:
+class FinetuneHook:
     """The Graph menu's fine-tuning commands of one window."""
 
     def __init__(self, port: StudioPort) -> None:
@@ -66,6 +61,3 @@ class FinetuneActions:
             self._said(self.port.training_edits.replace_head(int(classes)))
             self.port.select([head])
 
-
-def install(port: StudioPort) -> FinetuneActions:
-    return FinetuneActions(port)

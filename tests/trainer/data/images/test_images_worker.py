@@ -19,8 +19,8 @@ from PIL import Image
 
 from trainer.store.runs import RunStore
 
-from ..helpers import THOROUGH, run_worker, tiny_cnn, write_spec
-from ..image_files import corrupt
+from ...helpers import THOROUGH, run_worker, tiny_cnn, write_spec
+from ...image_files import corrupt
 
 pytestmark = pytest.mark.process
 
