@@ -104,7 +104,6 @@ def test_a_run_without_validation_says_no_matrix_is_coming(qtbot, tmp_path):
 
     dash = TrainingDashboard()
     qtbot.addWidget(dash)
-    dash._timer.stop()
     session = TrainingSession(dash, f"sqlite:///{tmp_path / 'runs.sqlite'}", tmp_path)
     dash.begin_run("s trial 3 (train+val)", 100)
     assert "appears" in dash.confusion.matrix_view.empty_text

@@ -88,13 +88,21 @@ def test_the_gpu_s_utilisation_is_read_through_nvml_and_never_fails_a_run(monkey
 
 def test_cpu_trials_at_once_share_the_cores_with_the_threads_divided(tmp_path, monkeypatch):
     """Without GPUs, P trials at once are P processes: each gets cores // P threads (TORCH_STUDIO_THREADS),
-    so that together they do not ask for more threads than there are cores."""
+    so that together they do not ask for more threads than there are cores, and never fewer than one."""
     import trainer.sweep.runner as runner
     from trainer.threads import SWITCH
 
     envs: list[dict] = []
 
-    class Worker:
+    class Worker:       # a stand-in that ends at its first poll (the threads it is given are what is proven)
+        exit_code = 0
+
+        def poll(self) -> list:
+            return []
+
+        def crash_reason(self, code: int) -> str:
+            return f"a stand-in worker (exit {code})"
+
         def kill(self) -> None: ...
 
     def run(path, **kwargs):
@@ -103,13 +111,8 @@ def test_cpu_trials_at_once_share_the_cores_with_the_threads_divided(tmp_path, m
 
     monkeypatch.delenv(SWITCH, raising=False)
     monkeypatch.setattr(runner.WorkerClient, "run", staticmethod(run))
-    monkeypatch.setattr(runner, "usable_cores", lambda: 8)
-    sweep = Sweep(SweepPlan(graph=str(DIGITS_CNN), space="lr=1e-3..1e-2:log", trials=3, parallel=3,
-                            db=f"sqlite:///{tmp_path / 'runs.sqlite'}", study="cpu", device="cpu"))
-    for _ in range(3):
-        sweep._start_trial()
-    assert [e[SWITCH] for e in envs] == ["2", "2", "2"] and [s.gpu for s in sweep.slots] == [None] * 3
-    monkeypatch.setattr(runner, "usable_cores", lambda: 2)
-    sweep._start_trial()
-    assert envs[-1][SWITCH] == "1"         # never fewer than one
-    sweep.store.close()
+    for cores, study in ((8, "eight"), (2, "two")):
+        monkeypatch.setattr(runner, "usable_cores", lambda cores=cores: cores)
+        Sweep(SweepPlan(graph=str(DIGITS_CNN), space="lr=1e-3..1e-2:log", trials=3, parallel=3,
+                        db=f"sqlite:///{tmp_path / 'runs.sqlite'}", study=study, device="cpu")).run()
+    assert [e[SWITCH] for e in envs] == ["2", "2", "2", "1", "1", "1"]
