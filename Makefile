@@ -9,6 +9,11 @@ TORCH_SPEC ?= torch==2.14.1
 # pytest-xdist processes for `make test`, each test file on one of them (module fixtures stay shared);
 # each imports torch (~1-2 GB), so more than the cores rarely helps.
 TEST_WORKERS ?= 2
+# The tests keep Python's bytecode cache (__pycache__: the project's modules and pytest's rewritten test
+# modules) where the environment turns it off (PYTHONDONTWRITEBYTECODE): without it each pytest process
+# compiles and rewrites every test module again (~6 s of CPU each, twice per run on two workers) and each
+# worker process a test starts compiles the project again.
+TEST_ENV := QT_QPA_PLATFORM=offscreen PYTHONDONTWRITEBYTECODE=
 
 .PHONY: install run test test-fast test-thorough lint demo bench gpu-check clean templates walk
 
@@ -27,7 +32,7 @@ run: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile
+	$(TEST_ENV) $(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile
 
 # `make test` with the full repetition counts: 20 random kills of a worker, every memory-prediction case,
 # every template's ONNX proof (TORCH_STUDIO_TEST_THOROUGH=1; before a release).
@@ -37,7 +42,7 @@ test-thorough: install
 # No worker or other process, no export, nothing slow (tests/conftest.py enforces it); the aim is under a
 # minute (CONTRIBUTING.md has the time it takes).
 test-fast: install
-	QT_QPA_PLATFORM=offscreen TORCH_STUDIO_TEST_FAST=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not process and not export and not cuda"
+	$(TEST_ENV) TORCH_STUDIO_TEST_FAST=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not process and not export and not cuda"
 
 lint: install
 	$(BIN)/ruff check .

@@ -7,12 +7,15 @@ as a run builds it (torchvision.io decode, uint8 batches from the workers, float
 the consumer); torchvision's: ``ImageFolder`` (Pillow decode) with the usual v2 pipeline ending in
 ``ToDtype(float32, scale=True)`` and ``Normalize`` in the workers. Each epoch after a warm-up one (the
 workers started); rounds interleaved; the median of each printed with the ratio. Goal: >= 1.0. No
-assertions.
+assertions. With ``--device cuda`` (or ``--device-decode`` on the CPU) a third loader: the workers read the
+files' bytes and this process decodes them (:class:`~trainer.data.images.device_decode.DeviceDecode`,
+nvJPEG on CUDA). ``--watchdog S`` prints every thread's stack each S seconds, so a run that stalls says where.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import statistics
 import sys
 import tempfile
@@ -28,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from torchvision import datasets  # noqa: E402
 from torchvision.transforms import v2  # noqa: E402
 
+from trainer.data.images.device_decode import DeviceDecode  # noqa: E402
 from trainer.data.images.files import FileSplit  # noqa: E402
 from trainer.data.images.index import index_folder  # noqa: E402
 from trainer.data.images.loader import FileLoader  # noqa: E402
@@ -35,6 +39,7 @@ from trainer.data.images.transforms import eval_transform, train_transform  # no
 from trainer.spec import ImageSpec  # noqa: E402
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+DECODED_HERE = "ours, decoded in this process"
 
 
 def write_images(root: Path, count: int, side: int) -> None:
@@ -53,9 +58,10 @@ def ours(root: Path, crop: int, batch: int, workers: int, device: str = "cpu", g
     im = ImageSpec(crop_scale=[0.35, 1.0])
     split = FileSplit(str(root), index.files, torch.from_numpy(index.labels), 3, (crop, crop),
                       eval_transform(im, (crop, crop)), np.arange(len(index)))
-    return FileLoader(split, batch, torch.device(device), train=True, mean=torch.tensor(MEAN) * 255,
-                      std=torch.tensor(STD) * 255, transform=train_transform(im, (crop, crop)), workers=workers,
-                      gpu_decode=gpu_decode)
+    transform, dev = train_transform(im, (crop, crop)), torch.device(device)
+    on_device = DeviceDecode(transform, 3, (crop, crop), dev) if gpu_decode else None
+    return FileLoader(split, batch, dev, train=True, mean=torch.tensor(MEAN) * 255, std=torch.tensor(STD) * 255,
+                      transform=transform, workers=workers, device_decode=on_device)
 
 
 def theirs(root: Path, crop: int, batch: int, workers: int) -> torch.utils.data.DataLoader:
@@ -98,15 +104,21 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default="cpu", help="cpu, or cuda: batches end on the GPU, and ours also "
                     "decodes the JPEGs there (nvJPEG) as a run with gpu_decode does")
+    ap.add_argument("--device-decode", action="store_true", help="on the CPU too: ours with the workers reading "
+                    "bytes and this process decoding them (the GPU path's code, with the CPU's decoder)")
+    ap.add_argument("--watchdog", type=float, default=0.0, help="every S seconds, print every thread's stack "
+                    "(faulthandler): where a stuck run is stuck")
     args = ap.parse_args()
+    if args.watchdog > 0:
+        faulthandler.dump_traceback_later(args.watchdog, repeat=True)
     torch.set_num_threads(1)
     cuda = args.device.startswith("cuda")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "images"
         write_images(root, args.images, args.side)
         loaders = {"ours": ours(root, args.crop, args.batch, args.workers, args.device)}
-        if cuda:
-            loaders["ours, GPU decode"] = ours(root, args.crop, args.batch, args.workers, args.device, gpu_decode=True)
+        if cuda or args.device_decode:
+            loaders[DECODED_HERE] = ours(root, args.crop, args.batch, args.workers, args.device, gpu_decode=True)
         theirs_loader = theirs(root, args.crop, args.batch, args.workers)
         for name, loader in loaders.items():    # warm-up: workers started, files in the page cache
             print(f"warm-up: {name} {epoch_ours(loader):.0f} images/s", flush=True)
@@ -120,8 +132,9 @@ def main() -> None:
     print(f"{args.images} JPEGs of {args.side}x{args.side}, RandomResizedCrop {args.crop}, batch {args.batch}, "
           f"{args.workers} workers, on {args.device}, median of {args.rounds} epochs")
     print(f"  ours (torchvision.io decode, uint8 batches)      {median['ours']:9.0f} images/s")
-    if cuda:
-        print(f"  ours, JPEGs decoded on the GPU (nvJPEG)          {median['ours, GPU decode']:9.0f} images/s")
+    if DECODED_HERE in median:
+        label = f"ours, decoded in this process ({'nvJPEG' if cuda else 'CPU'})"
+        print(f"  {label:48s} {median[DECODED_HERE]:9.0f} images/s")
     print(f"  torchvision ImageFolder + DataLoader (Pillow)     {median['torchvision']:9.0f} images/s")
     for name in loaders:
         print(f"  ratio {name} / torchvision: {median[name] / median['torchvision']:.2f}")

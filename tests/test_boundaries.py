@@ -17,7 +17,8 @@ QT = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph", "qtpy", "shiboken6")
 TORCH_SIDE = ("graph_editor.building", "graph_editor.analysis", "graph_editor.autograd", "graph_editor.importer")
 
 
-def imported_modules(path: Path) -> set[str]:
+@functools.cache     # each file once per process: the tests below read the same packages again and again
+def imported_modules(path: Path) -> frozenset[str]:
     """Absolute names of every module ``path`` imports; relative imports are resolved against
     the file's package, so ``from ..building import x`` in graph_editor/model counts as graph_editor.building."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
@@ -34,7 +35,7 @@ def imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
                 "import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
             names.add(str(node.args[0].value))
-    return names
+    return frozenset(names)
 
 
 def _package_of(path: Path) -> list[str]:
@@ -126,9 +127,6 @@ ALLOWED_BACK_EDGES: dict[tuple[str, str], str] = {
     ("graph_editor.model.graph", "graph_editor.model.serialize"):
         "Graph.copy is a save and load in memory, so a copy is exactly what the file format keeps; "
         "the serializer builds Graphs",
-    ("graph_editor.ui.canvas", "graph_editor.ui.preview"):
-        "the ``python -m graph_editor.ui.canvas FILE`` entry point: imported only in the "
-        "``__main__`` block, which runs as a script, never on import",
     **{(f"graph_editor.ui.{helper}", "graph_editor.ui.canvas"):
        "type-only (TYPE_CHECKING): the canvas builds its overlays, gestures and menus and hands "
        "them itself; they annotate what they are handed"

@@ -58,6 +58,7 @@ from .metrics import names
 from .metrics.names import rows as metric_rows
 from .metrics.recorder import Recorder
 from .metrics.skipped import watch as watch_skipped
+from .metrics.utilisation import DataWait
 from .optim import Schedule, make_optimizer
 from .protocol import events as ev
 from .protocol.controls import Controls
@@ -269,9 +270,10 @@ def run_epochs(job: Job) -> str:
         epoch, t0, paused0 = job.epoch + 1, time.perf_counter(), job.controls.paused_seconds
         if job.order is None:
             job.order, job.position, job.totals = train.order(), 0, EpochTotals()
-        step, stopped = train_one_epoch(job.step_fn, job.opt, train.batches(job.order, job.position), epoch=epoch,
-                                        step=job.step, batch_size=spec.train.batch_size, window=job.window,
-                                        totals=job.totals, loop=loop)
+        wait = DataWait()      # the host's seconds inside the loader's next(): its workers behind, or its own part
+        step, stopped = train_one_epoch(job.step_fn, job.opt, wait.wrap(train.batches(job.order, job.position)),
+                                        epoch=epoch, step=job.step, batch_size=spec.train.batch_size,
+                                        window=job.window, totals=job.totals, loop=loop)
         job.position, job.step = job.position + step - job.step, step
         if stopped:
             save(job, "last")
@@ -280,7 +282,7 @@ def run_epochs(job: Job) -> str:
         if epoch == spec.train.epochs:
             _report_the_rest(job, loop)  # before the last epoch_end
         seconds = time.perf_counter() - t0 - (job.controls.paused_seconds - paused0)   # a pause is not training
-        if end_of_epoch(job, epoch, seconds):
+        if end_of_epoch(job, epoch, seconds, wait.seconds):
             _report_the_rest(job, loop)
             return "early_stopped"
         if _poll(job):
@@ -302,8 +304,9 @@ def _report_the_rest(job: Job, loop: Loop) -> None:
                    job.spec.train.batch_size)
 
 
-def end_of_epoch(job: Job, epoch: int, seconds: float) -> bool:
-    """Evaluate, store, checkpoint and report an epoch; True when early stopping ends the run."""
+def end_of_epoch(job: Job, epoch: int, seconds: float, waited: float = 0.0) -> bool:
+    """Evaluate, store, checkpoint and report an epoch (``waited``: its seconds spent getting batches, stored
+    as the share ``data/wait``); True when early stopping ends the run."""
     spec = job.spec
     job.recorder.flush()        # the epoch's metrics events come before its epoch_end
     val = evaluate_split(job, "val")
@@ -317,7 +320,8 @@ def end_of_epoch(job: Job, epoch: int, seconds: float) -> bool:
                         per_class=ev.PerClass.from_dict(per_class) if per_class else None,
                         confusion=val.confusion.tolist() if val else None,
                         classes=[str(c) for c in job.setup.splits.classes] if val else None)
-    job.store.add_metrics(job.run_id, metric_rows(event, job.step))
+    job.store.add_metrics(job.run_id, [*metric_rows(event, job.step),
+                                       (job.step, names.DATA_WAIT.name, waited / max(seconds, 1e-9))])
     report = {"per_class": per_class, "confusion": event.confusion, "classes": event.classes} if val else {}
     job.store.add_epoch_report(job.run_id, epoch, {**report, "step": job.step})   # the weights it judged
     best = job.best.get(best_metric)

@@ -16,12 +16,10 @@ backward graph of the Inspect workspace): it selects, moves, zooms, pans and ope
 blocks, but draws, cuts, deletes, drops and pastes nothing and has no edit menu or keys. Its
 ``scene`` may be a :class:`GraphScene` subclass whose items draw other things.
 
-Run ``python -m graph_editor.ui.canvas FILE.graph.json`` to try it alone (see preview.py).
+Run ``python -m graph_editor.ui.preview FILE.graph.json`` to try it alone.
 """
 
 from __future__ import annotations
-
-import sys
 
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import (
@@ -447,8 +445,3 @@ class GraphCanvas(PlacingView):
         else:
             super().keyReleaseEvent(event)
 
-
-if __name__ == "__main__":
-    from .preview import preview
-
-    sys.exit(preview(sys.argv))

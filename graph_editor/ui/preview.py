@@ -1,4 +1,4 @@
-"""Open a graph file in the canvas alone: ``python -m graph_editor.ui.canvas FILE.graph.json``."""
+"""Open a graph file in the canvas alone: ``python -m graph_editor.ui.preview FILE.graph.json``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .live import LiveAnalysis
 
 
 def preview(argv: list[str]) -> int:
-    """Open a graph file in the canvas alone (``python -m graph_editor.ui.canvas FILE``)."""
+    """Open a graph file in the canvas alone (``python -m graph_editor.ui.preview FILE``)."""
     app = QApplication.instance() or QApplication(argv)
     try:
         graph = load_graph(argv[1]) if len(argv) > 1 else Graph()
@@ -28,3 +28,7 @@ def preview(argv: list[str]) -> int:
     canvas.show()
     canvas.fit_view()
     return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(preview(sys.argv))

@@ -284,6 +284,10 @@ def test_image_folder_with_its_own_splits_trains_and_its_validation_is_predicted
     found = predict_validation(json.loads(spec.read_text()), last.path, base_dir=tmp_path)
     assert found.images.shape == (12, 1, 8, 8) and found.rows.tolist() == list(range(12))
     assert found.matrix().tolist() == last_epoch.confusion     # the worker's own validation, sample for sample
+    # each epoch's share of its training time spent getting batches from the loader's workers
+    waits = RunStore(db).metrics(finished.run_id, "data/wait")
+    ends = [e.step for e in events if e.event == "epoch_end"]
+    assert [s for s, _, _ in waits] == ends and all(0.0 <= v <= 1.0 for _, _, v in waits), waits
 
 
 def test_the_studios_prediction_is_the_run_started_peak_and_a_bad_one_is_refused(tmp_path, db):

@@ -58,6 +58,7 @@ RSS = metric("system/rss", "resident memory (bytes)")
 GPU_UTIL = metric("system/gpu_util", "GPU utilisation % (CUDA runs, NVML)")
 THREADS = metric("system/threads", "CPU threads (fewer while other processes use the cores)")
 SKIPPED_FILES = metric("data/skipped_files", "files skipped", ev.SKIPPED_FILES, "count")
+DATA_WAIT = metric("data/wait", "share of an epoch's training time spent getting its batches")   # per epoch
 MEMORY_ALLOCATED = metric("memory/allocated", "GPU memory allocated (bytes, CUDA runs)", ev.MEMORY, "allocated")
 MEMORY_RESERVED = metric("memory/reserved", "GPU memory reserved (bytes, CUDA runs)", ev.MEMORY, "reserved")
 MEMORY_PEAK = metric("memory/peak", "GPU memory peak (bytes, CUDA runs)", ev.MEMORY, "peak")

@@ -136,6 +136,7 @@ def _trains_through_the_kept_blocks(built, result, shape) -> None:
         assert grads and all(g is not None and bool(g.abs().sum() > 0) for g in grads), node.id
 
 
+@pytest.mark.slow     # swin_t built and captured up to its attention: ~8-10 s of CPU, the fast set's longest test
 def test_an_error_in_a_library_names_the_library_line():
     model = walk.build_without_weights(walk.Case("torchvision", "swin_t", (3, 224, 224)))
     with pytest.raises(ModuleImportError) as info:

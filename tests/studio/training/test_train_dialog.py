@@ -50,6 +50,13 @@ def test_presets_and_advanced_fields(qtbot):
     d.apply_preset("accurate")
     spec = spec_from_dict(d.spec())
     assert spec.train.epochs == 30 and spec.optim.label_smoothing == pytest.approx(0.1)
+    im = spec.data.images      # images on disk: torchvision's classification recipe
+    assert (im.crop_scale, im.auto_augment, im.mixup_alpha, im.cutmix_alpha) == ([0.08, 1.0], "trivialaugment", 0.2, 1.0)
+    d.apply_preset("quick")
+    im = spec_from_dict(d.spec()).data.images
+    assert (im.crop_scale, im.auto_augment, im.mixup_alpha, im.cutmix_alpha) == ([0.5, 1.0], "none", 0.0, 0.0)
+    d.apply_preset("accurate")
+    spec = spec_from_dict(d.spec())
     d.form.editors["optim.betas"].setText("0.8, 0.99")
     d.form.editors["schedule.name"].setCurrentText("cosine")
     spec = spec_from_dict(d.spec())

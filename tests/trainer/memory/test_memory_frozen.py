@@ -30,14 +30,19 @@ def test_a_frozen_backbone_holds_no_gradients_or_optimizer_state():
     assert tuned.peak_bytes < plain.peak_bytes / 2
 
 
-def test_the_spec_s_frozen_blocks_reach_the_prediction_and_the_batch_search():
+def test_the_spec_s_frozen_blocks_reach_the_prediction():
     g = template("digits_cnn")
     spec = spec_from_dict({"model": {"frozen": ["conv1..bn2"]}, "train": {"batch_size": 16}})
     pred = predict_for_spec(g, spec, channels_last=False)
     assert pred.frozen == ["conv1..bn2"]
     assert pred.parts["optimizer"] < predict_for_spec(g, spec_from_dict({"train": {"batch_size": 16}}),
                                                       channels_last=False).parts["optimizer"]
-    budget = pred.peak_bytes * 3
+
+
+@pytest.mark.slow      # two searches of the largest batch, ~14 predictions (~3 s of CPU)
+def test_frozen_blocks_reach_the_batch_search():
+    g = template("digits_cnn")
+    budget = predict_memory(g, 16, frozen=["conv1..bn2"]).peak_bytes * 3
     n_frozen, _ = largest_batch(g, budget, frozen=["conv1..relu3"], upper=4096)
     n_plain, _ = largest_batch(g, budget, upper=4096)
     assert n_frozen > n_plain

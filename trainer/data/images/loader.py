@@ -6,21 +6,25 @@ Each worker takes a whole batch of indices, decodes and transforms each file (:m
 mixes it (MixUp/CutMix) for training. A file that cannot be decoded is skipped and counted: its row
 is filled with a repeat of the batch's last good image (the batch keeps its fixed shape, nothing
 recompiles), an evaluation batch counts only its good rows, and ``on_skip`` hears of each file once.
-On CUDA with ``gpu_decode``, workers only read bytes; the JPEGs of a batch are decoded together on the
-GPU (nvJPEG) and transformed there.
+With a :class:`~.device_decode.DeviceDecode` (CUDA with ``gpu_decode``), workers only read bytes and never
+touch CUDA; the JPEGs of a batch are decoded together in the training process on the GPU (nvJPEG) and
+transformed there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from pathlib import Path
 from typing import overload
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ..loaders import Augment, DeviceLoader, _EpochBatches, eval_rows
+from ..loaders import Augment, DeviceLoader, _EpochBatches, eval_rows, worker_context
 from ..splits import normalise
-from .decode import decode, decode_jpegs, read_bytes
+from .decode import decode
+from .device_decode import DeviceDecode, pack
 from .files import FileSplit
 from .transforms import Transform
 
@@ -29,10 +33,14 @@ Skipped = list[tuple[str, str]]     # (path, reason)
 
 
 class _Files(Dataset[tuple[object, torch.Tensor, list[tuple[int, str, str]]]]):
-    """Item = a list of indices; value = (uint8 batch of the good ones, their labels, bad (position, path, why))."""
+    """Item = a list of indices; value = (uint8 batch of the good ones, their labels, bad (position, path, why)).
+
+    Without a transform (decoded in the training process) the value's first part is the files' bytes,
+    packed (:func:`~.device_decode.pack`), with every label: the decode there finds the bad ones."""
 
     def __init__(self, split: FileSplit, transform: Transform | None) -> None:
-        self.split, self.transform = split, transform   # transform None: bytes only (decoded on the GPU)
+        self.split, self.transform = split, transform
+        self.read = file_bytes     # what a worker runs on each file when it only reads
 
     def __len__(self) -> int:
         return len(self.split)
@@ -40,14 +48,14 @@ class _Files(Dataset[tuple[object, torch.Tensor, list[tuple[int, str, str]]]]):
     def __getitem__(self, index: list[int]) -> tuple[object, torch.Tensor, list[tuple[int, str, str]]]:
         s, bad = self.split, []
         if self.transform is None:
-            raw: list[torch.Tensor] = []
-            for i in index:
+            raw: list[bytes] = []
+            for pos, i in enumerate(index):
                 try:
-                    raw.append(read_bytes(s.path(i)))
+                    raw.append(self.read(s.path(i)))
                 except OSError as exc:
-                    raw.append(torch.empty(0, dtype=torch.uint8))
-                    bad.append((len(raw) - 1, s.path(i), f"cannot be read ({exc.strerror or exc})"))
-            return raw, s.y[index], bad
+                    raw.append(b"")
+                    bad.append((pos, s.path(i), f"cannot be read ({exc.strerror or exc})"))
+            return pack(raw), s.y[index], bad
         images, labels = [], []
         for pos, i in enumerate(index):
             image = decode(s.path(i), s.channels)
@@ -61,6 +69,10 @@ class _Files(Dataset[tuple[object, torch.Tensor, list[tuple[int, str, str]]]]):
         return torch.stack(images), torch.tensor(labels, dtype=torch.int64), bad
 
 
+def file_bytes(path: str) -> bytes:
+    return Path(path).read_bytes()
+
+
 class FileLoader(DeviceLoader):
     """A split of files; same two calls as the other loaders (``order()``, ``batches(order, start)``).
 
@@ -71,7 +83,7 @@ class FileLoader(DeviceLoader):
     def __init__(self, split: FileSplit, batch_size: int, device: torch.device, *, train: bool, mean: torch.Tensor,
                  std: torch.Tensor, transform: Transform, workers: int = 2, mix: Mix | None = None,
                  augment: Augment | None = None, seed: int = 0, channels_last: bool = False,
-                 gpu_decode: bool = False, rank: int = 0, world: int = 1) -> None:
+                 device_decode: DeviceDecode | None = None, rank: int = 0, world: int = 1) -> None:
         self.split, self.n, self.batch_size, self.train, self.device = split, len(split), batch_size, train, device
         self.augment = augment if augment and augment.active and train else None
         self.mix = mix if train else None
@@ -79,15 +91,18 @@ class FileLoader(DeviceLoader):
         self.generator.manual_seed(seed)
         self.channels_last, self.workers, self.rank, self.world = channels_last, workers, rank, world
         self.mean, self.std = mean.to(device), std.to(device)
-        self.gpu_transform = transform if gpu_decode and device.type == "cuda" else None
+        self.device_decode = device_decode
         self.skipped: dict[str, str] = {}
         self.on_skip: Callable[[Skipped], None] | None = None
         self.sampler = _EpochBatches()
         seeds = torch.Generator().manual_seed(seed * 7919 + rank * 2 + int(train))   # the workers' augmentation seeds
-        self.loader = DataLoader(_Files(split, None if self.gpu_transform else transform), sampler=self.sampler,
-                                 batch_size=None, num_workers=workers, pin_memory=device.type == "cuda",
+        # Workers start from a clean forkserver (worker_context), never forked from this process (CUDA does
+        # not survive a fork). Pinned pages only for decoded batches, copied to the GPU: bytes decode on the host.
+        self.loader = DataLoader(_Files(split, None if device_decode else transform), sampler=self.sampler,
+                                 batch_size=None, num_workers=workers,
+                                 pin_memory=device.type == "cuda" and device_decode is None,
                                  persistent_workers=workers > 0, generator=seeds,
-                                 multiprocessing_context="forkserver" if workers > 0 else None)
+                                 multiprocessing_context=worker_context() if workers > 0 else None)
 
     def order(self) -> torch.Tensor:
         return super().order().cpu()
@@ -111,8 +126,8 @@ class FileLoader(DeviceLoader):
         self.sampler.batches = _StepRows(self, order, steps)
         for (images, y, bad), i in zip(self.loader, steps, strict=True):
             idx, valid = self.rows(order, i)
-            if self.gpu_transform is not None:
-                images, y, bad = self._decode_on_device(images, y, bad, idx)
+            if self.device_decode is not None:
+                images, y, bad = self.device_decode(images, y, bad, partial(_path_at, self.split, idx))
             if bad:
                 self._note(bad)
                 valid -= sum(1 for pos, _, _ in bad if pos < valid)
@@ -124,24 +139,6 @@ class FileLoader(DeviceLoader):
             if self.mix is not None:
                 x, y = self.mix(x, y)
             yield self._finish(x), y, valid
-
-    def _decode_on_device(self, encoded: list[torch.Tensor], y: torch.Tensor, bad: list[tuple[int, str, str]],
-                          idx: list[int]) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, str, str]]]:
-        assert self.gpu_transform is not None
-        failed = {pos for pos, _, _ in bad}
-        decoded = decode_jpegs(encoded, self.split.channels, self.device)
-        images, keep = [], []
-        for pos, image in enumerate(decoded):
-            if pos in failed:
-                continue
-            if isinstance(image, str):
-                bad.append((pos, self.split.path(idx[pos]), image))
-                continue
-            images.append(self.gpu_transform(image))
-            keep.append(pos)
-        stacked = torch.stack(images) if images else torch.zeros(0, self.split.channels, *self.split.size,
-                                                                 dtype=torch.uint8, device=self.device)
-        return stacked, y[keep], sorted(bad)
 
     def _note(self, bad: list[tuple[int, str, str]]) -> None:
         new = []
@@ -172,6 +169,10 @@ class _StepRows(Sequence[list[int]]):
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
         return self.loader.rows(self.order, self.steps[i])[0]
+
+
+def _path_at(split: FileSplit, idx: list[int], pos: int) -> str:
+    return split.path(idx[pos])
 
 
 def _fill(images: torch.Tensor, y: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor]:

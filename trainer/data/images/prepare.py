@@ -17,6 +17,7 @@ from ..formats import detect_format
 from ..loaders import Augment
 from ..raw import DataError
 from ..splits import Splits, split_indices
+from .device_decode import DeviceDecode
 from .files import FileSplit
 from .index import SPLIT_CODES, ImageIndex
 from .loader import FileLoader
@@ -101,9 +102,12 @@ def file_loaders(spec: RunSpec, splits: Splits, device: torch.device, *, channel
     for name in ("train", "val", "test"):
         split, train = getattr(splits, name), name == "train"
         assert isinstance(split, FileSplit)
+        transform = train_transform(im, shape[1:]) if train else split.eval_transform
+        # On CUDA the workers read bytes and the training process decodes them on the GPU (nvJPEG)
+        on_device = DeviceDecode(transform, split.channels, split.size, device) \
+            if im.gpu_decode and device.type == "cuda" else None
         out[name] = FileLoader(split, spec.train.batch_size, device, train=train, mean=splits.mean, std=splits.std,
-                               transform=train_transform(im, shape[1:]) if train else split.eval_transform,
-                               workers=spec.data.workers, mix=batch_mix(im, len(splits.classes)), augment=aug,
-                               seed=spec.train.seed, channels_last=channels_last, gpu_decode=im.gpu_decode,
-                               rank=rank, world=world)
+                               transform=transform, workers=spec.data.workers, mix=batch_mix(im, len(splits.classes)),
+                               augment=aug, seed=spec.train.seed, channels_last=channels_last,
+                               device_decode=on_device, rank=rank, world=world)
     return out
