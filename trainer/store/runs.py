@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 
 import platformdirs
 from sqlalchemy import delete, func, insert, select
-from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from .engine import StoreError, StoreReadOnly, is_locked, is_unreachable, make_engine, reason, shown_url
@@ -75,6 +75,8 @@ def default_run_root() -> Path:
     return Path(platformdirs.user_data_dir(APP)) / "runs"
 
 
+OPEN_ATTEMPTS = 5     # opening a store that another process is making waits this many times for its lock
+
 class RunStore:
     """Reads and writes runs. Cheap to open; safe to open in several processes on one SQLite file.
 
@@ -85,14 +87,24 @@ class RunStore:
         self.url = url or default_url()
         self.shown = shown_url(self.url)     # for messages: no password
         self.engine, self.readonly = make_engine(self.url, create=create)
-        try:
-            open_schema(self.engine, readonly=self.readonly, create=create, shown=self.shown)
-        except StoreError:
-            self.engine.dispose()
-            raise
-        except SQLAlchemyError as exc:
-            self.engine.dispose()
-            raise StoreError(f"{self.shown}: cannot open the run store ({reason(exc)})") from None
+        for attempt in range(OPEN_ATTEMPTS):
+            began = time.monotonic()
+            try:
+                open_schema(self.engine, readonly=self.readonly, create=create, shown=self.shown)
+                return
+            except StoreError:
+                self.engine.dispose()
+                raise
+            except SQLAlchemyError as exc:
+                # stores opened at once on a new file: SQLite answers "locked" at once, not after its busy
+                # timeout, to the one that began reading before the other took the lock (1 in ~50 opens);
+                # a lock held past the busy timeout is said as before, not waited out five times
+                quick = time.monotonic() - began < 1.0
+                if isinstance(exc, DBAPIError) and is_locked(exc) and quick and attempt < OPEN_ATTEMPTS - 1:
+                    time.sleep(0.05 * (attempt + 1))
+                    continue
+                self.engine.dispose()
+                raise StoreError(f"{self.shown}: cannot open the run store ({reason(exc)})") from None
 
     def close(self) -> None:
         self.engine.dispose()
