@@ -23,6 +23,8 @@ import torch.nn.functional as F
 from torch import fx, nn
 from torch.export import ExportedProgram
 
+from .constants import fold_constants
+
 A = torch.ops.aten
 _MAX = 2**63 - 1  # aten's "to the end" of a slice
 
@@ -37,20 +39,22 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     A.add.Tensor: operator.add, A.add_.Tensor: operator.add, A.mul.Tensor: operator.mul, A.mul_.Tensor: operator.mul,
     A.sub.Tensor: operator.sub, A.div.Tensor: operator.truediv, A.div_.Tensor: operator.truediv, A.rsub.Scalar: torch.rsub,
     A.matmul.default: torch.matmul, A.bmm.default: torch.bmm, A.cat.default: torch.cat, A.stack.default: torch.stack,
-    A.flatten.using_ints: torch.flatten, A.unsqueeze.default: torch.unsqueeze, A.squeeze.dim: torch.squeeze,
+    A.flatten.using_ints: torch.flatten, A.roll.default: torch.roll, A.squeeze.dim: torch.squeeze,
     A.split.Tensor: torch.split, A.split_with_sizes.default: torch.split, A.chunk.default: torch.chunk,
     A.unbind.int: torch.unbind, A.softmax.int: F.softmax, A.log_softmax.int: F.log_softmax,
     A.scaled_dot_product_attention.default: F.scaled_dot_product_attention, A.mean.dim: torch.mean,
     A.sum.dim_IntList: torch.sum, A.amax.default: torch.amax,
     A.adaptive_avg_pool2d.default: F.adaptive_avg_pool2d, A.max_pool2d.default: F.max_pool2d,
     A.avg_pool2d.default: F.avg_pool2d, A.dropout.default: F.dropout, A.narrow.default: torch.narrow,
-    A.pad.default: F.pad, A.constant_pad_nd.default: F.pad, A.swapaxes.default: torch.swapaxes,
+    A.pad.default: F.pad, A.pow.Tensor_Scalar: torch.pow, A.neg.default: torch.neg,
+    A.constant_pad_nd.default: F.pad, A.swapaxes.default: torch.swapaxes,
 }
 # aten op -> the tensor method of the same name and arguments
 METHODS: dict[Any, str] = {
     A.reshape.default: "reshape", A.view.default: "view", A.permute.default: "permute",
     A.transpose.int: "transpose", A.expand.default: "expand", A.sym_size.int: "size", A.contiguous.default: "contiguous",
     A.clone.default: "contiguous", A.alias.default: "contiguous",
+    A.unsqueeze.default: "unsqueeze",  # a method, as the relative-position fold reads the reshapes after a gather
 }
 _DROPPED = {A._assert_tensor_metadata.default, A._assert_scalar.default}  # checks, no values
 
@@ -61,10 +65,13 @@ def aten_graph(ep: ExportedProgram) -> fx.GraphModule:
     for n in list(gm.graph.nodes):
         if n.op == "call_function" and n.target in _WRAPPERS:
             _inline(gm, n, _WRAPPERS[n.target])
+    fold_constants(gm, skip=_DROPPED)
     lifter = _Lifter(gm)
     for n in list(gm.graph.nodes):
         if n.op != "call_function":
             continue
+        if n.target is A.div.Tensor and _normalize(n) or n.target is A.repeat.default and _repeat_to_batch(n):
+            continue  # F.normalize's decomposition, a repeat to the batch: now the calls the rules read
         if n.target in _DROPPED:
             gm.graph.erase_node(n)
         elif n.target in _LIFTS:
@@ -80,6 +87,8 @@ def aten_graph(ep: ExportedProgram) -> fx.GraphModule:
             gm.graph.erase_node(n)
         elif n.target in _UPSAMPLE:
             _upsample(n)
+        elif n.target is A.reshape_as.default:
+            _reshape_as(gm, n)
         elif n.target is A.index.Tensor:  # table[:, idxs]: the gather the relative-position fold reads
             x, indices = _a(n)
             n.target, n.args = operator.getitem, (x, tuple(slice(None) if i is None else i for i in indices))
@@ -145,6 +154,52 @@ def _upsample(n: fx.Node) -> None:
     if kwargs["size"] is not None:
         kwargs["scale_factor"] = None
     n.target, n.args, n.kwargs = F.interpolate, (x,), kwargs
+
+
+def _normalize(n: fx.Node) -> bool:
+    """``x / linalg_vector_norm(x, p, [d], True).clamp_min(eps).expand_as(x)``, F.normalize's decomposition,
+    as ``F.normalize(x, p, d, eps)`` (XCiT's and SwinV2's cosine attention); False where it is not that."""
+    x, denom = _a(n)
+    chain = []
+    for op in (A.expand_as.default, A.clamp_min.default, A.linalg_vector_norm.default):
+        if not isinstance(denom, fx.Node) or denom.target is not op:
+            return False
+        chain.append(denom)
+        denom = _a(denom)[0]
+    expand, clamp, norm = chain
+    args = [*_a(norm), None, None, None][:4]
+    if denom is not x or _a(expand)[1] is not x or len(args[2] or []) != 1 or args[3] is not True:
+        return False
+    n.target, n.args, n.kwargs = F.normalize, (x,), {"p": float(args[1]), "dim": int(args[2][0]),
+                                                      "eps": float(_a(clamp)[1])}
+    for step in chain:  # the norm, its clamp and expand, now read by nothing
+        if not step.users:
+            n.graph.erase_node(step)
+    return True
+
+
+def _repeat_to_batch(n: fx.Node) -> bool:
+    """``t.repeat(B, 1, ...)`` of a batch-1 tensor (XCiT's position encoding) as ``t.expand(B, -1, ...)``: the same
+    values, as ExpandBatch maps it; False where it repeats anything else."""
+    t, repeats = _a(n)
+    val = t.meta.get("val") if isinstance(t, fx.Node) else None
+    if not isinstance(val, torch.Tensor) or val.dim() != len(repeats) or val.shape[0] != 1 or any(
+            r != 1 for r in repeats[1:]):
+        return False
+    n.op, n.target, n.args = "call_method", "expand", (t, repeats[0], *[-1] * (len(repeats) - 1))
+    return True
+
+
+def _reshape_as(gm: fx.GraphModule, n: fx.Node) -> None:
+    """``y.reshape_as(x)`` (LeViT's ``bn(x.flatten(0, 1)).reshape_as(x)``) as ``y.reshape(x.size(0), *rest)``: the
+    batch read from ``x``, the other sizes as captured."""
+    y, other = _a(n)
+    val = other.meta.get("val") if isinstance(other, fx.Node) else None
+    if not isinstance(val, torch.Tensor) or any(not isinstance(d, int) for d in val.shape[1:]):
+        return  # left as the aten op: reported where no rule maps it
+    with gm.graph.inserting_before(n):
+        batch = gm.graph.call_method("size", (other, 0))
+    n.op, n.target, n.args = "call_method", "reshape", (y, [batch, *(int(d) for d in val.shape[1:])])
 
 
 def _index(gm: fx.GraphModule, n: fx.Node) -> None:

@@ -14,12 +14,13 @@ from typing import Any
 import torch
 from torch import fx, nn
 
-from ..building.ops.param import import_parameter
+from ..building.ops.param import batch_source, import_constant, import_parameter
 from ..building.ops.split import unbind_after_permute
 from ..model import Edge, Graph, GraphError
 from .capture import program_call
 from .errors import ModuleImportError, Unsupported, describe, owner, where
 from .rules import FUNCTION_RULES, METHOD_RULES, Mapped, Step, Unmappable, module_steps, permute_dims
+from .trace import BATCH
 
 _RESERVED = frozenset(dir(nn.Module()))
 # Causes no spelling of the op changes (the exported program's ATen ops fail on them alike)
@@ -113,23 +114,24 @@ class Converter:
             node_id = child_id
 
     def _parameter(self, n: fx.Node) -> None:
-        """A parameter read in forward (``self.cls_token``) becomes a Parameter node holding its value;
-        every read of the same parameter is that one node."""
+        """A tensor read in forward becomes a node holding its value: a parameter (``self.cls_token``) a
+        Parameter node, a buffer or a value the importer computed from sizes a Constant node; every read of the
+        same tensor is that one node."""
         target = str(n.target)
         if target in self.parameters:
             self.ids[n] = self.parameters[target]
             return
-        try:
-            value = self.gm.get_parameter(target)
-        except AttributeError:
-            value = None
+        value = _tensor_at(self.gm, target)
         if value is None:
-            raise Unmappable(f"reads the tensor attribute '{target}' directly (a buffer or constant); only "
-                             "parameters, layers and ops on the input map to nodes")
-        mapped, data = import_parameter(value)
-        node_id = self._add(n, mapped, _safe_id(target.replace(".", "_"), self.graph))
+            raise Unmappable(f"reads the attribute '{target}' directly, which is not a tensor; only tensors, layers "
+                             "and ops on the input map to nodes")
+        if isinstance(value, nn.Parameter):
+            mapped, data = import_parameter(value)
+            node_id = self._add(n, mapped, _safe_id(target.replace(".", "_"), self.graph))
+            self.state[f"{node_id}.value"] = data
+        else:  # its values are the node's own params, not weights
+            node_id = self._add(n, import_constant(value), _safe_id(target.replace(".", "_"), self.graph))
         self.parameters[target] = node_id
-        self.state[f"{node_id}.value"] = data
 
     def _function(self, n: fx.Node) -> Mapped:
         if n.target in ("unbind", torch.unbind) and _args(n) and _args(n)[0] in self.deferred:
@@ -217,11 +219,39 @@ class Converter:
         if len(dims) == 1 and isinstance(dims[0], list | tuple):
             dims = list(dims[0])
         out, inp = self.values[n].shape, self.values[x].shape
-        if not dims or out[0] != inp[0] or not (isinstance(dims[0], fx.Node) or dims[0] == -1):
+        if dims and out[0] != inp[0]:
+            return self._fold(x, dims, out, inp)
+        if not dims or not (isinstance(dims[0], fx.Node) or dims[0] == -1):
             raise Unmappable(f"{ACROSS_BATCH}; only per-sample reshapes map")
         if len(out) == 2 and len(inp) > 2:
             return Mapped("Flatten", {"start_dim": 1, "end_dim": -1}, [x])
         return Mapped("Reshape", {"shape": [int(d) for d in out[1:]]}, [x])
+
+    def _fold(self, x: fx.Node, dims: list[Any], out: Any, inp: Any) -> Mapped:
+        """A reshape that folds rows into the batch dimension or out of it (``x.view(-1, ws * ws, C)``, Swin's
+        windows; ``attn.view(B_ // nW, nW, ...)``): a Reshape with ``fold_batch`` where each sample's values
+        stay together at any batch -- the leading size is -1 or computed from the batch, every other size
+        is not, and both leading sizes are whole multiples of the batch."""
+        lead, rest = dims[0], dims[1:]
+        from_batch = lead == -1 or isinstance(lead, fx.Node) and self._from_batch(lead)
+        if (not from_batch or out[0] % BATCH or inp[0] % BATCH or any(self._from_batch(d) for d in rest)
+                or lead == -1 and -1 in rest):
+            raise Unmappable(f"{ACROSS_BATCH}; only per-sample reshapes, or ones that fold whole samples into "
+                             "the batch dimension (a leading -1 or size computed from the batch), map")
+        return Mapped("Reshape", {"shape": [int(d) for d in out[1:]], "fold_batch": True}, [x])
+
+    def _from_batch(self, size: Any) -> bool:
+        """Whether a traced size is computed from a batch size (``B * nW`` of ``B, H, W, C = x.shape``)."""
+        stack, seen = [size], set()
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, fx.Node) or node in seen or isinstance(self.values.get(node), torch.Tensor):
+                continue
+            seen.add(node)
+            if batch_source(node) is not None:
+                return True
+            stack.extend(node.all_input_nodes)
+        return False
 
     def _permute(self, n: fx.Node) -> Mapped:
         x, *rest = _args(n)
@@ -295,6 +325,13 @@ def _args(n: fx.Node) -> tuple[Any, ...]:
 
 def _kwargs(n: fx.Node) -> dict[str, Any]:
     return dict(n.kwargs)
+
+
+def _tensor_at(root: nn.Module, path: str) -> torch.Tensor | None:
+    obj: Any = root
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, torch.Tensor) else None
 
 
 def _holds_tensor(value: Any) -> bool:

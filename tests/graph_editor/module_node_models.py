@@ -145,4 +145,5 @@ class Positions(nn.Module):
         self.fc = nn.Linear(6, 3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x + torch.arange(x.size(-1), device=x.device).float() / x.size(-1))
+        # cumsum has no catalog layer: the model stays one program (the arange alone is a Constant node)
+        return self.fc(x.cumsum(-1) + torch.arange(x.size(-1), device=x.device).float() / x.size(-1))

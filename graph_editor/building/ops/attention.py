@@ -216,11 +216,45 @@ module_rule(ScaledDotProductAttention)(attributes("ScaledDotProductAttention", "
 @function_rule(F.scaled_dot_product_attention)
 def _f_sdpa(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: Any = 0.0, is_causal: Any = False,
             scale: Any = None, enable_gqa: Any = False) -> Mapped:
-    if attn_mask is not None:
-        raise Unmappable("scaled_dot_product_attention with an attention mask")
     if enable_gqa:
         raise Unmappable("scaled_dot_product_attention with enable_gqa")
+    if attn_mask is not None:
+        if const(is_causal, "is_causal"):
+            raise Unmappable("scaled_dot_product_attention with both a mask and is_causal")
+        return Mapped("MaskedAttention", {
+            "dropout_p": float(const(dropout_p, "dropout_p")), "scale": None if scale is None else float(
+                const(scale, "scale"))}, [tensor(query), tensor(key, "key"), tensor(value, "value"),
+                                          tensor(attn_mask, "attn_mask")])
     return Mapped("ScaledDotProductAttention", {
         "is_causal": bool(const(is_causal, "is_causal")), "dropout_p": float(const(dropout_p, "dropout_p")),
         "scale": None if scale is None else float(const(scale, "scale"))},
         [tensor(query), tensor(key, "key"), tensor(value, "value")])
+
+
+# ------------------------------------------------------------------ MaskedAttention
+class MaskedAttention(nn.Module):
+    """``F.scaled_dot_product_attention(q, k, v, attn_mask=mask)``; its dropout acts only while training."""
+
+    def __init__(self, dropout_p: float = 0.0, scale: float | None = None) -> None:
+        super().__init__()
+        self.dropout_p, self.scale = dropout_p, scale
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0, scale=self.scale)
+
+    def extra_repr(self) -> str:
+        return f"dropout_p={self.dropout_p}, scale={self.scale}"
+
+
+@builder("MaskedAttention", example=Example((2, 5, 5), {"scale": 0.5}))  # q, k, v and mask: the input (4-D, as ONNX wants)
+def _masked(p: Params, xs: list[Shape]) -> Call:
+    return Call(MaskedAttention, (), {"dropout_p": p["dropout_p"], "scale": p["scale"]})
+
+
+@flop_rule("MaskedAttention")
+def _masked_flops(p: Params, xs: list[Shape], out: Shape) -> int:
+    return _sdpa_flops(p, xs[:3], out)  # the mask is an addition, which FlopCounterMode does not count
+
+
+module_rule(MaskedAttention)(attributes("MaskedAttention", "dropout_p", "scale"))

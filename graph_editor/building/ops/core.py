@@ -213,6 +213,12 @@ def _f_divide(input: Any, other: Any, *, rounding_mode: Any = None, out: Any = N
     return Mapped("ScaleBy", {"factor": factor, "divide": True}, [tensor(input)])
 
 
+@function_rule(operator.neg, torch.neg, torch.negative, methods=("neg", "negative"))
+def _f_negate(input: Any) -> Mapped:
+    """``-x`` (rotary embeddings' ``torch.cat([-x2, x1])``) is ``x * -1``: ScaleBy, exactly."""
+    return Mapped("ScaleBy", {"factor": -1.0, "divide": False}, [tensor(input)])
+
+
 # ------------------------------------------------------------------ Scale
 @builder("Scale", example=Example((5, 8), {"dim": -1, "init_value": 0.5}))
 def _scale(p: Params, xs: list[Shape]) -> Call:

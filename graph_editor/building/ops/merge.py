@@ -123,6 +123,14 @@ for _type, _cls, _functions, _methods in [
     function_rule(*_functions, methods=_methods)(_binary(_type))
 
 
+@function_rule(operator.pow, torch.pow, torch.square, methods=("pow", "square"))
+def _f_square(input: Any, exponent: Any = 2, *, out: Any = None) -> Mapped:
+    """``x ** 2`` (timm's StarReLU, ``relu(x) ** 2``) is ``x * x``: PyTorch computes a square so, bit for bit."""
+    if number(exponent) != 2:
+        raise Unmappable(f"a power with exponent {exponent!r}; only squares (x ** 2, as x * x) map")
+    return Mapped("Multiply", {}, [tensor(input), tensor(input)])
+
+
 # ------------------------------------------------------------------ Subtract, AddConstant
 plain_builder("Subtract", Subtract, Example((3, 4, 4)))
 plain_builder("Divide", Divide, Example((3, 4, 4)))

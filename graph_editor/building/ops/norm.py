@@ -34,6 +34,11 @@ class LayerNorm2d(nn.LayerNorm):
         return x.permute(0, 3, 1, 2)
 
 
+def _bias(p: Params, affine: str) -> dict[str, Any]:
+    """The constructor's ``bias`` argument where it is off (an affine norm without a shift)."""
+    return {"bias": False} if p[affine] and not p["bias"] else {}
+
+
 # ------------------------------------------------------------------ BatchNorm1d, BatchNorm2d
 def _bn(cls: type[nn.Module], p: dict[str, Any], xs: list[tuple[int, ...]]) -> Call:
     return Call(cls, (or_input(p["num_features"], xs[0][1]),),
@@ -66,7 +71,7 @@ def _import_bn(m: nn.BatchNorm1d | nn.BatchNorm2d, xs: list[fx.Node]) -> Mapped:
 @builder("LayerNorm", example=Example((5, 8), {"eps": 1e-6}))
 def _ln(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.LayerNorm, (tuple(or_input(p["normalized_shape"], [xs[0][-1]])),),
-                {"eps": p["eps"], "elementwise_affine": p["elementwise_affine"]})
+                {"eps": p["eps"], "elementwise_affine": p["elementwise_affine"], **_bias(p, "elementwise_affine")})
 
 
 zero_flops("LayerNorm")
@@ -74,17 +79,16 @@ zero_flops("LayerNorm")
 
 @module_rule(nn.LayerNorm)
 def _import_ln(m: nn.LayerNorm, xs: list[fx.Node]) -> Mapped:
-    if m.elementwise_affine and getattr(m, "bias", True) is None:
-        raise Unmappable("LayerNorm with bias=False")
     return Mapped("LayerNorm", {"normalized_shape": list(m.normalized_shape), "eps": m.eps,
-                                "elementwise_affine": m.elementwise_affine}, xs)
+                                "elementwise_affine": m.elementwise_affine, "bias": m.bias is not None or
+                                not m.elementwise_affine}, xs)
 
 
 # ------------------------------------------------------------------ LayerNorm2d
 @builder("LayerNorm2d", example=Example((4, 3, 3), {"eps": 1e-5}))
 def _ln2d(p: Params, xs: list[Shape]) -> Call:
     return Call(LayerNorm2d, (or_input(p["num_channels"], xs[0][1]),),
-                {"eps": p["eps"], "elementwise_affine": p["elementwise_affine"]})
+                {"eps": p["eps"], "elementwise_affine": p["elementwise_affine"], **_bias(p, "elementwise_affine")})
 
 
 zero_flops("LayerNorm2d")
@@ -93,17 +97,16 @@ zero_flops("LayerNorm2d")
 @module_rule(LayerNorm2d)
 @library_rule("timm.layers.norm.LayerNorm2d", "torchvision.models.convnext.LayerNorm2d")  # same forward
 def _import_ln2d(m: nn.LayerNorm, xs: list[fx.Node]) -> Mapped:
-    if m.elementwise_affine and m.bias is None:
-        raise Unmappable("LayerNorm2d with bias=False")
     return Mapped("LayerNorm2d", {"num_channels": m.normalized_shape[0], "eps": m.eps,
-                                  "elementwise_affine": m.elementwise_affine}, xs)
+                                  "elementwise_affine": m.elementwise_affine, "bias": m.bias is not None or
+                                  not m.elementwise_affine}, xs)
 
 
 # ------------------------------------------------------------------ GroupNorm
 @builder("GroupNorm", example=Example((4, 3, 3), {"num_groups": 2}))
 def _gn(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.GroupNorm, (p["num_groups"], or_input(p["num_channels"], xs[0][1])),
-                {"eps": p["eps"], "affine": p["affine"]})
+                {"eps": p["eps"], "affine": p["affine"], **_bias(p, "affine")})
 
 
 zero_flops("GroupNorm")
@@ -111,10 +114,8 @@ zero_flops("GroupNorm")
 
 @module_rule(nn.GroupNorm)
 def _import_gn(m: nn.GroupNorm, xs: list[fx.Node]) -> Mapped:
-    if m.affine and m.bias is None:  # timm poolformerv2's GroupNorm1: the layer would add a bias of its own
-        raise Unmappable("GroupNorm with bias=False")
     return Mapped("GroupNorm", {"num_groups": m.num_groups, "num_channels": m.num_channels, "eps": m.eps,
-                                "affine": m.affine}, xs)
+                                "affine": m.affine, "bias": m.bias is not None or not m.affine}, xs)
 
 
 # ------------------------------------------------------------------ Normalize

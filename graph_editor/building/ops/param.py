@@ -1,15 +1,24 @@
 """A learnable tensor as a node: its module holds one ``nn.Parameter`` of shape ``[1, *shape]`` and
 returns it. An imported module's parameter read directly in ``forward`` (a class token, a position
-embedding, a layer scale) becomes such a node, carrying its value. ExpandBatch repeats such a
+embedding, a layer scale) becomes such a node, carrying its value. A Constant node is the same for a
+tensor that is not learned (a buffer, or what the importer computed from sizes: an attention mask, a
+position table): its values live in the graph (``values``), not in the weights. ExpandBatch repeats such a
 batch-1 tensor to the batch of another input, as ``cls_token.expand(x.shape[0], -1, -1)`` does
 before the class token joins the patch tokens."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import operator
+import zlib
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
 from torch import fx, nn
 
 from ...analysis.per_node import zero_flops
@@ -71,6 +80,91 @@ def import_parameter(value: torch.Tensor) -> tuple[Mapped, torch.Tensor]:
     if value.dim() < 2 or value.shape[0] != 1:
         data = data.unsqueeze(0)
     return Mapped("Parameter", {"shape": [int(d) for d in data.shape[1:]], "init": "zeros"}, []), data
+
+
+# ------------------------------------------------------------------ Constant
+def encode_values(value: torch.Tensor) -> str:
+    """The text a Constant node's ``values`` holds for ``value``: safetensors, zlib-compressed, base64."""
+    raw = save_tensors({"value": value.detach().contiguous().cpu()})
+    return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
+
+
+def decode_values(text: str, shape: list[int], dtype: str, fill: float = 0.0) -> torch.Tensor:
+    """A Constant node's tensor ``[1, *shape]`` on the default device; ValueError naming ``values`` where the
+    text is damaged or holds another shape or dtype."""
+    want, kind = (1, *shape), getattr(torch, dtype)
+    device = torch.empty(0).device  # build_module's device context: meta for analysis
+    if not text:
+        return torch.full(want, fill, dtype=kind, device=device)
+    try:
+        value = load_tensors(zlib.decompress(base64.b64decode(text, validate=True)))["value"]
+    except (binascii.Error, zlib.error, SafetensorError, KeyError, ValueError) as exc:
+        raise ValueError(f"values cannot be read ({type(exc).__name__}: {str(exc)[:80]}); an import writes them "
+                         "(safetensors, zlib, base64)") from None
+    if tuple(value.shape) != want or value.dtype != kind:
+        raise ValueError(f"values hold {str(value.dtype).removeprefix('torch.')} {list(value.shape)}, the node says "
+                         f"{dtype} {list(want)}")
+    return value.to(device)
+
+
+class FixedTensor(nn.Module):
+    """A tensor that is not learned, ``[1, *shape]``: a buffer outside the state dict, since its values are the
+    graph's own (a weights file or checkpoint need not carry them)."""
+
+    value: torch.Tensor
+
+    def __init__(self, shape: list[int], dtype: str = "float32", fill: float = 0.0, values: str = "") -> None:
+        super().__init__()
+        self.register_buffer("value", decode_values(values, list(shape), dtype, fill), persistent=False)
+
+    def forward(self) -> torch.Tensor:
+        return self.value
+
+    def extra_repr(self) -> str:
+        return f"shape={list(self.value.shape[1:])}, dtype={self.value.dtype}"
+
+
+@dataclass(frozen=True)
+class ConstantCall(Call):
+    """A Constant node's construction in an exported model.py: the class is imported from Torch Studio (it
+    decodes the values), and the values are a string literal."""
+
+    def import_line(self) -> str:
+        return f"from {FixedTensor.__module__} import {FixedTensor.__name__}"
+
+
+_EXAMPLE_VALUES = encode_values(torch.arange(40, dtype=torch.float32).view(1, 5, 8))
+
+
+@builder("Constant", example=Example((5, 8), {"shape": [5, 8], "values": _EXAMPLE_VALUES}))
+def _constant(p: Params, xs: list[Shape]) -> Call:
+    decode_values(p["values"], list(p["shape"]), p["dtype"], p["fill"])  # damaged values refused here, named
+    return ConstantCall(FixedTensor, (list(p["shape"]),), {"dtype": p["dtype"], "fill": p["fill"],
+                                                            "values": p["values"]})
+
+
+zero_flops("Constant")
+
+
+@module_rule(FixedTensor)
+def _import_fixed(m: FixedTensor, xs: list[fx.Node]) -> Mapped:
+    return import_constant(m.value)
+
+
+def import_constant(value: torch.Tensor) -> Mapped:
+    """A tensor that is not learned (a buffer, a value computed from sizes) as a Constant node holding it, as
+    ``[1, *shape]``: a leading 1 is the node's batch dimension, any other shape gets one in front."""
+    if value.is_meta:
+        raise Unmappable("reads a constant tensor whose values are on the meta device; a Constant node holds "
+                         "values")
+    data = value.detach()
+    if data.dim() == 0:
+        data = data.reshape(1, 1)
+    elif data.dim() < 2 or data.shape[0] != 1:
+        data = data.unsqueeze(0)
+    dtype = str(data.dtype).removeprefix("torch.")
+    return Mapped("Constant", {"shape": [int(d) for d in data.shape[1:]], "dtype": dtype,
+                               "values": encode_values(data)}, [])
 
 
 # ------------------------------------------------------------------ ExpandBatch

@@ -15,6 +15,7 @@ import operator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import fx, nn
 
 from ...analysis.per_node import zero_flops
@@ -103,8 +104,8 @@ def _fold_one(gm: fx.GraphModule, gather: fx.Node) -> bool:
         return False
     if picked.dim() == 4 and picked.shape[0] == 1:
         picked = picked[0]
-    elif picked.dim() != 3 or any(u.op != "call_function" or u.target not in _ADDS for u in end.users):
-        return False  # [heads, N, N] read as [1, heads, N, N] only where an addition broadcasts it alike
+    elif picked.dim() != 3 or not all(_broadcasts(u, end) for u in end.users):
+        return False  # [heads, N, N] read as [1, heads, N, N] only where an addition or a mask broadcasts it alike
     found = _match(picked, table.shape)
     if found is None:
         return False
@@ -123,6 +124,17 @@ def _fold_one(gm: fx.GraphModule, gather: fx.Node) -> bool:
         if not node.users:
             gm.graph.erase_node(node)
     return True
+
+
+def _broadcasts(user: fx.Node, bias: fx.Node) -> bool:
+    """Whether ``user`` reads ``bias`` so that a leading dim of 1 changes nothing: an addition, or the mask of
+    ``F.scaled_dot_product_attention`` (TinyViT's ``attn_mask=attention_biases[:, idxs]``)."""
+    if user.op != "call_function":
+        return False
+    if user.target is F.scaled_dot_product_attention:
+        mask = user.args[3] if len(user.args) > 3 else user.kwargs.get("attn_mask")
+        return mask is bias and bias not in user.args[:3]
+    return user.target in _ADDS
 
 
 def _parameter(gm: fx.GraphModule, node: Any) -> torch.Tensor | None:

@@ -33,17 +33,19 @@ from .param import expand_to_batch
 # Plain nn.Module classes: a built network, its state_dict and its exported model.py (which copies
 # their source) read like hand-written PyTorch.
 class Reshape(nn.Module):
-    """Reshape each sample; the batch dimension is kept."""
+    """Reshape each sample; the batch dimension is kept, or with ``fold_batch`` computed from the whole
+    tensor (windows folded into the batch dimension, or unfolded out of it)."""
 
-    def __init__(self, shape: list[int]) -> None:
+    def __init__(self, shape: list[int], fold_batch: bool = False) -> None:
         super().__init__()
         self.shape = tuple(shape)
+        self.fold_batch = fold_batch
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.reshape(x.shape[0], *self.shape)
+        return x.reshape(-1 if self.fold_batch else x.shape[0], *self.shape)
 
     def extra_repr(self) -> str:
-        return f"shape={self.shape}"
+        return f"shape={self.shape}" + (", fold_batch=True" if self.fold_batch else "")
 
 
 class Permute(nn.Module):
@@ -163,12 +165,12 @@ def _f_flatten(input: Any, start_dim: int = 0, end_dim: int = -1) -> Mapped:
 # ------------------------------------------------------------------ Reshape
 @builder("Reshape", example=Example((3, 4, 4), {"shape": [4, -1]}))
 def _reshape(p: Params, xs: list[Shape]) -> Call:
-    return Call(Reshape, (list(p["shape"]),))
+    return Call(Reshape, (list(p["shape"]),), {"fold_batch": True} if p["fold_batch"] else {})
 
 
 @module_rule(Reshape)
 def _import_reshape(m: Reshape, xs: list[fx.Node]) -> Mapped:
-    return Mapped("Reshape", {"shape": list(m.shape)}, xs)
+    return Mapped("Reshape", {"shape": list(m.shape), "fold_batch": m.fold_batch}, xs)
 
 
 # ------------------------------------------------------------------ Permute

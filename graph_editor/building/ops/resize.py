@@ -1,5 +1,5 @@
-"""Interpolate (``nn.Upsample``, ``F.interpolate``), Pad (``F.pad``, the ``nn.*Pad2d`` modules) and Unfold: no FLOPs
-that ``FlopCounterMode`` counts."""
+"""Interpolate (``nn.Upsample``, ``F.interpolate``), Pad (``F.pad``, the ``nn.*Pad2d`` modules), Unfold and Roll
+(``torch.roll``): no FLOPs that ``FlopCounterMode`` counts."""
 
 from __future__ import annotations
 
@@ -139,3 +139,44 @@ def _import_unfold(m: nn.Unfold, xs: list[fx.Node]) -> Mapped:
 @function_rule(F.unfold)
 def _f_unfold(input: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Mapped:
     return _unfold_params(tensor(input), kernel_size, dilation, padding, stride)
+
+
+# ------------------------------------------------------------------ Roll
+class Roll(nn.Module):
+    """``torch.roll(x, shifts, dims)``: a cyclic shift along per-sample dims."""
+
+    def __init__(self, shifts: list[int], dims: list[int]) -> None:
+        super().__init__()
+        self.shifts, self.dims = tuple(shifts), tuple(dims)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.roll(x, self.shifts, self.dims)
+
+    def extra_repr(self) -> str:
+        return f"shifts={self.shifts}, dims={self.dims}"
+
+
+@builder("Roll", example=Example((3, 5, 6), {"shifts": [-1, 2], "dims": [2, 3]}))
+def _roll(p: Params, xs: list[Shape]) -> Call:
+    return Call(Roll, (list(p["shifts"]), list(p["dims"])))
+
+
+zero_flops("Roll")  # a copy
+
+
+@function_rule(torch.roll, methods=("roll",))
+def _f_roll(input: Any, shifts: Any, dims: Any = None) -> Mapped:
+    if dims is None or dims == []:
+        raise Unmappable("torch.roll without dims rolls the flattened tensor, batch included")
+    shift_list, dim_list = ([int(v) for v in (x if isinstance(x, list | tuple) else [x])]
+                            for x in (static_ints(shifts, "shifts"), const(dims, "dims")))
+    if len(shift_list) != len(dim_list):
+        raise Unmappable(f"torch.roll with {len(shift_list)} shift(s) for {len(dim_list)} dim(s)")
+    value = input.meta.get("val") if isinstance(input, fx.Node) else None
+    rank = value.dim() if isinstance(value, torch.Tensor) else 0
+    if any(d == 0 or rank and d % rank == 0 for d in dim_list):
+        raise Unmappable("torch.roll along the batch dimension")
+    return Mapped("Roll", {"shifts": shift_list, "dims": dim_list}, [tensor(input)])
+
+
+module_rule(Roll)(lambda m, xs: Mapped("Roll", {"shifts": list(m.shifts), "dims": list(m.dims)}, xs))

@@ -98,3 +98,23 @@ def sdpa(p: Params, xs: list[Shape]) -> Shape:
         raise ShapeError(f"values have {v[-2]} positions, keys {k[-2]}: they must match (k {fmt_shape(k)}, "
                          f"v {fmt_shape(v)})")
     return (*q[:-1], v[-1])
+
+
+@layer("MaskedAttention", CAT, "softmax(q kᵀ · scale + mask) v (F.scaled_dot_product_attention with attn_mask): "
+       "a float mask is added to the scores (a relative-position bias, -inf where a key is hidden), a boolean one "
+       "keeps the keys where it is true; it broadcasts against [B, heads, L, S].", [
+           ParamSpec("dropout_p", "float", 0.0, "Dropout on the attention weights while training.", minimum=0.0,
+                     maximum=1.0),
+           ParamSpec("scale", "float", None, "Scale of q kᵀ (empty: 1/sqrt(E)).", minimum=0.0, optional=True),
+       ], inputs=(PortSpec("q", doc="queries"), PortSpec("k", doc="keys"), PortSpec("v", doc="values"),
+                  PortSpec("mask", doc="added to the scores (float) or which keys each query sees (bool)")),
+       prefix="attn", display="Masked Attention")
+def masked_attention(p: Params, xs: list[Shape]) -> Shape:
+    q, k, v, mask = xs
+    sdpa({}, [q, k, v])  # queries, keys and values checked as SDPA checks them
+    out = (*q[:-1], v[-1])
+    scores = (*q[:-1], k[-2])
+    if len(mask) > len(scores) or any(m not in (1, s) for m, s in zip(mask[::-1], scores[::-1], strict=False)):
+        raise ShapeError(f"the mask {fmt_shape(mask, True)} does not broadcast against the scores "
+                         f"{fmt_shape(scores, True)} (batch, heads, queries, keys)")
+    return out

@@ -9,6 +9,7 @@ from ._rules import need_dim, need_rank
 CAT = "Normalisation"
 
 _EPS = ParamSpec("eps", "float", 1e-5, "Added to the variance for stability.", minimum=0.0)
+_BIAS = ParamSpec("bias", "bool", True, "Learn the shift too (off: the scale only, timm's *NoBias norms).")
 
 
 # Batch norm refuses eps = 0 while training (the batch variance can be zero).
@@ -46,6 +47,7 @@ def batchnorm2d(p: Params, xs: list[Shape]) -> Shape:
               minimum=1, optional=True),
     _EPS,
     ParamSpec("elementwise_affine", "bool", True, "Learn a scale and shift."),
+    _BIAS,
 ], prefix="ln")
 def layernorm(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
@@ -61,6 +63,7 @@ def layernorm(p: Params, xs: list[Shape]) -> Shape:
     ParamSpec("num_channels", "int", None, "Channels (empty: taken from the input).", minimum=1, optional=True),
     ParamSpec("eps", "float", 1e-6, "Added to the variance for stability.", minimum=0.0),
     ParamSpec("elementwise_affine", "bool", True, "Learn a scale and shift per channel."),
+    _BIAS,
 ], prefix="ln")
 def layernorm2d(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
@@ -74,6 +77,7 @@ def layernorm2d(p: Params, xs: list[Shape]) -> Shape:
     ParamSpec("num_channels", "int", None, "Channels (empty: taken from the input).", minimum=1, optional=True),
     _EPS,
     ParamSpec("affine", "bool", True, "Learn a scale and shift."),
+    _BIAS,
 ], prefix="gn", key_params=("num_groups",))
 def groupnorm(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs

@@ -26,12 +26,19 @@ def flatten(p: Params, xs: list[Shape]) -> Shape:
     return (*x[:start], prod(x[start:end + 1]), *x[end + 1:])
 
 
-@layer("Reshape", CAT, "Reshapes each sample (batch kept); one dimension may be -1.", [
+@layer("Reshape", CAT, "Reshapes each sample (batch kept); one dimension may be -1. With fold_batch, the "
+       "leading dimension is computed from the whole tensor: windows or heads folded into the batch "
+       "dimension (x.reshape(-1, 49, 96)) or unfolded back out of it.", [
     ParamSpec("shape", "ints", [-1], "Per-sample shape, e.g. 16,5,5.", minimum=-1),
+    ParamSpec("fold_batch", "bool", False, "The leading dimension is what the whole tensor holds beyond shape, "
+              "x.reshape(-1, *shape): each sample's values stay together, split into or joined from several "
+              "leading rows (Swin's windows)."),
 ], prefix="reshape", key_params=("shape",))
 def reshape(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     shape = list(p["shape"])
+    if p["fold_batch"]:
+        return _fold_batch(x, shape)
     total = prod(x[1:])
     if shape.count(-1) > 1:
         raise ShapeError("only one dimension of shape may be -1")
@@ -45,6 +52,17 @@ def reshape(p: Params, xs: list[Shape]) -> Shape:
     elif known != total:
         raise ShapeError(f"cannot reshape {fmt_shape(x)} ({total} values) into {fmt_shape((0, *shape))} ({known})")
     return (x[0], *shape)
+
+
+def _fold_batch(x: Shape, shape: list[int]) -> Shape:
+    if any(d < 1 for d in shape):
+        raise ShapeError("with fold_batch every dimension of shape is a size (no -1: the leading one is "
+                         "computed)", field="shape")
+    total, known = prod(x), prod(shape)
+    if total % known:
+        raise ShapeError(f"cannot fold {fmt_shape(x, True)} ({total} values, batch included) into rows of "
+                         f"{fmt_shape((0, *shape))} ({known} values each)", field="shape")
+    return (total // known, *shape)
 
 
 @layer("Permute", CAT, "Reorders the per-sample dimensions (0 is the first after the batch).", [

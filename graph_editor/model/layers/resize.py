@@ -1,5 +1,5 @@
 """Layers that change the spatial size of an image: Interpolate (nn.Upsample, F.interpolate), Pad (F.pad) and
-Unfold (nn.Unfold, sliding windows as columns)."""
+Unfold (nn.Unfold, sliding windows as columns); and Roll (torch.roll), which moves pixels without resizing."""
 
 from __future__ import annotations
 
@@ -86,3 +86,20 @@ def unfold(p: Params, xs: list[Shape]) -> Shape:
         raise ShapeError(f"window {fmt_shape((0, *p['kernel_size']))} is larger than the padded input "
                          f"{fmt_shape(x[1:], batch=True)}")
     return (x[0], x[1] * p["kernel_size"][0] * p["kernel_size"][1], out[0] * out[1])
+
+
+@layer("Roll", CAT, "Shifts each sample cyclically along its dims (torch.roll): what leaves one end comes back "
+       "at the other (Swin's shifted windows).", [
+           ParamSpec("shifts", "ints", [1], "How far each dim shifts (negative: towards the start)."),
+           ParamSpec("dims", "ints", [1], "The dims that shift, one per shift (batch is 0 and does not shift)."),
+       ], prefix="roll", key_params=("shifts", "dims"))
+def roll(p: Params, xs: list[Shape]) -> Shape:
+    (x,) = xs
+    shifts, dims = p["shifts"], p["dims"]
+    if not dims or len(shifts) != len(dims):
+        raise ShapeError(f"needs one shift per dim, got {len(shifts)} shift(s) for {len(dims)} dim(s)", field="dims")
+    for d in dims:
+        if not -len(x) <= d < len(x) or d % len(x) == 0:
+            raise ShapeError(f"cannot roll dim {d} of {fmt_shape(x, batch=True)}: it is the batch or out of range",
+                             field="dims")
+    return x

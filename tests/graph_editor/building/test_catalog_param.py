@@ -139,18 +139,27 @@ def test_parameters_read_in_forward_import_as_nodes_with_their_values():
     assert analyze(g, batch=3).total_params == sum(p.numel() for p in module.parameters())
 
 
-def test_a_buffer_read_in_forward_is_still_refused():
+def test_a_buffer_read_in_forward_is_a_constant_node_holding_its_values():
     class WithBuffer(nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.fc = nn.Linear(4, 4)
-            self.register_buffer("shift", torch.ones(4))
+            self.register_buffer("shift", torch.arange(4.0))
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.fc(x) + self.shift
 
-    with pytest.raises(Exception, match="a buffer or constant"):
-        import_module(WithBuffer(), (4,), strict=True)
+    module = WithBuffer().eval()
+    result = import_module(module, (4,), strict=True)
+    (node,) = [n for n in result.graph if n.type == "Constant"]
+    assert node.params["shape"] == [4] and node.params["dtype"] == "float32"
+    assert not [k for k in result.state_dict if k.startswith(f"{node.id}.")]  # the graph holds it, not the weights
+    rebuilt = build_module(result.graph).eval()
+    rebuilt.load_state_dict(result.state_dict)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        assert torch.equal(rebuilt(x), module(x))
+    assert analyze(result.graph, batch=1).total_params == 20
 
 
 @pytest.mark.export

@@ -352,7 +352,8 @@ def test_a_subclass_forward_that_does_more_is_traced_into():
 
     with pytest.raises(ModuleImportError) as info:
         import_module(nn.Sequential(Shifted(3)), (3, 4, 4), strict=True)
-    assert "F.batch_norm" in str(info.value).splitlines()[0]  # the root cause leads
+    # the root cause leads (its buffers, once refused beside it, are Constant nodes now: one op, on the next line)
+    assert "F.batch_norm" in " ".join(str(info.value).splitlines()[:2])
 
 
 def test_avg_pool_with_a_divisor_override_is_refused():

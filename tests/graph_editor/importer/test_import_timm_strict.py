@@ -40,6 +40,16 @@ NEWLY_STRICT = {
     "vitamin_small_224": "LayerNormAct2d's F.layer_norm between permutes",
     "twins_svt_small": "the exported program's ops",
     "efficientvit_b0": "fx: v.device.type != 'meta'; autocast region inlined; Divide",
+    # session 4: windows folded into the batch (Reshape fold_batch), constants (Constant), Roll, MaskedAttention,
+    # norms without bias
+    "davit_tiny": "Reshape fold_batch (window_partition / window_reverse)",
+    "swin_tiny_patch4_window7_224": "fold_batch, Roll, Constant (the shifted windows' mask), the bias gather",
+    "poolformerv2_s12": "LayerNorm / GroupNorm without bias, x ** 2 as x * x",
+    "mobilevit_xxs": "Reshape fold_batch (patches folded into the batch)",
+    "hiera_tiny_224": "Reshape fold_batch (Unroll: the spatial strides folded into the batch)",
+    "maxvit_pico_rw_256": "MaskedAttention (SDPA with the relative-position bias as attn_mask), fold_batch",
+    "tiny_vit_5m_224": "MaskedAttention with the gathered bias (the fold reads it as a mask), fold_batch",
+    "sequencer2d_s": "fold_batch (rows and columns into the batch for its LSTMs): 5.8 s of CPU, was 44.8 s",
 }
 DEFAULT = "pit_ti_224"  # the cheapest: ~5 s of CPU on a quiet machine
 

@@ -271,13 +271,16 @@ def test_a_module_that_keeps_no_attribute_for_its_arguments_imports(block):
         assert torch.equal(built(result).eval()(x), net(x))
 
 
-def test_a_group_norm_without_bias_is_kept_whole_not_given_a_bias():
-    """timm's poolformerv2 normalises with GroupNorm(1, C, bias=False): the catalog's GroupNorm always has
-    a bias, so mapping it counted C parameters the module lacks (poolformerv2_s12: 6,656 too many)."""
+def test_norms_without_bias_import_as_norms_without_bias():
+    """timm's poolformerv2 normalises with GroupNorm(1, C, bias=False) and LayerNorm(bias=False): the catalog's
+    norms once always had a bias (poolformerv2_s12: 6,656 parameters too many), then were kept whole as Program
+    nodes; now their ``bias`` option is off, parameters exact, outputs the same."""
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 1), torch.nn.GroupNorm(1, 8, bias=False), torch.nn.Flatten(),
-                              torch.nn.Linear(8 * 8 * 8, 4)).eval()
-    result = import_module(net, SHAPE)
-    assert [n.type for n in result.graph if n.type == "Program"] == ["Program"]
+                              torch.nn.LayerNorm(8 * 8 * 8, bias=False), torch.nn.Linear(8 * 8 * 8, 4)).eval()
+    result = import_module(net, SHAPE, strict=True)
+    norms = {n.type: n.params["bias"] for n in result.graph if n.type in ("GroupNorm", "LayerNorm")}
+    assert norms == {"GroupNorm": False, "LayerNorm": False}
     assert analyze(result.graph, batch=1).total_params == sum(p.numel() for p in net.parameters())
-    with pytest.raises(ModuleImportError, match="GroupNorm with bias=False"):
-        import_module(net, SHAPE, strict=True)
+    x = torch.randn(4, *SHAPE)
+    with torch.no_grad():
+        assert torch.equal(built(result).eval()(x), net(x))
