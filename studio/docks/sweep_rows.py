@@ -37,7 +37,9 @@ def add_sweep_rows(form: QFormLayout, controller: EditorController, node: Node,
     swept = variables(controller.graph)
     rows: dict[str, Row] = {}
     for name in names:
-        edit = QLineEdit(swept.get(f"{node.id}.{name}", ""), placeholderText="not swept: e.g. 16..64:step16 or 0.1|0.3")
+        # short enough for the Inspector's width (its "... or 0.1|0.3" was cut); the tooltip has the syntax
+        example = "16..64:step16" if node.spec is not None and node.spec.param(name).kind == "int" else "0.1..0.5"
+        edit = QLineEdit(swept.get(f"{node.id}.{name}", ""), placeholderText=f"not swept: e.g. {example}")
         edit.setObjectName(f"sweep_{name}")
         edit.setToolTip(f"node.{node.id}.{name} in a sweep's space: LOW..HIGH (:log, :stepN) or A|B|C; empty: fixed")
         row = rows[name] = row_type(edit)

@@ -23,6 +23,7 @@ class Chart(pg.PlotWidget):
         self.theme: PlotTheme = LIGHT
         self.title = title
         self.report: dict[str, Any] | None = None
+        self.note = ""      # what an empty chart says instead of its marks
         self.setMinimumSize(240, 180)
         self.plotItem.setLabel("bottom", x_label)
         self.plotItem.setLabel("left", y_label)
@@ -51,7 +52,18 @@ class Chart(pg.PlotWidget):
     def show_report(self, report: dict[str, Any]) -> None:
         self.report = report
         self.plotItem.clear()
+        self.note = ""
+        self.plotItem.enableAutoRange()     # a note's fixed 0..1 view must not cut the marks drawn after it
         self.draw(report)
+
+    def say(self, note: str) -> None:
+        """An empty chart says what its marks wait for (an empty frame, or 0.2 ... 0.8 "trials", said nothing)."""
+        self.note = note
+        text = pg.TextItem(note, color=self.theme.text, anchor=(0.5, 0.5))
+        text.setPos(0.5, 0.5)
+        self.plotItem.addItem(text)
+        self.plotItem.setXRange(0, 1)
+        self.plotItem.setYRange(0, 1)
 
     def draw(self, report: dict[str, Any]) -> None:
         raise NotImplementedError
@@ -67,14 +79,16 @@ class HistoryChart(Chart):
         done = [(t["number"], t["value"]) for t in report["trials"] if t["state"] == "complete"]
         self.plotItem.setLabel("left", report["metric"])
         if not done:
+            self.say("no complete trial yet")
             return
         xs, ys = np.array([d[0] for d in done], float), np.array([d[1] for d in done], float)
         best = np.maximum.accumulate(ys) if report["direction"] == "maximize" else np.minimum.accumulate(ys)
         # trials are whole numbers: ticks at whole trials (one trial's axis read -0.4 ... 0.4), a little room
         # either side of the first and the last
-        step = max(1, math.ceil((xs.max() - xs.min()) / 8))
-        self.plotItem.getAxis("bottom").setTickSpacing(step, step)
+        whole_ticks(self.plotItem.getAxis("bottom"), xs.min(), xs.max())
         self.plotItem.setXRange(xs.min() - 0.5, xs.max() + 0.5, padding=0)
+        if np.ptp(ys) == 0:     # one value: pyqtgraph's own ±0.5 around it read "accuracy 1.4"
+            self.plotItem.setYRange(ys[0] - 0.02, ys[0] + 0.02, padding=0)
         self.plotItem.plot(xs, ys, pen=None, symbol="o", symbolSize=8, symbolBrush=self.theme.curve(BLUE),
                            symbolPen=None, name="trial")
         self.plotItem.plot(xs, best, pen=self.pen(VERMILLION, 2), stepMode=None, name="best so far")
@@ -88,6 +102,11 @@ class IntermediateChart(Chart):
 
     def draw(self, report: dict[str, Any]) -> None:
         self.plotItem.setLabel("left", report["metric"])
+        epochs = [int(k) for t in report["trials"] for k, v in t["intermediate"].items() if v is not None]
+        if not epochs:
+            self.say("no epoch measured yet")
+            return
+        whole_ticks(self.plotItem.getAxis("bottom"), min(epochs), max(epochs))    # epochs, not 1.2, 1.4 ...
         for t in report["trials"]:
             points = sorted((int(k), v) for k, v in t["intermediate"].items() if v is not None)
             if not points:
@@ -104,7 +123,6 @@ class ImportanceChart(Chart):
     """Optuna's parameter importances as horizontal bars, the most important on top."""
 
     def __init__(self) -> None:
-        self.note = ""    # what an empty chart says instead of bars
         super().__init__("Parameter importances", "importance", "")
 
     def draw(self, report: dict[str, Any]) -> None:
@@ -112,21 +130,16 @@ class ImportanceChart(Chart):
         axis = self.plotItem.getAxis("left")
         axis.setWidth(140)      # room for a node parameter's name
         axis.setTicks([[(i, _short(name.removeprefix("node."), 20)) for i, (name, _v) in enumerate(found)]])
-        self.note = ""
         if not found:   # an empty frame said nothing: say what the bars need
             complete = sum(t["state"] == "complete" for t in report["trials"])
-            self.note = ("needs 2 complete trials" if complete < 2 else
-                         "the complete trials' values do not tell the parameters apart yet")
-            text = pg.TextItem(self.note, color=self.theme.text, anchor=(0.5, 0.5))
-            text.setPos(0.5, 0.5)
-            self.plotItem.addItem(text)
-            self.plotItem.setXRange(0, 1)
-            self.plotItem.setYRange(0, 1)
+            self.say("needs 2 complete trials" if complete < 2 else
+                     "the complete trials' values do not tell the parameters apart yet")
             return
         bars = pg.BarGraphItem(x0=0, y=np.arange(len(found)), height=0.6, width=[v for _k, v in found],
                                brush=self.theme.curve(BLUE), pen=None)
         self.plotItem.addItem(bars)
         self.plotItem.setXRange(0, 1)
+        self.plotItem.setYRange(-0.5, len(found) - 0.5)   # every bar whole, the most important on top
 
 
 class ParallelChart(Chart):
@@ -147,6 +160,11 @@ class ParallelChart(Chart):
             label.setPos(i, -0.06 - 0.1 * (i % 2))
             self.plotItem.addItem(label)
         done = [t for t in report["trials"] if t["state"] in ("complete", "pruned") and t["params"]]
+        if not done:
+            label = pg.TextItem("no finished trial yet", color=self.theme.text, anchor=(0.5, 0.5))
+            label.setPos((len(axes) - 1) / 2, 0.5)
+            self.plotItem.addItem(label)
+            self.note = label.toPlainText()
         values = [t["value"] for t in done if t["value"] is not None]
         lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
         best = (report.get("best") or {}).get("number")
@@ -158,6 +176,12 @@ class ParallelChart(Chart):
             self.plotItem.plot(list(range(len(axes))), ys, pen=self.pen(color, width, alpha), connect="finite")
         self.plotItem.setYRange(-0.22, 1.03, padding=0)
         self.plotItem.setXRange(-0.45, len(axes) - 0.55, padding=0)
+
+
+def whole_ticks(axis: pg.AxisItem, low: float, high: float) -> None:
+    """Ticks at whole numbers only (trials, epochs), at most about eight of them."""
+    step = max(1, math.ceil((high - low) / 8))
+    axis.setTickSpacing(step, step)
 
 
 def _scaled(value: Any, axis: list[Any]) -> float:

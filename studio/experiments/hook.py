@@ -150,8 +150,8 @@ class ExperimentsHook(QObject):
 
     def open_graph(self, run_id: int) -> None:
         run = self._run(run_id)
-        if run is not None:
-            self.port.open_snapshot(run.graph, run.name or f"run {run_id}")
+        if run is not None and self.port.open_snapshot(run.graph, run.name or f"run {run_id}"):
+            self.port.workspaces.show("Design")     # the graph opened where it is seen and edited
 
     def export(self, run_id: int) -> None:
         if self._export_run is not None:
@@ -194,7 +194,8 @@ class ExperimentsHook(QObject):
         self.port.workspaces.show("Experiments")
         if self.panel is not None:
             self.panel.set_sweeping(True)
-        self.refresh(force=True)
+            self.panel.status.setText(f"Sweep {request.study} starting: its study and first trials appear "
+                                      "here in a moment")
 
     def _sweep_said(self, line: str) -> None:
         self.port.log(f"sweep: {line}")

@@ -28,6 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from trainer.sweep.study import brief_reason
+
+from ..elided_label import ElidedLabel
 from .charts import HistoryChart, ImportanceChart, IntermediateChart, ParallelChart
 
 FIXED = ("#", "state", "value", "run")
@@ -54,10 +57,13 @@ class ExperimentsPanel(QWidget):
         super().__init__(parent)
         self.report: dict[str, Any] | None = None
         self.study = _named(QComboBox(), "experimentsStudy")
-        self.study.setMinimumWidth(200)
+        # a default name (Digits_CNN-sweep-1127-082138) whole; a longer one is cut, never widening the window
+        self.study.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.study.setMinimumContentsLength(30)
         self.study.currentTextChanged.connect(self._chosen)
-        self.status = _named(QLabel("No study yet"),
-                             "experimentsStatus")
+        # one line cut with "…" (the whole in its tooltip): an error naming a long store path had made the
+        # window 1985 px wide on a 1440 px screen, the charts and the trial buttons off the screen
+        self.status = _named(ElidedLabel("No study yet"), "experimentsStatus")
         self.buttons = {key: _named(QPushButton(text), f"experiments_{key}") for key, text in
                         (("open", "Open Graph"), ("export", "Export ONNX…"), ("retrain", "Retrain on Train+Val"))}
         for key, signal in (("open", self.open_graph), ("export", self.export_run), ("retrain", self.retrain)):
@@ -103,7 +109,7 @@ class ExperimentsPanel(QWidget):
         split.addWidget(grid_host)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
-        split.setSizes([560, 840])
+        split.setSizes([640, 760])     # the trials table whole with three parameters and a brief reason
         self.split = split
         self.empty = _named(QLabel(EMPTY), "experimentsEmpty")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -155,12 +161,12 @@ class ExperimentsPanel(QWidget):
         for row, t in enumerate(trials):
             cells = [t["number"], t["state"], "" if t["value"] is None else f"{t['value']:.4f}",
                      "" if t["run_id"] is None else t["run_id"],
-                     *[_fmt(t["params"].get(n)) for n in names], t["reason"]]
+                     *[_fmt(t["params"].get(n)) for n in names], brief_reason(t["reason"])]
             for col, value in enumerate(cells):
                 item = QTableWidgetItem()
                 item.setData(Qt.ItemDataRole.DisplayRole, value)
                 if col == len(cells) - 1:
-                    item.setToolTip(str(value))
+                    item.setToolTip(t["reason"])     # the whole reason; the cell says it in a few words
                 self.table.setItem(row, col, item)
             if chosen is not None and t["number"] == chosen["number"]:
                 self.table.selectRow(row)

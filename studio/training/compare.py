@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable
@@ -85,6 +86,18 @@ def recipe_diff(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, An
     them lacks shows as None there."""
     fa, fb = flatten(a), flatten(b)
     return [(k, fa.get(k), fb.get(k)) for k in sorted(fa.keys() | fb.keys()) if fa.get(k) != fb.get(k)]
+
+
+def shown_pair(x: Any, y: Any) -> tuple[str, str]:
+    """Two differing recipe values as the diff shows them: numbers to the fewest significant digits (4 at
+    least) that still tell them apart (``0.0004835 -> 0.006527``, where a sweep's draws read
+    ``0.0004834927115858603 -> 0.006526684574033755``); anything else as JSON."""
+    if all(isinstance(v, float | int) and not isinstance(v, bool) for v in (x, y)) and x != y:
+        for digits in range(4, 18):
+            a, b = f"{x:.{digits}g}", f"{y:.{digits}g}"
+            if a != b:
+                return a, b
+    return json.dumps(x), json.dumps(y)
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,9 @@ def cell_indices(true: np.ndarray, predicted: np.ndarray, t: int, p: int) -> np.
     return np.flatnonzero((np.asarray(true) == t) & (np.asarray(predicted) == p))
 
 
+WAITING = "The confusion matrix appears\nafter the first epoch"
+
+
 class ConfusionMatrixView(QWidget):
     """A painted heatmap: rows are true classes, columns predicted, each cell with its count.
 
@@ -78,6 +81,7 @@ class ConfusionMatrixView(QWidget):
         self._matrix = np.zeros((0, 0), dtype=np.int64)
         self._names: list[str] = []
         self._selected: tuple[int, int] | None = None
+        self.empty_text = WAITING    # what the view says while it has no matrix
         self.theme = LIGHT
         self.setMinimumSize(QSize(260, 260))
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
@@ -142,7 +146,7 @@ class ConfusionMatrixView(QWidget):
         n = len(self._matrix)
         if n == 0:
             p.setPen(QColor(theme.muted))
-            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "The confusion matrix appears\nafter the first epoch")
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, self.empty_text)
             return
         x0, y0, cell = self._grid()
         rows = self._matrix.sum(axis=1, keepdims=True).clip(min=1)
@@ -367,6 +371,7 @@ class ConfusionPanel(QWidget):
             self.split.setSizes([450, 300, 450] if wide else [460, 240, 300])
 
     def clear(self) -> None:
+        self.matrix_view.empty_text = WAITING
         self.matrix_view.set_matrix(np.zeros((0, 0)), [])
         self.metrics.setRowCount(0)
         self._pred, self._pred_source, self._stale = None, "", False
@@ -395,6 +400,14 @@ class ConfusionPanel(QWidget):
         clicking a cell then shows them at once."""
         self._pred = (np.asarray(images), np.asarray(true), np.asarray(pred))
         self._pred_source, self._stale = source, False
+
+    def none_coming(self, why: str) -> None:
+        """The run ended without a matrix: say why where the matrix would be (not "appears after the
+        first epoch", which a run retrained on train+val said for good)."""
+        if len(self.matrix_view.matrix()) == 0:
+            self.matrix_view.empty_text = why
+            self.matrix_view.update()
+            self.gallery.show_message("")
 
     def show_message(self, text: str) -> None:
         """Say, where the samples of a cell appear, why there are none (yet)."""

@@ -89,7 +89,8 @@ class TrainingHook(QObject):
             port = self.port
 
             def open_graph(graph: dict[str, Any], title: str) -> None:
-                port.open_snapshot(graph, title)
+                if port.open_snapshot(graph, title):
+                    port.workspaces.show("Design")     # where the opened graph is seen and edited
             ctl = TrainingController(lambda: port.graph, db_url=self.db_url, work_dir=self.work_dir,
                                      open_graph=open_graph, prompts=port.prompts,
                                      graph_name=lambda: port.run_source, parent=self)

@@ -80,7 +80,7 @@ class CompareCurves(QWidget):
             item.removeItem(raw)
         self._raw = []
         self.plot.clear_curves()
-        item.setLabel("bottom", axis)
+        item.setLabel("bottom", "wall time (s)" if axis == "wall time" else axis)
         self.plot.set_title(f"{CURVES[key]} of runs {', '.join(map(str, ids))}" if ids else
                             "Select runs and press Overlay")
         for i, run_id in enumerate(ids):

@@ -97,14 +97,13 @@ def graph_label(run: Run) -> str:
     return str(name) if name else f"#{run.graph_hash[:8]}"
 
 
-def run_seconds(store: RunStore, run: Run, now: datetime) -> float | None:
+def run_seconds(run: Run, now: datetime, clock: float | None) -> float | None:
     """How long a run has trained: the worker's own clock, which goes on across a resume and leaves out
     the time between a stop and its resume (the ``seconds`` of its summary once it ended, else its last
-    ``time`` metric); for a run that recorded neither, the span from its start to its end (or now)."""
+    ``time`` metric, ``clock``); for a run that recorded neither, the span from its start to its end (or now)."""
     seconds = (run.summary or {}).get("seconds") if run.status != "running" else None
     if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
         return float(seconds)
-    clock = store.metric_max(run.id, names.TIME.name)
     if clock is not None:
         return clock
     if run.started_at is None:
@@ -113,9 +112,7 @@ def run_seconds(store: RunStore, run: Run, now: datetime) -> float | None:
     return (end - run.started_at).total_seconds() if end else None
 
 
-def best_val_accuracy(store: RunStore, run_id: int) -> float | None:
-    """The highest validation accuracy a run reached (whatever metric picked its best checkpoint)."""
-    return store.metric_max(run_id, "val/accuracy")
+VAL_ACCURACY = "val/accuracy"    # the table's best: the highest a run reached, whatever picked its best checkpoint
 
 
 def run_rows(store: RunStore, cache: dict[int, tuple[float | None, float | None]] | None = None) -> list[RunRow]:
@@ -127,11 +124,14 @@ def run_rows(store: RunStore, cache: dict[int, tuple[float | None, float | None]
     now = datetime.now(UTC).replace(tzinfo=None)
     cache = {} if cache is None else cache
     rows = []
-    for r in store.runs():
+    runs = store.runs()
+    asked = [r.id for r in runs if r.id not in cache or r.status == "running"]
+    maxes = store.metric_maxes(asked, (VAL_ACCURACY, names.TIME.name)) if asked else {}
+    for r in runs:
         if r.id in cache and r.status != "running":
             best, seconds = cache[r.id]
         else:
-            best, seconds = best_val_accuracy(store, r.id), run_seconds(store, r, now)
+            best, seconds = maxes.get((r.id, VAL_ACCURACY)), run_seconds(r, now, maxes.get((r.id, names.TIME.name)))
             if r.status == "running":
                 cache.pop(r.id, None)
             else:

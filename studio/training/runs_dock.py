@@ -11,7 +11,6 @@ checkpoint for the samples, so they are the matrix's own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -45,7 +44,7 @@ from trainer.protocol.events import PerClass, ProtocolError
 from trainer.store.runs import RunStore, StoreError
 
 from ..prompts import Prompts, ask_delete_runs
-from .compare import matches, parse_filter, recipe_diff
+from .compare import matches, parse_filter, recipe_diff, shown_pair
 from .confusion import ConfusionPanel
 from .dashboard import format_duration
 from .graph_diff import diff_graphs
@@ -321,7 +320,7 @@ class RunsPanel(QWidget):
         a, b = (run_graph(self.store, i) for i in ids)
         lines = diff_graphs(a, b).lines()
         recipe = recipe_diff(*(self.store.run(i).spec or {} for i in ids))
-        shown = [f"  {path}: {json.dumps(x)} -> {json.dumps(y)}" for path, x, y in recipe
+        shown = [f"  {path}: {' -> '.join(shown_pair(x, y))}" for path, x, y in recipe
                  if path not in ("name", "model.graph")] or ["  the same recipe"]
         self.diff_text.setPlainText(f"From run {ids[0]} to run {ids[1]}:\nRecipe:\n" + "\n".join(shown)
                                     + "\nGraph:\n" + "\n".join(lines))

@@ -173,6 +173,11 @@ class TrainingSession(QObject):
         acc = e.test_accuracy
         msg = f"{self.status.replace('_', ' ')}" + (f", test accuracy {acc:.4f}" if acc is not None else "")
         self.dashboard.set_state(msg, running=False)
+        if self._matrix is None:
+            held_out = self.spec.get("data", {}).get("val_fraction") != 0
+            self.dashboard.confusion.none_coming(
+                "No confusion matrix: the run ended\nbefore its first validation" if held_out else
+                "No confusion matrix: this run trained\non train+val, with no validation split")
         self.ended.emit(self.status, msg)
 
     def _on_failed(self, e: ev.Failed) -> None:

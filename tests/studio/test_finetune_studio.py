@@ -71,10 +71,13 @@ def test_freeze_scale_and_replace_head_are_drawn_undone_and_sent_to_the_run(wind
 
 
 def test_a_sweep_range_typed_in_the_inspector_is_drawn_and_checked(window, qtbot):
+    window.resize(1440, 900)
     open_template(window, "digits_cnn")
     window.activateWindow()
     click_item(window, "conv1")
     line = window.inspector.sweep_rows["out_channels"].editor
+    # the hint fits the Inspector at its default width (at 1440x900 it read "not swept: e.g. 16..64:step16 o…")
+    assert line.fontMetrics().horizontalAdvance(line.placeholderText()) <= line.contentsRect().width() - 8
     QTest.mouseClick(line, Qt.MouseButton.LeftButton)
     QTest.keyClicks(line, "16-64")
     QTest.keyClick(line, Qt.Key.Key_Return)

@@ -36,6 +36,10 @@ class StoreReadOnly(StoreError):
     """The store can be read, not written (read-only media, no permission)."""
 
 
+class StoreMissing(StoreError):
+    """A reader (``create`` False) found no store file: nothing was ever written there (a new user)."""
+
+
 def make_engine(url: str, *, create: bool = True) -> tuple[Engine, bool]:
     """An engine for ``url`` and whether it is read-only. SQLite gets WAL, a busy timeout and (when
     ``create``) its folder created; a file that cannot be written opens read-only. Raises StoreError."""
@@ -115,7 +119,7 @@ def _check_sqlite_file(url: str, path: Path, create: bool) -> bool:
         raise StoreError(f"{url}: {path} is a folder, not a run store file")
     if not path.exists():
         if not create:
-            raise StoreError(f"{url}: no run store at {path} (check the path; nothing was created)")
+            raise StoreMissing(f"{url}: no run store at {path} (check the path; nothing was created)")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -129,8 +129,6 @@ def open_schema(engine: Engine, *, readonly: bool, create: bool, shown: str) -> 
                              f"this program reads version {SCHEMA_VERSION} (open it once where it can be written)")
         return
     shared = engine.dialect.name != "sqlite"
-    if not shared and create:
-        Base.metadata.create_all(engine)
     with Session(engine) as s, s.begin():
         # a reader (create False) never writes: a file another process is making its tables in, or
         # someone's empty database, is not a run store yet
@@ -139,6 +137,12 @@ def open_schema(engine: Engine, *, readonly: bool, create: bool, shown: str) -> 
         if shared:
             if engine.dialect.name == "postgresql":   # writers starting at once: one creates, the others wait
                 s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_SCHEMA_LOCK})
+            Base.metadata.create_all(s.connection())
+        elif create and _sqlite_unmade(s):
+            # two processes making (or upgrading) one new store at once (two sweeps, a sweep and its
+            # first worker) both found no tables and the second's CREATE failed: the first takes SQLite's
+            # write lock here, the other waits for it (busy timeout) and then finds the tables made
+            s.connection().exec_driver_sql("BEGIN IMMEDIATE")
             Base.metadata.create_all(s.connection())
         info = s.get(SchemaInfo, 1)
         if info is None and not create:
@@ -150,6 +154,13 @@ def open_schema(engine: Engine, *, readonly: bool, create: bool, shown: str) -> 
                              f"reads up to {SCHEMA_VERSION}")
         elif info.version < SCHEMA_VERSION:
             _upgrade(s, info)
+
+
+def _sqlite_unmade(s: Session) -> bool:
+    """Whether the SQLite store lacks its tables or its current schema version (read without a lock)."""
+    if not inspect(s.connection()).has_table("schema_info"):
+        return True
+    return s.connection().execute(text("SELECT version FROM schema_info WHERE id = 1")).scalar() != SCHEMA_VERSION
 
 
 def _upgrade(s: Session, info: SchemaInfo) -> None:

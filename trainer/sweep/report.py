@@ -15,10 +15,14 @@ from .study import SQLITE_TIMEOUT_S, summary
 
 
 def storage_for_reading(url: str) -> optuna.storages.RDBStorage | None:
-    """Optuna's storage in the run store at ``url``; None when no study was ever made there."""
-    from ..store.engine import make_engine
+    """Optuna's storage in the run store at ``url``; None when no study was ever made there (or no
+    store: a new user's SQLite file does not exist before the first run or sweep)."""
+    from ..store.engine import StoreMissing, make_engine
 
-    engine, _ = make_engine(url, create=False)
+    try:
+        engine, _ = make_engine(url, create=False)
+    except StoreMissing:
+        return None
     try:
         if not inspect(engine).has_table("studies"):
             return None

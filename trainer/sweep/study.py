@@ -13,6 +13,7 @@ again, so a resumed sweep runs it once more and does not count it).
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from dataclasses import asdict, dataclass
@@ -126,6 +127,20 @@ def counted(study: optuna.Study) -> int:
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL,
                                                       TrialState.RUNNING))
     return sum(1 for t in trials if not t.user_attrs.get("interrupted"))
+
+
+BRIEF = ((re.compile(r"^predicted peak memory ([\d.]+ \w+) at batch \d+ exceeds the budget of [\d.]+ \w+.*"), r"over budget: \1"),
+         (re.compile(r"^pruned by the (\S+) rule after epoch (\d+).*"), r"\1 rule, epoch \2"),
+         (re.compile(r"^interrupted: .*"), "interrupted"))
+
+
+def brief_reason(reason: str) -> str:
+    """A trial's reason in a few words for a table cell (the runner's own messages; others as they are):
+    "over budget: 370.3 MiB" (its prediction), "median rule, epoch 1", "interrupted"."""
+    for pattern, short in BRIEF:
+        if pattern.match(reason):
+            return pattern.sub(short, reason, count=1)
+    return reason
 
 
 @dataclass

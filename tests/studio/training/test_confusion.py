@@ -93,3 +93,26 @@ def test_a_flat_sample_shows_its_own_level_not_black(qtbot):
     assert image_to_pixmap(np.zeros((4, 4), np.float32), 8).toImage().pixelColor(2, 2).red() == 127
     ramp = image_to_pixmap(np.arange(16, dtype=np.uint8).reshape(4, 4), 4).toImage()
     assert ramp.pixelColor(0, 0).red() == 0 and ramp.pixelColor(3, 3).red() == 255   # varied: stretched
+
+
+def test_a_run_without_validation_says_no_matrix_is_coming(qtbot, tmp_path):
+    """Retrained on train+val (Experiments), a run has no validation split: its finished dashboard said
+    "The confusion matrix appears after the first epoch" for good."""
+    from studio.training.dashboard import TrainingDashboard
+    from studio.training.session import TrainingSession
+    from trainer.protocol import events as ev
+
+    dash = TrainingDashboard()
+    qtbot.addWidget(dash)
+    session = TrainingSession(dash, f"sqlite:///{tmp_path / 'runs.sqlite'}", tmp_path)
+    dash.begin_run("s trial 3 (train+val)", 100)
+    assert "appears" in dash.confusion.matrix_view.empty_text
+    session.spec = {"data": {"dataset": "digits", "val_fraction": 0.0}}
+    session.bridge.finished.emit(ev.Finished(run_id=7, status="completed", test_accuracy=0.98))
+    assert dash.confusion.matrix_view.empty_text == ("No confusion matrix: this run trained\n"
+                                                     "on train+val, with no validation split")
+    dash.resize(1300, 800)
+    dash.show()
+    dash.confusion.grab().save(str(tmp_path / "no_matrix.png"))
+    dash.begin_run("next", 100)                     # the next run waits for its matrix again
+    assert "appears" in dash.confusion.matrix_view.empty_text

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
-from studio.training.compare import ema, matches, parse_filter, recipe_diff, x_values
+from studio.training.compare import ema, matches, parse_filter, recipe_diff, shown_pair, x_values
 from studio.training.runs_dock import RunsPanel
 from trainer.store.runs import RunStore
 
@@ -38,6 +38,10 @@ def test_recipe_diff_and_filter():
     b = {"name": "b", "optim": {"name": "sgd", "lr": 0.003}, "train": {"epochs": 10, "seed": 1},
          "model": {"graph": {"x": 2}}}
     assert recipe_diff(a, b) == [("name", "a", "b"), ("optim.name", "adamw", "sgd"), ("train.seed", None, 1)]
+    # a sweep's draws: the digits that tell them apart, not 0.0004834927115858603 -> 0.006526684574033755
+    assert shown_pair(0.0004834927115858603, 0.006526684574033755) == ("0.0004835", "0.006527")
+    assert shown_pair(0.1, 0.10000001) == ("0.1", "0.10000001") and shown_pair(32, 64) == ("32", "64")
+    assert shown_pair("adamw", "sgd") == ('"adamw"', '"sgd"') and shown_pair(None, 1) == ("null", "1")
     rule = parse_filter("digits tag:study lr<0.01 optim.name=adamw")
     assert matches(rule, "run 3 digits", ["study:s", "trial:0"], a)
     assert not matches(rule, "run 3 digits", ["baseline"], a)

@@ -186,3 +186,30 @@ def test_opening_a_second_store_keeps_the_first_ones_locks(tmp_path):
     subprocess.run([sys.executable, "-c", reader, str(tmp_path / "runs.sqlite")], check=True, timeout=60)
     b = first.create_run(name="b", **kw)
     assert sorted(r.id for r in RunStore(url).runs()) == [a, b]
+
+
+def test_stores_opened_at_once_on_a_new_file_all_open(tmp_path):
+    """Two sweeps (or a sweep and its first worker) making one new store at the same moment: both found
+    no tables, and the second's CREATE TABLE failed ("table schema_info already exists", in 29 of 30
+    rounds of three). Threads stand in for the processes: SQLite's lock is the same between connections."""
+    import threading
+
+    for round_ in range(4):
+        url = f"sqlite:///{tmp_path / f'runs{round_}.sqlite'}"
+        start, errors = threading.Barrier(3), []
+
+        def open_store(url: str = url, start: threading.Barrier = start, errors: list[str] = errors) -> None:
+            start.wait()
+            try:
+                RunStore(url).close()
+            except StoreError as exc:
+                errors.append(str(exc))
+
+        threads = [threading.Thread(target=open_store) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        with RunStore(url).engine.connect() as conn:
+            assert conn.execute(text("SELECT version FROM schema_info")).scalars().all() == [3]

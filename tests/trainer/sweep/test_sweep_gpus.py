@@ -84,3 +84,35 @@ def test_the_gpu_s_utilisation_is_read_through_nvml_and_never_fails_a_run(monkey
     from studio.training.run_history import CURVES
 
     assert CURVES[names.GPU_UTIL.name].startswith("GPU utilisation")
+
+
+def test_cpu_trials_at_once_share_the_cores_with_the_threads_divided(tmp_path, monkeypatch):
+    """Without GPUs, P trials at once are P processes: each gets cores // P threads (TORCH_STUDIO_THREADS),
+    so that together they do not ask for more threads than there are cores, and never fewer than one."""
+    import trainer.sweep.runner as runner
+    from trainer.threads import SWITCH
+
+    envs: list[dict] = []
+
+    class Worker:       # a stand-in that ends at its first poll (the threads it is given are what is proven)
+        exit_code = 0
+
+        def poll(self) -> list:
+            return []
+
+        def crash_reason(self, code: int) -> str:
+            return f"a stand-in worker (exit {code})"
+
+        def kill(self) -> None: ...
+
+    def run(path, **kwargs):
+        envs.append(kwargs["env"])
+        return Worker()
+
+    monkeypatch.delenv(SWITCH, raising=False)
+    monkeypatch.setattr(runner.WorkerClient, "run", staticmethod(run))
+    for cores, study in ((8, "eight"), (2, "two")):
+        monkeypatch.setattr(runner, "usable_cores", lambda cores=cores: cores)
+        Sweep(SweepPlan(graph=str(DIGITS_CNN), space="lr=1e-3..1e-2:log", trials=3, parallel=3,
+                        db=f"sqlite:///{tmp_path / 'runs.sqlite'}", study=study, device="cpu")).run()
+    assert [e[SWITCH] for e in envs] == ["2", "2", "2", "1", "1", "1"]

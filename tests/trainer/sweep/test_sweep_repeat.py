@@ -1,6 +1,6 @@
 """A block's repeat count as a sweep variable (``block.<group id>.repeat=1..4``): parsed and checked by
 building the graph out at each end, put into a trial's graph, and trained as that many copies by the
-real worker (two trials, two at a time)."""
+real worker (two trials, two at a time, minimising val_loss: an objective other than the default)."""
 
 from __future__ import annotations
 
@@ -50,14 +50,18 @@ def test_a_block_s_repeat_count_is_searched_and_checked_at_both_ends():
 def test_trials_train_the_block_repeated_as_drawn(db, tmp_path):
     path = tmp_path / "blocky.graph.json"
     save_graph(blocky(), path)
-    study = load_study(open_storage(db), "r", metric="val_accuracy", pruner=make_pruner("none", 1))
+    study = load_study(open_storage(db), "r", metric="val_loss", pruner=make_pruner("none", 1))
     for count in (1, 3):
         study.enqueue_trial({"block.blk.repeat": count})
     plan = SweepPlan(graph=str(path), space="block.blk.repeat=1..4", trials=2, parallel=2, epochs=1, db=db,
-                     study="r", device="cpu", prune="none")
+                     study="r", device="cpu", prune="none", metric="val_loss")    # another objective, minimised
     result = Sweep(plan).run()
     assert [t["state"] for t in result["trials"]] == ["complete", "complete"], result
     store = RunStore(db)
+    assert (result["metric"], result["direction"]) == ("val_loss", "minimize")
+    losses = {t["number"]: min(v for _, _, v in store.metrics(t["run_id"], "val/loss")) for t in result["trials"]}
+    assert {t["number"]: t["value"] for t in result["trials"]} == pytest.approx(losses)
+    assert result["best"]["number"] == min(losses, key=losses.__getitem__)
     runs = {t["params"]["block.blk.repeat"]: store.run(t["run_id"]) for t in result["trials"]}
     assert [next(g for g in runs[c].graph["groups"] if g["id"] == "blk").get("repeat", 1) for c in (1, 3)] == [1, 3]
     conv = 8 * 8 * 3 * 3 + 8

@@ -43,6 +43,11 @@ def _check(url: str, results: list[dict]) -> None:
                for t in trials)
     last = max(results, key=lambda r: len(r["trials"]))
     assert len(last["trials"]) == len(trials)     # either sweep's result holds the other's trials
+    assert last["study"] == "shared" and last["best"] is None     # --json: one object, as the issue lists it
+    for t in last["trials"]:     # the other sweep's trial may still be running when this one printed
+        assert {"number", "state", "params", "value", "run_id", "reason"} <= set(t)
+        assert t["state"] in ("pruned", "running") and t["value"] is None and t["run_id"] is None
+        assert t["state"] == "running" or "no worker was started" in t["reason"]
 
 
 def test_two_sweeps_share_a_study_on_sqlite(tmp_path):
