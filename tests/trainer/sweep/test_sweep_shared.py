@@ -36,8 +36,10 @@ def _check(url: str, results: list[dict]) -> None:
     study = optuna.load_study(study_name="shared", storage=url)
     trials = study.get_trials()
     owners = {t.user_attrs["owner"] for t in trials}
-    assert len(owners) == 2, "one sweep ran every trial: the two did not share the study"
-    assert TRIALS <= len(trials) <= TRIALS + 1     # each asks only while the study lacks trials
+    # Every trial is pruned at once, so the sweep that starts first may take all of them before the other
+    # asks (seen in CI); sharing is that the two together ran the study's trials, not each its own.
+    assert 1 <= len(owners) <= 2
+    assert TRIALS <= len(trials) <= TRIALS + 1, "each sweep ran its own trials: the two did not share the study"
     assert len({t.number for t in trials}) == len(trials)
     assert all(t.state == optuna.trial.TrialState.PRUNED and "no worker was started" in t.user_attrs["reason"]
                for t in trials)
