@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +89,13 @@ def lenet_images(path: Path) -> Path:
 class Prepared:
     spec: Path
     hand_args: list[str]
+
+
+def prepared_cases(names: str, epochs: int | None, batch: int, tmp: Path) -> Iterator[tuple[str, Case, Prepared]]:
+    """Each case of a comma-separated list (its epochs replaced when ``epochs`` is given), prepared in ``tmp``."""
+    for name in names.split(","):
+        case = CASES[name] if not epochs else Case(CASES[name].template, epochs, CASES[name].label)
+        yield name, case, prepare(case, tmp / name, batch)
 
 
 def prepare(case: Case, folder: Path, batch: int) -> Prepared:
@@ -215,11 +223,7 @@ def main() -> int:
     if not args.gpu_only:
         variants = {WORKER: {}} | dict(parse_variant(v) for v in args.variant)
         with tempfile.TemporaryDirectory() as tmp:
-            for name in args.cases.split(","):
-                case = CASES[name]
-                if args.epochs:
-                    case = Case(case.template, args.epochs, case.label)
-                prepared = prepare(case, Path(tmp) / name, args.batch_size)
+            for _name, case, prepared in prepared_cases(args.cases, args.epochs, args.batch_size, Path(tmp)):
                 print(f"CPU, {case.template} on {case.label}, batch {args.batch_size}, {case.epochs} epochs, "
                       f"{args.rounds} rounds, {os.cpu_count()} cores, loaded = {args.load} busy processes; "
                       f"load average {loadavg()}", flush=True)

@@ -125,16 +125,12 @@ def main() -> int:
     if args.inner:
         spec, db, profile = args.inner
         return inner(spec, db, profile or None)
-    from train_throughput import CASES, Case, loadavg, prepare  # a sibling script: this folder is on sys.path
+    from train_throughput import loadavg, prepared_cases  # a sibling script: this folder is on sys.path
 
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.cases.split(","):
-            case = CASES[name]
-            if args.epochs:
-                case = Case(case.template, args.epochs, case.label)
-            prepared = prepare(case, Path(tmp) / name, args.batch_size)
+        for name, case, prepared in prepared_cases(args.cases, args.epochs, args.batch_size, Path(tmp)):
             print(f"CPU seconds, one thread each: {case.template} on {case.label}, batch {args.batch_size}, "
                   f"{case.epochs} epochs, {args.rounds} rounds; load average {loadavg()}", flush=True)
             measure(name, prepared, Path(tmp), args.rounds, args.profile, args.compare)

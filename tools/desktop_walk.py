@@ -214,6 +214,15 @@ class Walk:
         self.xdo("windowfocus", "--sync", self.main_id)
         time.sleep(0.2)
 
+    def pick_resnet18(self) -> None:
+        """In the open template gallery, choose the ResNet-18 card and wait for its graph to show."""
+        x, y, _w, _h = self.wait_window(r"^New from template$")
+        self.click(x + 507, y + 509)         # the ResNet-18 card: second row, middle column
+        self.key("Return")
+        self.wait_gone(r"^New from template$")
+        self.wait_window(r"^ResNet-18 ")
+        time.sleep(1.5)
+
     # -- checks and steps -------------------------------------------------------------------------
     def check_alive(self) -> None:
         assert self.studio is not None
@@ -255,12 +264,7 @@ def run_walk(w: Walk, epochs: int) -> None:
         w.wait_window(r"^New from template$", 60)
 
     def resnet18() -> None:
-        x, y, _w, _h = w.wait_window(r"^New from template$")
-        w.click(x + 507, y + 509)            # the ResNet-18 card: second row, middle column
-        w.key("Return")
-        w.wait_gone(r"^New from template$")
-        w.wait_window(r"^ResNet-18 ")
-        time.sleep(1.5)
+        w.pick_resnet18()
 
     def fit() -> None:
         w.focus_main()

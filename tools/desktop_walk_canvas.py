@@ -52,12 +52,8 @@ def middle_drag(w: Walk, start: tuple[int, int], end: tuple[int, int]) -> None:
 def run_canvas_walk(w: Walk, chain: Path) -> None:
     def template() -> None:
         w.key("ctrl+shift+n")
-        x, y, _w, _h = w.wait_window(r"^New from template$", 60)
-        w.click(x + 507, y + 509)            # the ResNet-18 card: second row, middle column
-        w.key("Return")
-        w.wait_gone(r"^New from template$")
-        w.wait_window(r"^ResNet-18 ")
-        time.sleep(1.5)
+        w.wait_window(r"^New from template$", 60)
+        w.pick_resnet18()
 
     def fit() -> None:
         w.focus_main()

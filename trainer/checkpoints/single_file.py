@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +70,26 @@ def write_checkpoint(path: Path, flat: dict[str, torch.Tensor], meta: dict[str, 
     nothing changes meanwhile): checksummed, serialised and written here once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     header = {"meta_version": META_VERSION, **meta, "checksum": tensors_checksum(flat)}
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
+
+    def write(tmp: Path) -> None:
         save_file(flat, str(tmp), metadata={META_KEY: json.dumps(header)})
-        with open(tmp, "rb+") as f:          # the bytes reach the disk before the name does
-            os.fsync(f.fileno())
+        _fsync(tmp)                           # the bytes reach the disk before the name does
         fault_point("written", tmp)
+
+    return _publish(path, write)
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+def _publish(path: Path, make: Callable[[Path], None]) -> Path:
+    """``make`` the file under a temporary name, then rename it to ``path``: ``path`` is whole or absent."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        make(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -87,21 +102,15 @@ def link_checkpoint(source: Path, path: Path) -> Path:
     """``path`` as the same bytes as the whole checkpoint ``source`` (a checkpoint that is both the best
     and the last is written once): a hard link, or a copy flushed to disk where the file system has no
     links; made under a temporary name and renamed, so ``path`` is whole or absent. Returns ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
+
+    def link(tmp: Path) -> None:
         try:
             os.link(source, tmp)
         except OSError:                      # no hard links here (FAT, some network file systems)
             shutil.copyfile(source, tmp)
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-    return path
+            _fsync(tmp)
+
+    return _publish(path, link)
 
 
 def tensors_checksum(tensors: dict[str, torch.Tensor]) -> str:
