@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 from torch.export import ExportedProgram
 
+from .aten_layers import lift_layers
 from .constants import fold_constants
 
 A = torch.ops.aten
@@ -67,6 +68,7 @@ def aten_graph(ep: ExportedProgram) -> fx.GraphModule:
             _inline(gm, n, _WRAPPERS[n.target])
     fold_constants(gm, skip=_DROPPED)
     lifter = _Lifter(gm)
+    lift_layers(lifter)  # several ops that are one layer: RMS norms, standardised convolutions, 'SAME' max pools
     for n in list(gm.graph.nodes):
         if n.op != "call_function":
             continue
@@ -242,14 +244,25 @@ class _Lifter:
         module, weight = made
         path = self.by_weight.get(str(weight.target))
         if path is None:
-            owner = str(weight.target).rpartition(".")[0] or "layer"
-            path, i = owner, 2
-            while path in self.modules:
-                path, i = f"{owner}_{i}", i + 1
-            self.modules[path] = module
+            path = self._place(module, str(weight.target).rpartition(".")[0])
             self.by_weight[str(weight.target)] = path
-        with self.gm.graph.inserting_before(n):  # a new node, named after the module as fx names a call
-            call = self.gm.graph.call_module(path, (_a(n)[0],))
+        self._call(n, path, _a(n)[0])
+
+    def put(self, n: fx.Node, module: nn.Module, owner: str, x: fx.Node) -> None:
+        """``n`` replaced by a call of ``module`` on ``x``, the module placed at ``owner``'s path (or beside it)."""
+        self._call(n, self._place(module, owner), x)
+
+    def _place(self, module: nn.Module, owner: str) -> str:
+        owner = owner or "layer"
+        path, i = owner, 2
+        while path in self.modules:
+            path, i = f"{owner}_{i}", i + 1
+        self.modules[path] = module
+        return path
+
+    def _call(self, n: fx.Node, path: str, x: fx.Node) -> None:
+        with self.gm.graph.inserting_before(n):  # a new node, named after the module as fx names a call (the
+            call = self.gm.graph.create_node("call_module", path, (x,))  # module joins the root made afterwards)
         call.meta = n.meta
         n.replace_all_uses_with(call)
         self.gm.graph.erase_node(n)

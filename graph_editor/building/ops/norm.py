@@ -150,3 +150,92 @@ def _f_normalize(input: Any, p: Any = 2.0, dim: Any = 1, eps: Any = 1e-12, out: 
         raise Unmappable("normalises across the batch dimension; only per-sample dims map")
     return Mapped("Normalize", {"p": float(const(p, "p")), "dim": dim, "eps": float(const(eps, "eps"))},
                   [tensor(input)])
+
+
+# ------------------------------------------------------------------ RMSNorm, RMSNorm2d
+# Each forward computes as timm does: the mean square, or ('std', timm's SimpleNorm) the unbiased variance
+class RMSNorm(nn.Module):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing dims, the mean not subtracted (timm's RmsNorm;
+    ``divide_by='std'``: by the standard deviation, timm's SimpleNorm)."""
+
+    def __init__(self, normalized_shape: list[int] | int, eps: float = 1e-6, elementwise_affine: bool = True,
+                 divide_by: str = "rms") -> None:
+        super().__init__()
+        shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+        self.normalized_shape, self.eps, self.divide_by = tuple(shape), eps, divide_by
+        self.weight = nn.Parameter(torch.ones(shape)) if elementwise_affine else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dims = tuple(range(-1, -len(self.normalized_shape) - 1, -1))
+        if self.divide_by == "std":
+            v = torch.var(x, dim=dims, keepdim=True)
+        else:
+            v = torch.mean(x.pow(2), dim=dims, keepdim=True)
+        x = x * torch.rsqrt(v + self.eps)
+        return x * self.weight if self.weight is not None else x
+
+    def extra_repr(self) -> str:
+        return f"{list(self.normalized_shape)}, eps={self.eps}, divide_by={self.divide_by!r}"
+
+
+class RMSNorm2d(nn.Module):
+    """RMSNorm over the channels of an NCHW image at every position (timm's RmsNorm2d; ``divide_by='std'``:
+    SimpleNorm2d); the weight is one scale per channel."""
+
+    def __init__(self, num_channels: int, eps: float = 1e-6, elementwise_affine: bool = True,
+                 divide_by: str = "rms") -> None:
+        super().__init__()
+        self.num_channels, self.eps, self.divide_by = num_channels, eps, divide_by
+        self.weight = nn.Parameter(torch.ones(num_channels)) if elementwise_affine else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.divide_by == "std":
+            v = torch.var(x, dim=1, keepdim=True)
+        else:
+            v = torch.mean(x.pow(2), dim=1, keepdim=True)
+        x = x * torch.rsqrt(v + self.eps)
+        return x * self.weight.reshape(1, -1, 1, 1) if self.weight is not None else x
+
+    def extra_repr(self) -> str:
+        return f"{self.num_channels}, eps={self.eps}, divide_by={self.divide_by!r}"
+
+
+def _rms_kwargs(p: Params) -> dict[str, Any]:
+    return {"eps": p["eps"], "elementwise_affine": p["elementwise_affine"], "divide_by": p["divide_by"]}
+
+
+@builder("RMSNorm", example=Example((5, 8), {"divide_by": "std"}))
+def _rms(p: Params, xs: list[Shape]) -> Call:
+    return Call(RMSNorm, (list(or_input(p["normalized_shape"], [xs[0][-1]])),), _rms_kwargs(p))
+
+
+@builder("RMSNorm2d", example=Example((4, 3, 3), {"eps": 1e-5}))
+def _rms2d(p: Params, xs: list[Shape]) -> Call:
+    return Call(RMSNorm2d, (or_input(p["num_channels"], xs[0][1]),), _rms_kwargs(p))
+
+
+zero_flops("RMSNorm", "RMSNorm2d")  # squares, a mean, rsqrt and products: FlopCounterMode counts none
+
+
+def rms_params(m: Any, divide_by: str) -> dict[str, Any]:
+    """An RMS norm module's parameters (``eps=None``: nn.RMSNorm's float32 machine epsilon)."""
+    eps = m.eps if m.eps is not None else float(torch.finfo(torch.float32).eps)
+    return {"eps": float(eps), "elementwise_affine": m.weight is not None, "divide_by": divide_by}
+
+
+@module_rule(RMSNorm, nn.RMSNorm)
+@library_rule("timm.layers.norm.RmsNorm", "timm.layers.norm.SimpleNorm")
+def _import_rms(m: Any, xs: list[fx.Node]) -> Mapped:
+    divide_by = "std" if type(m).__name__ == "SimpleNorm" else getattr(m, "divide_by", "rms")
+    return Mapped("RMSNorm", {"normalized_shape": list(m.normalized_shape), **rms_params(m, divide_by)}, xs)
+
+
+@module_rule(RMSNorm2d)
+@library_rule("timm.layers.norm.RmsNorm2d", "timm.layers.norm.SimpleNorm2d")
+def _import_rms2d(m: Any, xs: list[fx.Node]) -> Mapped:
+    if isinstance(m, RMSNorm2d):
+        return Mapped("RMSNorm2d", {"num_channels": m.num_channels, **rms_params(m, m.divide_by)}, xs)
+    if len(m.normalized_shape) != 1:
+        raise Unmappable(f"a 2-D RMS norm over {list(m.normalized_shape)}; only over the channels maps")
+    divide_by = "std" if type(m).__name__ == "SimpleNorm2d" else "rms"
+    return Mapped("RMSNorm2d", {"num_channels": m.normalized_shape[0], **rms_params(m, divide_by)}, xs)

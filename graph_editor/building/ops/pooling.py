@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
 from ...analysis.per_node import zero_flops
-from ...importer.rules import Mapped, Unmappable, const, function_rule, module_rule, pair, tensor
+from ...importer.rules import (
+    Mapped,
+    Unmappable,
+    const,
+    function_rule,
+    library_rule,
+    module_rule,
+    pair,
+    tensor,
+)
 from ..modules import Call, Example, Params, Shape, builder
 
 zero_flops("MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d")
@@ -24,19 +34,37 @@ def _stride(stride: Any, kernel_size: Any) -> list[int]:
 
 
 # ------------------------------------------------------------------ MaxPool2d
+class MaxPool2dSame(nn.MaxPool2d):
+    """MaxPool2d with TensorFlow's 'SAME' padding, computed from the input's size in forward: -inf (which no window
+    takes as its maximum), the odd row and column at the bottom and right (timm's MaxPool2dSame)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pads = []
+        for i in (-1, -2):  # width, then height: F.pad's order
+            size, k, s, d = x.shape[i], self.kernel_size[i], self.stride[i], self.dilation[i]  # type: ignore[index]
+            total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+            pads += [total // 2, total - total // 2]
+        x = nn.functional.pad(x, pads, value=-float("inf"))
+        return nn.functional.max_pool2d(x, self.kernel_size, self.stride, 0, self.dilation, self.ceil_mode)
+
+
 @builder("MaxPool2d", example=Example((3, 7, 7), {"kernel_size": 3, "stride": 2, "padding": 1,
                                                   "ceil_mode": True}))
 def _maxpool(p: Params, xs: list[Shape]) -> Call:
-    return Call(nn.MaxPool2d, (), _window(p, dilation=tuple(p["dilation"])))
+    return Call(MaxPool2dSame if p["same"] else nn.MaxPool2d, (), _window(p, dilation=tuple(p["dilation"])))
 
 
-@module_rule(nn.MaxPool2d)
+@module_rule(nn.MaxPool2d, MaxPool2dSame)
+@library_rule("timm.layers.pool2d_same.MaxPool2dSame")
 def _import_maxpool(m: nn.MaxPool2d, xs: list[fx.Node]) -> Mapped:
     if m.return_indices:
         raise Unmappable("MaxPool2d with return_indices=True")
+    same = type(m).__name__ == "MaxPool2dSame"  # ours or timm's: the same forward
+    if same and any(pair(m.padding)):
+        raise Unmappable(f"'SAME' max pooling with padding {m.padding} as well")
     return Mapped("MaxPool2d", {"kernel_size": pair(m.kernel_size), "stride": _stride(m.stride, m.kernel_size),
                                 "padding": pair(m.padding), "dilation": pair(m.dilation),
-                                "ceil_mode": m.ceil_mode}, xs)
+                                "ceil_mode": m.ceil_mode, "same": same}, xs)
 
 
 @function_rule(F.max_pool2d)

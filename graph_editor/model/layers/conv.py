@@ -82,3 +82,16 @@ def conv_transpose2d(p: Params, xs: list[Shape]) -> Shape:
     if min(out) < 1:
         raise ShapeError("padding is too large: the output would be empty")
     return (x[0], p["out_channels"], *out)
+
+
+@layer("StdConv2d", CAT, "2-D convolution whose filters are standardised (zero mean, unit variance each) in every "
+       "forward, so it trains as BiT's and NF-Net's do (timm's StdConv2d, ScaledStdConv2d).", [
+           *_conv_params(2),
+           ParamSpec("eps", "float", 1e-6, "Added to each filter's variance.", minimum=0.0),
+           ParamSpec("scaled", "bool", False, "Then scale each filter by a learned gain times gamma / sqrt(fan-in) "
+                     "(NF-Net's ScaledStdConv2d)."),
+           ParamSpec("gamma", "float", 1.0, "The scaled filters' factor (the activation's gain in NF-Nets).",
+                     minimum=0.0),
+       ], prefix="conv", key_params=("out_channels", "kernel_size", "stride"))
+def std_conv2d(p: Params, xs: list[Shape]) -> Shape:
+    return _conv(p, xs[0], 2)

@@ -103,3 +103,34 @@ def normalize(p: Params, xs: list[Shape]) -> Shape:
         raise ShapeError(f"cannot normalise along dim {p['dim']} of {fmt_shape(x, batch=True)}: it is the batch "
                          "or out of range", field="dim")
     return x
+
+
+_DIVIDE_BY = ParamSpec("divide_by", "choice", "rms", "'rms': the root mean square (RMSNorm); 'std': the standard "
+                       "deviation, the mean not subtracted (timm's SimpleNorm).", choices=("rms", "std"))
+
+
+@layer("RMSNorm", CAT, "Divides each sample's trailing dims by their root mean square, no mean subtracted (Llama, "
+       "Gemma, timm's RmsNorm); scale only.", [
+           ParamSpec("normalized_shape", "ints", None, "Trailing dims to normalise (empty: the last one).",
+                     minimum=1, optional=True),
+           ParamSpec("eps", "float", 1e-6, "Added to the mean square for stability.", minimum=0.0),
+           ParamSpec("elementwise_affine", "bool", True, "Learn a scale."),
+           _DIVIDE_BY,
+       ], prefix="rms")
+def rmsnorm(p: Params, xs: list[Shape]) -> Shape:
+    return layernorm(p, xs)
+
+
+@layer("RMSNorm2d", CAT, "RMSNorm over the channels at each position of an image (timm's RmsNorm2d, SimpleNorm2d; "
+       "MobileNetV5, ConvNeXt-RMS).", [
+           ParamSpec("num_channels", "int", None, "Channels (empty: taken from the input).", minimum=1,
+                     optional=True),
+           ParamSpec("eps", "float", 1e-6, "Added to the mean square for stability.", minimum=0.0),
+           ParamSpec("elementwise_affine", "bool", True, "Learn a scale per channel."),
+           _DIVIDE_BY,
+       ], prefix="rms")
+def rmsnorm2d(p: Params, xs: list[Shape]) -> Shape:
+    (x,) = xs
+    need_rank(x, 4, "CxHxW input")
+    need_dim(x, 1, p["num_channels"], "channels")
+    return x

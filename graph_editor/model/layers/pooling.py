@@ -18,10 +18,19 @@ def _pool_params(dilation: bool) -> list[ParamSpec]:
     ]
     if dilation:
         params.insert(3, ParamSpec("dilation", "ints", [1, 1], "Spacing of the window.", minimum=1, length=2))
+        params.append(ParamSpec("same", "bool", False, "Pad like TensorFlow's 'SAME' (output = input / stride, rounded "
+                                "up; the extra row and column at the bottom and right) with -inf, which no window "
+                                "takes as its maximum; padding must be 0 (timm's MaxPool2dSame)."))
     else:
         params.append(ParamSpec("count_include_pad", "bool", True, "Count the zero padding in each window's "
                                 "average (off: divide by the input elements the window covers)."))
     return params
+
+
+def same_padding(size: int, kernel: int, stride: int, dilation: int = 1) -> int:
+    """The total 'SAME' padding of one dim (TensorFlow's, timm's ``get_same_padding``): enough that the output
+    is the input divided by the stride, rounded up."""
+    return max((-(-size // stride) - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
 
 
 def _pool(p: Params, xs: list[Shape]) -> Shape:
@@ -29,6 +38,13 @@ def _pool(p: Params, xs: list[Shape]) -> Shape:
     need_rank(x, 4, "CxHxW input")
     stride = p["stride"] or p["kernel_size"]
     dilation = p.get("dilation") or [1, 1]
+    if p.get("same"):
+        if any(p["padding"]):
+            raise ShapeError("padding must be 0 with same: the 'SAME' padding is computed from the input",
+                             field="padding")
+        return (x[0], x[1], *(conv_out(x[2 + i] + same_padding(x[2 + i], p["kernel_size"][i], stride[i],
+                                                                 dilation[i]), p["kernel_size"][i], stride[i], 0,
+                                       dilation[i]) for i in range(2)))
     out = []
     for i in range(2):
         k, pad = p["kernel_size"][i], p["padding"][i]
