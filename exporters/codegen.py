@@ -10,6 +10,7 @@ written and gives an ExportError naming its node.
 from __future__ import annotations
 
 import inspect
+import sys
 
 from torch import nn
 
@@ -32,8 +33,21 @@ def import_line(module: nn.Module) -> str | None:
 
 
 def local_class_source(module: nn.Module) -> str | None:
-    """The source of the graph's own layer class used by ``module`` (copied into model.py), or None."""
+    """The source of the graph's own layer class used by ``module`` (copied into model.py), or None; preceded by
+    the functions, classes and constants of its module that the class names in ``model_py_helpers`` (a Constant
+    node's decoder, a Program node's loader), so that model.py runs with torch and safetensors alone."""
     cls = type(module)
     if not is_own_class(cls):
         return None
-    return inspect.getsource(cls).rstrip() + "\n"
+    home = sys.modules[cls.__module__]
+    parts = []
+    for name in getattr(cls, "model_py_helpers", ()):
+        helper = getattr(home, name)
+        parts.append(f"{name} = {helper!r}" if isinstance(helper, int | float | str) else
+                     inspect.getsource(helper).rstrip())  # a function (with its decorators) or a class
+    return "\n\n\n".join([*parts, inspect.getsource(cls).rstrip()]) + "\n"
+
+
+def support_imports(module: nn.Module) -> list[str]:
+    """The import lines the copied class of ``module`` and its helpers need (``model_py_imports``)."""
+    return list(getattr(type(module), "model_py_imports", ())) if is_own_class(type(module)) else []

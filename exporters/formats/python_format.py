@@ -23,7 +23,7 @@ from torch import fx, nn
 
 from graph_editor.model import Graph, validate
 
-from ..codegen import constructor, import_line, local_class_source
+from ..codegen import constructor, import_line, local_class_source, support_imports
 from ..errors import ExportError
 from ..locate import node_title
 from ..options import ExportOptions
@@ -84,6 +84,7 @@ def generate(source: ExportSource, weights_name: str) -> tuple[str, dict[str, st
         extra = None if line else local_class_source(module)  # an imported class is not copied too
         if extra:
             classes.setdefault(type(module).__name__, extra)
+            imports += [ln for ln in support_imports(module) if ln not in imports]
         node = graph.nodes.get(node_id)
         note = f"  # node {node_id}" + (f' "{node.label}"' if node and node.label else "") \
             if names[node_id] != node_id or (node and node.label) else ""
@@ -171,7 +172,7 @@ def _render(source: ExportSource, class_name: str, classes: dict[str, str], init
         "",
         "import torch",
         "from torch import nn",
-        *sorted(imports),
+        *sorted(imports, key=lambda line: (line.startswith("from"), line)),
         "",
         f"INPUT_SHAPE = {tuple(spec.shape)!r}",
         f"NUM_CLASSES = {source.graph.num_classes}",
@@ -234,7 +235,8 @@ class PythonFormat(Format):
         path, weights = written.files
         imports = _imports(path)
         modules = {ln.split()[1].split(".")[0] for ln in map(import_line, source.module.modules()) if ln}
-        foreign = sorted(imports - ALLOWED_IMPORTS - modules)  # a Module node's package is its own import
+        # a Module node's package is its own import; a copied class may use the standard library (zlib, base64)
+        foreign = sorted(imports - ALLOWED_IMPORTS - set(sys.stdlib_module_names) - modules)
         checks = [Check("standalone", not foreign, "imports only " + ", ".join(sorted(imports)) if not foreign
                         else f"imports {', '.join(foreign)} besides torch")]
         model = load_generated(path).load(str(weights))

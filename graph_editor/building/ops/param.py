@@ -12,8 +12,7 @@ import base64
 import binascii
 import operator
 import zlib
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from safetensors import SafetensorError
@@ -112,6 +111,11 @@ class FixedTensor(nn.Module):
     graph's own (a weights file or checkpoint need not carry them)."""
 
     value: torch.Tensor
+    # model.py copies the decoder beside this class, so that it reads the values with torch and safetensors alone
+    model_py_helpers: ClassVar[tuple[str, ...]] = ("decode_values",)
+    model_py_imports: ClassVar[tuple[str, ...]] = (
+        "import base64", "import binascii", "import zlib", "from safetensors import SafetensorError",
+        "from safetensors.torch import load as load_tensors")
 
     def __init__(self, shape: list[int], dtype: str = "float32", fill: float = 0.0, values: str = "") -> None:
         super().__init__()
@@ -124,23 +128,13 @@ class FixedTensor(nn.Module):
         return f"shape={list(self.value.shape[1:])}, dtype={self.value.dtype}"
 
 
-@dataclass(frozen=True)
-class ConstantCall(Call):
-    """A Constant node's construction in an exported model.py: the class is imported from Torch Studio (it
-    decodes the values), and the values are a string literal."""
-
-    def import_line(self) -> str:
-        return f"from {FixedTensor.__module__} import {FixedTensor.__name__}"
-
-
 _EXAMPLE_VALUES = encode_values(torch.arange(40, dtype=torch.float32).view(1, 5, 8))
 
 
 @builder("Constant", example=Example((5, 8), {"shape": [5, 8], "values": _EXAMPLE_VALUES}))
 def _constant(p: Params, xs: list[Shape]) -> Call:
     decode_values(p["values"], list(p["shape"]), p["dtype"], p["fill"])  # damaged values refused here, named
-    return ConstantCall(FixedTensor, (list(p["shape"]),), {"dtype": p["dtype"], "fill": p["fill"],
-                                                            "values": p["values"]})
+    return Call(FixedTensor, (list(p["shape"]),), {"dtype": p["dtype"], "fill": p["fill"], "values": p["values"]})
 
 
 zero_flops("Constant")

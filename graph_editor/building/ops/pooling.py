@@ -7,8 +7,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import fx, nn
+from torch.utils.flop_counter import conv_flop_count
 
-from ...analysis.per_node import zero_flops
+from ...analysis.per_node import flop_rule, zero_flops
 from ...importer.rules import (
     Mapped,
     Unmappable,
@@ -19,7 +20,7 @@ from ...importer.rules import (
     pair,
     tensor,
 )
-from ..modules import Call, Example, Params, Shape, builder
+from ..modules import Call, Example, Params, Shape, builder, or_input
 
 zero_flops("MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d")
 
@@ -126,3 +127,71 @@ def _import_adaptive(m: nn.AdaptiveAvgPool2d, xs: list[fx.Node]) -> Mapped:
 @function_rule(F.adaptive_avg_pool2d)
 def _f_adaptive(input: Any, output_size: Any) -> Mapped:
     return _adaptive_params(const(output_size, "output_size"), [tensor(input)])
+
+
+# ------------------------------------------------------------------ AvgPool1d
+@builder("AvgPool1d", example=Example((3, 9), {"kernel_size": 3, "stride": 2, "padding": 1,
+                                               "count_include_pad": False}))
+def _avgpool1d(p: Params, xs: list[Shape]) -> Call:
+    return Call(nn.AvgPool1d, (p["kernel_size"],), {"stride": p["stride"] or p["kernel_size"], "padding": p["padding"],
+                                                    "ceil_mode": p["ceil_mode"],
+                                                    "count_include_pad": p["count_include_pad"]})
+
+
+zero_flops("AvgPool1d")
+
+
+@module_rule(nn.AvgPool1d)
+def _import_avgpool1d(m: nn.AvgPool1d, xs: list[fx.Node]) -> Mapped:
+    (k,), (s,), (pad,) = (v if isinstance(v, tuple) else (v,) for v in (m.kernel_size, m.stride or m.kernel_size,
+                                                                          m.padding))
+    return Mapped("AvgPool1d", {"kernel_size": int(k), "stride": int(s), "padding": int(pad),
+                                "ceil_mode": bool(m.ceil_mode), "count_include_pad": bool(m.count_include_pad)}, xs)
+
+
+# ------------------------------------------------------------------ BlurPool2d
+class BlurPool2d(nn.Module):
+    """Each channel padded, blurred by a fixed binomial filter and subsampled (timm's BlurPool2d, computed as it
+    computes it); the filter is made here, not learned and not in the weights."""
+
+    filt: torch.Tensor
+
+    def __init__(self, channels: int, filt_size: int = 3, stride: int = 2, pad_mode: str = "reflect") -> None:
+        super().__init__()
+        self.channels, self.filt_size, self.stride, self.pad_mode = channels, filt_size, stride, pad_mode
+        self.padding = [((stride - 1) + (filt_size - 1)) // 2] * 4
+        row = [1]  # the binomial coefficients of filt_size - 1, Pascal's triangle row by row
+        for _ in range(filt_size - 1):
+            row = [a + b for a, b in zip([0, *row], [*row, 0], strict=True)]
+        coeffs = torch.tensor(row, device="cpu", dtype=torch.float32) / (2 ** (filt_size - 1))
+        blur = (coeffs[:, None] * coeffs[None, :])[None, None, :, :].repeat(channels, 1, 1, 1)
+        self.register_buffer("filt", blur.to(torch.empty(0).device), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.pad(x, self.padding, mode=self.pad_mode)
+        return nn.functional.conv2d(x, self.filt, stride=self.stride, groups=self.channels)
+
+    def extra_repr(self) -> str:
+        return f"{self.channels}, filt_size={self.filt_size}, stride={self.stride}, pad_mode={self.pad_mode!r}"
+
+
+@builder("BlurPool2d", example=Example((3, 7, 7), {"filt_size": 4, "stride": 2}))
+def _blurpool(p: Params, xs: list[Shape]) -> Call:
+    return Call(BlurPool2d, (or_input(p["channels"], xs[0][1]),), {
+        "filt_size": p["filt_size"], "stride": p["stride"], "pad_mode": p["pad_mode"]})
+
+
+@flop_rule("BlurPool2d")
+def _blurpool_flops(p: Params, xs: list[Shape], out: Shape) -> int:
+    """The depthwise convolution's, as FlopCounterMode counts it (the padding counts none)."""
+    x, k = xs[0], p["filt_size"]
+    return int(conv_flop_count(list(x), [x[1], 1, k, k], list(out), transposed=False))
+
+
+@module_rule(BlurPool2d)
+@library_rule("timm.layers.blur_pool.BlurPool2d")
+def _import_blurpool(m: Any, xs: list[fx.Node]) -> Mapped:
+    if m.channels is None:
+        raise Unmappable("BlurPool2d without channels (its filter expanded to the input's in forward)")
+    return Mapped("BlurPool2d", {"channels": m.channels, "filt_size": m.filt_size, "stride": m.stride,
+                                 "pad_mode": m.pad_mode}, xs)

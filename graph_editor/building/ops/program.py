@@ -13,9 +13,8 @@ import base64
 import hashlib
 import json
 import zlib
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from safetensors.torch import load as load_tensors
@@ -97,7 +96,7 @@ def _payload(text: str, sha256: str) -> dict[str, Any]:
     return payload
 
 
-def load(text: str, sha256: str) -> fx.GraphModule:
+def load_program(text: str, sha256: str) -> fx.GraphModule:
     """The program as a module on the current default device, its weights zero (the node's weights are
     loaded into it like any node's). ProgramError when it cannot be loaded."""
     payload = _payload(text, sha256)
@@ -133,10 +132,16 @@ class ExportedProgramModule(nn.Module):
     The program was captured in evaluation mode and keeps that behaviour: ``train()`` switches this
     module's flag only (an unlifted program refuses ``train()``), gradients flow as in any module."""
 
+    # model.py copies the loader beside this class: it runs with torch (its program deserialiser) and safetensors
+    model_py_helpers: ClassVar[tuple[str, ...]] = ("FORMAT", "ProgramError", "_payload", "load_program")
+    model_py_imports: ClassVar[tuple[str, ...]] = (
+        "import base64", "import hashlib", "import json", "import zlib", "from functools import lru_cache",
+        "from safetensors.torch import load as load_tensors")
+
     def __init__(self, program: str, sha256: str, source: str = "", in_shapes: str = "[[1]]",
                  out_shapes: str = "[[1]]") -> None:
         super().__init__()
-        self.program = load(program, sha256)
+        self.program = load_program(program, sha256)
         self._device = torch.device("cpu")  # where the captured graph's own tensors (arange, full...) are made
         self._retarget(torch.empty(0).device)
 
@@ -168,19 +173,10 @@ def _example() -> Example:
                             "in_shapes": "[[4, 4]]", "out_shapes": "[[4, 4], [4, 4]]"})
 
 
-@dataclass(frozen=True)
-class ProgramCall(Call):
-    """A Program node's construction in an exported model.py: the class is imported from Torch Studio
-    (it loads the program), not copied, and the program is a string literal."""
-
-    def import_line(self) -> str:
-        return f"from {ExportedProgramModule.__module__} import {ExportedProgramModule.__name__}"
-
-
 @builder(TYPE, example=_example())
 def _build(p: Params, xs: list[Shape]) -> Call:
     _payload(p["program"], p["sha256"])  # a damaged program is refused here, where the node is named
-    return ProgramCall(ExportedProgramModule, (), {k: p[k] for k in ("program", "sha256", "source", "in_shapes",
+    return Call(ExportedProgramModule, (), {k: p[k] for k in ("program", "sha256", "source", "in_shapes",
                                                               "out_shapes")})
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..catalog import Params, ParamSpec, Shape, fmt_shape, layer
 from ..errors import ShapeError
-from ._rules import conv_out, need_rank
+from ._rules import conv_out, need_dim, need_rank
 
 CAT = "Pooling"
 
@@ -70,3 +70,49 @@ def adaptive_avg_pool2d(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, (3, 4), "CxHxW input")
     return (*x[:-2], *p["output_size"])
+
+
+@layer("AvgPool1d", CAT, "Average over each window of a CxL sequence (Next-ViT's token reduction).", [
+    ParamSpec("kernel_size", "int", 2, "Window length.", minimum=1),
+    ParamSpec("stride", "int", None, "Step (empty: the kernel size).", minimum=1, optional=True),
+    ParamSpec("padding", "int", 0, "Implicit zero padding on each end.", minimum=0),
+    ParamSpec("ceil_mode", "bool", False, "Round the output length up instead of down."),
+    ParamSpec("count_include_pad", "bool", True, "Count the zero padding in each window's average."),
+], prefix="pool", key_params=("kernel_size", "stride"))
+def avg_pool1d(p: Params, xs: list[Shape]) -> Shape:
+    (x,) = xs
+    need_rank(x, 3, "CxL input")
+    k, pad = p["kernel_size"], p["padding"]
+    if pad * 2 > k:
+        raise ShapeError(f"padding {pad} must be at most half the window length {k}", field="padding")
+    out = conv_out(x[2], k, p["stride"] or k, pad, 1, p["ceil_mode"])
+    if out < 1:
+        raise ShapeError(f"window {k} is longer than the input {fmt_shape(x)}")
+    return (x[0], x[1], out)
+
+
+@layer("BlurPool2d", CAT, "Blurs each channel with a fixed binomial filter, then subsamples (anti-aliased "
+       "downsampling: TResNet, 'Making Convolutional Networks Shift-Invariant Again'); nothing learned.", [
+           ParamSpec("channels", "int", None, "Channels (empty: taken from the input).", minimum=1, optional=True),
+           ParamSpec("filt_size", "int", 3, "The binomial filter's size (3: [1, 2, 1] / 4 each way).", minimum=2),
+           ParamSpec("stride", "int", 2, "Subsampling step.", minimum=1),
+           ParamSpec("pad_mode", "choice", "reflect", "How the border is padded.",
+                     choices=("reflect", "constant", "replicate", "circular")),
+       ], prefix="blur", key_params=("filt_size", "stride"))
+def blur_pool2d(p: Params, xs: list[Shape]) -> Shape:
+    (x,) = xs
+    need_rank(x, 4, "CxHxW input")
+    need_dim(x, 1, p["channels"], "channels")
+    k, s = p["filt_size"], p["stride"]
+    pad = blur_padding(k, s)
+    if p["pad_mode"] == "reflect" and min(x[2:]) <= pad:
+        raise ShapeError(f"reflect padding {pad} needs an input larger than {pad}, receives {fmt_shape(x)}")
+    out = [conv_out(x[2 + i], k, s, pad) for i in range(2)]
+    if min(out) < 1:
+        raise ShapeError(f"filter {k} is larger than the padded input {fmt_shape(x)}")
+    return (x[0], x[1], *out)
+
+
+def blur_padding(filt_size: int, stride: int) -> int:
+    """The padding on each side of BlurPool2d (timm's ``get_padding(filt_size, stride)``)."""
+    return ((stride - 1) + (filt_size - 1)) // 2
