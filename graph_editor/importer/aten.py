@@ -55,6 +55,7 @@ METHODS: dict[Any, str] = {
     A.reshape.default: "reshape", A.view.default: "view", A.permute.default: "permute",
     A.transpose.int: "transpose", A.expand.default: "expand", A.sym_size.int: "size", A.contiguous.default: "contiguous",
     A.clone.default: "contiguous", A.alias.default: "contiguous",
+    A.repeat.default: "repeat", A.tile.default: "tile",
     A.unsqueeze.default: "unsqueeze",  # a method, as the relative-position fold reads the reshapes after a gather
 }
 _DROPPED = {A._assert_tensor_metadata.default, A._assert_scalar.default}  # checks, no values

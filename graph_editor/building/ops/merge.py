@@ -16,6 +16,7 @@ from ...importer.rules import (
     attributes,
     const,
     function_rule,
+    graph_fold,
     module_rule,
     plain,
     tensor,
@@ -205,3 +206,23 @@ def _f_stack(tensors: Any, dim: int = 0, *, out: Any = None) -> Mapped:
     if len(tensors) == 1:  # torch.stack([x], dim) is x.unsqueeze(dim)
         return Mapped("Unsqueeze", {"dim": dim}, [tensor(tensors[0])])
     return Mapped("Stack", {"dim": dim}, [tensor(t) for t in tensors])
+
+
+def _dim_arg(n: fx.Node, pos: int, default: Any = None) -> Any:
+    return n.args[pos] if len(n.args) > pos else n.kwargs.get("dim", default)
+
+
+@graph_fold("a stack along the batch, reduced at once")
+def _stack_then_mean(gm: fx.GraphModule) -> None:
+    """``torch.stack(xs, 0).mean(0)`` (CrossViT averaging its branches' logits) as ``torch.stack(xs, 1).mean(1)``:
+    the same values, each sample's stacked along a per-sample dim, which Stack and Mean map."""
+    for n in gm.graph.nodes:
+        if n.target is not torch.stack or _dim_arg(n, 1, 0) != 0 or not n.users or not all(
+                (u.target is torch.mean or u.op == "call_method" and u.target == "mean") and u.args[0] is n
+                and _dim_arg(u, 1) in (0, [0], (0,)) and not u.kwargs.get("keepdim", False) and len(u.args) <= 2
+                for u in n.users):
+            continue
+        n.args, n.kwargs = (n.args[0],), {**{k: v for k, v in n.kwargs.items() if k != "dim"}, "dim": 1}
+        for u in list(n.users):
+            u.args, u.kwargs = (n,), {**{k: v for k, v in u.kwargs.items() if k != "dim"}, "dim": 1}
+        n.meta.pop("val", None)  # the shapes are propagated again before the conversion

@@ -103,8 +103,8 @@ def _import_pad_module(m: Any, xs: list[fx.Node]) -> Mapped:
 
 
 def _pad_params(x: fx.Node, pad: list[int], mode: str, value: Any) -> Mapped:
-    if any(p < 0 for p in pad):
-        raise Unmappable(f"pad {pad} crops (a negative amount); the layer only pads")
+    if mode != "constant" and any(p < 0 for p in pad):
+        raise Unmappable(f"{mode} pad {pad} crops (a negative amount); only constant padding crops")
     if value is not None and not isinstance(value, int | float):
         raise Unmappable(f"pads with value {value!r}; only a fixed number maps")
     return Mapped("Pad", {"pad": [int(p) for p in pad], "mode": mode, "value": float(value or 0.0)}, [x])
@@ -180,3 +180,54 @@ def _f_roll(input: Any, shifts: Any, dims: Any = None) -> Mapped:
 
 
 module_rule(Roll)(lambda m, xs: Mapped("Roll", {"shifts": list(m.shifts), "dims": list(m.dims)}, xs))
+
+
+# ------------------------------------------------------------------ Tile
+class Tile(nn.Module):
+    """``x.tile(reps)`` along trailing per-sample dims."""
+
+    def __init__(self, reps: list[int]) -> None:
+        super().__init__()
+        self.reps = tuple(reps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.tile(self.reps)
+
+    def extra_repr(self) -> str:
+        return f"reps={self.reps}"
+
+
+@builder("Tile", example=Example((2, 3, 4), {"reps": [2, 1, 3]}))
+def _tile(p: Params, xs: list[Shape]) -> Call:
+    return Call(Tile, (list(p["reps"]),))
+
+
+zero_flops("Tile")  # a copy
+module_rule(Tile)(lambda m, xs: Mapped("Tile", {"reps": list(m.reps)}, xs))
+
+
+@function_rule(torch.tile, methods=("tile",))
+def _f_tile(input: Any, *dims: Any) -> Mapped:
+    reps = [int(r) for r in static_ints(list(dims[0]) if len(dims) == 1 and isinstance(dims[0], list | tuple)
+                                        else list(dims), "reps")]
+    rank = _rank(input)
+    if len(reps) >= rank and any(r != 1 for r in reps[:len(reps) - rank + 1]):
+        raise Unmappable(f"tile {reps} repeats the batch dimension; only per-sample dims map")
+    return Mapped("Tile", {"reps": reps[max(len(reps) - rank + 1, 0):]}, [tensor(input)])
+
+
+@function_rule(methods=("repeat",))
+def _f_repeat(input: Any, *sizes: Any) -> Mapped:
+    """``x.repeat(1, a, b)`` (the exported program's spelling of tile): the batch repeated once."""
+    reps = [int(r) for r in static_ints(list(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], list | tuple)
+                                        else list(sizes), "sizes")]
+    if len(reps) != _rank(input) or reps[0] != 1:
+        raise Unmappable(f"repeat {reps} repeats the batch dimension or adds dims; only per-sample dims map")
+    return Mapped("Tile", {"reps": reps[1:]}, [tensor(input)])
+
+
+def _rank(x: Any) -> int:
+    value = tensor(x).meta.get("val")
+    if not isinstance(value, torch.Tensor):
+        raise Unmappable("tiles a value whose shape is not known")
+    return value.dim()

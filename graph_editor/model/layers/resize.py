@@ -39,9 +39,10 @@ def interpolate(p: Params, xs: list[Shape]) -> Shape:
 
 
 @layer("Pad", CAT, "Pads the last dims (F.pad): pad lists (left, right) of the last dim first, then of the one "
-       "before it; with a constant, or by reflecting, replicating or wrapping the edge.", [
-           ParamSpec("pad", "ints", [1, 1, 1, 1], "Padding (left, right) for the last dim, then (top, bottom)...",
-                     minimum=0),
+       "before it; with a constant, or by reflecting, replicating or wrapping the edge. A negative amount crops "
+       "(constant mode).", [
+           ParamSpec("pad", "ints", [1, 1, 1, 1], "Padding (left, right) for the last dim, then (top, bottom)...; "
+                     "negative crops that many (PNASNet's ZeroPad2d((-1, 1, -1, 1)): shift by one)."),
            ParamSpec("mode", "choice", "constant", "What the new elements hold.", choices=PAD_MODES),
            ParamSpec("value", "float", 0.0, "The constant (mode 'constant' only)."),
        ], prefix="pad", key_params=("pad", "mode"))
@@ -56,10 +57,14 @@ def pad(p: Params, xs: list[Shape]) -> Shape:
     if p["mode"] != "constant" and (dims > 3 or dims > len(x) - 2):
         raise ShapeError(f"{p['mode']} padding pads at most the last 3 dims and never the channels: "
                          f"{dims} dims of {fmt_shape(x)}", field="pad")
+    if p["mode"] != "constant" and min(amounts) < 0:
+        raise ShapeError(f"{p['mode']} padding cannot crop: pad {list(amounts)} has a negative amount", field="pad")
     out = list(x)
     for i in range(dims):
         d = len(x) - 1 - i
         left, right = amounts[2 * i], amounts[2 * i + 1]
+        if x[d] + left + right < 1:
+            raise ShapeError(f"pad {[left, right]} crops all of dim {d} (size {x[d]})", field="pad")
         if p["mode"] == "reflect" and max(left, right) >= x[d]:
             raise ShapeError(f"reflect padding {max(left, right)} must be smaller than the size {x[d]} of dim {d}",
                              field="pad")
@@ -103,3 +108,18 @@ def roll(p: Params, xs: list[Shape]) -> Shape:
             raise ShapeError(f"cannot roll dim {d} of {fmt_shape(x, batch=True)}: it is the batch or out of range",
                              field="dims")
     return x
+
+
+@layer("Tile", CAT, "Repeats each sample along its trailing dims (Tensor.tile): reps [2, 3] makes an h x w map "
+       "2h x 3w, the whole map again and again (SAM2 Hiera's window position embedding).", [
+           ParamSpec("reps", "ints", [2, 2], "How many times each trailing dim repeats, aligned to the last dims "
+                     "(the batch never repeats).", minimum=1),
+       ], prefix="tile", key_params=("reps",))
+def tile(p: Params, xs: list[Shape]) -> Shape:
+    (x,) = xs
+    reps = p["reps"]
+    if not reps or len(reps) > len(x) - 1:
+        raise ShapeError(f"reps {list(reps)} must name 1 to {len(x) - 1} trailing dims of {fmt_shape(x, batch=True)}",
+                         field="reps")
+    lead = len(x) - len(reps)
+    return (*x[:lead], *(d * r for d, r in zip(x[lead:], reps, strict=True)))
