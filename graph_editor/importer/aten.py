@@ -136,7 +136,9 @@ def _inline(gm: fx.GraphModule, n: fx.Node, skip: int) -> None:
 
 _CASTS = {A.to.dtype, A.to.dtype_layout, A._to_copy.default, A.type_as.default}
 _UPSAMPLE = {A.upsample_nearest2d.vec: "nearest", A.upsample_bilinear2d.vec: "bilinear",
-             A.upsample_bicubic2d.vec: "bicubic", A._upsample_nearest_exact2d.vec: "nearest-exact"}
+             A.upsample_bicubic2d.vec: "bicubic", A._upsample_nearest_exact2d.vec: "nearest-exact",
+             A._upsample_bilinear2d_aa.vec: "bilinear", A._upsample_bicubic2d_aa.vec: "bicubic"}
+_ANTIALIASED = {A._upsample_bilinear2d_aa.vec, A._upsample_bicubic2d_aa.vec}
 
 
 def _same_dtype(n: fx.Node) -> bool:
@@ -156,6 +158,8 @@ def _upsample(n: fx.Node) -> None:
         kwargs["align_corners"] = rest[0] if len(rest) > 1 else None
     if kwargs["size"] is not None:
         kwargs["scale_factor"] = None
+    if target in _ANTIALIASED:
+        kwargs["antialias"] = True
     n.target, n.args, n.kwargs = F.interpolate, (x,), kwargs
 
 

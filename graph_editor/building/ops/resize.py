@@ -22,21 +22,44 @@ _CORNERS = ("bilinear", "bicubic")  # the modes that take align_corners
                                                     "align_corners": True}))
 def _interpolate(p: Params, xs: list[Shape]) -> Call:
     size = tuple(p["size"]) if p["size"] is not None else None
-    return Call(nn.Upsample, (), {"size": size, "scale_factor": None if size else float(p["scale_factor"]),
-                                  "mode": p["mode"],
-                                  "align_corners": bool(p["align_corners"]) if p["mode"] in _CORNERS else None})
+    kwargs = {"size": size, "scale_factor": None if size else float(p["scale_factor"]), "mode": p["mode"],
+              "align_corners": bool(p["align_corners"]) if p["mode"] in _CORNERS else None}
+    return Call(AntialiasedResize, (), kwargs) if p["antialias"] else Call(nn.Upsample, (), kwargs)
+
+
+class AntialiasedResize(nn.Module):
+    """``F.interpolate(x, ..., antialias=True)``: bilinear or bicubic with a low-pass filter when shrinking (which
+    nn.Upsample cannot ask for)."""
+
+    def __init__(self, size: tuple[int, int] | None = None, scale_factor: float | None = None, mode: str = "bilinear",
+                 align_corners: bool | None = None) -> None:
+        super().__init__()
+        self.size, self.scale_factor, self.mode, self.align_corners = size, scale_factor, mode, align_corners
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                                               antialias=True)
+
+    def extra_repr(self) -> str:
+        return f"size={self.size}, scale_factor={self.scale_factor}, mode={self.mode!r}"
+
+
+@module_rule(AntialiasedResize)
+def _import_antialiased(m: AntialiasedResize, xs: list[fx.Node]) -> Mapped:
+    return _interpolate_params(xs[0], m.size, m.scale_factor, m.mode, m.align_corners, None, True)
 
 
 def _interpolate_params(x: fx.Node, size: Any, scale_factor: Any, mode: str, align_corners: Any,
                         recompute_scale_factor: Any = None, antialias: bool = False) -> Mapped:
-    if antialias:
-        raise Unmappable("interpolate with antialias=True")
+    if antialias and mode not in _CORNERS:
+        raise Unmappable(f"interpolate with antialias=True in mode {mode!r}")
     if mode not in ("nearest", "nearest-exact", "bilinear", "bicubic", "area"):
         raise Unmappable(f"interpolate mode {mode!r} (of a 1-D or 3-D input; the layer resizes images)")
     value = x.meta.get("val")
     if isinstance(value, torch.Tensor) and value.dim() != 4:
         raise Unmappable(f"interpolate of a {value.dim()}-D tensor; the layer resizes BxCxHxW images")
-    params: dict[str, Any] = {"mode": mode, "align_corners": bool(align_corners) if mode in _CORNERS else False}
+    params: dict[str, Any] = {"mode": mode, "align_corners": bool(align_corners) if mode in _CORNERS else False,
+                              "antialias": bool(antialias)}
     factor = const(scale_factor, "scale_factor")
     if size is not None or recompute_scale_factor:  # a recomputed factor is the size it lands on
         size = static_ints(size, "size") if size is not None else None

@@ -23,10 +23,14 @@ PAD_MODES = ("constant", "reflect", "replicate", "circular")
            ParamSpec("mode", "choice", "nearest", "How new pixels are computed.", choices=MODES),
            ParamSpec("align_corners", "bool", False, "Bilinear and bicubic: align the corner pixels of input and "
                      "output (ignored by the other modes)."),
+           ParamSpec("antialias", "bool", False, "Bilinear and bicubic: low-pass filter while shrinking, as PIL "
+                     "does (NaFlexViT resizing its position embedding)."),
        ], prefix="upsample", key_params=("size", "scale_factor", "mode"))
 def interpolate(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
     need_rank(x, 4, "CxHxW input")
+    if p.get("antialias") and p["mode"] not in ("bilinear", "bicubic"):
+        raise ShapeError(f"antialias needs mode bilinear or bicubic, not {p['mode']!r}", field="antialias")
     if p["size"] is not None:
         return (x[0], x[1], *p["size"])
     factor = p["scale_factor"]
