@@ -50,6 +50,14 @@ NEWLY_STRICT = {
     "maxvit_pico_rw_256": "MaskedAttention (SDPA with the relative-position bias as attn_mask), fold_batch",
     "tiny_vit_5m_224": "MaskedAttention with the gathered bias (the fold reads it as a mask), fold_batch",
     "sequencer2d_s": "fold_batch (rows and columns into the batch for its LSTMs): 5.8 s of CPU, was 44.8 s",
+    # session 5: norms, convolutions and pools timm writes by hand (tests/graph_editor/importer/test_import_timm_layers.py)
+    "convnext_zepto_rms": "RMSNorm2d (timm's SimpleNorm2d, divide_by='std')",
+    "nf_regnet_b0": "StdConv2d scaled (ScaledStdConv2d: weights standardised in forward, a learned gain)",
+    "vit_tiny_r_s16_p8_224": "StdConv2d (StdConv2dSame's ops in the exported program; its 'SAME' pad a Pad)",
+    "tresnet_m": "BlurPool2d (a fixed binomial filter, depthwise)",
+    "crossvit_tiny_240": "torch.stack(xs, 0).mean(0) folded to a per-sample Stack and Mean",
+    "sam2_hiera_tiny": "Tile (window_embed.tile((th, tw)))",
+    "naflexvit_base_patch16_siglip": "Interpolate antialias (its position embedding resized to the patch grid)",
 }
 DEFAULT = "pit_ti_224"  # the cheapest: ~5 s of CPU on a quiet machine
 
