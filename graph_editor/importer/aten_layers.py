@@ -5,7 +5,7 @@ torch.export decomposes what a library writes by hand into its ops: timm's RMS n
 feeding ``aten.conv2d``, its MaxPool2dSame into a -inf ``aten.pad`` before ``aten.max_pool2d``. Each pattern found
 whole becomes a call of the catalog's layer module (RMSNorm, RMSNorm2d, StdConv2d, MaxPool2d with 'SAME' padding),
 holding the model's own weights, placed at the path of the module the ops came from; anything else is left as it
-was and reported where no rule maps it. A LayerNorm without weights (``aten.layer_norm(x, shape, None, None)``)
+was and reported where no rule maps it. A concatenation's empty parts are left out. A LayerNorm without weights (``aten.layer_norm(x, shape, None, None)``)
 and ``aten.rms_norm`` are lifted here too: the weight-keyed lifting of :mod:`.aten` has no weight to name them by.
 """
 
@@ -42,6 +42,20 @@ def lift_layers(lifter: _Lifter) -> None:
             _max_pool_same(lifter, n)
         elif n.target is A.layer_norm.default and _arg(n, 2) is None and _arg(n, 3) is None:
             _layer_norm_without_weights(lifter, n)
+        elif n.target is A.cat.default:
+            _without_empty_parts(n)
+
+
+def _without_empty_parts(n: fx.Node) -> None:
+    """A concatenation's parts that hold nothing along its dim left out (EVA's rotary attention joins
+    ``q[:, :, :0]``, no prefix tokens, to the rotated rest): the same values, and no empty Slice node."""
+    parts, dim = _arg(n, 0), _arg(n, 1, 0)
+    values = [_value(p) for p in parts] if isinstance(parts, list | tuple) else []
+    if not values or any(v is None for v in values):
+        return
+    kept = [p for p, v in zip(parts, values, strict=True) if v is not None and v.shape[dim] != 0]
+    if kept and len(kept) < len(parts):
+        n.args = (kept, *n.args[1:])
 
 
 def _arg(n: Any, pos: int, default: Any = None) -> Any:

@@ -88,9 +88,11 @@ def sdpa(p: Params, xs: list[Shape]) -> Shape:
     for name, t in (("queries", q), ("keys", k), ("values", v)):
         if len(t) < 3:
             raise ShapeError(f"expects {name} of at least LxE per sample, receives {fmt_shape(t) or 'a scalar'}")
-    if not len(q) == len(k) == len(v) or not q[:-2] == k[:-2] == v[:-2]:
-        raise ShapeError(f"queries, keys and values must agree before their last two dims: q {fmt_shape(q)}, "
-                         f"k {fmt_shape(k)}, v {fmt_shape(v)}")
+    # keys and values may hold one head for all the queries' (multi-query attention: MobileNetV5), broadcast
+    if not len(q) == len(k) == len(v) or k[:-2] != v[:-2] or q[0] != k[0] or any(
+            b not in (a, 1) for a, b in zip(q[1:-2], k[1:-2], strict=True)):
+        raise ShapeError(f"queries, keys and values must agree before their last two dims (keys and values may have "
+                         f"1 where queries have more): q {fmt_shape(q)}, k {fmt_shape(k)}, v {fmt_shape(v)}")
     if k[-1] != q[-1]:
         raise ShapeError(f"keys have {k[-1]} features, queries {q[-1]}: they must match (q {fmt_shape(q)}, "
                          f"k {fmt_shape(k)})")

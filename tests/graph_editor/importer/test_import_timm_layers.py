@@ -8,6 +8,8 @@ as timm's does; the ONNX export agrees with onnxruntime."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -91,8 +93,8 @@ def _is_the_module(module: nn.Module, shape: tuple[int, ...]) -> dict[str, int]:
         with torch.no_grad():
             torch.testing.assert_close(built(x), module(x), rtol=1e-5, atol=1e-6)
     stats = analyze(result.graph, batch=1)
-    with FlopCounterMode(display=False) as counter:
-        module(torch.randn(1, *shape))
+    with FlopCounterMode(display=False) as counter:  # on meta, as the analysis counts (CPU's SDPA kernels count none)
+        copy.deepcopy(module).to("meta")(torch.empty(1, *shape, device="meta"))
     assert stats.total_flops == counter.get_total_flops()
     assert stats.total_params == sum(p.numel() for p in module.parameters())
     types: dict[str, int] = {}
@@ -116,6 +118,26 @@ def test_their_exported_program_ops_import_strictly_as_the_same_layers():
     assert types["RMSNorm2d"] == 1 and types["RMSNorm"] == 2 and types["StdConv2d"] == 2
     assert types["MaxPool2d"] == types["LayerNorm"] == types["Interpolate"] == 1
     assert types["Pad"] == 1  # StdConv2dSame's padding at the import's shape
+
+
+class MultiQuery(nn.Module):
+    """MobileNetV5's multi-query attention: one head of keys and values for all the queries' heads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.kv, self.head = nn.Linear(8, 8), nn.Linear(8, 4), nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, N, _ = x.shape
+        q = self.q(x).reshape(B, N, 4, 2).transpose(1, 2)  # [B, 4 heads, N, 2]
+        k, v = self.kv(x).reshape(B, N, 1, 4).transpose(1, 2).chunk(2, dim=-1)  # [B, 1 head, N, 2] each
+        y = F.scaled_dot_product_attention(q, k, v)
+        return self.head(y.transpose(1, 2).reshape(B, N, 8).mean(1))
+
+
+def test_keys_and_values_of_one_head_for_all_queries_import_strictly():
+    types = _is_the_module(_redrawn(MultiQuery()), (5, 8))
+    assert types["ScaledDotProductAttention"] == 1
 
 
 def test_a_standardised_convolution_trains_as_timm_s_does():
@@ -151,6 +173,15 @@ def test_the_new_layers_shape_rules_name_what_is_wrong():
     assert "reps [1, 2, 2, 2] must name 1 to 3 trailing dims" in problems["tile"]
     assert "reflect padding 4 needs an input larger than 4" in problems["blur"]
     assert "antialias needs mode bilinear or bicubic" in problems["resize"]
+    g = Graph(InputSpec((4, 5, 2)), 3)
+    g.add_node("Input", "input")
+    g.add_node("Reshape", "k", {"shape": [2, 10, 2]})
+    g.add_node("ScaledDotProductAttention", "sdpa")
+    for src, port in (("input", "q"), ("k", "k"), ("k", "v")):
+        g.connect(src, "sdpa", dst_port=port)
+    g.connect("input", "k")
+    problems = {p.node: p.message for p in validate(g, batch=2).problems}
+    assert "keys and values may have 1 where queries have more): q 4x5x2, k 2x10x2" in problems["sdpa"]
 
 
 @pytest.mark.export
