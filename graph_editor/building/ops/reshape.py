@@ -42,7 +42,9 @@ class Reshape(nn.Module):
         self.fold_batch = fold_batch
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.reshape(-1 if self.fold_batch else x.shape[0], *self.shape)
+        if self.fold_batch:  # contiguous first (a copy only where reshape would copy anyway): the ONNX exporter's
+            return x.contiguous().reshape(-1, *self.shape)  # decomposition otherwise views a permuted tensor
+        return x.reshape(x.shape[0], *self.shape)
 
     def extra_repr(self) -> str:
         return f"shape={self.shape}" + (", fold_batch=True" if self.fold_batch else "")
