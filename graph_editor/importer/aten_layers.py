@@ -98,7 +98,7 @@ def _rms_norm(lifter: _Lifter, r: fx.Node) -> None:
     """``x * rsqrt(mean(x ** 2, dims, True) + eps)`` (or ``var(x, dims, unbiased, True)``), then ``* w`` or
     ``* w.reshape(1, -1, 1, 1)``: RMSNorm over trailing dims, or RMSNorm2d over the channels."""
     add, mul = _arg(r, 0), _only_user(r)
-    if not _is(add, A.add.Tensor) or not isinstance(_arg(add, 1), float) or len(add.users) != 1:
+    if mul is None or not _is(add, A.add.Tensor) or not isinstance(_arg(add, 1), float) or len(add.users) != 1:
         return
     stat = _arg(add, 0)
     if _is(stat, A.mean.dim) and _is(_arg(stat, 0), A.pow.Tensor_Scalar) and _arg(_arg(stat, 0), 1) == 2:
@@ -133,7 +133,7 @@ def _rms_weight(lifter: _Lifter, mul: fx.Node, two_d: bool, shape: list[int],
     """The norm's last op and its weight: ``mul`` and None where the next op is not a product with a weight of
     the norm's shape (``[C]`` reshaped to ``[1, C, 1, 1]`` in the 2-D norm)."""
     nxt = _only_user(mul)
-    if not _is(nxt, A.mul.Tensor) or _arg(nxt, 0) is not mul:
+    if nxt is None or not _is(nxt, A.mul.Tensor) or _arg(nxt, 0) is not mul:
         return mul, None, None
     w = _arg(nxt, 1)
     reshape = w if two_d and _is(w, A.reshape.default, A.view.default) and list(_arg(w, 1)) == [1, -1, 1, 1] else None

@@ -50,6 +50,11 @@ def batchnorm2d(p: Params, xs: list[Shape]) -> Shape:
     _BIAS,
 ], prefix="ln")
 def layernorm(p: Params, xs: list[Shape]) -> Shape:
+    return _trailing(p, xs)
+
+
+def _trailing(p: Params, xs: list[Shape]) -> Shape:
+    """A norm over the trailing ``normalized_shape`` of each sample: the shape kept."""
     (x,) = xs
     shape = p["normalized_shape"]
     if shape and tuple(x[-len(shape):]) != tuple(shape):
@@ -118,7 +123,7 @@ _DIVIDE_BY = ParamSpec("divide_by", "choice", "rms", "'rms': the root mean squar
            _DIVIDE_BY,
        ], prefix="rms")
 def rmsnorm(p: Params, xs: list[Shape]) -> Shape:
-    return layernorm(p, xs)
+    return _trailing(p, xs)
 
 
 @layer("RMSNorm2d", CAT, "RMSNorm over the channels at each position of an image (timm's RmsNorm2d, SimpleNorm2d; "
