@@ -103,6 +103,7 @@ def _is_the_module(module: nn.Module, shape: tuple[int, ...]) -> dict[str, int]:
     return types
 
 
+@pytest.mark.slow  # seconds of CPU: make test runs it, make test-fast does not
 def test_timm_s_norms_convs_and_pools_import_strictly_by_fx():
     module = _redrawn(Traceable())
     types = _is_the_module(module, (4, 9, 9))
@@ -111,6 +112,7 @@ def test_timm_s_norms_convs_and_pools_import_strictly_by_fx():
     assert types["Pad"] == 1 and types["Stack"] == 1 and "Program" not in types
 
 
+@pytest.mark.slow  # seconds of CPU: make test runs it, make test-fast does not
 def test_their_exported_program_ops_import_strictly_as_the_same_layers():
     module = _redrawn(Exported())
     types = _is_the_module(module, (4, 9, 9))
@@ -135,11 +137,13 @@ class MultiQuery(nn.Module):
         return self.head(y.transpose(1, 2).reshape(B, N, 8).mean(1))
 
 
+@pytest.mark.slow  # seconds of CPU: make test runs it, make test-fast does not
 def test_keys_and_values_of_one_head_for_all_queries_import_strictly():
     types = _is_the_module(_redrawn(MultiQuery()), (5, 8))
     assert types["ScaledDotProductAttention"] == 1
 
 
+@pytest.mark.slow  # seconds of CPU: make test runs it, make test-fast does not
 def test_a_standardised_convolution_trains_as_timm_s_does():
     """Its gradients reach the raw weights (and the gain) through the standardisation, as timm's."""
     timm_conv = _redrawn(nn.Sequential(layers.ScaledStdConv2d(3, 4, 3, gamma=1.7), nn.Flatten()))
