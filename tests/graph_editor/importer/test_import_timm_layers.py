@@ -189,7 +189,7 @@ def test_the_new_layers_shape_rules_name_what_is_wrong():
 
 
 @pytest.mark.export
-def test_they_export_to_onnx_and_agree_with_onnxruntime(tmp_path):
+def test_they_export_to_onnx_and_to_a_standalone_model_py(tmp_path):
     result = import_module(_redrawn(Traceable()), (4, 9, 9), strict=True)
     built = build_module(result.graph).eval()
     built.load_state_dict(result.state_dict)
@@ -197,3 +197,6 @@ def test_they_export_to_onnx_and_agree_with_onnxruntime(tmp_path):
     report = export(source, "onnx", tmp_path / "timm_layers.onnx", ExportOptions(timing_runs=1))
     assert report.ok, report.to_text()
     assert report.metrics["max_abs_diff"] < 1e-4
+    python = export(source, "python", tmp_path / "model.py", ExportOptions(timing_runs=1))
+    assert python.ok, python.to_text()  # the classes copied in, torch alone, outputs bit-identical
+    assert "graph_editor" not in (tmp_path / "model.py").read_text()

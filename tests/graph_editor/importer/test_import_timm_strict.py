@@ -58,6 +58,8 @@ NEWLY_STRICT = {
     "crossvit_tiny_240": "torch.stack(xs, 0).mean(0) folded to a per-sample Stack and Mean",
     "sam2_hiera_tiny": "Tile (window_embed.tile((th, tw)))",
     "naflexvit_base_patch16_siglip": "Interpolate antialias (its position embedding resized to the patch grid)",
+    "nextvit_small": "AvgPool1d (its attention's token reduction)",
+    "vgg11": "nothing new: strict on session 4's main already (the walk table's row was older)",
 }
 DEFAULT = "pit_ti_224"  # the cheapest: ~5 s of CPU on a quiet machine
 
