@@ -42,9 +42,7 @@ class Reshape(nn.Module):
         self.fold_batch = fold_batch
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # contiguous first (a copy only where the reshape would copy anyway): with a symbolic batch the ONNX
-        # exporter's decomposition otherwise turns the reshape of a permuted tensor into a view it cannot make
-        return x.contiguous().reshape(-1 if self.fold_batch else x.shape[0], *self.shape)
+        return x.reshape(-1 if self.fold_batch else x.shape[0], *self.shape)
 
     def extra_repr(self) -> str:
         return f"shape={self.shape}" + (", fold_batch=True" if self.fold_batch else "")

@@ -59,6 +59,8 @@ NEWLY_STRICT = {
     "sam2_hiera_tiny": "Tile (window_embed.tile((th, tw)))",
     "naflexvit_base_patch16_siglip": "Interpolate antialias (its position embedding resized to the patch grid)",
     "nextvit_small": "AvgPool1d (its attention's token reduction)",
+    "pnasnet5large": "MaxPool2d same (MaxPool2dSame's -inf padding), Pad cropping (ZeroPad2d((-1, 1, -1, 1)))",
+    "nasnetalarge": "MaxPool2d same, Pad cropping",
     "qwen3_vit_88m": "LayerNorm without weights in the exported program; the rotary attention's empty q[:, :, :0] left out",
     "mobilenetv5_base": "RMSNorm2d (RmsNormAct2d's ops in the exported program), SDPA with one head of keys and values",
     "vgg11": "nothing new: strict on session 4's main already (the walk table's row was older)",
