@@ -240,11 +240,8 @@ class MaskedAttention(nn.Module):
         self.dropout_p, self.scale = dropout_p, scale
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        # contiguous: CPU's fused kernel returns [B, L, heads, E] seen as [B, heads, L, E], so a transpose after it
-        # is contiguous, and a reshape after that a view -- which the ONNX exporter's decomposition into matmuls
-        # (a contiguous [B, heads, L, E]) cannot make (maxvit_pico_rw_256: "Cannot view a tensor with shape ...")
         return nn.functional.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0, scale=self.scale).contiguous()
+            q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0, scale=self.scale)
 
     def extra_repr(self) -> str:
         return f"dropout_p={self.dropout_p}, scale={self.scale}"
