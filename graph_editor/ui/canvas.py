@@ -31,7 +31,7 @@ from PySide6.QtGui import (
     QResizeEvent,
     QWheelEvent,
 )
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QWidget
+from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QWidget
 
 from ..model import Graph
 from .breadcrumbs import Breadcrumbs
@@ -188,6 +188,7 @@ class GraphCanvas(PlacingView):
             self.viewport().update()   # the gesture's scaled tiles give way to tiles of this scale
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt's name
+        self.realize_near()
         if not self.far_mode():
             super().paintEvent(event)
             return
@@ -198,6 +199,14 @@ class GraphCanvas(PlacingView):
         painter.end()
         if not drawn:   # most tiles missing (just opened or edited): the items this once
             super().paintEvent(event)
+
+    def realize_near(self) -> None:
+        """Items for what is in view, and half a view around it, that a big graph's scene has not made yet
+        (:mod:`~graph_editor.ui.unbuilt`): asked before every paint, so nothing shows unmade."""
+        if self.graph_scene.unbuilt:
+            view = self.visible_rect()
+            dx, dy = max(300.0, view.width() / 2), max(300.0, view.height() / 2)
+            self.graph_scene.realize(view.adjusted(-dx, -dy, dx, dy))
 
     def pan_by(self, dx: float, dy: float) -> None:
         """Move the view by (dx, dy) view pixels."""
@@ -228,19 +237,29 @@ class GraphCanvas(PlacingView):
 
     # ---------------------------------------------------------------- selection
     def _selection_from_scene(self) -> None:
-        if self._syncing:
+        scene = self.graph_scene
+        if self._syncing or scene.building:   # items being made come selected as the controller says
             return
         ids = []
-        for item in self.graph_scene.selectedItems():
+        for item in scene.selectedItems():
             if isinstance(item, NodeItem):
                 ids.append(item.node_id)
             elif isinstance(item, GroupBox | GroupFrame):
                 ids.append(item.group_id)
+        if scene.unbuilt and not self._choosing_anew():   # selected nodes without items stay selected
+            ids += [i for i in self.controller.selection if i in scene.unbuilt]
         self._syncing = True
         try:
             self.controller.select(ids)
         finally:
             self._syncing = False
+
+    def _choosing_anew(self) -> bool:
+        """Whether a click or a rubber band without Ctrl or Shift is choosing the selection (which drops
+        whatever was selected, nodes off screen included)."""
+        additive = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+        return bool(QApplication.mouseButtons() & Qt.MouseButton.LeftButton) and not (
+            QApplication.keyboardModifiers() & additive)
 
     def _select_items(self, ids: list[str]) -> None:
         if self._syncing:
@@ -250,6 +269,7 @@ class GraphCanvas(PlacingView):
             scene = self.graph_scene
             wanted = set(ids)
             wanted |= {owner for i in ids if (owner := scene.collapsed_owner(i)) is not None}  # hidden: its block
+            scene.chosen = wanted
             for item in (*scene.nodes.values(), *scene.boxes.values(), *scene.frames.values()):
                 key = getattr(item, "node_id", None) or getattr(item, "group_id", None)
                 item.setSelected(key in wanted)
