@@ -31,7 +31,7 @@ from PySide6.QtGui import (
     QResizeEvent,
     QWheelEvent,
 )
-from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QWidget
 
 from ..model import Graph
 from .breadcrumbs import Breadcrumbs
@@ -47,8 +47,8 @@ from .overlays import ReasonLabel, draw_grid
 from .placing import PlacingView
 from .scene import GraphScene
 from .search_popup import LayerSearchPopup
+from .selecting import SelectionSync
 from .style import Theme, get_theme
-from .wires import WireItem
 
 ZOOM_RANGE = (0.05, 4.0)
 PAN_ROOM = QRectF(-1e5, -1e5, 2e5, 2e5)   # the least the view may scroll over
@@ -57,7 +57,7 @@ ZOOM_SETTLE_MS = 250  # item caches come back this long after the last zoom step
 PORT_PICK = 12.0  # how near (in view pixels) a port must be to catch a dragged wire
 
 
-class GraphCanvas(PlacingView):
+class GraphCanvas(SelectionSync, PlacingView):
     """Shows the edited graph and sends every edit through the controller (drops and the layer
     search: :class:`~graph_editor.ui.placing.PlacingView`)."""
 
@@ -235,52 +235,6 @@ class GraphCanvas(PlacingView):
         super().scrollContentsBy(dx, dy)
         self._minimap_timer.start()
 
-    # ---------------------------------------------------------------- selection
-    def _selection_from_scene(self) -> None:
-        scene = self.graph_scene
-        if self._syncing or scene.building:   # items being made come selected as the controller says
-            return
-        ids = []
-        for item in scene.selectedItems():
-            if isinstance(item, NodeItem):
-                ids.append(item.node_id)
-            elif isinstance(item, GroupBox | GroupFrame):
-                ids.append(item.group_id)
-        if scene.unbuilt and not self._choosing_anew():   # selected nodes without items stay selected
-            ids += [i for i in self.controller.selection if i in scene.unbuilt]
-        self._syncing = True
-        try:
-            self.controller.select(ids)
-        finally:
-            self._syncing = False
-
-    def _choosing_anew(self) -> bool:
-        """Whether a click or a rubber band without Ctrl or Shift is choosing the selection (which drops
-        whatever was selected, nodes off screen included)."""
-        additive = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
-        return bool(QApplication.mouseButtons() & Qt.MouseButton.LeftButton) and not (
-            QApplication.keyboardModifiers() & additive)
-
-    def _select_items(self, ids: list[str]) -> None:
-        if self._syncing:
-            return
-        self._syncing = True
-        try:
-            scene = self.graph_scene
-            wanted = set(ids)
-            wanted |= {owner for i in ids if (owner := scene.collapsed_owner(i)) is not None}  # hidden: its block
-            scene.chosen = wanted
-            for item in (*scene.nodes.values(), *scene.boxes.values(), *scene.frames.values()):
-                key = getattr(item, "node_id", None) or getattr(item, "group_id", None)
-                item.setSelected(key in wanted)
-        finally:
-            self._syncing = False
-
-    def delete_selection(self) -> str | None:
-        """Delete the selected nodes, blocks and wires (one undo step)."""
-        wires = [i.edge for i in self.graph_scene.selectedItems() if isinstance(i, WireItem)]
-        return self.controller.delete(self.controller.selection, wires)
-
     def _on_analyzed(self, analysis: object, problems: object) -> None:
         nodes = getattr(analysis, "nodes", None)
         self.graph_scene.apply_stats(None if nodes is None else {s.id: (s.params, s.flops) for s in nodes})
@@ -336,6 +290,7 @@ class GraphCanvas(PlacingView):
             if port is not None:
                 self._gesture = self._wire_drag(port, pos)
                 return
+        self.pressed(event)
         super().mousePressEvent(event)
         self._press_positions = self._movable_positions()
         self._dragged_at = dict(self._press_positions)
@@ -389,6 +344,7 @@ class GraphCanvas(PlacingView):
             gesture.finish()
         else:
             super().mouseReleaseEvent(event)
+            self.pressed(None)
             self._follow_dragged()
             self._dragged_at = {}
             self.graph_scene.dragging = False

@@ -24,6 +24,8 @@ from .style import DARK, Fonts, Theme
 from .unbuilt import LazyItems, Unbuilt
 from .wires import WireItem
 
+NODE_Z, WIRE_Z = 1 - 1e-3, -1 - 1e-3   # where the nodes' and the wires' z values begin (see _stacked)
+
 
 class GraphScene(LazyItems, BlockItems, QGraphicsScene):
     """Items for every node, wire and group of ``graph``; a big graph's nodes and wires get theirs when a
@@ -96,8 +98,10 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
         self._by_node, self._errors = {}, set()
         self._graph = graph
         self.unbuilt = Unbuilt()
+        self._nodes_made = self._wires_made = 0   # items made in the graph's order so far (see _stacked)
         if self.LAZY_FROM is not None and len(graph.nodes) >= self.LAZY_FROM:
             self._defer_all(graph)
+            self._nodes_made, self._wires_made = len(graph.nodes), len(graph.edges)
         else:
             for node_id in graph.nodes:
                 self._on_node_added(node_id)
@@ -197,8 +201,13 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
         self._make_node(node_id)
         self.contents_changed()
 
-    def _make_node(self, node_id: str) -> NodeItem:
+    def _make_node(self, node_id: str, order: int | None = None) -> NodeItem:
+        """The item of ``node_id``: the ``order``-th node of the graph as it was opened, or (None) a node
+        added since. Items stack in that order, whenever they are made (:func:`_stacked`)."""
         item = self.make_node_item(self.graph.nodes[node_id])
+        if order is None:
+            order, self._nodes_made = self._nodes_made, self._nodes_made + 1
+        item.setZValue(_stacked(NODE_Z, order))
         self.unbuilt.drop_node(node_id)
         if not self._caching:
             item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
@@ -230,17 +239,20 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
         ends = {edge.src, edge.dst} - self.nodes.keys()
         if ends & self.unbuilt.rects.keys():   # a wire to a node without an item: the node's is made
             self._make(ends, set())
-        self._make_wire(edge)
+        self._wires_made += 1
+        self._make_wire(edge, self._wires_made - 1, settled=False)
         if self._touches_box(edge):
             self._on_groups_changed()  # the box gains a port
 
-    def _make_wire(self, edge: Edge, settled: bool = False) -> None:
-        """The wire of ``edge``; ``settled``: the edge was there when the shown inference was made (its
-        label red when its node is in error, as :meth:`apply_inference` paints it)."""
+    def _make_wire(self, edge: Edge, order: int, settled: bool = True) -> None:
+        """The wire of ``edge``, the ``order``-th of the graph (wires stack in that order); ``settled``: the
+        edge was there when the shown inference was made (its label red when its node is in error, as
+        :meth:`apply_inference` paints it)."""
         src, dst = self.port_for(edge.src, edge.src_port, False), self.port_for(edge.dst, edge.dst_port, True)
         if src is None or dst is None:
             return  # a wire to a port the layer does not have: validation reports it
         wire = WireItem(edge, src, dst)
+        wire.setZValue(_stacked(WIRE_Z, order))
         if not self._caching:
             wire.setCacheMode(QGraphicsItem.CacheMode.NoCache)
         self.wires[edge] = wire
@@ -367,6 +379,13 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
         severity = "error" if any(p.severity == "error" for p in problems) else ("warning" if problems else None)
         text = " | ".join(fmt_shape(s) for s in parts) if parts else text_of(self.inference.shapes.get(node_id))
         return text, [p.message for p in problems], severity
+
+def _stacked(base: float, order: int) -> float:
+    """The z value of the ``order``-th node (or wire) item: items made later, out of the graph's order
+    (those of a big graph, where the view goes), stack as if they had been made in it (Qt stacks items of
+    one z value in the order they were added). Nodes stay under blocks (z 1), wires under nodes."""
+    return base + order * 1e-9
+
 
 def _shape_text(shape: tuple[int, ...] | None) -> str:
     return fmt_shape(shape) if shape else ""

@@ -43,6 +43,7 @@ class BlockItems:
     _make: Callable[[set[str], set[Edge]], int]
     _rect_of: Callable[[str], Rect]
     _node_rects: Callable[[], Iterator[tuple[str, QRectF]]]
+    node_rect_of: Callable[[str], QRectF]
 
     if TYPE_CHECKING:
         @property
@@ -127,7 +128,7 @@ class BlockItems:
         groups = self.graph.groups
         for gid in sorted(self.frames, key=lambda g: -self.frames[g].depth):
             members = set(groups[gid].nodes)
-            rects = [self._node_qrect(n) for n in groups[gid].nodes
+            rects = [self.node_rect_of(n) for n in groups[gid].nodes
                      if (n in self.nodes or n in self.unbuilt) and n not in self.owner]
             rects += [b.sceneBoundingRect() for k, b in self.boxes.items() if set(groups[k].nodes) <= members]
             rects += [f.rect for k, f in self.frames.items()
@@ -140,10 +141,6 @@ class BlockItems:
             for wire in self.wires.values():
                 if wire.isVisible() and wraps(wire.src.anchor(wire), wire.dst.anchor(wire)):
                     wire.update_path()
-
-    def _node_qrect(self, node_id: str) -> QRectF:
-        left, top, right, bottom = self._rect_of(node_id)
-        return QRectF(left, top, right - left, bottom - top)
 
     def _others_within(self, rects: list[QRectF], members: set[str]) -> bool:
         """Whether a node or block outside ``members`` lies within the rectangle around ``rects``."""

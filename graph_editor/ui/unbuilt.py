@@ -142,6 +142,12 @@ class Unbuilt:
         """Every edge whose wire is not made."""
         return self._boxes.keys()
 
+    def order_of(self, node_id: str) -> int:
+        return self._node_order[node_id]
+
+    def order_of_edge(self, edge: Edge) -> int:
+        return self._order[edge]
+
     def in_order(self, edges: Iterable[Edge]) -> list[Edge]:
         """``edges`` in the order the graph lists them (a variadic port spreads its wires in that order)."""
         return sorted(edges, key=lambda e: self._order.get(e, 0))
@@ -182,8 +188,8 @@ class LazyItems:
     unbuilt: Unbuilt
     _errors: set[str]
     marks: TrainingMarks
-    _make_node: Callable[[str], NodeItem]
-    _make_wire: Callable[..., None]
+    _make_node: Callable[[str, int | None], NodeItem]
+    _make_wire: Callable[[Edge, int], None]
 
     if TYPE_CHECKING:
         @property
@@ -238,10 +244,11 @@ class LazyItems:
         todo = unbuilt.nodes_in_order(nodes | {end for e in edges for end in (e.src, e.dst)})
         with collection_paused():
             for n in todo:
-                self._make_node(n)
+                self._make_node(n, unbuilt.order_of(n))
             for edge in unbuilt.in_order(edges):
+                order = unbuilt.order_of_edge(edge)
                 unbuilt.drop_edge(edge)
-                self._make_wire(edge, settled=True)
+                self._make_wire(edge, order)
         if todo:
             self.marks.sync()   # a node made now may carry a mark (frozen, a learning-rate multiplier...)
         return len(todo)
@@ -254,6 +261,11 @@ class LazyItems:
         r = self.nodes[node_id].sceneBoundingRect()
         return r.left(), r.top(), r.right(), r.bottom()
 
+    def node_rect_of(self, node_id: str) -> QRectF:
+        """The scene rectangle of ``node_id``'s item, made or not."""
+        left, top, right, bottom = self._rect_of(node_id)
+        return QRectF(left, top, right - left, bottom - top)
+
     def _node_rects(self) -> Iterator[tuple[str, QRectF]]:
         """Every node's rectangle and id, with an item or not (those inside closed blocks too)."""
         for n, item in self.nodes.items():
@@ -263,14 +275,19 @@ class LazyItems:
 
     def node_blocks(self) -> Iterator[tuple[float, float, float, float, str]]:
         """(x, y, width, height, colour key) of every node shown (not inside a closed block), with an item
-        or not: what the overview draws. The key is the node's category, "" for a node in error."""
-        for item in self.nodes.values():
-            if item.isVisible():
-                r = item.sceneBoundingRect()
-                yield r.x(), r.y(), r.width(), r.height(), "" if item.severity == "error" else item.category
-        errors, owner, category = self._errors, self.owner, self.unbuilt.category
-        for n, (left, top, right, bottom) in self.unbuilt.rects.items():
-            if n not in owner:
+        or not: what the overview draws. The key is the node's category, "" for a node in error. In the
+        graph's order while some have no items (the order their items would have been made in: where two
+        share a pixel of the overview, the later one's colour shows)."""
+        items = self.nodes
+        errors, owner, category, rects = self._errors, self.owner, self.unbuilt.category, self.unbuilt.rects
+        for n in self.graph.nodes if rects else items:
+            item = items.get(n)
+            if item is not None:
+                if item.isVisible():
+                    r = item.sceneBoundingRect()
+                    yield r.x(), r.y(), r.width(), r.height(), "" if item.severity == "error" else item.category
+            elif n in rects and n not in owner:
+                left, top, right, bottom = rects[n]
                 yield left, top, right - left, bottom - top, "" if n in errors else category[n]
 
     def _bring_wires(self, node_id: str) -> None:
