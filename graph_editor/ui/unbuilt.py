@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QRectF
 
 from ..model import Edge, Graph
-from .background import collection_paused
+from .background import collection_paused, freeze_survivors
 from .items import NodeItem, node_rect
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 CELL = 2048.0        # scene units a side of the grid's cells
 LONG_CELLS = 64      # a wire spanning more cells than this is kept in a list checked on every query
+FREEZE_BATCH = 1000  # nodes made at once from which their items are left out of the collector's walks
 WIRE_ROOM = 150.0    # how far a wire's curve and label reach past its ends (arcs over a row, wraps, labels)
 
 Rect = tuple[float, float, float, float]   # left, top, right, bottom (scene coordinates)
@@ -251,6 +252,8 @@ class LazyItems:
                 self._make_wire(edge, order)
         if todo:
             self.marks.sync()   # a node made now may carry a mark (frozen, a learning-rate multiplier...)
+        if len(todo) >= FREEZE_BATCH:   # as the controller does for a big graph's items made at once
+            freeze_survivors()
         return len(todo)
 
     def _rect_of(self, node_id: str) -> Rect:
