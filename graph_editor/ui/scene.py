@@ -251,17 +251,18 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
         src, dst = self.port_for(edge.src, edge.src_port, False), self.port_for(edge.dst, edge.dst_port, True)
         if src is None or dst is None:
             return  # a wire to a port the layer does not have: validation reports it
-        wire = WireItem(edge, src, dst)
+        label, error = "", False
+        if self.inference is not None:
+            node = self.nodes.get(edge.dst)
+            label = _shape_text(self.inference.edge_shape(edge))
+            error = settled and node is not None and node.severity == "error"
+        wire = WireItem(edge, src, dst, label, error)
         wire.setZValue(_stacked(WIRE_Z, order))
         if not self._caching:
             wire.setCacheMode(QGraphicsItem.CacheMode.NoCache)
         self.wires[edge] = wire
         self.addItem(wire)
-        wire.update_path()
-        if self.inference is not None:
-            shape = self.inference.edge_shape(edge)
-            node = self.nodes.get(edge.dst)
-            wire.set_label(_shape_text(shape), settled and node is not None and node.severity == "error")
+        wire.update_path()   # its curve and, in the scene's fonts, its label's room
         for other in dst.wires:     # a variadic port spreads its wires' ends
             if other is not wire:
                 other.update_path()

@@ -250,10 +250,10 @@ class LazyItems:
                 order = unbuilt.order_of_edge(edge)
                 unbuilt.drop_edge(edge)
                 self._make_wire(edge, order)
+            if len(todo) >= FREEZE_BATCH:   # before the collector resumes, as the controller does for a big
+                freeze_survivors()          # graph's items made at once: its first walk would take them all
         if todo:
             self.marks.sync()   # a node made now may carry a mark (frozen, a learning-rate multiplier...)
-        if len(todo) >= FREEZE_BATCH:   # as the controller does for a big graph's items made at once
-            freeze_survivors()
         return len(todo)
 
     def _rect_of(self, node_id: str) -> Rect:
