@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import pytest
+
 from studio.docks.summary import SummaryDock
 
 
@@ -40,6 +42,7 @@ def test_the_summary_walks_the_order_a_fixed_number_of_times(qapp):
     dock.deleteLater()
 
 
+@pytest.mark.slow   # a window and a 1,503-node file: ~1 s of CPU
 def test_a_big_file_opens_with_few_items_and_a_node_chosen_in_the_summary_is_shown(window, tmp_path, qtbot):
     """File > Open of a 1,503-node chain: items only near the view (graph_editor/ui/unbuilt.py); a click on
     the summary's row of a node far off screen brings it into view, made and selected; saving writes the

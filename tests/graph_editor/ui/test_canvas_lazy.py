@@ -15,6 +15,8 @@ from graph_editor.ui.controller import EditorController
 from graph_editor.ui.live import LiveAnalysis
 from graph_editor.ui.scene import GraphScene
 
+pytestmark = pytest.mark.slow   # 0.7-0.9 s of CPU each (two canvases of 1,204 nodes): out of make test-fast
+
 N = 1200   # ReLUs: with the Input, Add, Linear and Output over GraphScene.LAZY_FROM
 
 
