@@ -101,10 +101,11 @@ def test_the_workspace_shows_a_study_live_and_opens_the_best_trials_graph(window
 def test_retraining_gives_the_validation_split_to_training():
     spec = {"name": "s trial 3", "data": {"dataset": "digits", "val_fraction": 0.1},
             "checkpoints": {"metric": "val_loss"}, "early_stopping": {"patience": 3}, "train": {"epochs": 4}}
-    again = retrain_spec(copy.deepcopy(spec), "s trial 3")
+    again = retrain_spec(copy.deepcopy({**spec, "tags": ["study:s", "trial:3"]}), "s trial 3", ["study:s", "trial:3"])
     checked = spec_from_dict(again)                # the worker would accept it
     assert checked.data.val_fraction == 0 and not checked.checkpoints.best and checked.early_stopping.patience == 0
     assert checked.train.epochs == 4 and checked.name == "s trial 3 (train+val)" and spec["data"]["val_fraction"] == 0.1
+    assert checked.tags == ["study:s", "retrain", "retrain-of-trial:3"]   # the study's, not the trial's own tag
 
 
 def test_with_no_study_the_workspace_says_how_to_make_one(window, qtbot, tmp_path):
