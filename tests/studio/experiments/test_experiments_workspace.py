@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
@@ -161,4 +162,11 @@ def test_charts_say_what_they_wait_for_and_show_every_bar_once_they_can(qtbot, t
     assert importance.note == ""
     low, high = importance.plotItem.viewRange()[1]
     assert low <= -0.3 and high >= 2.3, (low, high)       # three bars 0.6 high at y = 0, 1, 2, all whole
+    import pyqtgraph as pg
+
+    # parallel coordinates: the axes' names under the axes, no axis line through them
+    low, high = parallel.plotItem.viewRange()[1]
+    ends = [low + line.span[0] * (high - low) for line in parallel.plotItem.items if isinstance(line, pg.InfiniteLine)]
+    names = [item.pos().y() for item in parallel.plotItem.items if isinstance(item, pg.TextItem)]
+    assert len(ends) == len(names) == 2 and max(names) < min(ends) == pytest.approx(0), (names, ends)
     panel.grab().save(str(tmp_path / "experiments_charts.png"))
