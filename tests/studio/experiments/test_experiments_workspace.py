@@ -53,6 +53,7 @@ def _enter(window) -> None:
     assert window.workspaces.current == "Experiments"
 
 
+@pytest.mark.slow
 def test_the_workspace_shows_a_study_live_and_opens_the_best_trials_graph(window, qtbot, tmp_path):
     window.resize(1440, 900)
     study = _study(f"sqlite:///{tmp_path / 'runs.sqlite'}")
@@ -109,6 +110,7 @@ def test_retraining_gives_the_validation_split_to_training():
     assert checked.tags == ["study:s", "retrain", "retrain-of-trial:3"]   # the study's, not the trial's own tag
 
 
+@pytest.mark.slow
 def test_with_no_study_the_workspace_says_how_to_make_one(window, qtbot, tmp_path):
     """An empty run store: the workspace says what a sweep is and how to start one (it once showed an
     empty table headed "1 2 3 4"); the first study replaces that page with its trials, live."""
