@@ -6,7 +6,7 @@ Retrain starts the real worker on train+val, and its run is tagged with the stud
 
 from __future__ import annotations
 
-import shutil
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +51,13 @@ def swept(tmp_path_factory) -> tuple[Path, int]:
 
 def _window(make_window, swept: tuple[Path, int], tmp_path: Path):
     """The studio on a copy of the swept store, in the Experiments workspace at 1440x900."""
-    shutil.copy(swept[0] / "runs.sqlite", tmp_path / "runs.sqlite")
+    # SQLite's backup, not a file copy: the study's rows may still be in the write-ahead log beside the file
+    source, copy = sqlite3.connect(swept[0] / "runs.sqlite"), sqlite3.connect(tmp_path / "runs.sqlite")
+    try:
+        source.backup(copy)
+    finally:
+        source.close()
+        copy.close()
     window = make_window()
     window.resize(1440, 900)
     button = window.workspaces.bar.widgetForAction(window.workspaces.items["Experiments"].action)
