@@ -11,7 +11,7 @@ and ``aten.rms_norm`` are lifted here too: the weight-keyed lifting of :mod:`.at
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import fx, nn
@@ -21,10 +21,18 @@ from ..building.ops.norm import RMSNorm, RMSNorm2d
 from ..building.ops.pooling import MaxPool2dSame
 from ..model.layers.pooling import same_padding
 
-if TYPE_CHECKING:
-    from .aten import _Lifter
-
 A = torch.ops.aten
+
+
+class _Lifter(Protocol):
+    """What :mod:`.aten`'s lifter offers the patterns: the graph, the tensor a ``get_attr`` reads, and a node replaced
+    by a call of a layer module placed at a module's path."""
+
+    gm: fx.GraphModule
+
+    def tensor(self, a: Any) -> torch.Tensor | None: ...
+
+    def put(self, n: fx.Node, module: nn.Module, owner: str, x: fx.Node) -> None: ...
 
 
 def lift_layers(lifter: _Lifter) -> None:
