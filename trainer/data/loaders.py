@@ -6,7 +6,8 @@
   raw batches on the host (pinned when the device is CUDA), the device normalises and augments.
 
 Both expose the same two calls the loop needs: ``order()`` (the epoch's shuffled indices, drawn
-from the loader's generator so a checkpoint can replay it) and ``batches(order, start)``.
+from the loader's generator so a checkpoint can replay it) and ``batches(order, start)``; ``start()``
+starts a loader's worker processes at the run's start (:class:`WorkerStart`), not at its first batch.
 Training drops the ragged last batch; evaluation pads it and reports how many rows are real.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.forkserver
+import threading
 from collections.abc import Iterator, Sequence
 from multiprocessing.context import BaseContext
 
@@ -68,6 +70,9 @@ class DeviceLoader:
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
         self.channels_last = channels_last
+
+    def start(self) -> None:
+        """Start what this loader runs beside the loop: nothing for a split held on the device."""
 
     @property
     def steps(self) -> int:
@@ -159,6 +164,39 @@ def worker_context() -> BaseContext | None:
     return ctx
 
 
+class WorkerStart:
+    """A DataLoader's persistent workers started on a thread, so that their start (the forkserver's
+    imports, a fork each, the dataset sent to each) overlaps the run's own setup (the optimizer, the
+    compile, its first steps' warm-up) instead of being waited for at the first batch: the first epoch
+    of a 640-JPEG run waited 15% of its time on data, later ones 0.1-0.4% (``benchmarks/data_wait.py``).
+
+    The loader is not touched again until :meth:`wait` (its sampler, its iterator): the thread made the
+    iterator, the first epoch resumes it. Started off the main thread, the iterator leaves out torch's
+    SIGCHLD handler (set from the main thread only): a worker that dies is then found by the iterator's
+    own check of its workers, within 5 s, instead of at once."""
+
+    def __init__(self, loader: DataLoader, device: torch.device) -> None:
+        self.error: BaseException | None = None
+        # The thread pins batches (CUDA) on the device this thread has: a rank's own, not GPU 0
+        cuda = torch.cuda.current_device() if device.type == "cuda" else None
+        self.thread = threading.Thread(target=self._start, args=(loader, cuda), name="loader-start", daemon=True)
+        self.thread.start()
+
+    def _start(self, loader: DataLoader, cuda: int | None) -> None:
+        try:
+            if cuda is not None:
+                torch.cuda.set_device(cuda)
+            iter(loader)    # persistent workers: the loader keeps this iterator; each epoch resumes it
+        except BaseException as exc:  # noqa: BLE001 - raised where the batches are asked for
+            self.error = exc
+
+    def wait(self) -> None:
+        """Block until the workers are started; raises what starting them raised."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
 class StreamLoader(DeviceLoader):
     """A split kept on the host (raw, e.g. uint8); workers gather batches, the device normalises them.
 
@@ -180,11 +218,19 @@ class StreamLoader(DeviceLoader):
         self.loader = DataLoader(_Rows(split), sampler=self.sampler, batch_size=None, num_workers=workers,
                                  pin_memory=device.type == "cuda", persistent_workers=workers > 0,
                                  multiprocessing_context=worker_context() if workers > 0 else None)
+        self.starting: WorkerStart | None = None
+
+    def start(self) -> None:
+        """Start the workers now, on a thread (:class:`WorkerStart`); the first batch waits for them."""
+        if self.workers > 0 and self.n > 0 and self.starting is None:
+            self.starting = WorkerStart(self.loader, self.device)
 
     def order(self) -> torch.Tensor:
         return super().order().cpu()
 
     def batches(self, order: torch.Tensor, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
+        if self.starting is not None:
+            self.starting.wait()
         b = self.batch_size
         index_batches = []
         for i in range(start, self.steps):
