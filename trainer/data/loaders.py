@@ -13,16 +13,14 @@ Training drops the ragged last batch; evaluation pads it and reports how many ro
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.forkserver
 import threading
 from collections.abc import Iterator, Sequence
-from multiprocessing.context import BaseContext
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from . import Split, normalise
+from .forkserver import WORKER_PRELOAD, worker_context  # noqa: F401 - public here too
 
 
 class Augment:
@@ -145,23 +143,6 @@ class _EpochBatches:
 
     def __len__(self) -> int:
         return len(self.batches)
-
-
-# What the workers' forkserver imports once, so that each worker forks with it loaded (its pages shared)
-# instead of importing torch itself: 2 workers for each of 3 splits each spent seconds importing it.
-WORKER_PRELOAD = ["torch", "torchvision.transforms.v2", "trainer.data.images.loader"]
-
-
-def worker_context() -> BaseContext | None:
-    """How DataLoader workers start: from a forkserver, a clean process that is never a fork of this one
-    (whose threads may hold locks, and whose CUDA does not survive a fork), with :data:`WORKER_PRELOAD`
-    imported. Started at the first call without waiting for it, so its imports overlap the run's setup."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return None
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(WORKER_PRELOAD)
-    multiprocessing.forkserver.ensure_running()
-    return ctx
 
 
 class WorkerStart:

@@ -85,3 +85,32 @@ def test_the_loaders_processes_start_with_the_run_not_at_its_first_batch(tmp_pat
     assert seen["forkserver_at_build"] == 1, seen      # started when the run knew it streams, before the build
     assert seen["workers_before_first_batch"] == 2, seen    # up without a batch asked for
     assert '"event": "finished"' in done.stdout
+
+
+EARLY = r'''
+import os, signal, sys
+from pathlib import Path
+from trainer.data.forkserver import start_early
+started = start_early(sys.argv[1:])
+servers = [p for p in Path("/proc").glob("[0-9]*") if (p / "stat").exists()
+           and (p / "stat").read_text().rsplit(") ", 1)[1].split()[1] == str(os.getpid())
+           and b"multiprocessing.forkserver" in (p / "cmdline").read_bytes()]
+print(started, len(servers), "torch" in sys.modules, flush=True)
+for server in servers:    # its imports are not what is tested: not waited for (it holds this process's stdout)
+    os.kill(int(server.name), signal.SIGKILL)
+'''
+
+
+@pytest.mark.parametrize("dataset, expected", [("images", "True 1 False"), ("images.csv", "True 1 False"),
+                                               ("digits", "False 0 False"), ("empty", "False 0 False")])
+def test_the_worker_command_starts_the_loaders_helper_before_it_imports_torch(tmp_path: Path, dataset: str,
+                                                                               expected: str) -> None:
+    """``python -m trainer run SPEC`` of an image folder or CSV starts the forkserver before importing torch
+    (from the spec file alone), so the two imports run side by side; other datasets start none."""
+    write_folder(tmp_path / "images", classes=2, per_class=2)
+    (tmp_path / "images.csv").write_text("path,label\nimages/c0/00000.jpg,a\n")
+    (tmp_path / "empty").mkdir()
+    spec = write_spec(tmp_path, tiny_cnn(channels=3, size=12, classes=2), data={"dataset": dataset, "workers": 2})
+    done = subprocess.run([sys.executable, "-c", EARLY, "run", str(spec)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split("\n")[0] == expected, done.stderr
