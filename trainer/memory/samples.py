@@ -88,7 +88,7 @@ def release_free_heap() -> None:
     between steps stay resident: measured +67 MiB of ``[heap]`` over 600 steps of a 60,000-image run,
     growing with the run's length, not its data. A fixed 128 KiB threshold (``MALLOC_MMAP_THRESHOLD_``)
     cured it but made every step 1.5-2x slower (a fresh mmap and page faults per tensor); trimming
-    costs a few ms, on the recorder thread, when :class:`HeapTrim` finds the process grown."""
+    costs a few ms, at a step's end, when :class:`HeapTrim` finds the process grown."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)   # type: ignore[operator]
 
@@ -97,26 +97,32 @@ TRIM_GROWTH = 16 * 2**20   # bytes of RSS growth since the last trim that make t
 
 
 class HeapTrim:
-    """:func:`release_free_heap` when the process's RSS has grown by more than ``growth`` bytes above
-    its lowest since the last trim (checked every ``trainer.callbacks.reporting.TRIM_EVERY_S``).
+    """:func:`release_free_heap` at a step's end, on the training thread, when the process's RSS has grown by
+    more than ``growth`` bytes above its level: the RSS at the end of the first step after the last trim (the
+    pages a step takes back after a trim), or its lowest since.
 
-    Trimming at every check cost digits_cnn 15% of its CPU (10 epochs, one thread: 4.4-4.6 s against
-    3.7-3.9 s): each trim gave back the 1-9 MiB that the next steps allocate again, page fault by page
-    fault (140,000-215,000 faults against 23,000-80,000). A run whose heap keeps pages it freed grows
-    past ``growth`` and is trimmed as before; one whose heap only churns is left alone."""
+    The level was once the RSS right after the trim, read every 0.5 s on the recorder thread: a step whose
+    tensors need more than ``growth`` (most image runs) was trimmed at every check, giving back pages the
+    next step faulted in again, and the process's high between two trims was wherever the steps had got to
+    when a check came -- a run's peak was the highest of those highs, so the more of them (the longer the run)
+    the higher: one epoch of 60,000 JPEGs against 6,000 measured -7 to +31 MiB (751-779 against 748-759 MiB).
+    Trimmed at a step's end from its own level, the high is the step's working set plus ``growth``,
+    however long the run; trims are rarer (fewer page faults) and each costs the training thread a few ms."""
 
     def __init__(self, growth: int = TRIM_GROWTH, rss: Callable[[], int] | None = None,
                  trim: Callable[[], None] = release_free_heap) -> None:
         self.growth, self.rss, self.trim = growth, rss or rss_bytes, trim
-        self.level: int | None = None        # the lowest RSS since the last trim (None: none yet)
+        self.level: int | None = None        # None: read at the next step's end (the first, or after a trim)
         self.trims = 0
 
     def __call__(self) -> None:
-        """Trim if the process grew past the threshold (or was never trimmed)."""
+        """At a step's end: note the level, or trim if the process grew past it."""
         rss = self.rss()
-        if self.level is not None and rss - self.level <= self.growth:
+        if self.level is None:
+            self.level = rss
+        elif rss - self.level > self.growth:
+            self.trim()
+            self.trims += 1
+            self.level = None
+        else:
             self.level = min(self.level, rss)
-            return
-        self.trim()
-        self.trims += 1
-        self.level = self.rss()
