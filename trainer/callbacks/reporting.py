@@ -68,7 +68,7 @@ class MemorySamples(Callback):
     def __init__(self, job: Job) -> None:
         self.job = job
         # glibc keeps the pages of freed batch-sized blocks (600 steps of 60,000 images: +63 MiB untrimmed);
-        # they are given back at a step's end once the process has grown (memory.samples.HeapTrim)
+        # they are given back at a step's end once the process has grown 4 MiB (memory.samples.HeapTrim)
         self.trim = HeapTrim()
 
     def on_step_end(self, step: int) -> bool:

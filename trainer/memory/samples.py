@@ -93,7 +93,7 @@ def release_free_heap() -> None:
         _MALLOC_TRIM(0)   # type: ignore[operator]
 
 
-TRIM_GROWTH = 16 * 2**20   # bytes of RSS growth since the last trim that make the next one
+TRIM_GROWTH = 4 * 2**20   # bytes of RSS growth above the level that make the next trim
 
 
 class HeapTrim:
@@ -101,13 +101,14 @@ class HeapTrim:
     more than ``growth`` bytes above its level: the RSS at the end of the first step after the last trim (the
     pages a step takes back after a trim), or its lowest since.
 
-    The level was once the RSS right after the trim, read every 0.5 s on the recorder thread: a step whose
-    tensors need more than ``growth`` (most image runs) was trimmed at every check, giving back pages the
-    next step faulted in again, and the process's high between two trims was wherever the steps had got to
-    when a check came -- a run's peak was the highest of those highs, so the more of them (the longer the run)
-    the higher: one epoch of 60,000 JPEGs against 6,000 measured -7 to +31 MiB (751-779 against 748-759 MiB).
-    Trimmed at a step's end from its own level, the high is the step's working set plus ``growth``,
-    however long the run; trims are rarer (fewer page faults) and each costs the training thread a few ms."""
+    The level was once the RSS right after the trim, read every 0.5 s on the recorder thread with 16 MiB of
+    growth: a step whose tensors need more than that (most image runs) was trimmed at every check, giving back
+    pages the next step faulted in again, and the process's high between two trims was wherever the steps had
+    got to when a check came. A run's peak is the highest of those highs, so the longer run peaked higher:
+    one epoch of 60,000 JPEGs 751-779 MiB against 748-759 for 6,000 (3 runs each). From a step's own level,
+    only growth beyond its working set trims, so a small ``growth`` costs no extra trims: with 4 MiB, two
+    runs each measured 761-762 against 752-753 MiB, every 50 steps' high within 750-762 (16 MiB: 765-777
+    against 754-762); digits_cnn's worker CPU did not rise (``benchmarks/worker_cpu.py``)."""
 
     def __init__(self, growth: int = TRIM_GROWTH, rss: Callable[[], int] | None = None,
                  trim: Callable[[], None] = release_free_heap) -> None:
