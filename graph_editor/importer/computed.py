@@ -26,6 +26,7 @@ from .constants import _attr, _mutates
 from .rules import free_module_path
 
 # Users that read a value of shape [S] as [1, S] alike, where their other operand has more dims than S
+_RESERVED = frozenset(dir(nn.Module()))
 _BROADCASTING = {operator.add, operator.sub, operator.mul, operator.truediv, torch.add, torch.sub, torch.mul,
                  torch.div, "add", "sub", "mul", "div"}
 
@@ -178,9 +179,10 @@ def _recipe(traced: fx.GraphModule, paths: list[str], values: list[torch.Tensor]
     index: dict[fx.Node, int] = {}
 
     def add(node: fx.Node, name: str, value: torch.Tensor) -> None:
-        base, k = name.replace(".", "_"), 2
-        while name in names or not name.isidentifier():
-            name, k = f"{base}_{k}" if base.isidentifier() else f"t{len(names)}", k + 1
+        name = base = name.replace(".", "_") if name.replace(".", "_").isidentifier() else f"t{len(names)}"
+        k = 2
+        while name in names or name in _RESERVED:
+            name, k = f"{base}_{k}", k + 1
         names.append(name)
         kind = "learned" if isinstance(value, nn.Parameter) else "fixed"
         tensors.append([name, kind, str(value.dtype).removeprefix("torch."), list(value.shape)])
