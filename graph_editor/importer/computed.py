@@ -62,6 +62,8 @@ def fold_computed(gm: fx.GraphModule) -> None:
             call = gm.graph.call_module(path, ())
         call.meta = {k: v for k, v in f.meta.items() if k != "val"}
         f.replace_all_uses_with(call, delete_user_cb=lambda u: u not in sub)
+        if not (value.dim() >= 2 and value.shape[0] == 1):  # else the node's value is the value itself
+            _picks_as_unbind(gm, call)
         for n in reversed(list(gm.graph.nodes)):
             if n in sub and not n.users:
                 gm.graph.erase_node(n)
@@ -83,12 +85,43 @@ def _fixed(gm: fx.GraphModule) -> tuple[set[fx.Node], set[fx.Node]]:
                 if isinstance(value, nn.Parameter):
                     learned.add(n)
         elif n.op in ("call_function", "call_method", "call_module") and n.all_input_nodes and all(
-                a in fixed for a in n.all_input_nodes):
+                a in fixed for a in n.all_input_nodes) and not _pick(n):
             fixed.add(n)
             own = n.op == "call_module" and any(True for _ in gm.get_submodule(str(n.target)).parameters())
             if own or any(a in learned for a in n.all_input_nodes):
                 learned.add(n)
     return fixed, learned
+
+
+def _pick(n: fx.Node) -> bool:
+    """``v[i]`` of a tensor: one value of several (EfficientViM's ``alpha[0]``, EfficientViT's ``bias[head]``)
+    read from one computed tensor; an unbind of the Computed node's output along its dim 1 gives them all."""
+    return n.target is operator.getitem and _index(n) is not None and isinstance(n.args[0], fx.Node) and (
+        n.args[0].op != "call_function" or n.args[0].target not in _MULTI)
+
+
+def _index(n: fx.Node) -> int | None:
+    """``i`` of ``v[i]`` (or ``v[(i,)]``, as the exported program's ``aten.select`` reads), else None."""
+    index = n.args[1]
+    if isinstance(index, tuple) and len(index) == 1:
+        index = index[0]
+    return index if isinstance(index, int) and not isinstance(index, bool) else None
+
+
+_MULTI = {torch.split, torch.chunk, torch.unbind, torch.ops.aten.split.Tensor, torch.ops.aten.unbind.int,
+          torch.ops.aten.split_with_sizes.default, torch.ops.aten.chunk.default}
+
+
+def _picks_as_unbind(gm: fx.GraphModule, call: fx.Node) -> None:
+    """``v[i]`` of the value ``call`` gives as ``[1, *shape]``: part ``i`` of its unbind along dim 1, which is
+    ``v[i]`` with the batch dimension of 1 in front."""
+    picks = [u for u in call.users if _pick(u)]
+    if not picks:
+        return
+    with gm.graph.inserting_after(call):
+        parts = gm.graph.call_function(torch.unbind, (call, 1))
+    for u in picks:
+        u.args = (parts, _index(u))
 
 
 def _ancestors(end: fx.Node) -> set[fx.Node]:
@@ -110,6 +143,8 @@ def _reads_alike(f: fx.Node, value: torch.Tensor) -> bool:
     if value.dim() >= 2 and value.shape[0] == 1:
         return True
     for u in f.users:
+        if _pick(u) and u.args[0] is f:
+            continue  # an unbind picks it (_picks_as_unbind)
         if u.op == "call_function" and u.target is F.scaled_dot_product_attention:
             if f in u.args[:3]:
                 return False

@@ -36,12 +36,13 @@ def test_model_py_reproduces_the_graph_exactly(sources, tmp_path, name):
     assert report.ok, report.to_text()
     code = (tmp_path / "model.py").read_text()
     assert "class " in code and "def forward(self, x: torch.Tensor)" in code
-    # Standalone, but for an exported-program node and a Constant node (the catalog graph has both), whose
+    # Standalone, but for an exported-program node, a Constant and a Computed node (the catalog graph has them), whose
     # classes model.py imports rather than copies: the one line of the project each needs
     project = sorted(line for line in code.splitlines() if "graph_editor" in line)
     types = {n.type for n in source.graph.nodes.values()}
     needs = {"Program": "from graph_editor.building.ops.program import ExportedProgramModule",
-             "Constant": "from graph_editor.building.ops.param import FixedTensor"}
+             "Constant": "from graph_editor.building.ops.param import FixedTensor",
+             "Computed": "from graph_editor.building.ops.computed import ComputedTensor"}
     assert project == sorted(line for kind, line in needs.items() if kind in types)
     x = source.example(5, seed=7)  # neither the traced nor the verified batch size
     model = load_generated(tmp_path / "model.py").load()
