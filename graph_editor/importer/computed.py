@@ -21,8 +21,16 @@ from torch.func import functional_call, functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..building.modules import Call
-from ..building.ops.computed import OPS, ComputedTensor, Recipe, RecipeError, encode_arg, encode_recipe, leading_one
-from .constants import _attr, _mutates
+from ..building.ops.computed import (
+    OPS,
+    ComputedTensor,
+    Recipe,
+    RecipeError,
+    encode_arg,
+    encode_recipe,
+    leading_one,
+)
+from .constants import attribute, mutates
 from .rules import free_module_path
 
 # Users that read a value of shape [S] as [1, S] alike, where their other operand has more dims than S
@@ -61,7 +69,7 @@ def fold_computed(gm: fx.GraphModule) -> None:
         with gm.graph.inserting_before(f):
             call = gm.graph.call_module(path, ())
         call.meta = {k: v for k, v in f.meta.items() if k != "val"}
-        f.replace_all_uses_with(call, delete_user_cb=lambda u: u not in sub)
+        f.replace_all_uses_with(call, delete_user_cb=lambda u, sub=sub: u not in sub)
         if not (value.dim() >= 2 and value.shape[0] == 1):  # else the node's value is the value itself
             _picks_as_unbind(gm, call)
         for n in reversed(list(gm.graph.nodes)):
@@ -74,12 +82,12 @@ def _fixed(gm: fx.GraphModule) -> tuple[set[fx.Node], set[fx.Node]]:
     """(values computed from the module's own tensors only, those of them a learned tensor reaches)."""
     fixed: set[fx.Node] = set()
     learned: set[fx.Node] = set()
-    mutated = {a for n in gm.graph.nodes if _mutates(n) for a in n.all_input_nodes[:1]}
+    mutated = {a for n in gm.graph.nodes if mutates(n) for a in n.all_input_nodes[:1]}
     for n in gm.graph.nodes:
-        if n in mutated or _mutates(n):
+        if n in mutated or mutates(n):
             continue
         if n.op == "get_attr":
-            value = _attr(gm, str(n.target))
+            value = attribute(gm, str(n.target))
             if isinstance(value, torch.Tensor):
                 fixed.add(n)
                 if isinstance(value, nn.Parameter):
@@ -165,7 +173,7 @@ def _module(gm: fx.GraphModule, sub: set[fx.Node], end: fx.Node) -> tuple[Comput
     leaves: dict[str, torch.Tensor] = {}  # the tensors the ops read, by their path in gm
     for n in order:
         if n.op == "get_attr":
-            leaves[str(n.target)] = _attr(gm, str(n.target))
+            leaves[str(n.target)] = attribute(gm, str(n.target))
         elif n.op == "call_module":
             mod = gm.get_submodule(str(n.target))
             leaves.update({f"{n.target}.{k}": v for k, v in [*mod.named_parameters(), *mod.named_buffers()]})
@@ -185,19 +193,20 @@ def _module(gm: fx.GraphModule, sub: set[fx.Node], end: fx.Node) -> tuple[Comput
             elif n.op == "call_method":
                 env[n] = getattr(args[0], str(n.target))(*args[1:], **kwargs)
             else:
-                env[n] = n.target(*args, **kwargs)  # type: ignore[operator]
+                env[n] = n.target(*args, **kwargs)
         return env[end]
 
     values = [leaves[p] for p in paths]
-    traced = make_fx(functionalize(run), tracing_mode="real")(*values)  # in-place ops (ReLU(inplace=True)) as plain ones
+    traced = make_fx(functionalize(run), tracing_mode="real")(*values)  # in-place ops (ReLU(inplace=True)): plain
     recipe, learned = _recipe(traced, paths, values)
     value = run(*values).detach()
     want = leading_one(value)
     with torch.device(values[0].device):
         module = Call(ComputedTensor, (list(want.shape[1:]), encode_recipe(recipe))).make()
+    assert isinstance(module, ComputedTensor)
     with torch.no_grad():
-        for name, value in learned.items():
-            module.get_parameter(name).copy_(value)
+        for name, tensor in learned.items():
+            module.get_parameter(name).copy_(tensor)
         got = module()
     if got.shape != want.shape or not want.is_meta and not torch.equal(got, want):
         raise ValueError("the recipe does not reproduce the value")
@@ -230,7 +239,7 @@ def _recipe(traced: fx.GraphModule, paths: list[str], values: list[torch.Tensor]
         add(n, path[len(prefix):], value)
     for n in traced.graph.nodes:
         if n.op == "get_attr":
-            add(n, f"c_{n.target}", _attr(traced, str(n.target)))
+            add(n, f"c_{n.target}", attribute(traced, str(n.target)))
     steps: list[list[Any]] = []
     out = -1
     for n in traced.graph.nodes:

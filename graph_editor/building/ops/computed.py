@@ -223,7 +223,7 @@ def _example_recipe() -> str:
     """BEiT's qkv bias for a width of 4: ``cat((q_bias, zeros_like(v_bias), v_bias)) * scale``, scale fixed."""
     tensors = [["q_bias", "learned", "float32", [4]], ["v_bias", "learned", "float32", [4]],
                ["scale", "fixed", "float32", [12]]]
-    steps = [["aten.zeros_like.default", [{"ref": 1}], {}],
+    steps: list[list[Any]] = [["aten.zeros_like.default", [{"ref": 1}], {}],
              ["aten.cat.default", [[{"ref": 0}, {"ref": 3}, {"ref": 1}]], {}],
              ["aten.mul.Tensor", [{"ref": 4}, {"ref": 2}], {}]]
     return encode_recipe(Recipe(tensors, steps, 5, {"scale": torch.linspace(0.5, 2.0, 12)}))
