@@ -152,7 +152,10 @@ def _reads_alike(f: fx.Node, value: torch.Tensor) -> bool:
         return True
     for u in f.users:
         if _pick(u) and u.args[0] is f:
-            continue  # an unbind picks it (_picks_as_unbind)
+            index = _index(u)
+            if index is None or not -value.shape[0] <= index < value.shape[0] or not _reads_alike(u, value[index]):
+                return False
+            continue  # an unbind picks it (_picks_as_unbind), as [1, *shape] read alike
         if u.op == "call_function" and u.target is F.scaled_dot_product_attention:
             if f in u.args[:3]:
                 return False

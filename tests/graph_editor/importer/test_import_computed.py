@@ -120,3 +120,42 @@ def test_a_damaged_or_foreign_recipe_is_refused_naming_what_is_wrong():
     build_module(_graph_with(doubled, [12]))  # [w, w]: 12 values, as the node says
     with pytest.raises(Exception, match=r"recipe computes \[12\] \(after the batch dimension of 1\), shape says \[6\]"):
         build_module(_graph_with(doubled, [6]))
+
+
+class PickedBiases(nn.Module):
+    """EfficientViT-MSRA's ``attn + bias[head]`` of a gathered table, one head at a time, and EfficientViM's
+    ``alpha = sigmoid(self.alpha).view(2, -1, 1)`` read as ``alpha[0]`` and ``alpha[1]``."""
+
+    def __init__(self, n: int = 5, c: int = 6, heads: int = 3) -> None:
+        super().__init__()
+        self.heads = heads
+        self.biases = nn.Parameter(torch.randn(heads, 7))
+        self.register_buffer("idxs", torch.randint(0, 7, (n, n), generator=torch.Generator().manual_seed(1)))
+        self.alpha = nn.Parameter(torch.randn(2 * c))
+        self.mix, self.head = nn.Linear(c, c), nn.Linear(heads * c, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, N, C]
+        alpha = torch.sigmoid(self.alpha).view(2, -1)
+        x = x + alpha[0] * (self.mix(x) - x) * alpha[1]
+        bias = self.biases[:, self.idxs]
+        outs = [((x @ x.transpose(1, 2)) * 0.5 + bias[h]).softmax(-1) @ x for h in range(self.heads)]
+        return self.head(torch.cat(outs, -1).mean(1))
+
+
+def test_picks_of_one_computed_tensor_are_the_parts_of_its_unbind():
+    torch.manual_seed(0)
+    module = PickedBiases().eval()
+    result = import_module(module, (5, 6), strict=True)
+    types = [n.type for n in result.graph]
+    assert types.count("Computed") == 2 and types.count("Unbind") == 2
+    built = build_module(result.graph).eval()
+    built.load_state_dict(result.state_dict)
+    for batch in (1, 3):
+        x = torch.randn(batch, 5, 6, generator=torch.Generator().manual_seed(batch))
+        with torch.no_grad():
+            torch.testing.assert_close(built(x), module(x), rtol=1e-5, atol=1e-6)
+    stats = analyze(result.graph, batch=1)
+    with FlopCounterMode(display=False) as counter:
+        module(torch.randn(1, 5, 6))
+    assert stats.total_flops == counter.get_total_flops()
+    assert stats.total_params == sum(p.numel() for p in module.parameters())
