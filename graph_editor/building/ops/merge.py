@@ -16,6 +16,7 @@ from ...importer.rules import (
     attributes,
     const,
     function_rule,
+    graph_fold,
     module_rule,
     plain,
     tensor,
@@ -205,3 +206,37 @@ def _f_stack(tensors: Any, dim: int = 0, *, out: Any = None) -> Mapped:
     if len(tensors) == 1:  # torch.stack([x], dim) is x.unsqueeze(dim)
         return Mapped("Unsqueeze", {"dim": dim}, [tensor(tensors[0])])
     return Mapped("Stack", {"dim": dim}, [tensor(t) for t in tensors])
+
+
+@graph_fold("sum of a stack")
+def _fold_stack_reduce(gm: fx.GraphModule) -> None:
+    """``torch.stack(xs).sum(0)`` (EfficientViM's heads) and ``.mean(0)`` (CrossViT's branches) as the sum of the
+    parts (divided by their number): the batch dimension is never stacked into."""
+    for n in list(gm.graph.nodes):
+        parts = n.args[0] if n.target is torch.stack and n.args else None
+        dim = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", 0)
+        if not isinstance(parts, list | tuple) or len(parts) < 2 or dim != 0 or len(n.users) != 1:
+            continue
+        (user,) = n.users
+        kind = _reduce_over_stack(user, n)
+        if kind is None:
+            continue
+        with gm.graph.inserting_before(user):
+            total = parts[0]
+            for part in parts[1:]:
+                total = gm.graph.call_function(operator.add, (total, part))
+            if kind == "mean":
+                total = gm.graph.call_function(operator.truediv, (total, len(parts)))
+        user.replace_all_uses_with(total)
+        gm.graph.erase_node(user)
+        gm.graph.erase_node(n)
+    gm.recompile()
+
+
+def _reduce_over_stack(user: fx.Node, stack: fx.Node) -> str | None:
+    """"sum" or "mean" where ``user`` reduces ``stack`` over its dim 0 only (no keepdim, no dtype), else None."""
+    kind = {torch.sum: "sum", torch.mean: "mean", "sum": "sum", "mean": "mean"}.get(user.target)
+    if kind is None or not user.args or user.args[0] is not stack or set(user.kwargs) - {"dim"}:
+        return None
+    dim = user.args[1] if len(user.args) > 1 else user.kwargs.get("dim")
+    return kind if dim in (0, [0], (0,)) and len(user.args) <= 2 else None

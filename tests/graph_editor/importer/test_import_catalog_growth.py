@@ -286,6 +286,23 @@ def test_stack_same_padding_and_conv3d_import():
     assert list(types.values()).count("Stack") == 2
 
 
+class StackedHeads(nn.Module):
+    """EfficientViM's ``torch.stack(logits).sum(0)`` over its heads, CrossViT's ``torch.stack(xs).mean(0)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList(nn.Linear(6, 3) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = [head(x) for head in self.heads]
+        return torch.stack(logits).sum(0) + torch.mean(torch.stack(logits[:2]), dim=0)
+
+
+def test_a_stack_summed_or_averaged_over_its_parts_imports_as_their_sum():
+    types = list(strict_round_trip(StackedHeads(), (6,)).values())
+    assert "Stack" not in types and types.count("Add") == 4 and types.count("ScaleBy") == 1
+
+
 @pytest.mark.parametrize("type_, params, words", [
     ("Stack", {"dim": 0}, "cannot stack along the batch dimension"),
     ("Conv3d", {"kernel_size": 3}, "expects CxDxHxW input, receives 3x4x4"),
