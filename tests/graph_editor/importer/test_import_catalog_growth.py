@@ -303,6 +303,25 @@ def test_a_stack_summed_or_averaged_over_its_parts_imports_as_their_sum():
     assert "Stack" not in types and types.count("Add") == 4 and types.count("ScaleBy") == 1
 
 
+class GlobalQuery(nn.Module):
+    """GCViT's global query: one per image, repeated to each of its windows (folded into the batch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.head = nn.Linear(4, 4), nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, 6, 4]
+        windows = x.reshape(-1, 2, 4)  # [B * 3, 2, 4]
+        q = self.q(x.mean(1, keepdim=True))  # [B, 1, 4]
+        q = q.repeat_interleave(windows.shape[0] // q.shape[0], dim=0)  # [B * 3, 1, 4]
+        return self.head((windows * q).softmax(-1).reshape(x.shape[0], -1, 4).mean(1))
+
+
+def test_a_sample_repeated_to_its_windows_imports_as_expand_and_fold():
+    types = list(strict_round_trip(GlobalQuery(), (6, 4)).values())
+    assert "Expand" in types and "Unsqueeze" in types
+
+
 @pytest.mark.parametrize("type_, params, words", [
     ("Stack", {"dim": 0}, "cannot stack along the batch dimension"),
     ("Conv3d", {"kernel_size": 3}, "expects CxDxHxW input, receives 3x4x4"),
