@@ -50,6 +50,19 @@ NEWLY_STRICT = {
     "maxvit_pico_rw_256": "MaskedAttention (SDPA with the relative-position bias as attn_mask), fold_batch",
     "tiny_vit_5m_224": "MaskedAttention with the gathered bias (the fold reads it as a mask), fold_batch",
     "sequencer2d_s": "fold_batch (rows and columns into the batch for its LSTMs): 5.8 s of CPU, was 44.8 s",
+    # session 5: weights computed from parameters in forward (the Computed node), picks of one as an unbind,
+    # a stack summed over its parts, a sample repeated to its windows
+    "swinv2_tiny_window8_256": "Computed (logit scale, qkv bias, the position MLP's bias), linear + computed bias",
+    "swinv2_cr_tiny_224": "Computed (logit_scale.reshape(...).clamp().exp(), the position MLP's bias)",
+    "beitv2_base_patch16_224": "Computed (cat((q_bias, zeros, v_bias)); the bias table with its cls rows)",
+    "vit_tiny_patch16_dinov3_qkvb": "Computed (the qkv bias)",
+    "vit_srelpos_small_patch16_224": "Computed (a bias from an MLP over a fixed table)",
+    "efficientvit_m0": "Computed (the gathered bias) read per head as an Unbind's parts",
+    "levit_128s": "Computed (the downsampling attention's bias: queries a strided subset of the keys)",
+    "efficientformerv2_s0": "Computed (the downsampling attention's bias)",
+    "tnt_s_legacy_patch16_224": "the exported program's ops, with the Computed fold",
+    "efficientvim_m1": "Computed (sigmoid(alpha).view(4, -1, 1, 1) read as alpha[i]), stack(logits).sum(0)",
+    "gcvit_xxtiny": "repeat_interleave to the windows as Unsqueeze, Expand, fold_batch",
 }
 DEFAULT = "pit_ti_224"  # the cheapest: ~5 s of CPU on a quiet machine
 
