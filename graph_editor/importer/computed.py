@@ -33,8 +33,8 @@ from ..building.ops.computed import (
 from .constants import attribute, mutates
 from .rules import free_module_path
 
-# Users that read a value of shape [S] as [1, S] alike, where their other operand has more dims than S
 _RESERVED = frozenset(dir(nn.Module()))
+# Users that read a value of shape [S] as [1, S] alike, where their other operand has more dims than S
 _BROADCASTING = {operator.add, operator.sub, operator.mul, operator.truediv, torch.add, torch.sub, torch.mul,
                  torch.div, "add", "sub", "mul", "div"}
 
@@ -55,16 +55,11 @@ def fold_computed(gm: fx.GraphModule) -> None:
             continue
         try:
             module, value = _module(gm, sub, f)
-        except (RecipeError, ValueError, RuntimeError, TypeError, KeyError):
-            continue  # an op outside the recipe's list, an argument it cannot hold: left as it was
+        except Exception:  # noqa: BLE001 -- an op outside the recipe's list, an argument it cannot hold, fixed
+            continue       # values on meta (a model built there): left as it was
         if not _reads_alike(f, value):
             continue
-        learned_paths = [str(n.target) for n in sub if n in learned and n.op == "get_attr"]
-        first = (learned_paths or [str(n.target) for n in sub if n.op == "call_module"])[0].split(".")
-        while len(first) > 1 and first[-1].isdigit():  # cpb_mlp.0: named after the MLP
-            first.pop()
-        owner, _, leaf = ".".join(first).rpartition(".")
-        path = free_module_path(gm, f"{owner}.{leaf}_computed" if owner else f"{leaf}_computed")
+        path = _path(gm, sub, learned)
         gm.add_submodule(path, module)
         with gm.graph.inserting_before(f):
             call = gm.graph.call_module(path, ())
@@ -76,6 +71,17 @@ def fold_computed(gm: fx.GraphModule) -> None:
             if n in sub and not n.users:
                 gm.graph.erase_node(n)
     gm.recompile()
+
+
+def _path(gm: fx.GraphModule, sub: set[fx.Node], learned: set[fx.Node]) -> str:
+    """Where the node's module goes: beside its first parameter, named after it (``attn.logit_scale_computed``,
+    ``attn.cpb_mlp_computed``)."""
+    paths = [str(n.target) for n in sub if n in learned and n.op == "get_attr"]
+    first = (paths or [str(n.target) for n in sub if n.op == "call_module"])[0].split(".")
+    while len(first) > 1 and first[-1].isdigit():  # cpb_mlp.0: named after the MLP
+        first.pop()
+    owner, _, leaf = ".".join(first).rpartition(".")
+    return free_module_path(gm, f"{owner}.{leaf}_computed" if owner else f"{leaf}_computed")
 
 
 def _fixed(gm: fx.GraphModule) -> tuple[set[fx.Node], set[fx.Node]]:

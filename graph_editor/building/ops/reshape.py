@@ -356,10 +356,12 @@ def repeat_samples(gm: fx.GraphModule) -> None:
     for n in list(gm.graph.nodes):
         if n.target not in ("repeat_interleave", torch.repeat_interleave, torch.ops.aten.repeat_interleave.self_int):
             continue
-        x, k, *rest = (*n.args, None)
-        dim = rest[0] if rest[0] is not None else n.kwargs.get("dim")
+        args: tuple[Any, ...] = (*n.args, None, None)
+        x, k = args[0], args[1]
+        dim = args[2] if args[2] is not None else n.kwargs.get("dim")
         value = x.meta.get("val") if isinstance(x, fx.Node) else None
-        if not isinstance(k, int) or dim != 0 or not isinstance(value, torch.Tensor) or set(n.kwargs) - {"dim", "output_size"}:
+        if not isinstance(k, int) or dim != 0 or not isinstance(value, torch.Tensor) or set(n.kwargs) - {
+                "dim", "output_size"}:
             continue
         with gm.graph.inserting_before(n):
             one = gm.graph.call_method("unsqueeze", (x, 1))
