@@ -76,8 +76,9 @@ def fold_computed(gm: fx.GraphModule) -> None:
 def _path(gm: fx.GraphModule, sub: set[fx.Node], learned: set[fx.Node]) -> str:
     """Where the node's module goes: beside its first parameter, named after it (``attn.logit_scale_computed``,
     ``attn.cpb_mlp_computed``)."""
-    paths = [str(n.target) for n in sub if n in learned and n.op == "get_attr"]
-    first = (paths or [str(n.target) for n in sub if n.op == "call_module"])[0].split(".")
+    order = [n for n in gm.graph.nodes if n in sub]  # the graph's order: the same name on every import
+    paths = [str(n.target) for n in order if n in learned and n.op == "get_attr"]
+    first = (paths or [str(n.target) for n in order if n.op == "call_module"])[0].split(".")
     while len(first) > 1 and first[-1].isdigit():  # cpb_mlp.0: named after the MLP
         first.pop()
     owner, _, leaf = ".".join(first).rpartition(".")

@@ -14,7 +14,7 @@ from ..errors import ShapeError
 from ._rules import prod
 
 
-@layer("Computed", "Transformer", "A tensor computed from its own learned tensors each forward, not from the "
+@layer("Computed", "Imported", "A tensor computed from its own learned tensors each forward, not from the "
        "input (a clamped, exponentiated scale; a bias joined from parts; a bias from an MLP over a fixed "
        "table); trained like any weight; batch dimension 1, so it broadcasts against a batch.", [
            ParamSpec("shape", "ints", [1, 16], "Shape after the batch dimension of 1, e.g. 3,1,1.", minimum=1),
