@@ -66,6 +66,7 @@ def test_a_malformed_space_names_the_token_at_fault(graph, text, says):
     assert says in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_trial_whose_sweep_died_is_failed_interrupted_and_queued_again(tmp_path):
     url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     study = load_study(open_storage(url), "s", metric="val_accuracy", pruner=make_pruner("median", 3))
@@ -89,6 +90,7 @@ def test_a_trial_whose_sweep_died_is_failed_interrupted_and_queued_again(tmp_pat
     assert {"runs", "metrics", "studies", "trials"} <= tables
 
 
+@pytest.mark.slow
 def test_trials_over_the_memory_budget_are_pruned_before_any_worker_starts(tmp_path, monkeypatch):
     import trainer.protocol.client
 
@@ -162,3 +164,11 @@ def test_reading_studies_loads_no_runner():
             "from trainer.sweep import Sweep; assert Sweep.__module__ == 'trainer.sweep.runner'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_study_name_its_runs_cannot_be_tagged_with_is_refused_before_anything_is_made(tmp_path):
+    """Trials' runs are tagged study:NAME, and a tag holds no comma (Runs edits tags as one line)."""
+    with pytest.raises(ValueError, match="--study: 'a,b' must be at most 190 characters without a comma"):
+        Sweep(SweepPlan(graph=str(DIGITS_CNN), space="lr=1e-3..1e-2:log", trials=1, study="a,b",
+                        db=f"sqlite:///{tmp_path / 'runs.sqlite'}"))
+    assert not (tmp_path / "runs.sqlite").exists()
