@@ -316,6 +316,7 @@ class GlobalQuery(nn.Module):
         return self.head((windows * q).softmax(-1).reshape(x.shape[0], -1, 4).mean(1))
 
 
+@pytest.mark.slow  # a torch.export capture: seconds of CPU
 def test_a_sample_repeated_to_its_windows_imports_as_expand_and_fold():
     types = list(strict_round_trip(GlobalQuery(), (6, 4)).values())
     assert "Expand" in types and "Unsqueeze" in types

@@ -68,6 +68,7 @@ def _imported():
     return module, result, built
 
 
+@pytest.mark.slow  # ~4 s of CPU: make test runs it, make test-fast leaves it out
 def test_weights_computed_from_parameters_import_as_computed_nodes_and_train():
     module, result, built = _imported()
     computed = {n.id: n.params["shape"] for n in result.graph if n.type == "Computed"}
@@ -142,6 +143,7 @@ class PickedBiases(nn.Module):
         return self.head(torch.cat(outs, -1).mean(1))
 
 
+@pytest.mark.slow  # ~3 s of CPU
 def test_picks_of_one_computed_tensor_are_the_parts_of_its_unbind():
     torch.manual_seed(0)
     module = PickedBiases().eval()
