@@ -57,14 +57,18 @@ def loader_rate(spec: dict) -> float:
     return rates[-1]
 
 
-def train(spec_path: Path, db: str) -> int:
+def train(spec_path: Path, db: str) -> tuple[int, list[float]]:
+    """The run's id and each epoch's seconds (its ``epoch_end`` events)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-m", "trainer", "run", str(spec_path), "--db", db], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=3600)
+    seconds = []
     for line in done.stdout.splitlines():
         event = json.loads(line) if line.startswith("{") else {}
+        if event.get("event") == "epoch_end":
+            seconds.append(float(event["seconds"]))
         if event.get("event") == "finished":
-            return int(event["run_id"])
+            return int(event["run_id"]), seconds
     raise RuntimeError(f"the worker did not finish (exit {done.returncode}): {done.stderr[-2000:]}")
 
 
@@ -85,7 +89,7 @@ def main() -> None:
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(json.dumps(spec))
         db = f"sqlite:///{tmp}/runs.db"
-        run_id = train(spec_path, db)
+        run_id, seconds = train(spec_path, db)
         store = RunStore(db)
         waits = [v for _, _, v in store.metrics(run_id, names.DATA_WAIT.name)]
         rates = [v for _, _, v in store.metrics(run_id, names.SAMPLES_PER_S.name) if v]
@@ -93,8 +97,9 @@ def main() -> None:
     step_rate = statistics.median(rates)
     print(f"{args.template} on {args.images} JPEGs of {args.side}x{args.side}, batch {args.batch}, {args.workers} "
           f"loader workers, {args.device}, load average {os.getloadavg()[0]:.1f}")
-    for epoch, share in enumerate(waits, start=1):
-        print(f"  epoch {epoch}: data/wait {100 * share:5.1f}% of its training time")
+    for epoch, (share, took) in enumerate(zip(waits, seconds, strict=False), start=1):
+        print(f"  epoch {epoch}: data/wait {100 * share:5.1f}% of its training time ({share * took:.1f} s of "
+              f"{took:.1f} s)")
     print(f"  training {step_rate:.0f} samples/s (median of the run's metrics windows); the loader alone "
           f"{alone:.0f} images/s: decode / step = {alone / step_rate:.1f}x")
 

@@ -25,6 +25,10 @@ from trainer.threads import configure as _configure_threads  # noqa: E402
 _configure_threads(compiled=_compiles(sys.argv[1:]))
 _compile_cache_dir()   # before torch is imported too: importing it sets Inductor's /tmp default
 
+from trainer.data.forkserver import start_early as _start_loader_helper  # noqa: E402
+
+_start_loader_helper(sys.argv[1:])   # an image run's loader helper imports torch beside this process's import
+
 from trainer.worker import main  # noqa: E402 - after the handlers: this import takes seconds
 
 _code = main(early_signals=_early)

@@ -25,7 +25,7 @@ from .compilation import recipes as warm
 from .compilation.log import watch as watch_compile
 from .compilation.progress import CompileProgress, cache_counts
 from .data.images.prepare import file_loaders
-from .data.loaders import Augment, DeviceLoader, StreamLoader
+from .data.loaders import Augment, DeviceLoader, StreamLoader, worker_context
 from .finetune import freeze, initialise, lr_scales
 from .inspection import LiveInspection, publisher
 from .loop import (
@@ -147,7 +147,7 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
     runner = cast(nn.Module, torch.compile(model, mode=spec.precision.compile)) if compiled else model
     step_fn, scaler = make_train_step(runner, opt, device=dev, precision=spec.precision.dtype,
                                       label_smoothing=spec.optim.label_smoothing, compile_mode=spec.precision.compile)
-    loaders = make_loaders(setup)
+    loaders = start_loaders(make_loaders(setup))
     schedule = Schedule(spec.optim.lr, spec.schedule, loaders["train"].steps, spec.train.epochs)
     job = Job(setup, store, emitter, run_id, run_dir, model, runner, opt, step_fn, scaler, schedule, loaders,
               controls, Window())
@@ -206,6 +206,22 @@ def make_loaders(setup: Setup) -> dict[str, DeviceLoader]:
             out[name] = DeviceLoader(split, spec.train.batch_size, setup.device, train=train, augment=aug,
                                      channels_last=cl, seed=seed)
     return out
+
+
+def start_loader_helper(setup: Setup) -> None:
+    """Start the process the loaders' workers fork from (:func:`~.data.loaders.worker_context`) as soon as
+    the run knows it streams its data: its imports (torch, torchvision) then overlap the memory check and
+    the model's build, instead of the first batch waiting for them."""
+    if setup.streamed and setup.spec.data.workers > 0:
+        worker_context()
+
+
+def start_loaders(loaders: dict[str, DeviceLoader]) -> dict[str, DeviceLoader]:
+    """Start every loader's workers now, on threads (:class:`~.data.loaders.WorkerStart`): they come up
+    while the run's first steps are prepared (and val/test's while the first epoch trains)."""
+    for loader in loaders.values():
+        loader.start()
+    return loaders
 
 
 def _timed_first_call(job: Job, step_fn: StepFn) -> StepFn:

@@ -36,6 +36,7 @@ from .job import (
     build_model,
     make_job,
     run_epochs,
+    start_loader_helper,
 )
 from .loop import NonFiniteLoss
 from .memory.doctor import gate as memory_gate
@@ -119,6 +120,7 @@ def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev
         return refuse(emitter, "spec", f"--predicted-peak: {predicted_peak} is not a number of bytes (above 0)")
     try:
         st = setup(load_spec(path))
+        start_loader_helper(st)    # its imports overlap the memory gate and the build
         peak, too_big = memory_gate(st, predicted_peak)
         if too_big is not None:    # predicted not to fit: refused with the fixes
             return refuse(emitter, "oom", f"out of memory: {too_big.message()}", too_big.problems(),
@@ -156,6 +158,7 @@ def resume_run(run_id: int, *, db: str | None, emitter: ev.Emitter) -> int:
         return refuse(emitter, "spec", f"run {run_id} has no whole last checkpoint to resume from")
     try:
         st = setup(spec_from_dict(run.spec))
+        start_loader_helper(st)
         model = build_model(st)
     except SETUP_ERRORS as exc:
         return refuse_setup(emitter, exc)

@@ -6,21 +6,21 @@
   raw batches on the host (pinned when the device is CUDA), the device normalises and augments.
 
 Both expose the same two calls the loop needs: ``order()`` (the epoch's shuffled indices, drawn
-from the loader's generator so a checkpoint can replay it) and ``batches(order, start)``.
+from the loader's generator so a checkpoint can replay it) and ``batches(order, start)``; ``start()``
+starts a loader's worker processes at the run's start (:class:`WorkerStart`), not at its first batch.
 Training drops the ragged last batch; evaluation pads it and reports how many rows are real.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.forkserver
+import threading
 from collections.abc import Iterator, Sequence
-from multiprocessing.context import BaseContext
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from . import Split, normalise
+from .forkserver import WORKER_PRELOAD, worker_context  # noqa: F401 - public here too
 
 
 class Augment:
@@ -68,6 +68,9 @@ class DeviceLoader:
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
         self.channels_last = channels_last
+
+    def start(self) -> None:
+        """Start what this loader runs beside the loop: nothing for a split held on the device."""
 
     @property
     def steps(self) -> int:
@@ -142,21 +145,37 @@ class _EpochBatches:
         return len(self.batches)
 
 
-# What the workers' forkserver imports once, so that each worker forks with it loaded (its pages shared)
-# instead of importing torch itself: 2 workers for each of 3 splits each spent seconds importing it.
-WORKER_PRELOAD = ["torch", "torchvision.transforms.v2", "trainer.data.images.loader"]
+class WorkerStart:
+    """A DataLoader's persistent workers started on a thread, so that their start (the forkserver's
+    imports, a fork each, the dataset sent to each) overlaps the run's own setup (the optimizer, the
+    compile, its first steps' warm-up) instead of being waited for at the first batch: the first epoch
+    of a 640-JPEG run waited 15% of its time on data, later ones 0.1-0.4% (``benchmarks/data_wait.py``).
 
+    The loader is not touched again until :meth:`wait` (its sampler, its iterator): the thread made the
+    iterator, the first epoch resumes it. Started off the main thread, the iterator leaves out torch's
+    SIGCHLD handler (set from the main thread only): a worker that dies is then found by the iterator's
+    own check of its workers, within 5 s, instead of at once."""
 
-def worker_context() -> BaseContext | None:
-    """How DataLoader workers start: from a forkserver, a clean process that is never a fork of this one
-    (whose threads may hold locks, and whose CUDA does not survive a fork), with :data:`WORKER_PRELOAD`
-    imported. Started at the first call without waiting for it, so its imports overlap the run's setup."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return None
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(WORKER_PRELOAD)
-    multiprocessing.forkserver.ensure_running()
-    return ctx
+    def __init__(self, loader: DataLoader, device: torch.device) -> None:
+        self.error: BaseException | None = None
+        # The thread pins batches (CUDA) on the device this thread has: a rank's own, not GPU 0
+        cuda = torch.cuda.current_device() if device.type == "cuda" else None
+        self.thread = threading.Thread(target=self._start, args=(loader, cuda), name="loader-start", daemon=True)
+        self.thread.start()
+
+    def _start(self, loader: DataLoader, cuda: int | None) -> None:
+        try:
+            if cuda is not None:
+                torch.cuda.set_device(cuda)
+            iter(loader)    # persistent workers: the loader keeps this iterator; each epoch resumes it
+        except BaseException as exc:  # noqa: BLE001 - raised where the batches are asked for
+            self.error = exc
+
+    def wait(self) -> None:
+        """Block until the workers are started; raises what starting them raised."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 class StreamLoader(DeviceLoader):
@@ -180,11 +199,19 @@ class StreamLoader(DeviceLoader):
         self.loader = DataLoader(_Rows(split), sampler=self.sampler, batch_size=None, num_workers=workers,
                                  pin_memory=device.type == "cuda", persistent_workers=workers > 0,
                                  multiprocessing_context=worker_context() if workers > 0 else None)
+        self.starting: WorkerStart | None = None
+
+    def start(self) -> None:
+        """Start the workers now, on a thread (:class:`WorkerStart`); the first batch waits for them."""
+        if self.workers > 0 and self.n > 0 and self.starting is None:
+            self.starting = WorkerStart(self.loader, self.device)
 
     def order(self) -> torch.Tensor:
         return super().order().cpu()
 
     def batches(self, order: torch.Tensor, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
+        if self.starting is not None:
+            self.starting.wait()
         b = self.batch_size
         index_batches = []
         for i in range(start, self.steps):

@@ -35,6 +35,8 @@ from ..job import (
     build_model,
     core_callbacks,
     run_epochs,
+    start_loader_helper,
+    start_loaders,
 )
 from ..loop import NonFiniteLoss, Window, make_train_step
 from ..optim import Schedule, make_optimizer
@@ -163,7 +165,7 @@ def make_rank_job(st: Any, model: torch.nn.Module, ctx: Context, *, store: Any, 
         runner = torch.compile(runner, mode=spec.precision.compile)  # type: ignore[assignment]
     step_fn, scaler = make_train_step(runner, opt, device=dev, precision=spec.precision.dtype,
                                       label_smoothing=spec.optim.label_smoothing, compile_mode=spec.precision.compile)
-    loaders = rank_loaders(st, ctx.rank, ctx.world)
+    loaders = start_loaders(rank_loaders(st, ctx.rank, ctx.world))
     schedule = Schedule(spec.optim.lr, spec.schedule, loaders["train"].steps, spec.train.epochs)
     job = Job(st, store, emitter, run_id, run_dir, model, runner, opt, step_fn, scaler, schedule, loaders, controls,
               Window(reduce=window_reduce(ctx)))
@@ -186,6 +188,7 @@ def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int
     job: Job | None = None
     try:
         st = setup(load_spec(spec_path))
+        start_loader_helper(st)    # its imports overlap the process group's start and the build
         ctx = init(st.spec.distributed, st.device)
         st.device = ctx.device
         model = build_model(st)

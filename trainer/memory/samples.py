@@ -88,35 +88,43 @@ def release_free_heap() -> None:
     between steps stay resident: measured +67 MiB of ``[heap]`` over 600 steps of a 60,000-image run,
     growing with the run's length, not its data. A fixed 128 KiB threshold (``MALLOC_MMAP_THRESHOLD_``)
     cured it but made every step 1.5-2x slower (a fresh mmap and page faults per tensor); trimming
-    costs a few ms, on the recorder thread, when :class:`HeapTrim` finds the process grown."""
+    costs a few ms, at a step's end, when :class:`HeapTrim` finds the process grown."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)   # type: ignore[operator]
 
 
-TRIM_GROWTH = 16 * 2**20   # bytes of RSS growth since the last trim that make the next one
+TRIM_GROWTH = 4 * 2**20   # bytes of RSS growth above the level that make the next trim
 
 
 class HeapTrim:
-    """:func:`release_free_heap` when the process's RSS has grown by more than ``growth`` bytes above
-    its lowest since the last trim (checked every ``trainer.callbacks.reporting.TRIM_EVERY_S``).
+    """:func:`release_free_heap` at a step's end, on the training thread, when the process's RSS has grown by
+    more than ``growth`` bytes above its level: the RSS at the end of the first step after the last trim (the
+    pages a step takes back after a trim), or its lowest since.
 
-    Trimming at every check cost digits_cnn 15% of its CPU (10 epochs, one thread: 4.4-4.6 s against
-    3.7-3.9 s): each trim gave back the 1-9 MiB that the next steps allocate again, page fault by page
-    fault (140,000-215,000 faults against 23,000-80,000). A run whose heap keeps pages it freed grows
-    past ``growth`` and is trimmed as before; one whose heap only churns is left alone."""
+    The level was once the RSS right after the trim, read every 0.5 s on the recorder thread with 16 MiB of
+    growth: a step whose tensors need more than that (most image runs) was trimmed at every check, giving back
+    pages the next step faulted in again, and the process's high between two trims was wherever the steps had
+    got to when a check came. A run's peak is the highest of those highs, so the longer run peaked higher:
+    one epoch of 60,000 JPEGs 751-779 MiB against 748-759 for 6,000 (3 runs each). From a step's own level,
+    only growth beyond its working set trims, so a small ``growth`` costs no extra trims: with 4 MiB, two
+    runs each measured 761-762 against 752-753 MiB, every 50 steps' high within 750-762 (16 MiB: 765-777
+    against 754-762). digits_cnn's worker CPU (``benchmarks/worker_cpu.py --compare``): 3.89 s against the old
+    trims' 3.67 s in one run, inside their own 3.47-4.17 s over two: no cost shown, none ruled out."""
 
     def __init__(self, growth: int = TRIM_GROWTH, rss: Callable[[], int] | None = None,
                  trim: Callable[[], None] = release_free_heap) -> None:
         self.growth, self.rss, self.trim = growth, rss or rss_bytes, trim
-        self.level: int | None = None        # the lowest RSS since the last trim (None: none yet)
+        self.level: int | None = None        # None: read at the next step's end (the first, or after a trim)
         self.trims = 0
 
     def __call__(self) -> None:
-        """Trim if the process grew past the threshold (or was never trimmed)."""
+        """At a step's end: note the level, or trim if the process grew past it."""
         rss = self.rss()
-        if self.level is not None and rss - self.level <= self.growth:
+        if self.level is None:
+            self.level = rss
+        elif rss - self.level > self.growth:
+            self.trim()
+            self.trims += 1
+            self.level = None
+        else:
             self.level = min(self.level, rss)
-            return
-        self.trim()
-        self.trims += 1
-        self.level = self.rss()

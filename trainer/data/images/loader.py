@@ -21,7 +21,7 @@ from typing import overload
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ..loaders import Augment, DeviceLoader, _EpochBatches, eval_rows, worker_context
+from ..loaders import Augment, DeviceLoader, WorkerStart, _EpochBatches, eval_rows, worker_context
 from ..splits import normalise
 from .decode import decode
 from .device_decode import DeviceDecode, pack
@@ -103,6 +103,12 @@ class FileLoader(DeviceLoader):
                                  pin_memory=device.type == "cuda" and device_decode is None,
                                  persistent_workers=workers > 0, generator=seeds,
                                  multiprocessing_context=worker_context() if workers > 0 else None)
+        self.starting: WorkerStart | None = None
+
+    def start(self) -> None:
+        """Start the workers now, on a thread (:class:`~..loaders.WorkerStart`); the first batch waits for them."""
+        if self.workers > 0 and self.n > 0 and self.starting is None:
+            self.starting = WorkerStart(self.loader, self.device)
 
     def order(self) -> torch.Tensor:
         return super().order().cpu()
@@ -120,6 +126,8 @@ class FileLoader(DeviceLoader):
         return idx + idx[-1:] * (b - len(idx)), min(b, self.n - i * b)
 
     def batches(self, order: torch.Tensor, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
+        if self.starting is not None:
+            self.starting.wait()    # the loader is the start thread's until then
         steps = range(start, self.steps)
         # Each step's indices made when the loader asks for them: a list of Python ints per image held
         # for the whole epoch grew the worker with the dataset (60,000 images: 600 lists of 100 ints).

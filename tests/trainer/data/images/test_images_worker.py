@@ -2,17 +2,15 @@
 and a corrupt file among them is skipped and counted (event, metric, the run's artifact), never fatal.
 
 The default run compares 300 and 3,000 images of 48x48 (read into memory, as before, 3,000 of them
-take 80 MiB more than 300); the slow proof (``make test-thorough``) 6,000 and 60,000 of 32x32. Both
-runs take the same number of steps (the small folder for more epochs): a run's peak RSS also moves with
-its length. glibc's heap kept the pages that batches and activations freed (+67 MiB of ``[heap]`` over
-600 steps); the worker now gives them back once it has grown 16 MiB (checked every 0.5 s:
-:class:`trainer.memory.samples.HeapTrim`; 300 against 3,000 images measured +12.3 MiB with it, -0.9 MiB
-with a trim at every check),
-and the peak still settles over a run's first ~170 steps, which one epoch of 6,000 images (60 steps) never
-reached: compared that way, 6,000 against 60,000 measured +63 MiB before the trim and +32 to +37 MiB after.
-What climbs is the heap's high between two trims (the most pages a step's tensors touched since the last
-one), not anything the images hold: sampled at 30 Hz its low stays at 145-147 MiB from step 1 to 180 while its
-high goes 170 -> 181 MiB; with a fixed 1 MiB mmap threshold both stay at 147 (and steps are 1.15-1.5x slower)."""
+take 80 MiB more than 300); the slow proof (``make test-thorough``) 6,000 and 60,000 of 32x32. Each compares
+one epoch of both (what a user does) and the small folder for as many epochs as the large one has steps
+(the same run length). glibc's heap kept the pages that batches and activations freed (+67 MiB of
+``[heap]`` over 600 steps); the worker gives them back at a step's end once it has grown 4 MiB above the
+level the step after the last trim settled at (:class:`trainer.memory.samples.HeapTrim`). Trimmed every
+0.5 s from the RSS right after each trim, a run's peak was the highest of its highs between trims, so the
+longer run peaked higher: one epoch of 60,000 images 751-779 MiB against 748-759 for 6,000 (3 runs each);
+now 761-762 against 752-753 (2 runs each; with 16 MiB of growth this test measured +23.3 MiB one epoch
+each, +9.6 the same steps)."""
 
 from __future__ import annotations
 
@@ -45,10 +43,8 @@ def write_many(root: Path, count: int, side: int, classes: int = 4) -> Path:
     return root
 
 
-def train_on(tmp_path: Path, db: str, count: int, side: int, epochs: int = 1) -> tuple[int, list, Path]:
-    folder = write_many(tmp_path / f"n{count}", count, side)
-    bad = corrupt(folder / "c1" / f"{5:06d}.jpg")     # one corrupt file among them
-    run_dir = tmp_path / f"run{count}"
+def train_on(tmp_path: Path, db: str, folder: Path, side: int, epochs: int = 1) -> list:
+    run_dir = tmp_path / f"run-{folder.name}-{epochs}"
     run_dir.mkdir()
     spec = write_spec(run_dir, tiny_cnn(channels=3, size=side, classes=4),
                       data={"dataset": str(folder), "workers": 2, "val_fraction": 0.0, "test_fraction": 0.0,
@@ -57,7 +53,7 @@ def train_on(tmp_path: Path, db: str, count: int, side: int, epochs: int = 1) ->
                       checkpoints={"best": False, "last": False})
     code, events, stderr = run_worker(spec, db, timeout=1200)
     assert code == 0, stderr
-    return code, events, bad
+    return events
 
 
 def peak_rss(events: list) -> int:
@@ -76,19 +72,21 @@ def check_skipped(events: list, bad: Path, db: str) -> None:
 
 
 def compare(tmp_path: Path, db: str, small: int, large: int, side: int) -> None:
-    # The same number of steps on both: the small folder for as many epochs as the large one has batches
-    # of it. A run's own length moves its peak (the allocator's heap settles over its first ~170 steps),
-    # and one epoch of each compared 60 steps with 600, not 6,000 images with 60,000.
-    _, few, bad_few = train_on(tmp_path, db, small, side, epochs=large // small)
-    _, many, bad_many = train_on(tmp_path, db, large, side)
-    check_skipped(few, bad_few, db)     # counted once, however many epochs meet it
-    check_skipped(many, bad_many, db)
+    """One epoch of each, as a user trains them; and the small folder for as many epochs as the large one has
+    batches of it: the same number of steps, 6,000 images against 60,000 with the run's length the same."""
+    folders = {n: write_many(tmp_path / f"n{n}", n, side) for n in (small, large)}
+    bad = {n: corrupt(folder / "c1" / f"{5:06d}.jpg") for n, folder in folders.items()}   # one corrupt file each
+    many = train_on(tmp_path, db, folders[large], side)
+    check_skipped(many, bad[large], db)
     steps = [e.steps_per_epoch for e in many if e.event == "run_started"][0]
     assert steps >= large // 100 - 2      # it trained on them all
-    grew = (peak_rss(many) - peak_rss(few)) / MIB
-    print(f"worker peak RSS: {peak_rss(few) / MIB:.0f} MiB on {small} images, {peak_rss(many) / MIB:.0f} MiB on "
-          f"{large}: {grew:+.1f} MiB")
-    assert grew < 30, f"the worker grew {grew:.1f} MiB from {small} to {large} images"
+    for epochs in (1, large // small):
+        few = train_on(tmp_path, db, folders[small], side, epochs=epochs)
+        check_skipped(few, bad[small], db)     # counted once, however many epochs meet it
+        grew = (peak_rss(many) - peak_rss(few)) / MIB
+        print(f"worker peak RSS: {peak_rss(few) / MIB:.0f} MiB on {small} images ({epochs} epochs), "
+              f"{peak_rss(many) / MIB:.0f} MiB on {large} (1 epoch): {grew:+.1f} MiB")
+        assert grew < 30, f"the worker grew {grew:.1f} MiB from {small} images ({epochs} epochs) to {large}"
 
 
 def test_memory_does_not_grow_with_the_images_and_a_corrupt_one_is_skipped(tmp_path, db):
