@@ -75,6 +75,8 @@ def aten_graph(ep: ExportedProgram) -> fx.GraphModule:
             continue
         if n.target is A.div.Tensor and _normalize(n) or n.target is A.repeat.default and _repeat_to_batch(n):
             continue  # F.normalize's decomposition, a repeat to the batch: now the calls the rules read
+        if n.target is A.linear.default:
+            _split_computed_bias(gm, n, lifter)  # then lifted without its bias, as any linear
         if n.target in _DROPPED:
             gm.graph.erase_node(n)
         elif n.target in _LIFTS:
@@ -195,6 +197,19 @@ def _repeat_to_batch(n: fx.Node) -> bool:
         return False
     n.op, n.target, n.args = "call_method", "expand", (t, repeats[0], *[-1] * (len(repeats) - 1))
     return True
+
+
+def _split_computed_bias(gm: fx.GraphModule, n: fx.Node, lifter: _Lifter) -> None:
+    """``aten.linear(x, w, b)`` with ``b`` computed in forward (BEiT's ``cat((q_bias, zeros, v_bias))``) as
+    ``linear(x, w) + b``: the layer holds its weight, the bias becomes a Computed node added after it."""
+    bias = _arg(n, 2, None)
+    if not isinstance(bias, fx.Node) or lifter.tensor(bias) is not None or lifter.tensor(_a(n)[1]) is None:
+        return
+    n.args = (*_a(n)[:2], None)
+    with gm.graph.inserting_after(n):
+        add = gm.graph.call_function(operator.add, (n, bias))
+    add.meta = dict(n.meta)
+    n.replace_all_uses_with(add, delete_user_cb=lambda u: u is not add)
 
 
 def _reshape_as(gm: fx.GraphModule, n: fx.Node) -> None:

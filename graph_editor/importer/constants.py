@@ -20,12 +20,12 @@ def fold_constants(gm: fx.GraphModule, skip: Collection[Any] = ()) -> None:
     mask, a buffer reshaped, sin/cos position tables) computed once now: each value read by the rest of the
     graph becomes a buffer that a get_attr reads (a Constant node). A value some op mutates in place is left."""
     fixed: set[fx.Node] = set()
-    mutated = {a for n in gm.graph.nodes if _mutates(n) for a in n.all_input_nodes[:1]}
+    mutated = {a for n in gm.graph.nodes if mutates(n) for a in n.all_input_nodes[:1]}
     for n in gm.graph.nodes:
-        if n in mutated or _mutates(n):
+        if n in mutated or mutates(n):
             continue
         if n.op == "get_attr":
-            if not isinstance(_attr(gm, str(n.target)), nn.Parameter):
+            if not isinstance(attribute(gm, str(n.target)), nn.Parameter):
                 fixed.add(n)
         elif n.op in ("call_function", "call_method") and n.target not in skip and all(
                 a in fixed for a in n.all_input_nodes):
@@ -60,14 +60,14 @@ def fold_constants(gm: fx.GraphModule, skip: Collection[Any] = ()) -> None:
 
 def _value(gm: fx.GraphModule, n: fx.Node, env: dict[fx.Node, Any]) -> Any:
     if n.op == "get_attr":
-        return _attr(gm, str(n.target))
+        return attribute(gm, str(n.target))
     args, kwargs = fx.map_arg(n.args, env.__getitem__), fx.map_arg(n.kwargs, env.__getitem__)
     if n.op == "call_method":
         return getattr(args[0], str(n.target))(*args[1:], **kwargs)
     return n.target(*args, **kwargs)  # type: ignore[operator]
 
 
-def _mutates(n: fx.Node) -> bool:
+def mutates(n: fx.Node) -> bool:
     """An op that changes a tensor in place (an ATen op whose schema says so, ``x.add_()``, ``out=``)."""
     if n.op == "call_method":
         return str(n.target).endswith("_") or "out" in n.kwargs
@@ -75,7 +75,7 @@ def _mutates(n: fx.Node) -> bool:
     return n.op == "call_function" and (schema.is_mutable if schema is not None else "out" in n.kwargs)
 
 
-def _attr(root: nn.Module, path: str) -> Any:
+def attribute(root: nn.Module, path: str) -> Any:
     obj: Any = root
     for part in path.split("."):
         obj = getattr(obj, part, None)

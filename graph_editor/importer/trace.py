@@ -18,6 +18,7 @@ from torch.func import functional_call
 
 from ..building import layers as L
 from ..building.data_dependent import data_dependent_cause, describe
+from .computed import fold_computed
 from .constants import fold_constants
 from .errors import ModuleImportError, user_frame, user_line, where
 from .rules import FOLDS, Step, leaf_classes, library_functions, module_steps
@@ -80,6 +81,7 @@ def prepare(gm: fx.GraphModule, steps: dict[str, list[Step]] | None = None) -> f
     fold_constants(gm)  # torch.arange of a size, a mask from a buffer: computed now, a Constant node each
     for _, fold in FOLDS.items():  # a parameter read in forward and its op -> one module (x * self.gamma)
         fold(gm)
+    fold_computed(gm)  # what only learned tensors reach (a clamped scale, a joined qkv bias): a Computed node each
     return gm
 
 

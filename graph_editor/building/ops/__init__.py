@@ -10,6 +10,7 @@ Importing this package registers every family.
 from . import (  # noqa: F401
     activation,
     attention,
+    computed,
     conv,
     core,
     matmul,

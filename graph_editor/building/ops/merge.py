@@ -208,21 +208,35 @@ def _f_stack(tensors: Any, dim: int = 0, *, out: Any = None) -> Mapped:
     return Mapped("Stack", {"dim": dim}, [tensor(t) for t in tensors])
 
 
-def _dim_arg(n: fx.Node, pos: int, default: Any = None) -> Any:
-    return n.args[pos] if len(n.args) > pos else n.kwargs.get("dim", default)
-
-
-@graph_fold("a stack along the batch, reduced at once")
-def _stack_then_mean(gm: fx.GraphModule) -> None:
-    """``torch.stack(xs, 0).mean(0)`` (CrossViT averaging its branches' logits) as ``torch.stack(xs, 1).mean(1)``:
-    the same values, each sample's stacked along a per-sample dim, which Stack and Mean map."""
-    for n in gm.graph.nodes:
-        if n.target is not torch.stack or _dim_arg(n, 1, 0) != 0 or not n.users or not all(
-                (u.target is torch.mean or u.op == "call_method" and u.target == "mean") and u.args[0] is n
-                and _dim_arg(u, 1) in (0, [0], (0,)) and not u.kwargs.get("keepdim", False) and len(u.args) <= 2
-                for u in n.users):
+@graph_fold("sum of a stack")
+def _fold_stack_reduce(gm: fx.GraphModule) -> None:
+    """``torch.stack(xs).sum(0)`` (EfficientViM's heads) and ``.mean(0)`` (CrossViT's branches) as the sum of the
+    parts (divided by their number): the batch dimension is never stacked into."""
+    for n in list(gm.graph.nodes):
+        parts = n.args[0] if n.target is torch.stack and n.args else None
+        dim = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", 0)
+        if not isinstance(parts, list | tuple) or len(parts) < 2 or dim != 0 or len(n.users) != 1:
             continue
-        n.args, n.kwargs = (n.args[0],), {**{k: v for k, v in n.kwargs.items() if k != "dim"}, "dim": 1}
-        for u in list(n.users):
-            u.args, u.kwargs = (n,), {**{k: v for k, v in u.kwargs.items() if k != "dim"}, "dim": 1}
-        n.meta.pop("val", None)  # the shapes are propagated again before the conversion
+        (user,) = n.users
+        kind = _reduce_over_stack(user, n)
+        if kind is None:
+            continue
+        with gm.graph.inserting_before(user):
+            total = parts[0]
+            for part in parts[1:]:
+                total = gm.graph.call_function(operator.add, (total, part))
+            if kind == "mean":
+                total = gm.graph.call_function(operator.truediv, (total, len(parts)))
+        user.replace_all_uses_with(total)
+        gm.graph.erase_node(user)
+        gm.graph.erase_node(n)
+    gm.recompile()
+
+
+def _reduce_over_stack(user: fx.Node, stack: fx.Node) -> str | None:
+    """"sum" or "mean" where ``user`` reduces ``stack`` over its dim 0 only (no keepdim, no dtype), else None."""
+    kind = {torch.sum: "sum", torch.mean: "mean", "sum": "sum", "mean": "mean"}.get(user.target)
+    if kind is None or not user.args or user.args[0] is not stack or set(user.kwargs) - {"dim"}:
+        return None
+    dim = user.args[1] if len(user.args) > 1 else user.kwargs.get("dim")
+    return kind if dim in (0, [0], (0,)) and len(user.args) <= 2 else None

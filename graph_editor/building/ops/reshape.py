@@ -345,3 +345,32 @@ def split_multi_dim_slices(gm: fx.GraphModule) -> None:
         changed = True
     if changed:
         gm.recompile()
+
+
+@graph_fold("repeat each sample")
+def repeat_samples(gm: fx.GraphModule) -> None:
+    """``x.repeat_interleave(k, dim=0)`` (GCViT's global query, repeated to each image's windows) as
+    ``x.unsqueeze(1).expand(-1, k, ...).flatten(0, 1)``: the same values, as an Expand and a fold into the batch.
+    Only where ``k`` is a number (the exported program's; fx's is size arithmetic) and the rank is known."""
+    changed = False
+    for n in list(gm.graph.nodes):
+        if n.target not in ("repeat_interleave", torch.repeat_interleave, torch.ops.aten.repeat_interleave.self_int):
+            continue
+        args: tuple[Any, ...] = (*n.args, None, None)
+        x, k = args[0], args[1]
+        dim = args[2] if args[2] is not None else n.kwargs.get("dim")
+        value = x.meta.get("val") if isinstance(x, fx.Node) else None
+        if not isinstance(k, int) or dim != 0 or not isinstance(value, torch.Tensor) or set(n.kwargs) - {
+                "dim", "output_size"}:
+            continue
+        with gm.graph.inserting_before(n):
+            one = gm.graph.call_method("unsqueeze", (x, 1))
+            wide = gm.graph.call_method("expand", (one, -1, k, *[-1] * (value.dim() - 1)))
+            folded = gm.graph.call_method("flatten", (wide, 0, 1))
+        for made in (one, wide, folded):
+            made.meta = {k_: v for k_, v in n.meta.items() if k_ != "val"}
+        n.replace_all_uses_with(folded)
+        gm.graph.erase_node(n)
+        changed = True
+    if changed:
+        gm.recompile()

@@ -55,7 +55,7 @@ NEWLY_STRICT = {
     "nf_regnet_b0": "StdConv2d scaled (ScaledStdConv2d: weights standardised in forward, a learned gain)",
     "vit_tiny_r_s16_p8_224": "StdConv2d (StdConv2dSame's ops in the exported program; its 'SAME' pad a Pad)",
     "tresnet_m": "BlurPool2d (a fixed binomial filter, depthwise)",
-    "crossvit_tiny_240": "torch.stack(xs, 0).mean(0) folded to a per-sample Stack and Mean",
+    "crossvit_tiny_240": "torch.stack(xs, 0).mean(0) folded to the sum of the parts over their number",
     "sam2_hiera_tiny": "Tile (window_embed.tile((th, tw)))",
     "naflexvit_base_patch16_siglip": "Interpolate antialias (its position embedding resized to the patch grid)",
     "nextvit_small": "AvgPool1d (its attention's token reduction)",
@@ -64,6 +64,19 @@ NEWLY_STRICT = {
     "qwen3_vit_88m": "LayerNorm without weights in the exported program; the rotary attention's empty q[:, :, :0] left out",
     "mobilenetv5_base": "RMSNorm2d (RmsNormAct2d's ops in the exported program), SDPA with one head of keys and values",
     "vgg11": "nothing new: strict on session 4's main already (the walk table's row was older)",
+    # session 5: weights computed from parameters in forward (the Computed node), picks of one as an unbind,
+    # a stack summed over its parts, a sample repeated to its windows
+    "swinv2_tiny_window8_256": "Computed (logit scale, qkv bias, the position MLP's bias), linear + computed bias",
+    "swinv2_cr_tiny_224": "Computed (logit_scale.reshape(...).clamp().exp(), the position MLP's bias)",
+    "beitv2_base_patch16_224": "Computed (cat((q_bias, zeros, v_bias)); the bias table with its cls rows)",
+    "vit_tiny_patch16_dinov3_qkvb": "Computed (the qkv bias)",
+    "vit_srelpos_small_patch16_224": "Computed (a bias from an MLP over a fixed table)",
+    "efficientvit_m0": "Computed (the gathered bias) read per head as an Unbind's parts",
+    "levit_128s": "Computed (the downsampling attention's bias: queries a strided subset of the keys)",
+    "efficientformerv2_s0": "Computed (the downsampling attention's bias)",
+    "tnt_s_legacy_patch16_224": "the exported program's ops, with the Computed fold",
+    "efficientvim_m1": "Computed (sigmoid(alpha).view(4, -1, 1, 1) read as alpha[i]), stack(logits).sum(0)",
+    "gcvit_xxtiny": "repeat_interleave to the windows as Unsqueeze, Expand, fold_batch",
 }
 DEFAULT = "pit_ti_224"  # the cheapest: ~5 s of CPU on a quiet machine
 
