@@ -36,12 +36,12 @@ def test_model_py_reproduces_the_graph_exactly(sources, tmp_path, name):
     assert report.ok, report.to_text()
     code = (tmp_path / "model.py").read_text()
     assert "class " in code and "def forward(self, x: torch.Tensor)" in code
-    # Standalone for an exported-program node and a Constant node (the catalog graph has both): their classes are
-    # copied with the loader and decoder they need; a Computed node's class is still imported from the project
-    project = [line for line in code.splitlines() if "graph_editor" in line]
+    # Standalone: nothing of the project, also for an exported-program, a Constant and a Computed node (the catalog
+    # graph has them), whose classes are copied with the loader, decoder and recipe reader they need
+    assert [line for line in code.splitlines() if "graph_editor" in line] == []
     types = {n.type for n in source.graph.nodes.values()}
-    assert project == (["from graph_editor.building.ops.computed import ComputedTensor"] if "Computed" in types else [])
-    copied = {"Program": "class ExportedProgramModule(nn.Module):", "Constant": "class FixedTensor(nn.Module):"}
+    copied = {"Program": "class ExportedProgramModule(nn.Module):", "Constant": "class FixedTensor(nn.Module):",
+              "Computed": "class ComputedTensor(nn.Module):"}
     assert all(line in code for kind, line in copied.items() if kind in types)
     x = source.example(5, seed=7)  # neither the traced nor the verified batch size
     model = load_generated(tmp_path / "model.py").load()

@@ -17,9 +17,8 @@ import json
 import math
 import operator
 import zlib
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from safetensors import SafetensorError
@@ -32,11 +31,15 @@ from ...analysis.per_node import flop_rule
 from ...importer.rules import Mapped, module_rule
 from ..modules import Call, Example, Params, Shape, builder
 
-FORMAT = 1
-A = torch.ops.aten
-# The ops a recipe may use: element-wise, shape, gather and linear-algebra ops that a weight computed from
-# parameters is made of (what make_fx records for SwinV2's, BEiT's, EVA's and ViT-RelPos' code).
-OPS: dict[str, Any] = {str(op): op for op in (
+RECIPE_FORMAT = 1
+
+
+@lru_cache(maxsize=1)
+def recipe_ops() -> dict[str, Any]:
+    """The ops a recipe may use, by name: element-wise, shape, gather and linear-algebra ops that a weight
+    computed from parameters is made of (what make_fx records for SwinV2's, BEiT's, EVA's and ViT-RelPos' code)."""
+    A = torch.ops.aten
+    ops: dict[str, Any] = {str(op): op for op in (
     A.add.Tensor, A.add.Scalar, A.sub.Tensor, A.sub.Scalar, A.rsub.Scalar, A.mul.Tensor, A.mul.Scalar,
     A.div.Tensor, A.div.Scalar, A.neg.default, A.exp.default, A.log.default, A.log1p.default, A.log2.default,
     A.sign.default, A.abs.default, A.sqrt.default, A.rsqrt.default, A.pow.Tensor_Scalar, A.reciprocal.default,
@@ -48,27 +51,31 @@ OPS: dict[str, Any] = {str(op): op for op in (
     A.ones_like.default, A.full_like.default, A._to_copy.default, A.repeat.default, A.flatten.using_ints,
     A.sum.dim_IntList, A.mean.dim, A.linalg_vector_norm.default, A.split.Tensor, A.unbind.int, A.alias.default,
     A.lift_fresh_copy.default, A.detach.default,
-)}
-OPS["getitem"] = operator.getitem  # picks one value of a multi-output op (split, unbind)
+    )}
+    ops["getitem"] = operator.getitem  # picks one value of a multi-output op (split, unbind)
+    return ops
+
+
+OPS = recipe_ops()
 
 
 class RecipeError(ValueError):
     """A recipe that cannot be read or does not describe the node; the message says why."""
 
 
-@dataclass(frozen=True)
 class Recipe:
     """What a Computed node computes: ``tensors`` ``[name, "learned" | "fixed", dtype, shape]`` are values
     0..T-1, step k's output is value T+k, ``out`` the value returned (as ``[1, *shape]``)."""
 
-    tensors: list[list[Any]]
-    steps: list[list[Any]]
-    out: int
-    fixed: dict[str, torch.Tensor]
+    __slots__ = ("tensors", "steps", "out", "fixed")
+
+    def __init__(self, tensors: list[list[Any]], steps: list[list[Any]], out: int,
+                 fixed: dict[str, torch.Tensor]) -> None:
+        self.tensors, self.steps, self.out, self.fixed = tensors, steps, out, fixed
 
 
 def encode_recipe(recipe: Recipe) -> str:
-    meta = json.dumps({"format": FORMAT, "tensors": recipe.tensors, "steps": recipe.steps, "out": recipe.out})
+    meta = json.dumps({"format": RECIPE_FORMAT, "tensors": recipe.tensors, "steps": recipe.steps, "out": recipe.out})
     raw = save_tensors({k: v.detach().contiguous().cpu() for k, v in recipe.fixed.items()}, metadata={"recipe": meta})
     return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
 
@@ -84,13 +91,13 @@ def decode_recipe(text: str) -> Recipe:
     except (binascii.Error, zlib.error, SafetensorError, KeyError, ValueError, TypeError) as exc:
         raise RecipeError(f"recipe cannot be read ({type(exc).__name__}: {str(exc)[:80]}); an import writes it") \
             from None
-    if meta.get("format") != FORMAT:
-        raise RecipeError(f"recipe's format is {meta.get('format')}, this Torch Studio reads format {FORMAT}")
-    unknown = sorted({s[0] for s in meta["steps"] if s[0] not in OPS})
+    if meta.get("format") != RECIPE_FORMAT:
+        raise RecipeError(f"recipe's format is {meta.get('format')}, this reads format {RECIPE_FORMAT}")
+    unknown = sorted({s[0] for s in meta["steps"] if s[0] not in recipe_ops()})
     if unknown:
         raise RecipeError(f"recipe uses {unknown[0]}, which is not among the ops a Computed node may run")
     names = [t[0] for t in meta["tensors"]]
-    bad = [n for n in names if not n.isidentifier() or n in _RESERVED or names.count(n) > 1]
+    bad = [n for n in names if not n.isidentifier() or n in _reserved() or names.count(n) > 1]
     missing = [t[0] for t in meta["tensors"] if t[1] == "fixed" and t[0] not in fixed]
     if bad or missing:
         raise RecipeError(f"recipe's tensor {(bad or missing)[0]!r} is " + ("not a usable name" if bad else
@@ -104,7 +111,10 @@ def _metadata(raw: bytes) -> dict[str, str]:
     return dict(json.loads(raw[8:8 + size])["__metadata__"])
 
 
-_RESERVED = frozenset(dir(nn.Module()))
+@lru_cache(maxsize=1)
+def _reserved() -> frozenset[str]:
+    """The names a module already has (a tensor named ``forward`` or ``training`` would shadow them)."""
+    return frozenset(dir(nn.Module()))
 
 
 # ------------------------------------------------------------------ arguments
@@ -135,7 +145,8 @@ class _Ref:
         self.k = k
 
 
-_DEVICE = object()
+class _Device:
+    """Stands for the device the node runs on, in a recipe's arguments."""
 
 
 def _decode_arg(a: Any) -> Any:
@@ -149,7 +160,7 @@ def _decode_arg(a: Any) -> Any:
     if kind == "float":
         return float(value)
     if kind == "device":
-        return _DEVICE
+        return _Device
     if kind in ("dtype", "layout", "memory_format") and isinstance(getattr(torch, value, None),
                                                                     torch.dtype | torch.layout | torch.memory_format):
         return getattr(torch, value)
@@ -159,7 +170,7 @@ def _decode_arg(a: Any) -> Any:
 def _resolve(a: Any, values: list[Any], device: torch.device) -> Any:
     if isinstance(a, _Ref):
         return values[a.k]
-    if a is _DEVICE:
+    if a is _Device:
         return device
     if isinstance(a, list):
         return [_resolve(x, values, device) for x in a]
@@ -170,6 +181,15 @@ def _resolve(a: Any, values: list[Any], device: torch.device) -> Any:
 class ComputedTensor(nn.Module):
     """A tensor computed from this module's own learned tensors (and fixed ones) at every forward, returned
     as ``[1, *shape]``: batch dimension 1, so it broadcasts against a batch."""
+
+    # model.py copies the recipe's reader beside this class, so that it runs with torch and safetensors alone
+    model_py_helpers: ClassVar[tuple[str, ...]] = (
+        "RECIPE_FORMAT", "RecipeError", "Recipe", "recipe_ops", "_reserved", "_metadata", "decode_recipe", "_Ref",
+        "_Device", "_decode_arg", "_resolve", "leading_one")
+    model_py_imports: ClassVar[tuple[str, ...]] = (
+        "import base64", "import binascii", "import json", "import operator", "import zlib",
+        "from functools import lru_cache", "from typing import Any",
+        "from safetensors import SafetensorError", "from safetensors.torch import load as load_tensors")
 
     def __init__(self, shape: list[int], recipe: str) -> None:
         super().__init__()
@@ -183,7 +203,7 @@ class ComputedTensor(nn.Module):
                                                                        device=device)))
             else:
                 self.register_buffer(name, r.fixed[name].to(device), persistent=False)
-        self.steps = [(OPS[op], _decode_arg(args), {k: _decode_arg(v) for k, v in kwargs.items()})
+        self.steps = [(recipe_ops()[op], _decode_arg(args), {k: _decode_arg(v) for k, v in kwargs.items()})
                       for op, args, kwargs in r.steps]
         self.out = r.out
         if not 0 <= self.out < len(self.names) + len(self.steps):
@@ -210,15 +230,6 @@ def leading_one(value: torch.Tensor) -> torch.Tensor:
     return value if value.dim() >= 2 and value.shape[0] == 1 else value.unsqueeze(0)
 
 
-@dataclass(frozen=True)
-class ComputedCall(Call):
-    """A Computed node's construction in an exported model.py: the class is imported from Torch Studio (it reads
-    the recipe), and the recipe is a string literal."""
-
-    def import_line(self) -> str:
-        return f"from {ComputedTensor.__module__} import {ComputedTensor.__name__}"
-
-
 def _example_recipe() -> str:
     """BEiT's qkv bias for a width of 4: ``cat((q_bias, zeros_like(v_bias), v_bias)) * scale``, scale fixed."""
     tensors = [["q_bias", "learned", "float32", [4]], ["v_bias", "learned", "float32", [4]],
@@ -235,7 +246,7 @@ def _computed(p: Params, xs: list[Shape]) -> Call:
     if got != (1, *p["shape"]):
         raise RecipeError(f"recipe computes {list(got[1:])} (after the batch dimension of 1), shape says "
                           f"{list(p['shape'])}")
-    return ComputedCall(ComputedTensor, (list(p["shape"]), p["recipe"]))
+    return Call(ComputedTensor, (list(p["shape"]), p["recipe"]))
 
 
 @lru_cache(maxsize=256)
