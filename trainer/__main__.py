@@ -30,15 +30,15 @@ from trainer.worker import main  # noqa: E402 - after the handlers: this import 
 _code = main(early_signals=_early)
 for _sig in (signal.SIGINT, signal.SIGTERM):   # the run has ended: a late Ctrl-C must not turn exit 0 into
     signal.signal(_sig, signal.SIG_IGN)       # -2 while the interpreter shuts down (it drops Python handlers)
-if is_torchrun_child():
-    # A rank ends here rather than in the interpreter's teardown. Its process group is destroyed by now
-    # (trainer.distributed.rank), but gloo's worker threads can still hold work whose tensors reach back
-    # into Python; freed while the interpreter is torn down they abort the process (SIGABRT, "terminate
-    # called without an active exception", rank 1 of about one DDP run in 20 under load). Everything the
-    # run writes is committed by now; the exit handlers (Inductor's compile workers) still run.
+if is_torchrun_child() and _code != 0:
+    # A failed rank leaves its process groups as they are (a peer may be gone: destroying them could
+    # hang), so their gloo threads still run; it ends here, not in the interpreter's teardown, where a
+    # gloo thread freeing a tensor would ask the finalizing interpreter for the GIL and the process would
+    # be terminated ("terminate called without an active exception"). A rank that finished destroyed
+    # its groups and joined their threads first (trainer.distributed.rank) and ends as any process does.
+    # Everything the run writes is committed by now; the exit handlers still run.
     import atexit
     import os
-    import sys
 
     atexit._run_exitfuncs()
     sys.stdout.flush()

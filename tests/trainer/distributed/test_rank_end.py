@@ -10,14 +10,12 @@ as torchrun would start it) and must leave no gloo thread and no recorder thread
 
 from __future__ import annotations
 
-import gc
 import io
 import os
 import signal
 import socket
 import sys
 import threading
-import weakref
 from collections import Counter
 from pathlib import Path
 
@@ -25,7 +23,6 @@ import pytest
 
 from tests.trainer.helpers import write_spec
 from trainer.distributed.rank import run_rank
-from trainer.metrics.recorder import Recorder
 from trainer.protocol import events as ev
 from trainer.store.runs import RunStore
 
@@ -77,20 +74,3 @@ def test_a_ddp_rank_ends_with_its_groups_threads_joined(tmp_path, monkeypatch):
     left = os_threads()
     assert {n: left[n] - before[n] for n in GLOO_THREADS if left[n] > before[n]} == {}
     assert recorder_threads() == recorders
-
-
-def test_the_recorder_holds_no_write_once_done_and_its_thread_ends():
-    class Held:
-        pass
-
-    held = Held()
-    ref = weakref.ref(held)
-    recorder = Recorder()
-    recorder.submit(lambda: held.__class__)       # a write closing over an object (as the job's writes do)
-    recorder.flush()
-    del held
-    gc.collect()
-    assert ref() is None                           # the waiting thread keeps nothing of the last write alive
-    recorders = recorder_threads()
-    recorder.close()
-    assert recorder_threads() == recorders - 1
