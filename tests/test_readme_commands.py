@@ -1,0 +1,34 @@
+"""The README's commands are the commands there are (issue 22: it said ``runs ... show RUN_ID`` for
+``torch-studio show``, and gave ``--db`` a path that the store refuses)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from studio.cli import COMMAND_OWNERS
+from tests.studio.cli.in_process import run
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+COMMAND = re.compile(r"torch-studio +([^\s`'\"]+)")
+
+
+def test_every_torch_studio_command_in_the_docs_is_a_command():
+    named = {(doc.name, m.group(1)) for doc in DOCS for m in COMMAND.finditer(doc.read_text(encoding="utf-8"))}
+    assert {word for _doc, word in named} & set(COMMAND_OWNERS)       # the check finds what it looks for
+    unknown = sorted((doc, word) for doc, word in named
+                     if word not in COMMAND_OWNERS and not word.endswith(".graph.json") and not word.startswith("-"))
+    assert unknown == []
+    readme = {word for doc, word in named if doc == "README.md"}
+    assert sorted(set(COMMAND_OWNERS) - readme) == []             # and the README names every command
+
+
+def test_a_path_given_as_db_is_refused_naming_the_url_to_use(capsys, tmp_path):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "`--db /path/runs.sqlite` is refused" in readme     # what the README promises, the CLI does
+    path = tmp_path / "runs.sqlite"
+    code, _out, err = run(capsys, "runs", "--db", str(path))
+    assert code != 0 and err.strip().splitlines() == [
+        f"error: '{path}' is not a database URL: for a SQLite file use sqlite:///{path}"]
+    assert not path.exists()                                   # nothing was made at the path
