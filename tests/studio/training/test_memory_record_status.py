@@ -35,5 +35,8 @@ def test_the_recording_line_lasts_until_the_recording_and_says_why_none_came(qtb
     # a recording the worker could not make (its memory_trace event carries the reason) says so
     bridge.memory_trace.emit(MemoryTimeline(step=1, steps=0, error="cannot record: RuntimeError: busy"))
     assert status.currentMessage() == "Memory not recorded: cannot record: RuntimeError: busy"
+    # the timeline tab keeps the recording before, and says that it is the earlier one
+    title = ctl.dashboard.timeline.title.text()
+    assert title.startswith("No timeline: cannot record: RuntimeError: busy. Below: the previous recording (steps ")
     with qtbot.waitSignal(ctl.session.ended, timeout=WAIT):
         qtbot.mouseClick(ctl.dashboard.stop_button, Qt.MouseButton.LeftButton)
