@@ -13,6 +13,7 @@ agrees with the imported classes.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,7 +141,7 @@ class FormatInfo:
 def describe_formats() -> list[FormatInfo]:
     """Every format in ``exporters/formats``, in menu order, read from the class decorated with
     ``@export_format`` in each file: no import, so no torch."""
-    infos = [info for path in format_files() if (info := _describe(path)) is not None]
+    infos = [info for path in format_files() if (info := _described(path)) is not None]
     return sorted(infos, key=lambda i: (i.order, i.name))
 
 
@@ -154,7 +155,14 @@ def format_help() -> str:
     return ", ".join(f"{i.name} ({i.title})" for i in describe_formats())
 
 
-def _describe(path: Path) -> FormatInfo | None:
+def _described(path: Path) -> FormatInfo | None:
+    """``_describe`` once per version of the file (every main window's menus read the formats)."""
+    stat = path.stat()
+    return _describe(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _describe(path: Path, mtime_ns: int, size: int) -> FormatInfo | None:
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and any(_is_register(d) for d in node.decorator_list):

@@ -10,6 +10,8 @@ import ast
 import functools
 from pathlib import Path
 
+import pytest
+
 from tests.import_graph import PACKAGES, Scope, cycles, import_graph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,6 +64,7 @@ def offenders(package: str, forbidden: tuple[str, ...], skip: tuple[str, ...] = 
     return out
 
 
+@pytest.mark.slow
 def test_no_qt_outside_studio_and_editor_ui():
     for package in ("graph_editor", "trainer", "exporters"):
         assert offenders(package, QT, skip=("graph_editor/ui/",)) == []
@@ -86,6 +89,7 @@ def test_layering():
     assert offenders("trainer", ("graph_editor.ui",)) == []
 
 
+@pytest.mark.slow
 def test_studio_reads_the_run_store_through_its_methods():
     """No SQL in the app shell: run-history queries are :class:`trainer.store.runs.RunStore` methods."""
     assert offenders("studio", ("sqlalchemy",)) == []
@@ -144,6 +148,7 @@ def project_graph(scope: Scope) -> dict[str, frozenset[str]]:
     return {m: frozenset(e) for m, e in import_graph(ROOT, PACKAGES, scope=scope).items()}
 
 
+@pytest.mark.slow
 def test_the_project_has_no_import_cycle_at_module_level():
     """What runs on import (TYPE_CHECKING, ``__main__`` and in-function imports aside) has no loop."""
     graph = project_graph("module")
@@ -151,6 +156,7 @@ def test_the_project_has_no_import_cycle_at_module_level():
     assert cycles(graph) == []
 
 
+@pytest.mark.slow
 def test_every_import_cycle_is_an_allowed_lazy_registry_edge():
     module_level = project_graph("module")
     graph = {m: set(e) for m, e in project_graph("all").items()}

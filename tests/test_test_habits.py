@@ -8,6 +8,8 @@ import itertools
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -67,6 +69,7 @@ def private_reads(tree: ast.Module) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_no_test_reads_a_private_attribute_of_the_product():
     """A test observes what a user gets, or a public reading that a user-facing behaviour justifies: a
     private attribute is free to change, and a test that reads it pins the code instead of the behaviour."""
@@ -100,6 +103,7 @@ def checks_after_fixed_waits(tree: ast.Module) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_no_check_follows_a_fixed_sleep():
     """"Nothing happened within 0.6 s" proves nothing on a loaded machine, and "it has happened by now"
     fails on one: a check waits on the event that makes it true (``qtbot.waitUntil``/``waitSignal``, a

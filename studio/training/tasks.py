@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
 _IMPORTS = threading.Lock()
 TRAINER_MODULES = ("torch._dynamo", "torchvision.transforms.v2", "trainer.checks", "trainer.memory.doctor",
@@ -45,10 +45,50 @@ class _Runner(QThread):
         self.done.emit(result)
 
 
+class _Keeper(QObject):
+    """Holds every started thread until it has finished, whoever owned its task: Qt aborts the process
+    (qFatal) when a QThread is destroyed while it runs, which deleting a window or dialog whose memory
+    prediction was still running did. The application waits for the rest as it quits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running: set[_Runner] = set()
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.wait_all)
+
+    def keep(self, runner: _Runner) -> None:
+        self.running.add(runner)
+        runner.finished.connect(self._finished)    # queued: the keeper lives on the GUI thread
+
+    @Slot()
+    def _finished(self) -> None:
+        runner = self.sender()
+        if isinstance(runner, _Runner):
+            self.running.discard(runner)    # its task, while it lives, still holds it (is_running, wait)
+
+    @Slot()
+    def wait_all(self, ms: int = 60_000) -> None:
+        for runner in list(self.running):
+            runner.wait(ms)
+
+
+_KEEPER: _Keeper | None = None
+
+
+def _keeper() -> _Keeper:
+    global _KEEPER
+    if _KEEPER is None:
+        _KEEPER = _Keeper()
+    return _KEEPER
+
+
 class BackgroundTask(QObject):
     """One function running on a QThread; ``done(result)`` or ``error(message)`` on the GUI thread.
 
-    Keep a reference while it runs; ``wait()`` blocks until it ends (tests, shutdown).
+    Keep a reference while it runs; ``wait()`` blocks until it ends (tests, shutdown). The thread is not
+    the task's child: deleting the task (or its parent) while the function runs drops its result, and
+    the thread ends on its own.
     """
 
     done = Signal(object)
@@ -56,11 +96,12 @@ class BackgroundTask(QObject):
 
     def __init__(self, fn: Callable[[], Any], parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._thread = _Runner(fn, self)
+        self._thread = _Runner(fn)
         self._thread.done.connect(self.done)
         self._thread.error.connect(self.error)
 
     def start(self) -> BackgroundTask:
+        _keeper().keep(self._thread)
         self._thread.start()
         return self
 

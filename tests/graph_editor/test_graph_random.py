@@ -3,6 +3,7 @@ shapes validation promised, or fails with problems located at its nodes; never a
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -126,6 +127,7 @@ def shapes_on_meta(module: fx.GraphModule, x: torch.Tensor) -> dict[str, tuple[i
     return seen
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_graphs())
 def test_random_graph_builds_and_runs_or_reports_located_problems(graph):
@@ -157,6 +159,7 @@ def test_validation_never_raises_and_locates_every_error(graph):
         assert p.node in graph.nodes
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_graphs())
 def test_any_built_graph_imports_back_to_the_same_layers(graph):

@@ -109,6 +109,7 @@ def close_train_dialogs(window) -> None:
         dialog.reject()
 
 
+@pytest.mark.slow
 def test_one_train_action_from_menu_toolbar_shortcut_and_hint(window, qtbot):
     from studio.training.train_dialog import TrainDialog
 

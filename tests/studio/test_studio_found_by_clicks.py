@@ -103,6 +103,7 @@ def _arrow_points_down(header, section: int) -> bool:
     return widths[0] > widths[-1]
 
 
+@pytest.mark.slow
 def test_the_runs_sort_arrow_points_the_way_the_column_is_sorted(window):
     window.resize(1440, 900)
     click_mode(window, "Runs")
@@ -116,6 +117,7 @@ def test_the_runs_sort_arrow_points_the_way_the_column_is_sorted(window):
     assert not _arrow_points_down(header, section)
 
 
+@pytest.mark.slow
 def test_a_run_is_named_as_the_cli_names_it_and_the_next_train_dialog_forgets_the_last_name(window, prompts,
                                                                                           qtbot):
     import argparse

@@ -57,6 +57,7 @@ def test_menus_and_toolbar_come_from_the_table_with_the_usual_shortcuts(window):
     assert window.action["undo"].text() == "&Undo Add ReLU"
 
 
+@pytest.mark.slow
 def test_theme_switch_changes_the_palette_and_is_remembered(window, tmp_path):
     dark = window.palette().color(QPalette.ColorRole.Window).lightness()
     window.theme_actions["light"].trigger()
@@ -82,6 +83,7 @@ def test_window_layout_and_recent_files_persist(make_window, tmp_path):
     assert len(settings.recent_files()) == 10 and settings.recent_files()[0].endswith("g11.graph.json")
 
 
+@pytest.mark.slow
 def test_the_studio_reopens_in_the_workspace_it_closed_in_with_its_layout(make_window, qtbot):
     first = make_window()
     first.training.show_runs()                         # the Runs workspace builds the training docks
@@ -130,6 +132,7 @@ def test_the_studio_opens_reports_and_quits_from_the_command_line(tmp_path):
     assert '"event": "opened"' in lines[1] and '"ok": true' in lines[1] and '"nodes": 14' in lines[1]
 
 
+@pytest.mark.slow
 def test_the_run_menu_builds_training_on_first_use_and_opens_a_runs_graph(window, prompts):
     assert not window.training.built  # nothing of the training side is loaded at start-up
     titles = [a.text() for a in window.menuBar().actions()]

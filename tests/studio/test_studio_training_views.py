@@ -17,6 +17,7 @@ def _themes(controller) -> set[str]:
     return {view.theme.name for view in views}
 
 
+@pytest.mark.slow
 def test_training_views_follow_the_theme_and_the_runs_dock_asks_the_window(qtbot, window, prompts, tmp_path):
     window.set_theme("dark")              # the theme the window had before the training views existed
     window.training.show_runs()           # Run > Runs builds them

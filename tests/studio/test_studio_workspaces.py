@@ -19,6 +19,7 @@ def click_mode(window, name: str) -> None:
     QApplication.processEvents()
 
 
+@pytest.mark.slow
 def test_each_workspace_fills_the_window_and_the_canvas_keeps_its_size(window):
     window.resize(1440, 900)
     open_template(window, "lenet5")
@@ -83,6 +84,7 @@ def test_a_feature_adds_its_workspace_with_one_call(window):
         window.workspaces.add("Sketch")
 
 
+@pytest.mark.slow
 def test_one_train_action_on_the_toolbar(window):
     train = [a for a in window.findChildren(type(window.action["new"])) if a.shortcut().toString() == "Ctrl+T"]
     assert train == [window.training.train_action]
@@ -92,6 +94,7 @@ def test_one_train_action_on_the_toolbar(window):
             if a.shortcut().toString() == "Ctrl+T"] == [window.training.train_action]
 
 
+@pytest.mark.slow
 def test_a_starting_run_brings_the_train_workspace_instead_of_squashing_the_canvas(window):
     window.resize(1440, 900)
     ctl = window.training.controller()      # built from Design, as the first Train click does
@@ -103,6 +106,7 @@ def test_a_starting_run_brings_the_train_workspace_instead_of_squashing_the_canv
     assert (window.width(), window.height()) == (1440, 900)   # no workspace makes the window grow
 
 
+@pytest.mark.slow
 def test_the_view_menu_keeps_the_docks_together_above_reset_layout(window):
     window.training.controller()                       # docks made after the menu was built
     texts = [a.text() for a in window.menus["&View"].actions()]

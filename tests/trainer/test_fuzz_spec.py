@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -56,6 +57,7 @@ def _paths(obj, prefix=()):
             yield from _paths(value, (*prefix, key))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_hostile_values_anywhere_parse_or_name_their_field(data):

@@ -55,6 +55,7 @@ def _by_hand(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float
     return figures
 
 
+@pytest.mark.slow
 def test_per_node_figures_match_tensor_hooks_by_hand():
     graph = load_graph(DIGITS_CNN)
     torch.manual_seed(0)

@@ -136,6 +136,7 @@ def test_every_template_is_fully_attributed():
         assert captured.nodes[0].owner == LOSS
 
 
+@pytest.mark.slow
 def test_digits_structure_summary_and_cache():
     graph = load_graph(TEMPLATES / "digits_cnn.graph.json")
     captured = capture_autograd(graph, 8)

@@ -51,6 +51,7 @@ def test_without_a_gpu_the_forward_runs_as_fake_cuda_and_differs_from_the_cpu_wh
     assert len(cpu.nodes) == len(cuda.nodes)
 
 
+@pytest.mark.slow
 @no_gpu_cuda_build
 def test_resnet_on_fake_cuda_saves_what_the_cpu_saves_with_cudnn_batch_norm():
     graph = load_graph(TEMPLATES / "resnet18_cifar.graph.json")

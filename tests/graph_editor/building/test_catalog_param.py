@@ -121,6 +121,7 @@ class TinyViT(nn.Module):
         return self.head(t[:, 0] + self.shift)
 
 
+@pytest.mark.slow
 def test_parameters_read_in_forward_import_as_nodes_with_their_values():
     torch.manual_seed(2)
     module = TinyViT().eval()

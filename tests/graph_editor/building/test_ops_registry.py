@@ -52,6 +52,7 @@ def layer_inputs(type_: str, x: torch.Tensor) -> list[torch.Tensor]:
     return [x] * len(graph.in_edges("layer"))
 
 
+@pytest.mark.slow
 def test_every_catalog_type_is_complete():
     """Builder, FLOP rule (or a declared zero), example, import rule and writer: all missing ones at once."""
     missing = []

@@ -313,11 +313,13 @@ class Recurrent(nn.Module):
         return self.gru(x)[0][:, -1]
 
 
+@pytest.mark.slow
 def test_lstm_and_gru_import_as_their_output_sequence():
     types = strict_round_trip(Recurrent(), (7, 4))
     assert types["lstm"] == "LSTM" and types["gru"] == "GRU"
 
 
+@pytest.mark.slow
 def test_a_recurrent_layer_whose_final_state_is_read_says_so():
     from graph_editor.importer import ModuleImportError
 

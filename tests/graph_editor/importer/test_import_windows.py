@@ -60,6 +60,7 @@ class ShiftedWindows(nn.Module):
         return self.head(y.permute(0, 3, 1, 2))
 
 
+@pytest.mark.slow
 def test_shifted_windows_import_strictly_and_are_the_module_at_every_batch():
     torch.manual_seed(0)
     module = ShiftedWindows().eval()

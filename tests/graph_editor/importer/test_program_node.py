@@ -237,6 +237,7 @@ def test_a_module_returning_a_tuple_is_one_node_with_an_output_port_each():
         assert torch.equal(built(result).eval()(x), net(x)[0])
 
 
+@pytest.mark.slow
 def test_an_output_that_does_not_lead_with_the_batch_widens_to_the_module_around_it(monkeypatch):
     """nn.RNN's hidden state is [layers, batch, features]: its block, which returns the sequence, is kept,
     and the RNN is never captured (a capture costs seconds: sequencer2d_s captured its 36 LSTMs, whose hidden

@@ -184,6 +184,7 @@ def test_a_block_opened_by_double_click_is_brought_into_view(qtbot):
     assert canvas.zoom > 0.38  # still drawn with text
 
 
+@pytest.mark.slow
 def test_close_all_puts_every_node_back_and_open_all_lays_the_blocks_out(qtbot):
     canvas, controller, _ = open_canvas(qtbot, "resnet18")
     graph = controller.graph
@@ -279,6 +280,7 @@ def test_far_zoom_block_labels_tell_blocks_apart(qtbot, tmp_path):
     assert inside("features.4") != inside("features.6")
 
 
+@pytest.mark.slow
 def test_no_wire_runs_behind_a_closed_block(qtbot):
     """ResNet-18 with every block open but the head: the wires that wrap from layer3's end to layer4 ran
     their lane across the top of layer4's band (90 above the input they reach, which sits deep in its

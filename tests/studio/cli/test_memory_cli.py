@@ -13,6 +13,7 @@ from studio.cli_memory import parse_bytes
 DIGITS = str(Path(__file__).resolve().parents[3] / "assets" / "templates" / "digits_cnn.graph.json")
 
 
+@pytest.mark.slow
 def test_json_has_peak_parts_and_largest_batch(capsys):
     assert main(["memory", DIGITS, "--batch", "32", "--optimizer", "sgd", "--budget", "8MiB", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -24,6 +25,7 @@ def test_json_has_peak_parts_and_largest_batch(capsys):
     assert out["largest_batch_peak_bytes"] <= out["usable_bytes"] == 8 * 2 ** 20
 
 
+@pytest.mark.slow
 def test_text_names_the_peak_and_a_batch_that_does_not_fit(capsys):
     assert main(["memory", DIGITS, "--batch", "512", "--budget", "4MiB"]) == 0
     text = capsys.readouterr().out
@@ -47,6 +49,7 @@ def test_parse_bytes():
     assert parse_bytes("2000") == 2000
 
 
+@pytest.mark.slow
 def test_checkpointing_segments_lower_the_saved_activations(capsys):
     assert main(["memory", DIGITS, "--batch", "64", "--json"]) == 0
     plain = json.loads(capsys.readouterr().out)
@@ -61,6 +64,7 @@ def test_checkpointing_segments_lower_the_saved_activations(capsys):
 MLP = str(Path(DIGITS).with_name("mlp.graph.json"))
 
 
+@pytest.mark.slow
 def test_a_batch_norm_graph_searches_from_batch_2(capsys):
     """The mlp template's BatchNorm1d refuses a training batch of 1: the search starts at 2, and a
     prediction at batch 1 says why instead of a traceback."""
@@ -86,6 +90,7 @@ def test_impossible_numbers_and_devices_are_refused(capsys, args, code, why):
     assert exc.value.code == code and why in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_the_search_cap_is_not_called_the_largest_batch_that_fits(capsys):
     assert main(["memory", DIGITS, "--budget", "1TiB"]) == 0
     text = capsys.readouterr().out

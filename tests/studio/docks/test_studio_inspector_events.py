@@ -85,6 +85,7 @@ def net(window):
     return window
 
 
+@pytest.mark.slow
 def test_the_classes_arrows_change_the_class_count_each_click(net):
     graph = net.controller.graph
     click_arrow(network_field(net, "num_classes"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
@@ -52,6 +53,7 @@ def _enter(window) -> None:
     assert window.workspaces.current == "Experiments"
 
 
+@pytest.mark.slow
 def test_the_workspace_shows_a_study_live_and_opens_the_best_trials_graph(window, qtbot, tmp_path):
     window.resize(1440, 900)
     study = _study(f"sqlite:///{tmp_path / 'runs.sqlite'}")
@@ -107,6 +109,7 @@ def test_retraining_gives_the_validation_split_to_training():
     assert checked.train.epochs == 4 and checked.name == "s trial 3 (train+val)" and spec["data"]["val_fraction"] == 0.1
 
 
+@pytest.mark.slow
 def test_with_no_study_the_workspace_says_how_to_make_one(window, qtbot, tmp_path):
     """An empty run store: the workspace says what a sweep is and how to start one (it once showed an
     empty table headed "1 2 3 4"); the first study replaces that page with its trials, live."""

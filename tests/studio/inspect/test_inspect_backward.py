@@ -85,6 +85,7 @@ def test_the_backward_canvas_edits_nothing(view, qtbot):
     assert not view.search.isVisible() and not view.acceptDrops()
 
 
+@pytest.mark.slow
 def test_a_node_inside_a_closed_design_block_selects_that_block(view, qtbot):
     forward, _ = _show(view, "resnet18_cifar", 2)
     scene = view.backward

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
@@ -29,6 +30,7 @@ def _click_item(view, item, at=None) -> None:
     QTest.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, pos)
 
 
+@pytest.mark.slow
 def test_capture_blocks_overlay_and_selection_both_ways(window, qtbot):
     open_template(window, "digits_cnn")
     ws = _workspace(window)
@@ -71,6 +73,7 @@ def test_capture_blocks_overlay_and_selection_both_ways(window, qtbot):
     assert "NativeBatchNormBackward0" in tip and "shape" in tip and "float32" in tip
 
 
+@pytest.mark.slow
 def test_live_reports_fill_the_plot_overlay_and_flag_exploding(window, qtbot):
     open_template(window, "digits_cnn")
     ws = _workspace(window)
@@ -99,6 +102,7 @@ def test_live_reports_fill_the_plot_overlay_and_flag_exploding(window, qtbot):
     assert steps == [10, 20]
 
 
+@pytest.mark.slow
 def test_a_finished_run_chosen_in_runs_is_inspected_from_the_store(window, qtbot, tmp_path):
     from trainer.inspection import InspectReport, NodeFigures
     from trainer.store.runs import RunStore
@@ -146,6 +150,7 @@ def test_capturing_a_broken_graph_says_why_and_keeps_the_last_capture(window, qt
     assert set(ws.view.backward.blocks) == blocks
 
 
+@pytest.mark.slow
 def test_a_run_s_backward_time_shows_in_ms_and_one_inspection_spans_the_run(window, qtbot, tmp_path):
     from trainer.inspection import InspectReport, NodeFigures
     from trainer.store.runs import RunStore
@@ -204,6 +209,7 @@ def test_opening_another_graph_clears_the_last_one_s_backward_graph_legend_and_p
     assert ws.history.latest is None and ws.spark.curve.xData is None or len(ws.spark.curve.xData) == 0
 
 
+@pytest.mark.slow
 def test_the_heat_legend_takes_the_light_theme(window, qtbot):
     window.resize(1440, 900)
     open_template(window, "lenet5")
@@ -223,6 +229,7 @@ def test_the_heat_legend_takes_the_light_theme(window, qtbot):
     assert text.lightness() < 100
 
 
+@pytest.mark.slow
 def test_the_heat_legend_keeps_out_of_the_minimap(window, qtbot, tmp_path):
     """Both sat in the canvas's bottom-right corner: zoomed in (the minimap shows) the legend covered
     it. It moves left of the minimap while that shows, and back to the corner when it hides."""

@@ -154,6 +154,7 @@ def _curves(d: TrainingDashboard) -> dict[tuple[str, str], tuple[list[float], li
             for c in p.curve_names()}
 
 
+@pytest.mark.slow
 def test_a_run_followed_from_the_store_draws_what_its_events_drew(qtbot, tmp_path):
     """One name per metric: the store rows the worker writes for its events (trainer.metrics.names) give a
     followed run the very curves the live events give, CUDA memory counters that are not bytes included."""

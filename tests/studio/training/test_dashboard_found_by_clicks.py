@@ -76,6 +76,7 @@ def test_the_memory_bar_draws_a_small_peak_as_a_sliver_of_its_budget(qtbot, tmp_
     panel.grab().save(str(tmp_path / "memory_bar_small.png"))
 
 
+@pytest.mark.slow
 def test_a_followed_run_shows_its_lr_and_predicted_line_and_the_plot_says_what_rss_is(qtbot, tmp_path):
     import json
 

@@ -39,6 +39,7 @@ def _click_tab(qtbot, view, title: str) -> None:
     assert view.currentIndex() == index
 
 
+@pytest.mark.slow
 def test_an_image_folder_is_shown_from_its_index_and_a_few_decoded_files(qtbot, tmp_path, monkeypatch):
     import trainer.data
 
@@ -65,6 +66,7 @@ def test_an_image_folder_is_shown_from_its_index_and_a_few_decoded_files(qtbot, 
     d.grab().save(str(tmp_path / "dataset_view.png"))
 
 
+@pytest.mark.slow
 def test_bad_files_are_listed_with_their_reasons_and_every_file_can_be_checked(qtbot, tmp_path):
     files = write_folder(tmp_path / "pets", classes=3, per_class=6)
     for f in files[:6]:          # every c0 sample is shown (4 of 6) or not: two of the shown are broken
@@ -83,6 +85,7 @@ def test_bad_files_are_listed_with_their_reasons_and_every_file_can_be_checked(q
     assert d.problem_list() == []                             # skipped and counted by the run, not fatal
 
 
+@pytest.mark.slow
 def test_the_augmentation_preview_draws_the_spec_s_train_transform_on_a_real_sample(qtbot, tmp_path):
     write_folder(tmp_path / "pets", classes=3, per_class=4, size=(48, 48))
     d = _dialog(qtbot, tmp_path / "pets")

@@ -33,6 +33,7 @@ def _predicted(qtbot, d: TrainDialog) -> MemoryFigures:
     return shown
 
 
+@pytest.mark.slow
 def test_bar_fills_with_the_parts_and_the_largest_batch(qtbot, tmp_path):
     d = _dialog(qtbot)
     f = _predicted(qtbot, d)
@@ -47,6 +48,7 @@ def test_bar_fills_with_the_parts_and_the_largest_batch(qtbot, tmp_path):
     d.memory.grab().save(str(tmp_path / "memory_panel.png"))
 
 
+@pytest.mark.slow
 def test_a_run_that_does_not_fit_is_refused_and_a_fix_click_makes_it_fit(qtbot):
     d = _dialog(qtbot)
     _predicted(qtbot, d)
@@ -87,6 +89,7 @@ def test_panel_renders_a_refusal(qtbot, tmp_path):
     panel.grab().save(str(tmp_path / "refusal.png"))
 
 
+@pytest.mark.slow
 def test_a_batch_larger_than_the_train_split_is_refused_with_that_reason(qtbot):
     """Not 'does not fit': a batch of 100,000 digits is refused as the worker refuses it."""
     d = _dialog(qtbot)

@@ -32,6 +32,7 @@ def session(qtbot, tmp_path):
     s.wait_tasks()
 
 
+@pytest.mark.slow
 def test_predicted_peak_is_the_prediction_of_the_run_spec():
     spec = {"model": {"graph": graph_to_dict(template("digits_cnn"))}, "train": {"batch_size": 32},
             "optim": {"name": "sgd"}}

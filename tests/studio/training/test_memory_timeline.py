@@ -59,6 +59,7 @@ def _click_a_node_band(qtbot, view: MemoryTimelineView, event: dict) -> str:
     return node
 
 
+@pytest.mark.slow
 def test_view_fills_and_a_click_on_a_band_selects_its_node(qtbot, tmp_path):
     event = _event()
     view = _shown(qtbot, event)
@@ -81,6 +82,7 @@ def test_an_event_with_an_error_is_said(qtbot):
     assert view.title.text().startswith("No timeline: recording") and not view.bands
 
 
+@pytest.mark.slow
 def test_the_canvas_selection_marks_its_band_and_clear_empties_the_view(qtbot):
     event = _event()
     view = MemoryTimelineView(theme="dark")
@@ -100,6 +102,7 @@ def test_the_canvas_selection_marks_its_band_and_clear_empties_the_view(qtbot):
     assert not view.bands and not view.names and view.title.text().startswith("No memory timeline yet")
 
 
+@pytest.mark.slow
 def test_the_timeline_stacks_by_phase_on_request(qtbot):
     event = _event()
     view = _shown(qtbot, event)

@@ -65,6 +65,7 @@ def test_the_choices_follow_the_listed_gpus(qtbot, monkeypatch):
     assert not one.device_box.figures.isVisible()
 
 
+@pytest.mark.slow
 def test_ddp_and_fsdp2_write_the_distributed_section_with_per_gpu_memory(qtbot, monkeypatch):
     d = dialog(qtbot, monkeypatch, gpus(4))
     d.wait_memory()
@@ -94,6 +95,7 @@ def oracle(spec, n: int):
     return per_rank(load_graph(DIGITS_CNN), spec, n, device="cuda", resident=resident)
 
 
+@pytest.mark.slow
 def test_the_memory_panel_shows_one_gpus_share_of_the_chosen_strategy(qtbot, monkeypatch):
     d = dialog(qtbot, monkeypatch, gpus(4))
     d.wait_memory()

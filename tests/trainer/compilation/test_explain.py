@@ -20,6 +20,7 @@ from trainer.protocol.client import WorkerClient, environ_with
 from ..helpers import DIGITS_CNN, kinds, write_spec
 
 
+@pytest.mark.slow
 def test_an_item_read_breaks_the_graph_on_its_module_node():
     result = explain_graph(item_graph())
     assert result.graph_count >= 2 and result.break_count >= 1
@@ -60,6 +61,7 @@ class Events:
         self.seen.append(event)
 
 
+@pytest.mark.slow
 def test_the_log_handler_turns_dynamo_records_into_events_on_their_node():
     model = build_module(item_graph())
     sink = Events()

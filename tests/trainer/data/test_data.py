@@ -86,6 +86,7 @@ def test_flip_mirrors_about_half_the_batch():
     assert 60 < flipped < 140 and torch.all((out[:, 0, 0, 0] == 0) | (out[:, 0, 0, 0] == 3))
 
 
+@pytest.mark.slow
 def test_stream_loader_matches_device_loader():
     raw = load_raw("digits", "auto")
     dev = prepare(raw, val_fraction=0.1, test_fraction=0.2, seed=0)
@@ -156,6 +157,7 @@ def test_a_text_file_named_npz_is_not_called_a_pickle(tmp_path):
     assert "pickle" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_decompression_bomb_png_is_refused(tmp_path):
     for name in "a", "b":
         (tmp_path / name).mkdir()

@@ -7,6 +7,7 @@ Bounded for ``make test``: fixed example counts, no deadline (the machine may be
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,7 @@ def tables(draw) -> list[list[str]]:
                                                                     HealthCheck.function_scoped_fixture])
 @given(table=tables(), encoding=st.sampled_from(["utf-8", "utf-8", "latin-1", "utf-8-sig"]),
        target=st.sampled_from(["", "kind", "b"]))
+@pytest.mark.slow
 def test_any_csv_reads_and_splits_or_is_one_data_error(tmp_path, table, encoding, target):
     text = "\n".join(",".join(r) for r in table) + "\n"
     path = tmp_path / "t.csv"
@@ -56,6 +58,7 @@ def arrays(draw, rows: st.SearchStrategy[int], min_dims: int = 1) -> np.ndarray:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                     HealthCheck.function_scoped_fixture])
+@pytest.mark.slow
 @given(data=st.data())
 def test_any_npz_reads_and_splits_or_is_one_data_error(tmp_path, data):
     n = data.draw(st.integers(0, 12))

@@ -14,6 +14,7 @@ from trainer.memory.recomputation import Checkpointed, SegmentError, checkpointe
 BLOCKS = tuple(f"layer{i}_{j}_conv1..layer{i}_{j}_relu2" for i in range(1, 5) for j in range(2))
 
 
+@pytest.mark.slow
 def test_checkpointed_module_computes_the_same_loss_and_gradients():
     g = template("digits_cnn")
     torch.manual_seed(0)
@@ -47,6 +48,7 @@ def test_bad_entries_are_named(entries, message):
         checkpointed_module(build_module(g, device="meta"), g, entries)
 
 
+@pytest.mark.slow
 def test_prediction_shows_the_saving():
     g = template("resnet18_cifar")
     plain, ck = predict_memory(g, 8), predict_memory(g, 8, checkpoint=BLOCKS)

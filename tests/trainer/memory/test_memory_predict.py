@@ -107,6 +107,7 @@ def test_templates_within_5_percent(name, precision, batches):
         check(name, batch, precision)
 
 
+@pytest.mark.slow
 def test_parts_phase_and_nodes():
     g = template("digits_cnn")     # convolutions, batch norm buffers, linears: each part at 1/5 of resnet18_cifar's cost
     p = predict_memory(g, 8, optimizer="adamw")
@@ -148,6 +149,7 @@ def test_bad_arguments_are_named():
         largest_batch(g, 0)
 
 
+@pytest.mark.slow
 def test_largest_batch_fits_and_the_next_does_not():
     g = template("digits_cnn")
     budget = predict_memory(g, 100).peak_bytes

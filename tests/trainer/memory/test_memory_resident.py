@@ -29,6 +29,7 @@ def _spec(**data):
                            "train": {"batch_size": 64}, "optim": {"name": "sgd"}, "data": {"dataset": "digits", **data}})
 
 
+@pytest.mark.slow
 def test_the_prediction_grows_by_the_resident_bytes_at_every_moment():
     g = load_graph(DIGITS_CNN)
     base = predict_memory(g, 32, "sgd")
@@ -56,6 +57,7 @@ def test_resident_bytes_are_what_the_device_loaders_hold():
     assert setup(streamed).streamed and resident_data_bytes(streamed, raw) == 0
 
 
+@pytest.mark.slow
 def test_the_gate_refuses_a_run_that_fits_only_without_its_dataset():
     spec = _spec()
     st = setup(spec)
@@ -72,6 +74,7 @@ def test_the_gate_refuses_a_run_that_fits_only_without_its_dataset():
     assert not any(f.name == "stream" for f in diag.fixes)   # on the CPU the host holds the data anyway
 
 
+@pytest.mark.slow
 def test_on_cuda_streaming_the_dataset_is_a_fix():
     spec = _spec()
     g = load_graph(DIGITS_CNN)
@@ -82,6 +85,7 @@ def test_on_cuda_streaming_the_dataset_is_a_fix():
     assert stream.peak_bytes == pred.peak_bytes - 5 * MiB
 
 
+@pytest.mark.slow
 def test_the_dialog_bar_shows_the_dataset():
     from studio.training.memory_prediction import predict_for_dialog
 

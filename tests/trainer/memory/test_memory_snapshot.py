@@ -68,6 +68,7 @@ def test_a_cuda_recording_saves_the_allocator_snapshot_for_memory_viz(tmp_path):
     assert not list(tmp_path.rglob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_a_cpu_recording_has_no_snapshot(tmp_path):
     from trainer.memory.timeline import record_job_steps
 

@@ -66,6 +66,7 @@ def test_a_malformed_space_names_the_token_at_fault(graph, text, says):
     assert says in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_trial_whose_sweep_died_is_failed_interrupted_and_queued_again(tmp_path):
     url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     study = load_study(open_storage(url), "s", metric="val_accuracy", pruner=make_pruner("median", 3))
@@ -89,6 +90,7 @@ def test_a_trial_whose_sweep_died_is_failed_interrupted_and_queued_again(tmp_pat
     assert {"runs", "metrics", "studies", "trials"} <= tables
 
 
+@pytest.mark.slow
 def test_trials_over_the_memory_budget_are_pruned_before_any_worker_starts(tmp_path, monkeypatch):
     import trainer.protocol.client
 
