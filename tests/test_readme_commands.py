@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from studio.cli import COMMAND_OWNERS
-from tests.studio.cli.in_process import run
+from trainer.store.runs import RunStore, StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -24,11 +26,11 @@ def test_every_torch_studio_command_in_the_docs_is_a_command():
     assert sorted(set(COMMAND_OWNERS) - readme) == []             # and the README names every command
 
 
-def test_a_path_given_as_db_is_refused_naming_the_url_to_use(capsys, tmp_path):
+def test_a_path_given_as_db_is_refused_naming_the_url_to_use(tmp_path):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "`--db /path/runs.sqlite` is refused" in readme     # what the README promises, the CLI does
+    assert "`--db /path/runs.sqlite` is refused" in readme     # what the README promises, the store does
     path = tmp_path / "runs.sqlite"
-    code, _out, err = run(capsys, "runs", "--db", str(path))
-    assert code != 0 and err.strip().splitlines() == [
-        f"error: '{path}' is not a database URL: for a SQLite file use sqlite:///{path}"]
+    with pytest.raises(StoreError) as refused:
+        RunStore(str(path)).runs()                             # every command opens --db this way
+    assert str(refused.value) == f"'{path}' is not a database URL: for a SQLite file use sqlite:///{path}"
     assert not path.exists()                                   # nothing was made at the path
