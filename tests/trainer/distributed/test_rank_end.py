@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 
 from tests.trainer.helpers import write_spec
+from trainer.distributed.lifeline import GLOO_THREADS, gloo_threads_alive
 from trainer.distributed.rank import run_rank
 from trainer.protocol import events as ev
 from trainer.store.runs import RunStore
 
 pytestmark = pytest.mark.process   # a whole rank's run in this process: seconds, with the worker runs
 
-GLOO_THREADS = ("pt_gloo_runloop", "gloo_tcp_loop")   # the groups' worker threads, the TCP transport's loop
 
 
 def os_threads() -> Counter[str]:
@@ -74,3 +74,5 @@ def test_a_ddp_rank_ends_with_its_groups_threads_joined(tmp_path, monkeypatch):
     left = os_threads()
     assert {n: left[n] - before[n] for n in GLOO_THREADS if left[n] > before[n]} == {}
     assert recorder_threads() == recorders
+    if not sum(before[n] for n in GLOO_THREADS):    # and the rank's exit sees none (it ends with the teardown)
+        assert not gloo_threads_alive()
