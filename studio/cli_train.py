@@ -266,8 +266,8 @@ def print_run(run: Any, final: dict[str, Any], checkpoints: list[dict], artifact
     print(f"  data {spec.get('data', {}).get('dataset')}, {o.get('name')} lr {o.get('lr')}, "
           f"{spec.get('schedule', {}).get('name')} schedule, {t.get('epochs')} epochs x batch {t.get('batch_size')}, "
           f"{spec.get('precision', {}).get('dtype')}, compile {spec.get('precision', {}).get('compile')}")
-    if run.error:
-        print(f"  error ({run.error_kind or 'unknown'}): {run.error}")
+    if run.error:      # a pruned run's "error" is the sweep's reason: the rule and the epoch
+        print(f"  {'pruned' if run.status == 'pruned' else 'error (' + (run.error_kind or 'unknown') + ')'}: {run.error}")
         tb = (run.summary or {}).get("traceback") or ""
         if tb:     # where it happened: the traceback's last lines (all of it in --json)
             print("  traceback (last lines):\n" + "\n".join(f"    {line}" for line in tb.strip().splitlines()[-6:]))

@@ -358,7 +358,7 @@ class MainWindow(QMainWindow):
         self.controller.select([node_id])
         scene = self.canvas.graph_scene
         owner = scene.collapsed_owner(node_id)
-        item = scene.boxes.get(owner) if owner else scene.nodes.get(node_id)
+        item = scene.boxes.get(owner) if owner else scene.item_for(node_id)
         if item is not None:
             if self.canvas.zoom < READABLE_ZOOM:
                 factor = READABLE_ZOOM / self.canvas.zoom

@@ -115,6 +115,9 @@ def run_experiments_walk(w: Walk, trials: int) -> None:
         print(f"[walk]   trials: {rows}", flush=True)
         if len(rows) != trials or any(state not in ("COMPLETE", "PRUNED") for _n, state, _r in rows):
             raise WalkFailed(f"the sweep did not end with {trials} complete or pruned trials: {rows}")
+        stopped = query(w, "SELECT id, name FROM runs WHERE status = 'stopped' AND tags LIKE '%study:%'")
+        if stopped:      # a trial's run the sweep pruned says so in Runs, with the rule (it read "stopped")
+            raise WalkFailed(f"trial runs read 'stopped', not 'pruned': {stopped}")
 
     def open_graph() -> None:
         w.click(1132, 105)                   # Open Graph (no row chosen: the best trial)
@@ -139,6 +142,9 @@ def run_experiments_walk(w: Walk, trials: int) -> None:
         w.click(1361, 105)                   # Retrain on Train+Val
         wait_for("the train+val run", lambda: query(
             w, "SELECT 1 FROM runs WHERE name LIKE '%(train+val)' AND status = 'completed'"), 300, w)
+        tags = query(w, "SELECT tags FROM runs WHERE name LIKE '%(train+val)'")
+        if not tags or '"retrain"' not in tags[0][0] or '"study:' not in tags[0][0]:
+            raise WalkFailed(f"the retrained run is not tagged with its study and 'retrain': {tags}")
         time.sleep(3)
 
     def runs_overlay() -> None:

@@ -38,6 +38,7 @@ MAX_NPROC = 1024         # ranks on one machine: beyond any machine's GPUs or co
 MAX_NNODES = 4096        # machines in one run: beyond the largest published training jobs' node counts
 MAX_WORKERS = 64         # DataLoader processes: more only costs memory and start-up
 LR_SCALE_RE = re.compile(r"\s*[^=\s][^=]*=\s*(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")   # "block=factor"
+MAX_TAG = 200            # characters in one run tag (a sweep's study:NAME, trial:N, retrain...)
 DEVICE_RE = re.compile(r"auto|cpu|cuda(:\d{1,4})?")
 
 
@@ -133,8 +134,7 @@ class EarlyStopSpec:
 
 @dataclass
 class MemorySpec:
-    # Activation checkpointing (trainer.memory.recomputation): group ids or "first..last" node id ranges whose
-    # activations are recomputed in backward instead of kept.
+    # Activation checkpointing (trainer.memory.recomputation): blocks recomputed in backward, not kept.
     checkpoint: list[str] = field(default_factory=list)
     budget_mb: float = 0.0    # refuse a run predicted to need more; 0: the GPU's memory on CUDA, no check on the CPU
 
@@ -179,6 +179,7 @@ class RunSpec:
     memory: MemorySpec = field(default_factory=MemorySpec)
     distributed: DistributedSpec = field(default_factory=DistributedSpec)
     device: str = "auto"
+    tags: list[str] = field(default_factory=list)    # the run's tags in the store
     base_dir: str = field(default="", metadata={"internal": True})  # relative paths resolve here
 
     def to_dict(self) -> dict[str, Any]:
@@ -320,7 +321,7 @@ def _show(value: Any) -> str:
 def _type_ok(value: Any, default: Any, name: str) -> bool:
     if name == "graph":  # a graph object is checked as a graph file is, when the run is set up
         return isinstance(value, str) or isinstance(value, dict) and value_depth(value) <= MAX_DEPTH
-    if name in ("checkpoint", "fsdp_units", "reinit", "frozen", "lr_scale"):
+    if name in ("checkpoint", "fsdp_units", "reinit", "frozen", "lr_scale", "tags"):
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if isinstance(default, bool):
         return isinstance(value, bool)
@@ -337,14 +338,10 @@ def _type_ok(value: Any, default: Any, name: str) -> bool:
 def _type_name(default: Any, name: str) -> str:
     if name == "graph":
         return f"a graph file path or a graph object (nested at most {MAX_DEPTH} deep)"
-    if name == "checkpoint":
-        return "a list of group ids or 'first..last' node id ranges"
-    if name == "fsdp_units":
-        return "a list of graph node or group ids"
-    if name in ("reinit", "frozen"):
-        return "a list of group ids or 'first..last' node id ranges"
-    if name == "lr_scale":
-        return "a list of 'block=factor' entries"
+    lists = {"checkpoint": "group ids or 'first..last' node id ranges", "fsdp_units": "graph node or group ids",
+             "lr_scale": "'block=factor' entries", "tags": "tags (strings)"}
+    if name in lists or name in ("reinit", "frozen"):
+        return f"a list of {lists.get(name, lists['checkpoint'])}"
     return {bool: "true or false", int: "an integer", float: "a number", list: "a list of numbers",
             str: "a string"}.get(type(default), type(default).__name__)
 
@@ -406,6 +403,9 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
     for k, entry in enumerate(spec.model.lr_scale):
         if not LR_SCALE_RE.fullmatch(entry) or float(entry.partition("=")[2]) > 100.0:
             problems.append(f"model.lr_scale[{k}]: must be 'block=factor' with a factor 0 to 100, got {_show(entry)}")
+    problems += [f"tags[{k}]: must be 1 to {MAX_TAG} characters without a comma (Runs edits tags as one "
+                 f"comma-separated line), got {_show(tag)}" for k, tag in enumerate(spec.tags)
+                 if not tag.strip() or "," in tag or len(tag) > MAX_TAG]
     if d.workers > MAX_WORKERS:
         problems.append(f"data.workers: at most {MAX_WORKERS} DataLoader processes, got {d.workers}")
     if not DEVICE_RE.fullmatch(spec.device):

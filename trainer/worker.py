@@ -129,7 +129,8 @@ def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev
     try:
         _record_the_dead(store)
         run_id = store.create_run(name=st.spec.name or Path(path).stem, spec=stored_spec(st), graph=st.graph_dict,
-                                  graph_hash=st.graph_hash, device=str(st.device), params=count_params(model))
+                                  graph_hash=st.graph_hash, device=str(st.device), params=count_params(model),
+                                  tags=st.spec.tags)
         folder = (Path(run_dir) if run_dir else default_run_dir(store, run_id)).resolve()
         store.update_run(run_id, run_dir=str(folder))
     except StoreError as exc:

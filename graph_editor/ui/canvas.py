@@ -47,8 +47,8 @@ from .overlays import ReasonLabel, draw_grid
 from .placing import PlacingView
 from .scene import GraphScene
 from .search_popup import LayerSearchPopup
+from .selecting import SelectionSync
 from .style import Theme, get_theme
-from .wires import WireItem
 
 ZOOM_RANGE = (0.05, 4.0)
 PAN_ROOM = QRectF(-1e5, -1e5, 2e5, 2e5)   # the least the view may scroll over
@@ -57,7 +57,7 @@ ZOOM_SETTLE_MS = 250  # item caches come back this long after the last zoom step
 PORT_PICK = 12.0  # how near (in view pixels) a port must be to catch a dragged wire
 
 
-class GraphCanvas(PlacingView):
+class GraphCanvas(SelectionSync, PlacingView):
     """Shows the edited graph and sends every edit through the controller (drops and the layer
     search: :class:`~graph_editor.ui.placing.PlacingView`)."""
 
@@ -188,6 +188,7 @@ class GraphCanvas(PlacingView):
             self.viewport().update()   # the gesture's scaled tiles give way to tiles of this scale
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt's name
+        self.realize_near()
         if not self.far_mode():
             super().paintEvent(event)
             return
@@ -198,6 +199,14 @@ class GraphCanvas(PlacingView):
         painter.end()
         if not drawn:   # most tiles missing (just opened or edited): the items this once
             super().paintEvent(event)
+
+    def realize_near(self) -> None:
+        """Items for what is in view, and half a view around it, that a big graph's scene has not made yet
+        (:mod:`~graph_editor.ui.unbuilt`): asked before every paint, so nothing shows unmade."""
+        if self.graph_scene.unbuilt:
+            view = self.visible_rect()
+            dx, dy = max(300.0, view.width() / 2), max(300.0, view.height() / 2)
+            self.graph_scene.realize(view.adjusted(-dx, -dy, dx, dy))
 
     def pan_by(self, dx: float, dy: float) -> None:
         """Move the view by (dx, dy) view pixels."""
@@ -225,41 +234,6 @@ class GraphCanvas(PlacingView):
     def scrollContentsBy(self, dx: int, dy: int) -> None:
         super().scrollContentsBy(dx, dy)
         self._minimap_timer.start()
-
-    # ---------------------------------------------------------------- selection
-    def _selection_from_scene(self) -> None:
-        if self._syncing:
-            return
-        ids = []
-        for item in self.graph_scene.selectedItems():
-            if isinstance(item, NodeItem):
-                ids.append(item.node_id)
-            elif isinstance(item, GroupBox | GroupFrame):
-                ids.append(item.group_id)
-        self._syncing = True
-        try:
-            self.controller.select(ids)
-        finally:
-            self._syncing = False
-
-    def _select_items(self, ids: list[str]) -> None:
-        if self._syncing:
-            return
-        self._syncing = True
-        try:
-            scene = self.graph_scene
-            wanted = set(ids)
-            wanted |= {owner for i in ids if (owner := scene.collapsed_owner(i)) is not None}  # hidden: its block
-            for item in (*scene.nodes.values(), *scene.boxes.values(), *scene.frames.values()):
-                key = getattr(item, "node_id", None) or getattr(item, "group_id", None)
-                item.setSelected(key in wanted)
-        finally:
-            self._syncing = False
-
-    def delete_selection(self) -> str | None:
-        """Delete the selected nodes, blocks and wires (one undo step)."""
-        wires = [i.edge for i in self.graph_scene.selectedItems() if isinstance(i, WireItem)]
-        return self.controller.delete(self.controller.selection, wires)
 
     def _on_analyzed(self, analysis: object, problems: object) -> None:
         nodes = getattr(analysis, "nodes", None)
@@ -316,6 +290,7 @@ class GraphCanvas(PlacingView):
             if port is not None:
                 self._gesture = self._wire_drag(port, pos)
                 return
+        self.pressed(event)
         super().mousePressEvent(event)
         self._press_positions = self._movable_positions()
         self._dragged_at = dict(self._press_positions)
@@ -369,6 +344,7 @@ class GraphCanvas(PlacingView):
             gesture.finish()
         else:
             super().mouseReleaseEvent(event)
+            self.pressed(None)
             self._follow_dragged()
             self._dragged_at = {}
             self.graph_scene.dragging = False

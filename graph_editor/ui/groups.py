@@ -21,7 +21,7 @@ from ..model.block_layout import FRAME_HEADER, FRAME_MARGIN
 from ..model.geometry import BOX_W, PORT_Y, ROW_H, SHAPE_H, TITLE_H, box_height
 from ..model.hierarchy import external_ports
 from ..model.units import count
-from .items import RADIUS, SIMPLE_LOD, PortItem, lod_of
+from .items import RADIUS, SIMPLE_LOD, NodeItem, PortItem, lod_of
 
 if TYPE_CHECKING:
     from .look import SceneLook
@@ -280,3 +280,11 @@ class GroupFrame(QGraphicsItem):
             kind = f"  ·  {self.kind}" if self.kind else ""
             painter.drawText(self.header_rect().adjusted(10, 2, -10, 0), Qt.AlignmentFlag.AlignVCenter,
                              f"▾ {self.name}{kind}")
+
+
+def release(item: NodeItem | GroupBox) -> None:
+    """Cut the cycles between ``item``, its ports and their wires (it is leaving the scene)."""
+    for port in (*item.in_ports.values(), *item.out_ports.values()):
+        port.wires.clear()
+    item.in_ports.clear()
+    item.out_ports.clear()

@@ -142,6 +142,42 @@ class PortItem:
             painter.drawEllipse(QPointF(0, 0), 5 + grow, 5 + grow)
 
 
+def node_text(node: Node) -> tuple[str, list[tuple[str, str]]]:
+    """The title and the parameter rows a node's item shows (an imported module's own class and file)."""
+    spec = node.spec
+    title, rows = spec.display if spec else node.type, param_rows(node)
+    if node.type == "Program":  # its source reads "blocks.0.attn (Attention)"
+        path, _, cls = str(node.params.get("source", "")).partition(" (")
+        return cls.rstrip(")") or "Program", [("program", path if len(path) <= 24 else "…" + path[-23:])]
+    if node.type == "Module":
+        module, _, cls = str(node.params.get("cls", "")).partition(":")
+        short = module if len(module) <= 24 else "…" + module.rpartition(".")[2]  # the file's own name
+        return cls or "Module", [("from", short or "?")] + [r for r in rows if r[0] != "cls"]
+    return title, rows
+
+
+def is_source(node: Node) -> bool:
+    """A node with no input that is not the Input: a learned tensor (drawn with a band and a mark)."""
+    spec = node.spec
+    return spec is not None and not spec.inputs and node.type != "Input"
+
+
+def node_bounds(height: float, source: bool, many_outputs: bool) -> tuple[float, float, float, float]:
+    """(x, y, width, height) of a node item's bounds in its own coordinates: the box, its ports and marks."""
+    return (-20 if source else -10, -3, NODE_W + (34 if many_outputs else 20) + (10 if source else 0), height + 6)
+
+
+def node_rect(node: Node) -> tuple[float, float, float, float]:
+    """(left, top, right, bottom) in the scene of the item :class:`NodeItem` makes for ``node``, known
+    without making it (an item not built yet: :mod:`graph_editor.ui.unbuilt`)."""
+    spec = node.spec
+    outputs = len(spec.outputs_for(node.params)) if spec else 0
+    height = max(node_height(len(node_text(node)[1])), outputs_height(outputs))
+    left, top, width, tall = node_bounds(height, is_source(node), outputs > 1)
+    x, y = node.position
+    return x + left, y + top, x + left + width, y + top + tall
+
+
 class NodeItem(QGraphicsItem):
     """One layer node; its state (output shape, problems) comes from the live analysis."""
 
@@ -196,29 +232,18 @@ class NodeItem(QGraphicsItem):
         """Re-read the node's title and parameters (after an edit)."""
         self._node = node
         spec = self._spec = node.spec
-        self.title = spec.display if spec else node.type
+        self.title, self.rows = node_text(node)
         self.category = spec.category if spec else ""
         self.subtitle = node.title
-        self.rows = param_rows(node)
         self.opaque = node.type in ("Module", "Program")  # an imported module kept whole: its class, drawn dashed
-        if node.type == "Program":  # its source reads "blocks.0.attn (Attention)"
-            path, _, cls = str(node.params.get("source", "")).partition(" (")
-            self.title = cls.rstrip(")") or "Program"
-            self.rows = [("program", path if len(path) <= 24 else "…" + path[-23:])]
-        elif self.opaque:
-            module, _, cls = str(node.params.get("cls", "")).partition(":")
-            self.title = cls or "Module"
-            short = module if len(module) <= 24 else "…" + module.rpartition(".")[2]  # the file's own name
-            self.rows = [("from", short or "?")] + [r for r in self.rows if r[0] != "cls"]
-        self.source = spec is not None and not spec.inputs and node.type != "Input"  # a learned tensor
+        self.source = is_source(node)  # a learned tensor
         self._sync_out_ports(node)
         self.many_outputs = len(self.out_ports) > 1
         height = max(node_height(len(self.rows)), outputs_height(len(self.out_ports)))
         if height != self.height:
             self.prepareGeometryChange()
             self.height = height
-            self._bounds = QRectF(-20 if self.source else -10, -3, NODE_W + (34 if self.many_outputs else 20)
-                                  + (10 if self.source else 0), height + 6)
+            self._bounds = QRectF(*node_bounds(height, self.source, self.many_outputs))
         for k, port in enumerate(self.in_ports.values()):
             port.setPos(0, PORT_Y + k * ROW_H)
         for k, port in enumerate(self.out_ports.values()):

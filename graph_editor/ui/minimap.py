@@ -97,12 +97,9 @@ class Minimap(QWidget):
         painter.setPen(Qt.PenStyle.NoPen)
         wx, wy, ox, oy = world.x(), world.y(), offset.x(), offset.y()
         by_colour: dict[str, set[tuple[int, int, int, int]]] = {}
-        for item in scene.nodes.values():   # each pixel's rectangle once: thousands of nodes share a few pixels
-            if item.isVisible():
-                r = item.sceneBoundingRect()
-                category = "" if item.severity == "error" else item.category
-                by_colour.setdefault(category, set()).add((int((r.x() - wx) * s + ox), int((r.y() - wy) * s + oy),
-                                                      max(2, round(r.width() * s)), max(2, round(r.height() * s))))
+        for x, y, w, h, category in scene.node_blocks():   # each pixel's rectangle once: thousands share a few
+            by_colour.setdefault(category, set()).add((int((x - wx) * s + ox), int((y - wy) * s + oy),
+                                                      max(2, round(w * s)), max(2, round(h * s))))
         for category, cells in by_colour.items():
             painter.setBrush(theme.category_color(category) if category else theme.error)
             painter.drawRects([QRect(*cell) for cell in cells])

@@ -7,33 +7,44 @@ the editing canvas and, alone, by the thumbnail renderer.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from PySide6.QtCore import QObject, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QPainter, QTransform
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneHelpEvent, QToolTip
 
-from ..model import Edge, Graph, Group, Inference, Node, fmt_shape
-from ..model.hierarchy import parents, visible
+from ..model import Edge, Graph, Inference, Node, Problem, fmt_shape
 from .background import collection_paused
-from .groups import GroupBox, GroupFrame
-from .items import NodeItem, PortItem
+from .groups import GroupBox, GroupFrame, release
+from .items import NodeItem, PortItem, node_rect
 from .look import Metrics
 from .marks import TrainingMarks
+from .scene_blocks import BlockItems
 from .style import DARK, Fonts, Theme
-from .wires import WireItem, wraps
+from .unbuilt import LazyItems, Unbuilt
+from .wires import WireItem
+
+NODE_Z, WIRE_Z = 1 - 1e-3, -1 - 1e-3   # where the nodes' and the wires' z values begin (see _stacked)
 
 
-class GraphScene(QGraphicsScene):
-    """Items for every node, wire and group of ``graph``."""
+class GraphScene(LazyItems, BlockItems, QGraphicsScene):
+    """Items for every node, wire and group of ``graph``; a big graph's nodes and wires get theirs when a
+    view comes near them (:meth:`realize`; until then :attr:`unbuilt` knows where they are)."""
+
+    LAZY_FROM: int | None = 1000   # nodes: from this size items are made where a view looks (None: all at once)
 
     def __init__(self, graph: Graph, theme: Theme = DARK, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.theme = theme
         self.fonts = Fonts()
         self.metrics = Metrics(self.fonts)
-        self.nodes: dict[str, NodeItem] = {}
+        self.nodes: dict[str, NodeItem] = {}      # the nodes' items made so far (all, below LAZY_FROM)
         self.wires: dict[Edge, WireItem] = {}
+        self.unbuilt = Unbuilt()                  # the nodes and wires without items yet
+        self.chosen: set[str] = set()             # what the views show selected (an item made later comes so)
+        self.building = False   # items being made: the selection changes Qt reports meanwhile are not the user's
+        self._by_node: dict[str | None, list[Problem]] = {}   # the inference's problems by node (items made later show them)
+        self._errors: set[str] = set()                  # nodes in error (the overview draws them red)
         self.boxes: dict[str, GroupBox] = {}
         self.frames: dict[str, GroupFrame] = {}
         self.owner: dict[str, str] = {}  # hidden node -> the block it is drawn in
@@ -67,9 +78,9 @@ class GraphScene(QGraphicsScene):
         are freed at once, without the collector (which may have been told to leave them alone: the
         controller's :meth:`~graph_editor.ui.controller.EditorController.set_graph`)."""
         for item in self.nodes.values():
-            _release(item)
+            release(item)
         for box in self.boxes.values():
-            _release(box)
+            release(box)
 
     def _build(self, graph: Graph) -> None:
         if self._graph is not None:
@@ -84,11 +95,18 @@ class GraphScene(QGraphicsScene):
         self.owner = {}
         self.inference = None
         self.stats = None
+        self._by_node, self._errors = {}, set()
         self._graph = graph
-        for node_id in graph.nodes:
-            self._on_node_added(node_id)
-        for edge in graph.edges:
-            self._on_edge_added(edge)
+        self.unbuilt = Unbuilt()
+        self._nodes_made = self._wires_made = 0   # items made in the graph's order so far (see _stacked)
+        if self.LAZY_FROM is not None and len(graph.nodes) >= self.LAZY_FROM:
+            self._defer_all(graph)
+            self._nodes_made, self._wires_made = len(graph.nodes), len(graph.edges)
+        else:
+            for node_id in graph.nodes:
+                self._on_node_added(node_id)
+            for edge in graph.edges:
+                self._on_edge_added(edge)
         self._on_groups_changed()
         self._follow(graph, True)
         self.marks.sync()
@@ -97,6 +115,7 @@ class GraphScene(QGraphicsScene):
     def render_items(self, painter: QPainter, target: QRectF, source: QRectF) -> None:
         """Paint the items in ``source`` into ``target`` without the scene's background (the far view's
         tiles: the view draws its own grid under them)."""
+        self.realize(source)
         self._bare = True
         try:
             self.render(painter, target, source, Qt.AspectRatioMode.IgnoreAspectRatio)
@@ -178,47 +197,80 @@ class GraphScene(QGraphicsScene):
         """The item that draws ``node``: a seam for scenes that show other graphs (the backward graph)."""
         return NodeItem(node)
 
-    def make_box(self, group: Group) -> GroupBox:
-        """The block that draws collapsed ``group`` (a seam, like :meth:`make_node_item`)."""
-        return GroupBox(self.graph, group)
-
     def _on_node_added(self, node_id: str) -> None:
-        item = self.make_node_item(self.graph.nodes[node_id])
-        if not self._caching:
-            item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
-        self.nodes[node_id] = item
-        self.addItem(item)
+        self._make_node(node_id)
         self.contents_changed()
 
+    def _make_node(self, node_id: str, order: int | None = None) -> NodeItem:
+        """The item of ``node_id``: the ``order``-th node of the graph as it was opened, or (None) a node
+        added since. Items stack in that order, whenever they are made (:func:`_stacked`)."""
+        item = self.make_node_item(self.graph.nodes[node_id])
+        if order is None:
+            order, self._nodes_made = self._nodes_made, self._nodes_made + 1
+        item.setZValue(_stacked(NODE_Z, order))
+        self.unbuilt.drop_node(node_id)
+        if not self._caching:
+            item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
+        if node_id in self.owner:
+            item.setVisible(False)
+        if self.inference is not None:
+            item.set_state(*self._state(node_id, _shape_text))
+        self.nodes[node_id] = item
+        self.building = True
+        try:
+            self.addItem(item)
+            if node_id in self.chosen:
+                item.setSelected(True)
+        finally:
+            self.building = False
+        return item
+
     def _on_node_removed(self, node_id: str) -> None:
+        if node_id in self.unbuilt:
+            self.unbuilt.drop_node(node_id)
+            self.contents_changed()
         item = self.nodes.pop(node_id, None)
         if item is not None:
             self.removeItem(item)
-            _release(item)
+            release(item)
             self.contents_changed()
 
     def _on_edge_added(self, edge: Edge) -> None:
+        ends = {edge.src, edge.dst} - self.nodes.keys()
+        if ends & self.unbuilt.rects.keys():   # a wire to a node without an item: the node's is made
+            self._make(ends, set())
+        self._wires_made += 1
+        self._make_wire(edge, self._wires_made - 1, settled=False)
+        if self._touches_box(edge):
+            self._on_groups_changed()  # the box gains a port
+
+    def _make_wire(self, edge: Edge, order: int, settled: bool = True) -> None:
+        """The wire of ``edge``, the ``order``-th of the graph (wires stack in that order); ``settled``: the
+        edge was there when the shown inference was made (its label red when its node is in error, as
+        :meth:`apply_inference` paints it)."""
         src, dst = self.port_for(edge.src, edge.src_port, False), self.port_for(edge.dst, edge.dst_port, True)
         if src is None or dst is None:
             return  # a wire to a port the layer does not have: validation reports it
-        wire = WireItem(edge, src, dst)
+        label, error = "", False
+        if self.inference is not None:
+            node = self.nodes.get(edge.dst)
+            label = _shape_text(self.inference.edge_shape(edge))
+            error = settled and node is not None and node.severity == "error"
+        wire = WireItem(edge, src, dst, label, error)
+        wire.setZValue(_stacked(WIRE_Z, order))
         if not self._caching:
             wire.setCacheMode(QGraphicsItem.CacheMode.NoCache)
         self.wires[edge] = wire
         self.addItem(wire)
-        wire.update_path()
-        if self.inference is not None:
-            shape = self.inference.edge_shape(edge)
-            wire.set_label(fmt_shape(shape) if shape else "")
+        wire.update_path()   # its curve and, in the scene's fonts, its label's room
         for other in dst.wires:     # a variadic port spreads its wires' ends
             if other is not wire:
                 other.update_path()
         if not self.wire_shown(edge):
             wire.hide()
-        if self._touches_box(edge):
-            self._on_groups_changed()  # the box gains a port
 
     def _on_edge_removed(self, edge: Edge) -> None:
+        self.unbuilt.drop_edge(edge)
         wire = self.wires.pop(edge, None)
         if wire is not None:
             wire.detach()
@@ -226,18 +278,23 @@ class GraphScene(QGraphicsScene):
         if self._touches_box(edge):
             self._on_groups_changed()
 
-    def _touches_box(self, edge: Edge) -> bool:
-        return bool(self.boxes) and self.owner.get(edge.src) != self.owner.get(edge.dst)
-
     def _on_params_changed(self, node_id: str, name: str) -> None:
         item = self.nodes.get(node_id)
         if item is not None:
             item.refresh(self.graph.nodes[node_id])
             self.contents_changed()   # its height follows its parameter rows
+        elif node_id in self.unbuilt:
+            self.unbuilt.move(node_id, node_rect(self.graph.nodes[node_id]), self._rect_of)
+            self.contents_changed()
 
     def _on_node_moved(self, node_id: str) -> None:
         item = self.nodes.get(node_id)
+        if item is None and node_id in self.unbuilt:
+            self.unbuilt.move(node_id, node_rect(self.graph.nodes[node_id]), self._rect_of)
+            self._fit_frames()
+            self.contents_changed()
         if item is not None and not self.dragging:
+            self._bring_wires(node_id)
             item.setPos(*self.graph.nodes[node_id].position)
             item.follow()
             gid = self.owner.get(node_id)
@@ -247,73 +304,11 @@ class GraphScene(QGraphicsScene):
             self._fit_frames()
             self.contents_changed()
 
-    def _on_groups_changed(self) -> None:
-        had_owners = bool(self.owner)
-        for item in (*self.boxes.values(), *self.frames.values()):
-            self.removeItem(item)
-        for box in self.boxes.values():
-            _release(box)
-        self.boxes.clear()
-        self.frames.clear()
-        shown = visible(self.graph.groups)
-        self.owner = shown.owner
-        up = parents(self.graph.groups)
-        for gid in shown.boxes:
-            box = self.make_box(self.graph.groups[gid])
-            self.boxes[gid] = box
-            self.addItem(box)
-        for gid in shown.frames:
-            depth, at = 0, up[gid]
-            while at is not None:
-                depth, at = depth + 1, up[at]
-            frame = GroupFrame(self.graph.groups[gid], depth)
-            self.frames[gid] = frame
-            self.addItem(frame)
-        if had_owners or self.owner:   # else no node was or is inside a closed block: nothing to re-wire
-            self._rebind_wires()
-        self._fit_frames()
-        if self.inference is not None:
-            self._paint_boxes(self.inference)
-        self._paint_box_stats()
-        self.contents_changed()
-
-    def _rebind_wires(self) -> None:
-        """Nodes inside closed blocks hidden, the others shown; each wire between the ports that stand
-        for its ends now (a block's, or its node's)."""
-        for node_id, item in self.nodes.items():
-            item.setVisible(node_id not in self.owner)
-        for edge, wire in self.wires.items():
-            src, dst = self.port_for(edge.src, edge.src_port, False), self.port_for(edge.dst, edge.dst_port, True)
-            if src is not None and dst is not None:
-                wire.rebind(src, dst)
-            wire.setVisible(self.wire_shown(edge))
-
-    # ---------------------------------------------------------------- lookups
-    def collapsed_owner(self, node_id: str) -> str | None:
-        """The block (collapsed group) ``node_id`` is hidden in, if any."""
-        return self.owner.get(node_id)
-
-    def port_for(self, node_id: str, port: str, is_input: bool) -> PortItem | None:
-        """The visible port item that stands for a node's port (a group box's when collapsed)."""
-        owner = self.collapsed_owner(node_id)
-        if owner is not None:
-            box = self.boxes[owner]
-            ports = box.in_ports if is_input else box.out_ports
-            found = ports.get((node_id, port))
-            if found is not None:
-                return found
-        item = self.nodes.get(node_id)
-        if item is None:
-            return None
-        return (item.in_ports if is_input else item.out_ports).get(port)
-
-    def wire_shown(self, edge: Edge) -> bool:
-        a, b = self.owner.get(edge.src), self.owner.get(edge.dst)
-        return a is None or a != b
-
     def node_sizes(self) -> dict[str, tuple[float, float]]:
         """(width, height) of every node box, for the auto-layout."""
-        return {k: (v.boundingRect().width() - 6, v.height) for k, v in self.nodes.items()}
+        sizes = {k: (v.boundingRect().width() - 6, v.height) for k, v in self.nodes.items()}
+        sizes.update((k, (r[2] - r[0] - 6, r[3] - r[1] - 6)) for k, r in self.unbuilt.rects.items())
+        return sizes
 
     def items_rect(self) -> QRectF:
         """The rectangle around every visible node, box and frame (measured once per change: the
@@ -323,13 +318,17 @@ class GraphScene(QGraphicsScene):
             for item in (*self.nodes.values(), *self.boxes.values(), *self.frames.values()):
                 if item.isVisible():
                     rect = rect.united(item.sceneBoundingRect())
+            left = self.unbuilt.bounds(self.owner)
+            if left is not None:
+                rect = rect.united(QRectF(left[0], left[1], left[2] - left[0], left[3] - left[1]))
             self._items_rect = rect
         return QRectF(self._items_rect)
 
     def node_item_moved(self, item: NodeItem) -> None:
         """A node moved on screen: frames around it follow, and the bounding rectangle takes it in.
         One that stayed strictly inside it grows it in place; one that was on its edge (it may
-        shrink) has it measured again when next asked."""
+        shrink) has it measured again when next asked. Its wires not made yet are made (they follow it)."""
+        self._bring_wires(item.node_id)
         if self.frames and any(item.node_id in self.graph.groups[g].nodes for g in self.frames):
             self._fit_frames()
             self._items_rect = None
@@ -341,43 +340,15 @@ class GraphScene(QGraphicsScene):
         else:
             self._items_rect = None
 
-    def _fit_frames(self) -> None:
-        """Each frame around its visible contents: nodes, blocks and (fitted first) inner frames."""
-        groups = self.graph.groups
-        for gid in sorted(self.frames, key=lambda g: -self.frames[g].depth):
-            members = set(groups[gid].nodes)
-            rects = [self.nodes[n].sceneBoundingRect() for n in groups[gid].nodes
-                     if n in self.nodes and n not in self.owner]
-            rects += [b.sceneBoundingRect() for k, b in self.boxes.items() if set(groups[k].nodes) <= members]
-            rects += [f.rect for k, f in self.frames.items()
-                      if k != gid and set(groups[k].nodes) < members and not f.rect.isEmpty()]
-            self.frames[gid].fit(rects, whole=not self._others_within(rects, members))
-        if self.frames:
-            self._items_rect = None
-        self.marks.sync()     # an open block's tags sit in its header, which moved
-        if self.frames:   # a wire that wraps to the next band runs above the frames it enters: they moved
-            for wire in self.wires.values():
-                if wire.isVisible() and wraps(wire.src.anchor(wire), wire.dst.anchor(wire)):
-                    wire.update_path()
-
-    def _others_within(self, rects: list[QRectF], members: set[str]) -> bool:
-        """Whether a node or block outside ``members`` lies within the rectangle around ``rects``."""
-        around = QRectF()
-        for r in rects:
-            around = around.united(r)
-        groups = self.graph.groups
-        for n, item in self.nodes.items():
-            if n not in members and n not in self.owner and item.sceneBoundingRect().intersects(around):
-                return True
-        return any(not set(groups[k].nodes) <= members and b.sceneBoundingRect().intersects(around)
-                   for k, b in self.boxes.items())
-
     # ---------------------------------------------------------------- live state
     def apply_inference(self, inference: Inference) -> int:
         """Paint shapes and problems; returns how many items changed (only those repaint)."""
         self.inference = inference
         # A new network (Input and Output, not wired) is not wrong yet: its missing wire is not painted red.
-        by_node = {} if self.graph.is_blank() else inference.errors_by_node()
+        by_node = self._by_node = {} if self.graph.is_blank() else inference.errors_by_node()
+        errors = {n for n, problems in by_node.items() if n is not None and any(p.severity == "error" for p in problems)}
+        recolour = errors != self._errors   # the overview draws nodes without items red too
+        self._errors = errors
         texts: dict[tuple[int, ...], str] = {}   # a big graph has few distinct shapes: each written once
 
         def text_of(shape: tuple[int, ...] | None) -> str:
@@ -390,13 +361,8 @@ class GraphScene(QGraphicsScene):
 
         changed = 0
         for node_id, item in self.nodes.items():
-            parts = inference.port_shapes.get(node_id)  # a layer with several outputs shows each
-            problems = by_node.get(node_id, [])
-            severity = "error" if any(p.severity == "error" for p in problems) else (
-                "warning" if problems else None)
-            text = " | ".join(fmt_shape(s) for s in parts) if parts else text_of(inference.shapes.get(node_id))
-            changed += item.set_state(text, [p.message for p in problems], severity)
-        if changed:
+            changed += item.set_state(*self._state(node_id, text_of))
+        if changed or recolour:
             self.contents_changed(geometry=False)   # the overview draws errors red
         nodes = self.nodes
         for edge, wire in self.wires.items():
@@ -405,38 +371,25 @@ class GraphScene(QGraphicsScene):
         self._paint_boxes(inference)
         return changed
 
-    def _paint_boxes(self, inference: Inference) -> None:
-        by_node = inference.errors_by_node()
-        for gid, box in self.boxes.items():
-            members = self.graph.groups[gid].nodes
-            outs = list(box.out_ports)
-            shapes = list(dict.fromkeys(fmt_shape(s) for n, p in outs if (s := inference.shape_at(n, p))))
-            ins = list(dict.fromkeys(fmt_shape(s) for n, p in box.sources if (s := inference.shape_at(n, p))))
-            problems = [p for n in members for p in by_node.get(n, [])]
-            box.set_state(", ".join(shapes), any(p.severity == "error" for p in problems),
-                          [str(p) for p in problems], ", ".join(ins))
+    def _state(self, node_id: str, text_of: Callable[[tuple[int, ...] | None], str]) -> tuple[
+            str, list[str], str | None]:
+        """What a node's item shows of the inference: its output shape, its problems and their severity."""
+        assert self.inference is not None
+        parts = self.inference.port_shapes.get(node_id)  # a layer with several outputs shows each
+        problems = self._by_node.get(node_id, [])
+        severity = "error" if any(p.severity == "error" for p in problems) else ("warning" if problems else None)
+        text = " | ".join(fmt_shape(s) for s in parts) if parts else text_of(self.inference.shapes.get(node_id))
+        return text, [p.message for p in problems], severity
 
-    def apply_stats(self, stats: dict[str, tuple[int, int]] | None) -> None:
-        """Parameters and FLOPs per node (from the torch analysis; None when it failed): the
-        blocks show their members' sums."""
-        self.stats = stats
-        self._paint_box_stats()
-
-    def _paint_box_stats(self) -> None:
-        for gid, box in self.boxes.items():
-            if self.stats is None:
-                box.set_stats(None, None)
-                continue
-            members = [self.stats.get(n, (0, 0)) for n in self.graph.groups[gid].nodes]
-            box.set_stats(sum(p for p, _ in members), sum(f for _, f in members))
+def _stacked(base: float, order: int) -> float:
+    """The z value of the ``order``-th node (or wire) item: items made later, out of the graph's order
+    (those of a big graph, where the view goes), stack as if they had been made in it (Qt stacks items of
+    one z value in the order they were added). Nodes stay under blocks (z 1), wires under nodes."""
+    return base + order * 1e-9
 
 
-def _release(item: NodeItem | GroupBox) -> None:
-    """Cut the cycles between ``item``, its ports and their wires (it is leaving the scene)."""
-    for port in (*item.in_ports.values(), *item.out_ports.values()):
-        port.wires.clear()
-    item.in_ports.clear()
-    item.out_ports.clear()
+def _shape_text(shape: tuple[int, ...] | None) -> str:
+    return fmt_shape(shape) if shape else ""
 
 
 def _strictly_inside(inner: QRectF, outer: QRectF) -> bool:

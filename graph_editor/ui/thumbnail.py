@@ -31,6 +31,7 @@ def render_thumbnail(graph: Graph, size: QSize, theme: Theme = DARK, relayout: b
             graph.nodes[node_id].position = pos
     scene = GraphScene(graph, theme)
     scene.apply_inference(validate(graph))
+    scene.realize_all()   # the picture is of every node and wire
     pixmap = QPixmap(size)
     pixmap.fill(theme.background)
     source = scene.items_rect()

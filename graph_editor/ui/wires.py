@@ -79,12 +79,12 @@ def _around(a: QPointF, b: QPointF, lane: float) -> QPainterPath:
 class WireItem(QGraphicsItem):
     """The drawing of one :class:`Edge`, between two port items."""
 
-    def __init__(self, edge: Edge, src: PortItem, dst: PortItem) -> None:
+    def __init__(self, edge: Edge, src: PortItem, dst: PortItem, label: str = "", error: bool = False) -> None:
         super().__init__()
         self.edge = edge
         self.src, self.dst = src, dst
-        self.label = ""
-        self.error = False
+        self.label = label   # laid out by update_path, once the wire is in a scene (its fonts)
+        self.error = error
         self.hovered = False
         self._path = QPainterPath()
         self._length: float | None = None   # measured when first wanted (a cubic's length costs)

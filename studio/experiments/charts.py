@@ -13,6 +13,7 @@ import pyqtgraph as pg
 from ..training.plot_theme import BLUE, GREEN, LIGHT, VERMILLION, PlotTheme, plot_theme
 
 STATE_COLORS = {"complete": BLUE, "pruned": VERMILLION, "running": GREEN}
+PARALLEL_Y = (-0.27, 1.03)     # the parallel coordinates' view: 0..1 for the values, below it the axes' names
 
 
 class Chart(pg.PlotWidget):
@@ -154,8 +155,11 @@ class ParallelChart(Chart):
         names = list(report.get("ranges", {}))
         axes = [*names, report["metric"]]
         self.plotItem.getAxis("bottom").setTicks([[]])
+        low, high = PARALLEL_Y
         for i, name in enumerate(axes):     # names under their axes, every other one lower: no overlap
-            self.plotItem.addItem(pg.InfiniteLine(pos=i, angle=90, pen=self.pen(self.theme.axis, 1)))
+            line = pg.InfiniteLine(pos=i, angle=90, pen=self.pen(self.theme.axis, 1))
+            line.setSpan(-low / (high - low), 1.0)     # from the axis's 0 up: the names below stay clear of it
+            self.plotItem.addItem(line)
             label = pg.TextItem(_short(name.removeprefix("node."), 22), color=self.theme.text, anchor=(0.5, 0))
             label.setPos(i, -0.06 - 0.1 * (i % 2))
             self.plotItem.addItem(label)
@@ -174,7 +178,7 @@ class ParallelChart(Chart):
             color = STATE_COLORS.get(t["state"], "#888888")
             width, alpha = (3.5, 255) if t["number"] == best else (1.5, 170)
             self.plotItem.plot(list(range(len(axes))), ys, pen=self.pen(color, width, alpha), connect="finite")
-        self.plotItem.setYRange(-0.22, 1.03, padding=0)
+        self.plotItem.setYRange(low, high, padding=0)
         self.plotItem.setXRange(-0.45, len(axes) - 0.55, padding=0)
 
 

@@ -10,7 +10,7 @@ spec with the validation split given to training, started as an ordinary run in 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer
@@ -26,12 +26,16 @@ if TYPE_CHECKING:
 REFRESH_MS = 2000
 
 
-def retrain_spec(spec: dict[str, Any], name: str) -> dict[str, Any]:
+def retrain_spec(spec: dict[str, Any], name: str, tags: Sequence[str] = ()) -> dict[str, Any]:
     """A run's spec to train again on train+val: no validation split (the test split stays apart), so
-    no best checkpoint and no early stopping, which need one; the same epochs and recipe."""
+    no best checkpoint and no early stopping, which need one; the same epochs and recipe. ``tags``, the
+    trial run's (``study:NAME``, ``trial:N``), give the new run's: ``study:NAME``, ``retrain`` and
+    ``retrain-of-trial:N`` (not ``trial:N``: a filter for the trial's runs finds the trial alone)."""
+    kept = [t for t in tags if t.startswith("study:")]
+    kept += ["retrain", *(f"retrain-of-{t}" for t in tags if t.startswith("trial:"))]
     return {**spec, "name": f"{name} (train+val)", "data": {**spec.get("data", {}), "val_fraction": 0.0},
             "checkpoints": {**spec.get("checkpoints", {}), "best": False},
-            "early_stopping": {**spec.get("early_stopping", {}), "patience": 0}}
+            "early_stopping": {**spec.get("early_stopping", {}), "patience": 0}, "tags": kept}
 
 
 class ExperimentsHook(QObject):
@@ -161,8 +165,9 @@ class ExperimentsHook(QObject):
         run = self._run(run_id)
         if run is None or self._training is None:
             return
-        self._training().start(retrain_spec(run.spec, run.name or f"run {run_id}"))
-        self.port.log(f"Retraining run {run_id} on train+val as a new run")
+        spec = retrain_spec(run.spec, run.name or f"run {run_id}", run.tags or ())
+        self._training().start(spec)
+        self.port.log(f"Retraining run {run_id} on train+val as a new run, tagged {', '.join(spec['tags'])}")
 
 
     # ------------------------------------------------------------------ sweeping

@@ -189,6 +189,8 @@ def _top_half(width: float) -> QPainterPath:
 class BackwardScene(GraphScene):
     """The canvas's scene, with autograd items and blocks; the capture it shows sets their contents."""
 
+    LAZY_FROM = None   # its items are autograd nodes, sized by the capture: all made at once
+
     def __init__(self, graph: Graph, theme: Theme = DARK, parent: QObject | None = None) -> None:
         self.capture: AutogradCapture | None = None
         self.forward: Graph | None = None

@@ -215,7 +215,7 @@ class HeatOverlay:
         members: dict[str, tuple[QGraphicsItem, list[float]]] = {}
         for node_id, value in values.items():
             owner = scene.collapsed_owner(node_id)
-            item = scene.boxes.get(owner) if owner is not None else scene.nodes.get(node_id)
+            item = scene.boxes.get(owner) if owner is not None else scene.item_for(node_id)
             if item is not None:
                 members.setdefault(owner or node_id, (item, []))[1].append(value)
         combine = COMBINE[metric.combine]

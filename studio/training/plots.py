@@ -21,6 +21,7 @@ from PySide6.QtCore import QEvent, QPointF, QRectF, Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QWidget
 
+from .log_axis import LogLabelAxis
 from .plot_theme import LIGHT, PALETTE, PlotTheme, plot_theme
 from .series import SeriesBuffer
 
@@ -64,7 +65,7 @@ class CurvePlot(pg.PlotWidget):
 
     def __init__(self, title: str, y_label: str = "", x_label: str = "step", *,
                  legend: str = "top", theme: str | PlotTheme = LIGHT, parent: QWidget | None = None) -> None:
-        super().__init__(parent=parent)
+        super().__init__(parent=parent, axisItems={"left": LogLabelAxis("left")})   # log y: labels that fit
         item = self.getPlotItem()
         item.setTitle(title, size="11pt")
         item.setLabel("left", y_label)

@@ -66,9 +66,9 @@ from .tasks import BackgroundTask, predict_checkpoint
 COLUMNS = ("id", "name", "status", "graph", "dataset", "best val acc", "params", "duration", "device", "started",
            "tags")
 STATUS_COLORS = {"running": "#0072B2", "completed": "#1b7a3d", "failed": "#b3261e", "interrupted": "#b3261e",
-                 "stopped": "#8a5a00", "early_stopped": "#1b7a3d"}
+                 "stopped": "#8a5a00", "early_stopped": "#1b7a3d", "pruned": "#9c3f7a"}
 STATUS_COLORS_DARK = {"running": "#56B4E9", "completed": "#5cc98a", "failed": "#ff7b72", "interrupted": "#ff7b72",
-                      "stopped": "#e0a040", "early_stopped": "#5cc98a"}
+                      "stopped": "#e0a040", "early_stopped": "#5cc98a", "pruned": "#e08cc0"}
 POLL_MS = 2000
 RESIZE_ROWS = 100   # rows the columns are sized to
 

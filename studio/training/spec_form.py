@@ -30,7 +30,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.images.duplicates": image_spec.DUPLICATES,
 }
 TEXT_LISTS = {"memory.checkpoint", "distributed.fsdp_units", "model.reinit", "model.frozen",
-              "model.lr_scale"}   # lists of names (group ids, node ranges, block=factor), not numbers
+              "model.lr_scale", "tags"}   # lists of names (group ids, node ranges, block=factor, tags), not numbers
 SKIP = {"model.graph", "base_dir"}  # the graph comes from the editor, base_dir is internal
 
 PRESETS: dict[str, dict[str, Any]] = {

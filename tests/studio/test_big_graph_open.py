@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import pytest
+
 from studio.docks.summary import SummaryDock
 
 
@@ -38,3 +40,41 @@ def test_the_summary_walks_the_order_a_fixed_number_of_times(qapp):
     dock.show_analysis(None, [type("P", (), {"severity": "error"})()])
     assert [dock.model.rows[k].id for k in (0, 494, 499)] == ["n0", "n494", "n499"]
     dock.deleteLater()
+
+
+@pytest.mark.slow   # a window and a 1,503-node file: ~1 s of CPU
+def test_a_big_file_opens_with_few_items_and_a_node_chosen_in_the_summary_is_shown(window, tmp_path, qtbot):
+    """File > Open of a 1,503-node chain: items only near the view (graph_editor/ui/unbuilt.py); a click on
+    the summary's row of a node far off screen brings it into view, made and selected; saving writes the
+    graph as it was opened."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    from graph_editor.model import Graph, InputSpec, load_graph, save_graph
+
+    g = Graph(InputSpec((8,)), num_classes=2)
+    g.chain(("Input", "input"), *[("ReLU", f"r{i}") for i in range(1500)], ("Linear", "fc", {"out_features": 2}),
+            ("Output", "output"))
+    for k, node in enumerate(g):
+        node.position = (180.0 * k, 0.0)
+    path = tmp_path / "chain.graph.json"
+    save_graph(g, path)
+    window.resize(1440, 900)
+    assert window.files.open(str(path))
+    canvas, scene, summary = window.canvas, window.canvas.graph_scene, window.summary
+    qtbot.waitUntil(lambda: summary.model.rowCount() == len(g), timeout=10_000)
+    canvas.viewport().grab()
+    assert 0 < len(scene.nodes) < 100 and "r1400" not in scene.nodes   # the start of the row, legible
+    row = next(k for k, r in enumerate(summary.model.rows) if r.id == "r1400")
+    index = summary.model.index(row, 0)
+    summary.table.scrollTo(index)
+    QTest.mouseClick(summary.table.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                     summary.table.visualRect(index).center())
+    assert window.controller.selection == ["r1400"]
+    item = scene.nodes["r1400"]
+    assert item.isSelected() and canvas.visible_rect().contains(item.sceneBoundingRect())
+    canvas.viewport().grab()
+    assert {"r1399", "r1401"} <= set(scene.nodes)   # its neighbours on screen, made when painted
+    window.document.save(tmp_path / "saved.graph.json")
+    assert (load_graph(tmp_path / "saved.graph.json").nodes.keys() == g.nodes.keys()
+            and load_graph(tmp_path / "saved.graph.json").edges == g.edges)

@@ -300,3 +300,14 @@ def test_image_size_and_loader_workers_have_sane_limits():
     found = problems_of({"data": {"image_size": [10**6, 10**6], "workers": 10**6}})
     assert found == ["data.image_size: must be [height, width] in pixels, each 1 to 16384, got [1000000, 1000000]",
                      "data.workers: at most 64 DataLoader processes, got 1000000"]
+
+
+def test_a_run_s_tags_are_names_runs_can_edit_and_filter_by():
+    """A spec's tags become the run's (a sweep's trials, a retrained trial); the Runs workspace edits them
+    as one comma-separated line, so a tag with a comma, an empty one or a non-list is refused by name."""
+    assert spec_from_dict({"tags": ["study:s", "trial:3"]}).tags == ["study:s", "trial:3"]
+    assert spec_from_dict({}).to_dict()["tags"] == []
+    assert problems_of({"tags": ["ok", "a,b", " "]}) == [
+        f"tags[{k}]: must be 1 to 200 characters without a comma (Runs edits tags as one comma-separated line), "
+        f"got {shown}" for k, shown in ((1, '"a,b"'), (2, '" "'))]
+    assert problems_of({"tags": "study:s"}) == ['tags: expected a list of tags (strings), got "study:s"']

@@ -73,7 +73,8 @@ def launch_run(spec_path: str, *, db: str | None, run_dir: str | None, emitter: 
     try:
         spec = stored_spec(st)
         run_id = store.create_run(name=st.spec.name or Path(spec_path).stem, spec=spec, graph=st.graph_dict,
-                                  graph_hash=st.graph_hash, device=str(st.device), params=count_params(model))
+                                  graph_hash=st.graph_hash, device=str(st.device), params=count_params(model),
+                                  tags=st.spec.tags)
         folder = (Path(run_dir) if run_dir else default_run_dir(store, run_id)).resolve()
         store.update_run(run_id, run_dir=str(folder))
     except StoreError as exc:

@@ -260,7 +260,8 @@ def own_error(exc: BaseException, rank: int) -> BaseException:
 def _create_run(store: RunStore, st: Any, model: torch.nn.Module, spec_path: str,
                 run_dir: str | None) -> tuple[int, Path]:
     run_id = store.create_run(name=st.spec.name or Path(spec_path).stem, spec=stored_spec(st), graph=st.graph_dict,
-                              graph_hash=st.graph_hash, device=str(st.device), params=count_params(model))
+                              graph_hash=st.graph_hash, device=str(st.device), params=count_params(model),
+                              tags=st.spec.tags)
     folder = (Path(run_dir) if run_dir else default_run_dir(store, run_id)).resolve()
     store.update_run(run_id, run_dir=str(folder))
     return run_id, folder

@@ -59,7 +59,8 @@ __all__ = ["RunStore", "StoreError", "StoreReadOnly", "Run", "Checkpoint", "Arti
 ENV_VAR = "TORCH_STUDIO_DB"
 RETRY_ENV = "TORCH_STUDIO_DB_RETRY_S"
 T = TypeVar("T")
-STATUSES = ("running", "completed", "stopped", "early_stopped", "failed", "interrupted")
+# "pruned": a sweep stopped the run because its trial fell behind (the rule and the epoch in ``error``)
+STATUSES = ("running", "completed", "stopped", "early_stopped", "pruned", "failed", "interrupted")
 APP = "torch-studio"
 
 
@@ -159,11 +160,11 @@ class RunStore:
 
     # ------------------------------------------------------------------ writing
     def create_run(self, *, name: str, spec: dict[str, Any], graph: dict[str, Any], graph_hash: str,
-                   device: str, params: int, run_dir: str = "") -> int:
+                   device: str, params: int, run_dir: str = "", tags: Sequence[str] = ()) -> int:
         def write() -> int:
             with Session(self.engine) as s, s.begin():
                 run = Run(name=name, status="running", spec=spec, graph=graph, graph_hash=graph_hash, device=device,
-                          params=params, host=socket.gethostname(), pid=os.getpid(),
+                          params=params, tags=list(tags), host=socket.gethostname(), pid=os.getpid(),
                           pid_started=process_started(os.getpid()), run_dir=run_dir, started_at=utc_now())
                 s.add(run)
                 s.flush()

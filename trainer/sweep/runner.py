@@ -127,6 +127,8 @@ class Sweep:
             raise ValueError(str(exc)) from None
         self.space: Space = parse_space(plan.space, graph=graph, base_spec=self.base)
         self.name = plan.study or f"{Path(plan.graph).name.removesuffix('.graph.json')}-sweep"
+        if "," in self.name or len(self.name) > 190:     # its runs are tagged study:NAME (spec.tags' rule)
+            raise ValueError(f"--study: '{self.name[:60]}' must be at most 190 characters without a comma")
         self.store = RunStore(self.url)
         self.storage = open_storage(self.url)
         self.study = load_study(self.storage, self.name, metric=plan.metric, seed=plan.seed,
@@ -206,6 +208,7 @@ class Sweep:
         params = self.space.suggest(trial)
         spec, graph = self.space.apply(self.base, self.graph, params)
         spec["name"] = f"{self.name} trial {trial.number}"
+        spec["tags"] = [*spec.get("tags", []), f"study:{self.name}", f"trial:{trial.number}"]   # made so by the worker
         spec.setdefault("model", {})["graph"] = graph
         shown = ", ".join(f"{k}={_fmt(v)}" for k, v in params.items())
         try:
@@ -250,10 +253,6 @@ class Sweep:
         if isinstance(event, ev.RunStarted) and event.run_id is not None:
             slot.run_id = event.run_id
             slot.trial.set_user_attr("run_id", event.run_id)
-            try:
-                self.store.update_run(event.run_id, tags=[f"study:{self.name}", f"trial:{slot.trial.number}"])
-            except StoreError as exc:
-                self.log(f"trial {slot.trial.number}: run {event.run_id} could not be tagged ({exc})")
         elif isinstance(event, ev.EpochEnd):
             self._on_epoch(slot, event)
         elif isinstance(event, ev.Finished):
@@ -284,6 +283,7 @@ class Sweep:
         n, trial = slot.trial.number, slot.trial
         if slot.prune_reason:
             self._tell(trial, TrialState.PRUNED, slot.prune_reason)
+            self._mark_pruned(slot)
             self.log(f"trial {n} {slot.prune_reason}")
         elif slot.failure:
             self._tell(trial, TrialState.FAIL, slot.failure)
@@ -301,6 +301,16 @@ class Sweep:
         else:
             self._tell(trial, TrialState.FAIL, slot.worker.crash_reason(code))
             self.log(f"trial {n} failed: {slot.worker.crash_reason(code)}")
+
+    def _mark_pruned(self, slot: _Slot) -> None:
+        """The pruned trial's run says so in Runs, with the rule and the epoch (its worker, told to stop,
+        recorded it "stopped" as it ended)."""
+        if slot.run_id is None:
+            return
+        try:
+            self.store.update_run(slot.run_id, status="pruned", error_kind="pruned", error=slot.prune_reason)
+        except StoreError as exc:
+            self.log(f"trial {slot.trial.number}: run {slot.run_id} could not be marked pruned ({exc})")
 
     def _tell(self, trial: optuna.Trial, state: TrialState, reason: str) -> None:
         trial.set_user_attr("reason", reason)

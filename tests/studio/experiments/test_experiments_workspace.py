@@ -103,10 +103,11 @@ def test_the_workspace_shows_a_study_live_and_opens_the_best_trials_graph(window
 def test_retraining_gives_the_validation_split_to_training():
     spec = {"name": "s trial 3", "data": {"dataset": "digits", "val_fraction": 0.1},
             "checkpoints": {"metric": "val_loss"}, "early_stopping": {"patience": 3}, "train": {"epochs": 4}}
-    again = retrain_spec(copy.deepcopy(spec), "s trial 3")
+    again = retrain_spec(copy.deepcopy({**spec, "tags": ["study:s", "trial:3"]}), "s trial 3", ["study:s", "trial:3"])
     checked = spec_from_dict(again)                # the worker would accept it
     assert checked.data.val_fraction == 0 and not checked.checkpoints.best and checked.early_stopping.patience == 0
     assert checked.train.epochs == 4 and checked.name == "s trial 3 (train+val)" and spec["data"]["val_fraction"] == 0.1
+    assert checked.tags == ["study:s", "retrain", "retrain-of-trial:3"]   # the study's, not the trial's own tag
 
 
 @pytest.mark.slow
@@ -163,4 +164,11 @@ def test_charts_say_what_they_wait_for_and_show_every_bar_once_they_can(qtbot, t
     assert importance.note == ""
     low, high = importance.plotItem.viewRange()[1]
     assert low <= -0.3 and high >= 2.3, (low, high)       # three bars 0.6 high at y = 0, 1, 2, all whole
+    import pyqtgraph as pg
+
+    # parallel coordinates: the axes' names under the axes, no axis line through them
+    low, high = parallel.plotItem.viewRange()[1]
+    ends = [low + line.span[0] * (high - low) for line in parallel.plotItem.items if isinstance(line, pg.InfiniteLine)]
+    names = [item.pos().y() for item in parallel.plotItem.items if isinstance(item, pg.TextItem)]
+    assert len(ends) == len(names) == 2 and max(names) < min(ends) == pytest.approx(0), (names, ends)
     panel.grab().save(str(tmp_path / "experiments_charts.png"))

@@ -106,3 +106,48 @@ def test_new_sweep_starts_from_the_last_run_s_dataset_as_the_train_dialog_does(w
         pass
     QTest.mouseClick(button, Qt.MouseButton.LeftButton)
     assert asked() == str(data)
+
+
+@pytest.mark.slow
+@pytest.mark.process
+@pytest.mark.skipif(not THOROUGH, reason="make test-thorough: a sweep and its worker stopped from the studio")
+def test_stop_sweep_stops_the_sweep_and_its_trial_leaving_no_worker(window, qtbot, tmp_path):
+    """Stop Sweep, clicked while a trial trains: the sweep process ends, its worker with it (a clean stop),
+    and the trial is recorded interrupted with its parameters queued for the study's next sweep."""
+    import time
+
+    import optuna
+
+    from trainer.store.liveness import process_alive
+    from trainer.store.runs import RunStore, StoreError
+
+    assert window.files.open(DIGITS_CNN)
+    window.experiments.ask = lambda graph: SweepRequest("digits", 1, 1, 200, "lr=1e-3..1e-2:log", "none", "", "stop-me")
+    button = window.workspaces.bar.widgetForAction(window.workspaces.items["Experiments"].action)
+    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
+    panel = window.experiments.panel
+    QTest.mouseClick(panel.new_button, Qt.MouseButton.LeftButton)
+    db = window.experiments.url
+
+    def training() -> object | None:
+        try:
+            return next((r for r in RunStore(db, create=False).runs() if r.status == "running" and r.epoch >= 1), None)
+        except StoreError:
+            return None
+
+    deadline, run = time.monotonic() + 300, None
+    while run is None and time.monotonic() < deadline and window.experiments.sweep.running():
+        qtbot.wait(500)
+        run = training()
+    assert run is not None, "no trial trained an epoch"
+    assert panel.stop_button.isEnabled()
+    QTest.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.experiments.sweep.running() and panel.new_button.isEnabled(), timeout=120_000)
+    deadline = time.monotonic() + 60
+    while process_alive(run.pid, run.pid_started) and time.monotonic() < deadline:
+        qtbot.wait(200)
+    assert not process_alive(run.pid, run.pid_started), "the stopped sweep's worker still trains"
+    assert RunStore(db).run(run.id).status == "stopped"
+    trials = optuna.load_study(study_name="stop-me", storage=db).get_trials()
+    assert [t.state.name for t in trials] == ["FAIL", "WAITING"] and trials[0].user_attrs["interrupted"]
+    assert trials[1].system_attrs["fixed_params"] == trials[0].params

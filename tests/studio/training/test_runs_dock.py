@@ -353,3 +353,30 @@ def test_reading_the_table_asks_the_store_a_few_queries_not_two_a_run(store):
     assert len(statements) <= 3, statements
     assert rows["more 7"].best == pytest.approx(0.67) and rows["more 7"].seconds == 3.0
     assert rows["beta"].best == pytest.approx(0.81)
+
+
+def test_a_pruned_trial_s_run_says_pruned_and_why(qtbot, store, tmp_path):
+    """A sweep's trial stopped by the median rule read "stopped" in Runs, like a run a user stopped; it
+    now says pruned in its own colour, the rule and the epoch in the tooltip and the details."""
+    from PySide6.QtGui import QColor
+    from PySide6.QtTest import QTest
+
+    reason = "pruned by the median rule after epoch 1 (val_accuracy 0.4100)"
+    store.update_run(2, status="pruned", error_kind="pruned", error=reason, tags=["study:s", "trial:5"])
+    store.update_run(1, status="stopped")
+    panel = _panel(qtbot, store)
+    panel.resize(1440, 900)
+    assert _column(panel, "status") == ["failed", "pruned", "stopped"]
+    col = COLUMNS.index("status")
+    pruned, stopped = panel.proxy.index(1, col), panel.proxy.index(2, col)
+    assert pruned.data(Qt.ItemDataRole.ToolTipRole) == reason
+    colour = pruned.data(Qt.ItemDataRole.ForegroundRole)     # its own: not a stopped run's, not an unknown's grey
+    assert colour not in (stopped.data(Qt.ItemDataRole.ForegroundRole), QColor("#888888"))
+    QTest.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton,
+                     pos=panel.table.visualRect(pruned).center())
+    panel.tabs.setCurrentIndex(2)
+    assert "beta: pruned at epoch" in panel.details.text() and f"Reason: {reason}" in panel.details.text()
+    QTest.keyClicks(panel.filter, "pruned")
+    assert _column(panel, "name") == ["beta"]
+    panel.filter.clear()
+    panel.grab().save(str(tmp_path / "runs_pruned.png"))

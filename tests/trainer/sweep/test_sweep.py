@@ -31,27 +31,35 @@ def sweep_cli(*args: str) -> list[str]:
 def test_trials_run_as_tagged_runs_a_failure_is_recorded_and_the_study_goes_on(db):
     queued = [{"lr": 3e-3, "batch_size": 64, "precision": "fp32"},     # trains
               {"lr": 3e-3, "batch_size": 64, "precision": "fp8"},      # refused by the worker on the CPU
-              {"lr": 3e-3, "batch_size": 4096, "precision": "fp32"}]   # over the budget: never started
+              {"lr": 3e-3, "batch_size": 4096, "precision": "fp32"},   # over the budget: never started
+              {"lr": 1e-5, "batch_size": 64, "precision": "fp32"}]     # far below the others: pruned after epoch 1
     study = load_study(open_storage(db), "q", metric="val_accuracy", pruner=make_pruner("median", 1))
+    dists = {"lr": optuna.distributions.FloatDistribution(1e-5, 1e-2, log=True)}
+    for lr in (2e-3, 4e-3):   # two finished trials before these: the median rule compares with them (0.5 at epoch 1)
+        study.add_trial(optuna.trial.create_trial(params={"lr": lr}, distributions=dists, value=0.5,
+                                                  intermediate_values={1: 0.5}))
     for params in queued:
         study.enqueue_trial(params)
-    plan = SweepPlan(graph=str(DIGITS_CNN), space="lr=1e-3..1e-2:log,batch_size=64|4096,precision=fp32|fp8",
-                     trials=3, parallel=2, epochs=1, budget_bytes=64 << 20, db=db, study="q", device="cpu")
+    plan = SweepPlan(graph=str(DIGITS_CNN), space="lr=1e-5..1e-2:log,batch_size=64|4096,precision=fp32|fp8",
+                     trials=6, parallel=2, epochs=1, budget_bytes=64 << 20, db=db, study="q", device="cpu")
     lines: list[str] = []
     result = Sweep(plan, log=lines.append).run()
     trials = {t["number"]: t for t in result["trials"]}
-    assert [trials[i]["params"] for i in range(3)] == queued
-    ok, refused, big = trials[0], trials[1], trials[2]
-    assert ok["state"] == "complete" and 0 < ok["value"] <= 1 and ok["intermediate"] == {"1": ok["value"]}
+    assert [trials[i]["params"] for i in range(2, 6)] == queued
+    ok, refused, big, behind = trials[2], trials[3], trials[4], trials[5]
+    assert ok["state"] == "complete" and 0.5 < ok["value"] <= 1 and ok["intermediate"] == {"1": ok["value"]}
     assert refused["state"] == "failed" and "fp8" in refused["reason"], refused
     assert big["state"] == "pruned" and big["run_id"] is None and "no worker was started" in big["reason"]
-    assert result["best"] == {"number": 0, "params": queued[0], "value": ok["value"], "run_id": ok["run_id"]}
+    assert behind["state"] == "pruned" and behind["reason"].startswith("pruned by the median rule after epoch 1")
+    assert result["best"] == {"number": 2, "params": queued[0], "value": ok["value"], "run_id": ok["run_id"]}
     store = RunStore(db)
     run = store.run(ok["run_id"])
-    assert run.status == "completed" and run.tags == ["study:q", "trial:0"] and run.name == "q trial 0"
+    assert run.status == "completed" and run.tags == ["study:q", "trial:2"] and run.name == "q trial 2"
     assert run.spec["train"]["batch_size"] == 64 and run.spec["device"] == "cpu"
+    pruned = store.run(behind["run_id"])     # Runs shows it pruned, with the rule (it read "stopped")
+    assert (pruned.status, pruned.error, pruned.tags) == ("pruned", behind["reason"], ["study:q", "trial:5"])
     assert all(r.status != "running" and not process_alive(r.pid, r.pid_started) for r in store.runs())
-    assert any("trial 1 failed" in line for line in lines)
+    assert any("trial 3 failed" in line for line in lines)
 
 
 def test_a_killed_sweep_leaves_no_worker_and_resumes_where_it_stopped(db, tmp_path):

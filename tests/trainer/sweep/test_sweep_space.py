@@ -164,3 +164,11 @@ def test_reading_studies_loads_no_runner():
             "from trainer.sweep import Sweep; assert Sweep.__module__ == 'trainer.sweep.runner'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_study_name_its_runs_cannot_be_tagged_with_is_refused_before_anything_is_made(tmp_path):
+    """Trials' runs are tagged study:NAME, and a tag holds no comma (Runs edits tags as one line)."""
+    with pytest.raises(ValueError, match="--study: 'a,b' must be at most 190 characters without a comma"):
+        Sweep(SweepPlan(graph=str(DIGITS_CNN), space="lr=1e-3..1e-2:log", trials=1, study="a,b",
+                        db=f"sqlite:///{tmp_path / 'runs.sqlite'}"))
+    assert not (tmp_path / "runs.sqlite").exists()
