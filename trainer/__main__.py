@@ -12,7 +12,7 @@ _early: list[str] = []
 for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda signum, _frame: _early.append(signal.Signals(signum).name))
 
-from trainer.distributed.lifeline import die_with_parent, is_torchrun_child  # noqa: E402
+from trainer.distributed.lifeline import die_with_parent, gloo_threads_alive, is_torchrun_child  # noqa: E402
 
 if is_torchrun_child():   # a rank dies with its launcher, even one killed with SIGKILL (trainer.distributed.lifeline)
     die_with_parent()
@@ -34,15 +34,16 @@ from trainer.worker import main  # noqa: E402 - after the handlers: this import 
 _code = main(early_signals=_early)
 for _sig in (signal.SIGINT, signal.SIGTERM):   # the run has ended: a late Ctrl-C must not turn exit 0 into
     signal.signal(_sig, signal.SIG_IGN)       # -2 while the interpreter shuts down (it drops Python handlers)
-if is_torchrun_child():
-    # A rank ends here rather than in the interpreter's teardown. Its process group is destroyed by now
-    # (trainer.distributed.rank), but gloo's worker threads can still hold work whose tensors reach back
-    # into Python; freed while the interpreter is torn down they abort the process (SIGABRT, "terminate
-    # called without an active exception", rank 1 of about one DDP run in 20 under load). Everything the
-    # run writes is committed by now; the exit handlers (Inductor's compile workers) still run.
+if is_torchrun_child() and (_code != 0 or gloo_threads_alive()):
+    # A rank whose gloo threads still run ends here, not in the interpreter's teardown, where one of them
+    # freeing a tensor would ask the finalizing interpreter for the GIL and the process would be terminated
+    # ("terminate called without an active exception"). A failed rank leaves its groups as they are (a peer
+    # may be gone: destroying them could hang); under FSDP2 torch's DTensor caches keep the mesh and its
+    # group alive past destroy_process_group. A DDP rank that finished has destroyed its groups and joined
+    # their threads (trainer.distributed.rank) and ends as any process does. Everything the run writes is
+    # committed by now; the exit handlers still run.
     import atexit
     import os
-    import sys
 
     atexit._run_exitfuncs()
     sys.stdout.flush()

@@ -134,7 +134,7 @@ class TrainingDashboard(QWidget):
     stop_requested = Signal()
     lr_requested = Signal(float)
     record_memory_requested = Signal()
-    memory_trace_shown = Signal()      # a recording asked for has arrived and is drawn
+    memory_trace_shown = Signal(str)   # a recording asked for has arrived and is drawn (its error, "" if none)
 
     def __init__(self, parent: QWidget | None = None, *, refresh_ms: int = REFRESH_MS) -> None:
         """``refresh_ms``: how often buffered points are drawn (one plot a tick); 0 draws them only when
@@ -305,7 +305,7 @@ class TrainingDashboard(QWidget):
         self.side.setCurrentWidget(self.timeline)
         self.record_button.setText("Record memory")
         self.record_button.setEnabled(self.stop_button.isEnabled())
-        self.memory_trace_shown.emit()
+        self.memory_trace_shown.emit(e.error or "")
 
     def end_epoch(self, e: ev.EpochEnd, class_names: Sequence[str] = ()) -> None:
         """An ``epoch_end`` event: plot points, a table row, the confusion matrix with the per-class

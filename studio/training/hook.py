@@ -108,8 +108,8 @@ class TrainingHook(QObject):
             timeline.node_clicked.connect(self._select_node)
             port.selection_changed.connect(timeline.highlight)
             ctl.run_ended.connect(self._on_run_ended)
-            ctl.dashboard.memory_trace_shown.connect(
-                lambda: self._recording_over("Memory recorded: the Memory timeline tab shows it by layer"))
+            ctl.dashboard.memory_trace_shown.connect(lambda error: self._recording_over(
+                f"Memory not recorded: {error}" if error else "Memory recorded: the Memory timeline tab shows it by layer"))
             ctl.run_ended.connect(lambda *_: self._recording_over())
             port.owner.destroyed.connect(ctl.shutdown)
         return self._controller

@@ -55,6 +55,7 @@ class MemoryTimelineView(QWidget):
         super().__init__(parent)
         self.theme = plot_theme(theme)
         self.timeline: dict[str, Any] = {}
+        self.steps_text = ""                  # the steps of the recording drawn ("steps 12-13")
         self.by = "nodes"
         lay = QVBoxLayout(self)
         head = QHBoxLayout()
@@ -120,14 +121,16 @@ class MemoryTimelineView(QWidget):
     def show_trace(self, event: Any) -> None:
         """Draw a ``memory_trace`` event (a typed event or its dict)."""
         get = event.get if hasattr(event, "get") else lambda k, d=None: getattr(event, k, d)
-        if get("error"):
-            self.title.setText(f"No timeline: {get('error')}")
+        if get("error"):   # a recording that failed: the one drawn before (if any) stays, and says it is older
+            before = f" Below: the previous recording ({self.steps_text})." if self.names else ""
+            self.title.setText(f"No timeline: {get('error')}.{before}")
             return
         self.timeline = get("timeline") or {}
         if "phases" not in self.timeline:          # a worker of before: by layer only
             self.by_box.setCurrentIndex(0)
         self.by_box.setEnabled("phases" in self.timeline)
-        self.title.setText(f"Steps {get('step')}-{get('step') + max(get('steps', 1), 1) - 1}: peak "
+        self.steps_text = f"steps {get('step')}-{get('step') + max(get('steps', 1), 1) - 1}"
+        self.title.setText(f"{self.steps_text.capitalize()}: peak "
                            f"{nbytes(get('peak_bytes', 0))} in the {get('peak_phase')} at {get('peak_node')}; "
                            f"{get('attributed', 0):.1%} of the allocated bytes attributed. Click a band to "
                            "select its node.")

@@ -28,11 +28,10 @@ def test_the_pairwise_subset_covers_every_pair_but_the_large_compiles():
 
 
 # Issue 22's intermittent SIGABRT of a DDP rank with channels_last off ("terminate called without an active
-# exception") was seen once in a full run here. The ranks now free the model, destroy the process group
-# and exit without the interpreter's teardown (trainer.distributed.rank, trainer.__main__); the code before
-# that change did not reproduce it in 40 more DDP/NCHW digits_cnn runs under load 15-17 (nor in 30
-# before). No case is expected to fail: a recurrence fails loudly, with the rank's last words and Python
-# stacks (faulthandler) in the message.
+# exception") was seen once in a full run here: the rank's groups outlived destroy_process_group (its recorder
+# thread held the job, and so the wrapped model), and their gloo threads ran into the interpreter's teardown.
+# A rank now ends with them joined (tests/trainer/distributed/test_rank_end.py). No case is expected to fail:
+# a recurrence fails loudly, with the rank's last words and Python stacks (faulthandler) in the message.
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES if c.strategy != "fsdp2"])
 def test_a_template_trains_in_the_matrix(case: Case, tmp_path: Path, inductor_cache: str):
     check_case(case, tmp_path, inductor_cache)

@@ -62,6 +62,25 @@ def _watch(parent: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+GLOO_THREADS = ("pt_gloo_runloop", "gloo_tcp_loop")   # a gloo group's workers, its TCP transport's loop
+
+
+def gloo_threads_alive() -> bool:
+    """Whether a thread of a gloo process group still runs in this process (Linux names them in /proc);
+    True where that cannot be told."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return True
+    for task in tasks:
+        try:
+            if Path(f"/proc/self/task/{task}/comm").read_text().strip() in GLOO_THREADS:
+                return True
+        except OSError:      # ended while listed
+            continue
+    return False
+
+
 def pid_file(run_dir: Path, rank: int) -> Path:
     return run_dir / RANKS_DIR / f"rank-{rank}.pid"
 

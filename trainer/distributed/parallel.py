@@ -19,6 +19,7 @@ agreement of all ranks on rank 0's decisions, the metric all-reduce, and the mod
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import time
@@ -86,6 +87,10 @@ def init(spec: DistributedSpec, device: torch.device, env: Mapping[str, str] = o
 
 
 def close() -> None:
+    """Destroy every process group of this rank and so end their gloo threads, while the interpreter is
+    whole. The caller has dropped what it held of them (the context, the wrapped model); the job's
+    reference cycles go first, or the groups would live on, their threads with them, into the teardown."""
+    gc.collect()
     if dist.is_initialized():
         dist.destroy_process_group()
 

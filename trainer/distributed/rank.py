@@ -15,7 +15,6 @@ run and records its own failure.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import sys
 import traceback
@@ -176,63 +175,78 @@ def make_rank_job(st: Any, model: torch.nn.Module, ctx: Context, *, store: Any, 
     return job
 
 
+class _Run:
+    """What a failing rank reports from: its job (once made) and the run's folder."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.job: Job | None = None
+        self.folder = folder
+
+
 def run_rank(spec_path: str, *, db: str | None, run_dir: str | None, run_id: int | None, resume_from: str | None,
              emitter: ev.Emitter) -> int:
     """This rank's whole run; the exit status (what torchrun and the launcher read)."""
     launched = run_id is not None
     rank = int(os.environ["RANK"])
-    folder = Path(run_dir) if run_dir else None
+    run = _Run(Path(run_dir) if run_dir else None)
     if rank != 0:
         emitter = ev.Emitter(open(os.devnull, "w"))  # noqa: SIM115 - for the process's life
-    ctx: Context | None = None
-    job: Job | None = None
     try:
-        st = setup(load_spec(spec_path))
-        start_loader_helper(st)    # its imports overlap the process group's start and the build
-        ctx = init(st.spec.distributed, st.device)
-        st.device = ctx.device
-        model = build_model(st)
-        store: Any = RunStore(db) if ctx.main else NullStore()
-        if not launched:       # started by torchrun itself: rank 0 creates the run
-            run_id, folder = share(ctx, _create_run(store, st, model, spec_path, run_dir) if ctx.main else None)
-        assert folder is not None and run_id is not None
-        note_alive(folder, rank)    # a resume refuses while this process lives
-        emitter.run_id = run_id
-        controls = Controls(lambda state, reason: emitter.emit(ev.State(state=state, reason=reason)))
-        job = make_rank_job(st, model, ctx, store=store, emitter=emitter, run_id=run_id, run_dir=folder,
-                            controls=controls)
-        if resume_from:
-            restore_from(job, Path(resume_from))
-        if ctx.main:
-            controls.listen()
-            recorder = job.recorder
-
-            def on_state(state: str, reason: str) -> None:
-                recorder.flush()
-                emitter.emit(ev.State(state=state, reason=reason))
-            controls.on_state = on_state
-        controls.install_sigterm()   # on every rank: a SIGTERM ends the run at rank 0's next step
-        _started(job, ctx)
-        finish(job, run_epochs(job), job.elapsed())   # every part of a resumed run
-        # the wrapped model holds the process group: free it first, so the group's gloo threads are
-        # joined by destroy_process_group while the interpreter is whole (the process then ends at once:
-        # trainer.__main__)
-        job = None
-        del model
-        gc.collect()
+        _train(run, rank, spec_path, db=db, run_dir=run_dir, run_id=run_id, resume_from=resume_from,
+               emitter=emitter)
+        run.job = None    # with _train's frame gone, nothing of the run holds the model or its groups
         close()
         return ev.EXIT_OK
     except NonFiniteLoss as exc:
-        return _failed(job, rank, folder, launched, "nan", f"{exc}: training diverged (try a lower optim.lr)",
+        return _failed(run.job, rank, run.folder, launched, "nan", f"{exc}: training diverged (try a lower optim.lr)",
                        step=exc.step)
     except torch.OutOfMemoryError as exc:
-        return _failed(job, rank, folder, launched, "oom", f"out of memory: {exc}", tb=traceback.format_exc())
+        return _failed(run.job, rank, run.folder, launched, "oom", f"out of memory: {exc}", tb=traceback.format_exc())
     except BaseException as exc:  # noqa: BLE001 - reported (by file or by rank 0), never lost
         if isinstance(exc, SystemExit):
             raise
         own = own_error(exc, rank)   # DCP's CheckpointException is a BaseException wrapping each rank's
-        return _failed(job, rank, folder, launched, "error", f"{type(own).__name__}: {first_line(own)}",
+        return _failed(run.job, rank, run.folder, launched, "error", f"{type(own).__name__}: {first_line(own)}",
                        tb=traceback.format_exc(), peer=is_peer_error(own))
+
+
+def _train(run: _Run, rank: int, spec_path: str, *, db: str | None, run_dir: str | None, run_id: int | None,
+           resume_from: str | None, emitter: ev.Emitter) -> None:
+    """Set up, train and finish this rank's part of the run. Every reference to the process groups (the
+    context, the wrapped model, the job and the closures over it) lives in this frame or in the job, so
+    that once it returns :func:`close` can free them: the groups' gloo threads then end while Python is
+    whole (issue 22's SIGABRT: left to the interpreter's teardown, a gloo thread freeing a tensor asked
+    for the GIL of a finalizing interpreter and the process died, "terminate called without an active
+    exception")."""
+    launched = run_id is not None
+    st = setup(load_spec(spec_path))
+    start_loader_helper(st)    # its imports overlap the process group's start and the build
+    ctx = init(st.spec.distributed, st.device)
+    st.device = ctx.device
+    model = build_model(st)
+    store: Any = RunStore(db) if ctx.main else NullStore()
+    if not launched:       # started by torchrun itself: rank 0 creates the run
+        run_id, run.folder = share(ctx, _create_run(store, st, model, spec_path, run_dir) if ctx.main else None)
+    assert run.folder is not None and run_id is not None
+    note_alive(run.folder, rank)    # a resume refuses while this process lives
+    emitter.run_id = run_id
+    controls = Controls(lambda state, reason: emitter.emit(ev.State(state=state, reason=reason)))
+    job = run.job = make_rank_job(st, model, ctx, store=store, emitter=emitter, run_id=run_id, run_dir=run.folder,
+                                  controls=controls)
+    if resume_from:
+        restore_from(job, Path(resume_from))
+    if ctx.main:
+        controls.listen()
+        recorder = job.recorder
+
+        def on_state(state: str, reason: str) -> None:
+            recorder.flush()
+            emitter.emit(ev.State(state=state, reason=reason))
+        controls.on_state = on_state
+    controls.install_sigterm()   # on every rank: a SIGTERM ends the run at rank 0's next step
+    _started(job, ctx)
+    finish(job, run_epochs(job), job.elapsed())   # every part of a resumed run
+    job.recorder.close()         # its thread ends (it held the last write, and so the job)
 
 
 def own_error(exc: BaseException, rank: int) -> BaseException:

@@ -17,6 +17,7 @@ allocator history is another path.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -164,11 +165,21 @@ def node_scopes(model: nn.Module) -> Iterator[None]:
             open_scopes.pop().__exit__(None, None, None)
 
 
+def cpu_profile() -> profile:
+    """The profiler of a CPU recording. Kineto, its C++ side, reads its log level at the process's first
+    profile and by default logs each recording's start and stop ("USDT: ... profiler_start") and, on a
+    CUDA build of torch where no GPU driver is found, "ERROR ... gpuGetDeviceCount failed with code 35"
+    as it asks for the GPUs of a CPU-only trace: lines in a CPU worker's log that say nothing about the
+    run. Quiet (6: above its highest level) unless the user chose a level."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    return profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+
+
 def record_steps(model: nn.Module, step: Callable[[], Any], steps: int = 1) -> MemoryTrace:
     """Run ``step()`` ``steps`` times (1-2) under the profiler with node scopes; the attributed trace."""
     if not 1 <= steps <= 4:
         raise ValueError(f"steps: record 1 to 4 steps, got {steps}")
-    with node_scopes(model), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with node_scopes(model), cpu_profile() as prof:
         for _ in range(steps):
             step()
     trace = parse(prof.profiler.kineto_results.experimental_event_tree())
@@ -283,7 +294,7 @@ class LiveRecording(Callback):
             return
         scopes = node_scopes(self.model)
         scopes.__enter__()
-        prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        prof = cpu_profile()
         prof.__enter__()
         self._open = [scopes, prof]
 

@@ -55,5 +55,6 @@ class Recorder:
             except BaseException as exc:  # noqa: BLE001 - handed to the training thread by flush()
                 self._error = exc
             finally:
+                item = None      # done: this thread holds no write (and nothing it closes over) while it waits
                 self._queue.task_done()
 

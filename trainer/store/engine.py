@@ -40,6 +40,15 @@ class StoreMissing(StoreError):
     """A reader (``create`` False) found no store file: nothing was ever written there (a new user)."""
 
 
+def sqlite_url_for(value: str) -> str:
+    """The SQLite URL a user meant by ``value`` when it reads as a file's path (``/data/runs.sqlite``,
+    ``runs.db``, ``~/x.sqlite``): ``sqlite:///`` and its absolute path; else the URL's form."""
+    path = Path(value).expanduser()
+    if value and "://" not in value and (os.sep in value or "/" in value or path.suffix in (".sqlite", ".sqlite3", ".db")):
+        return f"sqlite:///{path.absolute()}"
+    return "sqlite:///PATH"
+
+
 def make_engine(url: str, *, create: bool = True) -> tuple[Engine, bool]:
     """An engine for ``url`` and whether it is read-only. SQLite gets WAL, a busy timeout and (when
     ``create``) its folder created; a file that cannot be written opens read-only. Raises StoreError."""
@@ -47,7 +56,7 @@ def make_engine(url: str, *, create: bool = True) -> tuple[Engine, bool]:
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise StoreError(f"{shown!r} is not a database URL (a SQLite file is sqlite:///PATH)") from None
+        raise StoreError(f"{shown!r} is not a database URL: for a SQLite file use {sqlite_url_for(url)}") from None
     readonly, options = False, {}
     if parsed.get_backend_name() in ("postgresql", "postgres"):
         parsed = _postgres_url(parsed, shown)

@@ -80,6 +80,13 @@ def test_an_event_with_an_error_is_said(qtbot):
     qtbot.addWidget(view)
     view.show_trace({"error": "recording the memory timeline on CUDA is not supported yet"})
     assert view.title.text().startswith("No timeline: recording") and not view.bands
+    assert "previous" not in view.title.text()
+    small = {"step": 4, "steps": 2, "peak_bytes": 10, "peak_phase": "forward", "peak_node": "fc", "attributed": 1.0,
+             "timeline": {"t_ms": [0.0, 1.0], "live": [0, 10], "nodes": {"fc": [0, 10]}}}
+    view.show_trace(small)
+    view.show_trace({"error": "cannot record: busy"})     # a later recording failed: the earlier one stays, said so
+    assert view.title.text() == "No timeline: cannot record: busy. Below: the previous recording (steps 4-5)."
+    assert view.bands
 
 
 @pytest.mark.slow
