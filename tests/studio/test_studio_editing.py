@@ -46,8 +46,8 @@ def test_palette_search_filters_and_enter_places_the_first_match(window):
     window.layers.search.setText("pool")
     # the pools, the reductions that pool over chosen dims (x.mean((2, 3))), and Subtract, whose doc
     # names PoolFormer's pool(x) - x
-    assert set(window.layers.visible_types()) == {"MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Mean", "Sum", "Amax",
-                                                  "Subtract"}
+    assert set(window.layers.visible_types()) == {"MaxPool2d", "AvgPool2d", "AvgPool1d", "BlurPool2d", "AdaptiveAvgPool2d",
+                                                  "Mean", "Sum", "Amax", "Subtract"}
     window.layers.search.setText("batchnorm2")
     window.layers.search.returnPressed.emit()
     assert window.controller.graph.nodes[window.controller.selection[0]].type == "BatchNorm2d"
