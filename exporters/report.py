@@ -116,6 +116,12 @@ def median_ms(fn: Callable[[], object], runs: int = 10, budget_s: float = 1.0) -
     return float(np.median(times) * 1e3)
 
 
+def latencies(runs: int, **calls: Callable[[], object]) -> dict[str, float]:
+    """``{name: median_ms(call)}`` for each call; none when ``runs`` is 0 (the proof without its timing:
+    on a large model the warm-up and timed calls of both sides cost more than the parity check itself)."""
+    return {name: median_ms(call, runs) for name, call in calls.items()} if runs > 0 else {}
+
+
 def files_size(paths: list[Path]) -> int:
     """Total bytes of files, counting every file inside a folder."""
     total = 0

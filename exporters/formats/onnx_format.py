@@ -22,7 +22,7 @@ from ..locate import batch_dims, node_title, onnx_node_owner, raise_at_node
 from ..options import DEFAULT_OPSET, ExportOptions
 from ..preprocessing import METADATA_KEY, Preprocessing
 from ..registry import Format, Written, export_format
-from ..report import Check, accuracy_check, compare_outputs, median_ms
+from ..report import Check, accuracy_check, compare_outputs, latencies
 from ..source import ExportSource
 
 if TYPE_CHECKING:
@@ -194,8 +194,8 @@ def verify_onnx(path: Path, module: Callable[[torch.Tensor], torch.Tensor], inpu
         checks.append(check)
     figures: dict[str, object] = {**accuracy, "verify_batch": len(inputs), "max_abs_diff": comp.max_abs_diff,
                                   "top1_agreement": comp.top1_agreement,
-                                  "onnxruntime_ms": median_ms(lambda: session.run(None, feed), options.timing_runs),
-                                  "pytorch_eager_ms": median_ms(lambda: _eager(module, inputs), options.timing_runs)}
+                                  **latencies(options.timing_runs, onnxruntime_ms=lambda: session.run(None, feed),
+                                              pytorch_eager_ms=lambda: _eager(module, inputs))}
     return checks, figures
 
 

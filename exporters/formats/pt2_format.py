@@ -11,7 +11,7 @@ from ..options import ExportOptions
 from ..preprocessing import read_sidecar, sidecar
 from ..proof import parity
 from ..registry import Format, Written, export_format
-from ..report import Check, median_ms
+from ..report import Check, latencies
 from ..source import ExportSource
 
 
@@ -71,8 +71,8 @@ def verify_pt2(path: Path, source: ExportSource, options: ExportOptions,
         with torch.inference_mode():
             loaded(inputs)
 
-    return checks, {**figures, "pt2_ms": median_ms(run, options.timing_runs),
-                    "pytorch_eager_ms": median_ms(lambda: source.reference(inputs), options.timing_runs)}
+    return checks, {**figures, **latencies(options.timing_runs, pt2_ms=run,
+                                           pytorch_eager_ms=lambda: source.reference(inputs))}
 
 
 def sidecar_check(path: Path, source: ExportSource) -> Check:

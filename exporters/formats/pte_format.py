@@ -20,7 +20,7 @@ from ..locate import export_program, raise_at_node
 from ..options import ExportOptions
 from ..proof import parity
 from ..registry import Format, Written, export_format
-from ..report import Check, median_ms
+from ..report import Check, latencies
 from ..source import ExportSource
 from .pt2_format import sidecar_check
 
@@ -89,6 +89,5 @@ class PteFormat(Format):
         checks = [Check("ExecuTorch runtime", True, "the program loads and runs in the ExecuTorch runtime")]
         more, figures = parity(source, got, options, "parity with eager", len(inputs))
         checks += [*more, sidecar_check(written.files[0], source)]
-        return checks, {**figures,
-                        "executorch_ms": median_ms(lambda: method.execute([inputs]), options.timing_runs),
-                        "pytorch_eager_ms": median_ms(lambda: source.reference(inputs), options.timing_runs)}
+        return checks, {**figures, **latencies(options.timing_runs, executorch_ms=lambda: method.execute([inputs]),
+                                               pytorch_eager_ms=lambda: source.reference(inputs))}
