@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import ExportError
-from ..locate import batch_dims, node_title, onnx_node_owner, raise_at_node
+from ..locate import batch_dims, export_program, node_title, onnx_node_owner, raise_at_node
 from ..options import DEFAULT_OPSET, ExportOptions
 from ..preprocessing import METADATA_KEY, Preprocessing
 from ..registry import Format, Written, export_format
@@ -55,10 +55,41 @@ def onnx_program(module: torch.nn.Module, args: tuple[torch.Tensor, ...], opset:
     """The ``torch.onnx.ONNXProgram`` of ``module`` with a dynamic batch dimension."""
     kwargs: dict[str, Any] = {"input_names": [INPUT_NAME], "output_names": [OUTPUT_NAME]} if names else {}
     with quiet():
-        program = torch.onnx.export(module, args, dynamo=True, opset_version=opset, optimize=True, verbose=False,
-                                 dynamic_shapes=batch_dims(args, module=module), **kwargs)
+        model = captured(module, args)
+        if model is module:  # the exporter's own capture strategies (strict, refined shapes) take it
+            kwargs["dynamic_shapes"] = batch_dims(args, module=module)
+        program = torch.onnx.export(model, args, dynamo=True, opset_version=opset, optimize=True, verbose=False,
+                                    **kwargs)
     if program is None:  # only the legacy exporter returns nothing
         raise RuntimeError("torch.onnx.export returned no program")
+    return program
+
+
+def captured(module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> torch.export.ExportedProgram | torch.nn.Module:
+    """``module`` captured with a dynamic batch, a contiguous copy before every reshape of a tensor whose
+    layout is not contiguous; ``module`` itself where this capture fails.
+
+    The exporter decomposes the program again, and its passes disagree on the strides of some outputs:
+    ``scaled_dot_product_attention`` with a mask comes out of one in the kernel's (batch, tokens, heads)
+    layout, so the reshape after the heads' transpose becomes a view there, and a later pass, seeing
+    the plain layout, cannot apply that view (maxvit: ``Cannot view a tensor with shape [16*s31, 64, 2,
+    32] ... as (16*s31, 8, 8, 64)``). The copy makes the reshape's input contiguous in every pass; ONNX
+    has no strides, and the optimiser drops the copy from the file."""
+    try:
+        program = export_program(module, args)
+    except Exception:
+        return module
+    graph = program.graph
+    for node in list(graph.nodes):
+        source = node.args[0] if node.target is torch.ops.aten.reshape.default else None
+        value = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+        if isinstance(value, torch.Tensor) and not value.is_contiguous():
+            with graph.inserting_before(node):
+                copy = graph.call_function(torch.ops.aten.clone.default, (source,),
+                                           {"memory_format": torch.contiguous_format})
+            copy.meta = {**node.meta, "val": value.clone(memory_format=torch.contiguous_format)}
+            node.replace_input_with(source, copy)
+    program.graph_module.recompile()
     return program
 
 

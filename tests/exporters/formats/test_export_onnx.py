@@ -53,7 +53,7 @@ def test_template_exports_and_matches_onnxruntime(exported, name):
 def test_every_catalog_layer_exports_and_matches_onnxruntime(tmp_path, name):
     """The graphs generated from the layer registry: every layer type, a new one included, in ONNX."""
     source = from_graph(catalog_zoos()[name](), verify_batch=3)
-    report = export(source, "onnx", tmp_path / f"{name}.onnx", ExportOptions(timing_runs=1))
+    report = export(source, "onnx", tmp_path / f"{name}.onnx", ExportOptions(timing_runs=0))  # the proof, untimed
     assert report.ok, report.to_text()
     assert report.metrics["max_abs_diff"] < 1e-3 and report.metrics["top1_agreement"] == 1.0
 
@@ -64,6 +64,16 @@ def test_report_json_is_beside_the_file(exported):
     _, report = exported["lenet5"]
     data = json.loads(Path(report.path + ".report.json").read_text())
     assert data["ok"] is True and data["format"] == "onnx" and data["metrics"]["opset"] == 20
+
+
+def test_the_proof_without_timing_makes_every_check_and_no_latency_figure(exported):
+    """``timing_runs=0`` (timm's walk over every family): the same checks, none of the timed calls."""
+    source, report = exported["lenet5"]
+    checks, figures = verify_onnx(report.path, source.reference, source.samples, ExportOptions(timing_runs=0))
+    assert [(c.name, c.passed) for c in checks] == [("onnx.checker", True), ("dynamic batch", True),
+                                                    ("onnxruntime parity (batch 3)", True)]
+    assert figures["max_abs_diff"] < 1e-3 and figures["top1_agreement"] == 1.0
+    assert "onnxruntime_ms" not in figures and "pytorch_eager_ms" not in figures
 
 
 def test_verifier_rejects_a_file_of_another_model(exported):
