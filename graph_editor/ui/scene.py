@@ -112,16 +112,6 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
         self.marks.sync()
         self.contents_changed()
 
-    def render_items(self, painter: QPainter, target: QRectF, source: QRectF) -> None:
-        """Paint the items in ``source`` into ``target`` without the scene's background (the far view's
-        tiles: the view draws its own grid under them)."""
-        self.realize(source)
-        self._bare = True
-        try:
-            self.render(painter, target, source, Qt.AspectRatioMode.IgnoreAspectRatio)
-        finally:
-            self._bare = False
-
     def drawBackground(self, painter: QPainter, rect: QRectF | QRect) -> None:  # noqa: N802 - Qt's name
         if not self._bare:
             super().drawBackground(painter, rect)
