@@ -14,6 +14,10 @@
    downstream changes) and time command -> validated -> items updated -> repainted, against
    the model's ``validate`` alone; also the path a person sees, with the ~40 ms debounce.
    Goal: under 100 ms.
+4. a 20,000-layer chain (benchmarks/graph_load.py's): opened at 1x, then its first Fit View (Home) and the
+   frame it paints, in CPU seconds of the GUI thread: far out, the nodes without items are drawn from the grid
+   (graph_editor/ui/far_sketch.py), against the same canvas with every item made (what it cost before).
+   Goal: well under 1 s. Then the tiles of that view, rendered between frames.
 
 Offscreen Qt on this machine (timings on a shared 2-core CPU are noisy: medians are printed).
 """
@@ -45,6 +49,9 @@ from graph_editor.model.layout import layered_layout  # noqa: E402
 from graph_editor.ui.canvas import GraphCanvas  # noqa: E402
 from graph_editor.ui.controller import EditorController  # noqa: E402
 from graph_editor.ui.live import LiveAnalysis  # noqa: E402
+from graph_editor.ui.scene import GraphScene  # noqa: E402
+
+from benchmarks.graph_load import chain_text  # noqa: E402
 
 VIEW = (1400, 900)
 
@@ -213,6 +220,37 @@ def live_shapes(canvas: GraphCanvas, repeat: int = 15) -> tuple[float, float, fl
     return statistics.median(direct), statistics.median(debounced), baseline, updated
 
 
+def first_fit(text: str, lazy: bool) -> tuple[float, float, int]:
+    """CPU seconds of the first Fit View and its frame of the graph in ``text`` (opened at 1x and painted
+    first), those of the tiles rendered after it, and how many node items were made."""
+    was = GraphScene.LAZY_FROM
+    GraphScene.LAZY_FROM = was if lazy else None
+    try:
+        controller = EditorController(loads(text), QUndoStack())
+        live = LiveAnalysis(controller, analyze=False)
+        canvas = GraphCanvas(controller, live)
+    finally:
+        GraphScene.LAZY_FROM = was
+    canvas.resize(*VIEW)
+    canvas.show()
+    live.refresh()
+    canvas.resetTransform()
+    canvas.centerOn(0, 0)
+    canvas.viewport().grab()
+    QApplication.processEvents()
+    t0 = time.process_time()
+    canvas.fit_view()
+    canvas.viewport().grab()
+    fit = time.process_time() - t0
+    t0 = time.process_time()
+    settle(canvas)
+    tiles = time.process_time() - t0
+    made = len(canvas.graph_scene.nodes)
+    canvas.close()
+    canvas.deleteLater()
+    return fit, tiles, made
+
+
 def main() -> None:
     app = QApplication.instance() or QApplication(sys.argv)
     big = residual_net(300)
@@ -247,6 +285,12 @@ def main() -> None:
     print(f"   command -> items updated -> repainted: {ms(direct)} (validate alone {ms(baseline)}, "
           f"ratio {direct / baseline:.1f}x)")
     print(f"   as a person sees it, with the debounce: {ms(debounced)}   (goal < 100 ms)")
+    chain = chain_text(20_000)
+    fit, tiles, made = first_fit(chain, lazy=True)
+    fit_all, tiles_all, made_all = first_fit(chain, lazy=False)
+    print(f"4. first Fit View of a 20,000-layer chain, GUI CPU: drawn from the grid {ms(fit)} ({made} items made), "
+          f"every item made {ms(fit_all)} ({made_all:,}), ratio {fit_all / fit:.1f}x   (goal well under 1 s)")
+    print(f"   its tiles, rendered after the frame (between frames): {ms(tiles)} vs {ms(tiles_all)}")
     app.processEvents()
 
 
