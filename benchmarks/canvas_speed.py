@@ -44,14 +44,13 @@ from PySide6.QtWidgets import (  # noqa: E402
     QGraphicsView,
 )
 
+from benchmarks.graph_load import chain_text  # noqa: E402
 from graph_editor.model import Graph, InputSpec, dumps, loads, validate  # noqa: E402
 from graph_editor.model.layout import layered_layout  # noqa: E402
 from graph_editor.ui.canvas import GraphCanvas  # noqa: E402
 from graph_editor.ui.controller import EditorController  # noqa: E402
 from graph_editor.ui.live import LiveAnalysis  # noqa: E402
 from graph_editor.ui.scene import GraphScene  # noqa: E402
-
-from benchmarks.graph_load import chain_text  # noqa: E402
 
 VIEW = (1400, 900)
 

@@ -200,8 +200,7 @@ class GraphCanvas(SelectionSync, PlacingView):
         painter.end()
 
     def _paint_far(self, painter: QPainter, exposed: QRect) -> None:
-        """Paint ``exposed`` (viewport pixels) far out in one pass, as a tile is painted: the grid, then the items
-        and the nodes without items (a first frame of a big graph fitted: one pass, where tiles would be many)."""
+        """Paint ``exposed`` (viewport pixels) far out in one pass, as a tile is (a first frame: tiles would be many)."""
         source = self.mapToScene(exposed).boundingRect()
         painter.save()
         painter.setTransform(self.viewportTransform())
@@ -214,8 +213,7 @@ class GraphCanvas(SelectionSync, PlacingView):
 
     def realize_near(self) -> None:
         """Items for what is in view, and half a view around it, that a big graph's scene has not made yet
-        (:mod:`~graph_editor.ui.unbuilt`): asked before every paint nearer than far out (far out, nodes are
-        blocks drawn from the grid), so nothing readable shows unmade."""
+        (:mod:`~graph_editor.ui.unbuilt`): asked before every paint nearer than far out (far_sketch draws those)."""
         if self.graph_scene.unbuilt:
             view = self.visible_rect()
             dx, dy = max(300.0, view.width() / 2), max(300.0, view.height() / 2)

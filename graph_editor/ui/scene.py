@@ -48,6 +48,7 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
         self.boxes: dict[str, GroupBox] = {}
         self.frames: dict[str, GroupFrame] = {}
         self.owner: dict[str, str] = {}  # hidden node -> the block it is drawn in
+        self.doubled: set[Edge] = set()   # edges whose wire would lie on another's (see BlockItems._rebind_wires)
         self.inference: Inference | None = None
         self.stats: dict[str, tuple[int, int]] | None = None  # node -> (params, FLOPs), from the analysis
         self.dragging = False  # while the view drags items, model moves do not fight it
@@ -93,6 +94,7 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
         self.boxes.clear()
         self.frames.clear()
         self.owner = {}
+        self.doubled = set()
         self.inference = None
         self.stats = None
         self._by_node, self._errors = {}, set()

@@ -17,7 +17,7 @@ is found by :meth:`near` too, so a long wire between two nodes off screen is dra
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QPainter, QTransform
@@ -29,6 +29,7 @@ from .items import NodeItem, node_rect
 
 if TYPE_CHECKING:
     from .marks import TrainingMarks
+    from .scene import GraphScene
 
 CELL = 2048.0        # scene units a side of the grid's cells
 LONG_CELLS = 64      # a wire spanning more cells than this is kept in a list checked on every query
@@ -179,12 +180,10 @@ class Unbuilt:
     def _whole(self) -> Rect | None:
         """Around every node rectangle and every wire not made."""
         nodes = self.bounds({})
-        if not self.boxes:
-            return nodes
-        wires = _around(self.boxes.values()) if len(self.boxes) < 64 or nodes is None else (
-            nodes[0] - WIRE_ROOM, nodes[1] - WIRE_ROOM, nodes[2] + WIRE_ROOM, nodes[3] + WIRE_ROOM)
-        return wires if nodes is None else (min(nodes[0], wires[0]), min(nodes[1], wires[1]),
-                                            max(nodes[2], wires[2]), max(nodes[3], wires[3]))
+        if nodes is None or not self.boxes:
+            return _around(self.boxes.values()) if nodes is None else nodes
+        room = WIRE_ROOM   # a wire's rectangle is its ends' with this room: past the nodes by at most this
+        return nodes[0] - room, nodes[1] - room, nodes[2] + room, nodes[3] + room
 
     def bounds(self, hidden: dict[str, str]) -> Rect | None:
         """The rectangle around the nodes not made, those in ``hidden`` (inside closed blocks) aside."""
@@ -256,7 +255,7 @@ class LazyItems:
         painter.save()
         painter.setClipRect(target)
         painter.setTransform(to_target, True)
-        sketch_wires(self, painter, edges)   # type: ignore[arg-type] - the GraphScene this is mixed into
+        sketch_wires(cast("GraphScene", self), painter, edges)   # the GraphScene this is mixed into
         painter.restore()
         self._bare = True
         try:
@@ -266,7 +265,7 @@ class LazyItems:
         painter.save()
         painter.setClipRect(target)
         painter.setTransform(to_target, True)
-        sketch_nodes(self, painter, nodes)   # type: ignore[arg-type]
+        sketch_nodes(cast("GraphScene", self), painter, nodes)
         painter.restore()
 
     def errors(self) -> set[str]:
