@@ -188,6 +188,8 @@ class MainWindow(QMainWindow):
         c.selection_changed.connect(self._on_selection)
         c.refused.connect(self._on_refused)
         self.live.inferred.connect(self._on_inferred)
+        self.live.checking.connect(self.status.show_checking)   # a big graph's verdict is being made anew
+        self.live.checking.connect(self.problems.show_checking)
         self.live.analyzed.connect(self._on_analyzed)
         self.live.analyzed.connect(self.status.show_analysis)
         self.problems.node_chosen.connect(self.reveal)

@@ -351,11 +351,13 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
                 found = texts[shape] = fmt_shape(shape)
             return found
 
-        changed = 0
+        changed = looks = 0
         for node_id, item in self.nodes.items():
+            severity = item.severity
             changed += item.set_state(*self._state(node_id, text_of))
-        if changed or recolour:
-            self.contents_changed(geometry=False)   # the overview draws errors red
+            looks += item.severity != severity
+        if looks or recolour:   # what the overview and the far view draw (not a shape: 20,000 blocks redrawn)
+            self.contents_changed(geometry=False)
         nodes = self.nodes
         for edge, wire in self.wires.items():
             dst = nodes.get(edge.dst)
