@@ -376,7 +376,7 @@ class MainWindow(QMainWindow):
         refresh_icons(self.action, self.s.icons)
         self.setWindowIcon(self.s.icons.icon("app"))
         self.canvas.set_theme(theme.name)
-        if self.live.inference is not None:
+        if self.live.inference is not None and self.live.up_to_date:   # (one being made anew is shown when it comes)
             self._on_inferred(self.live.inference)  # the problems' icons in the theme's colours
         for name, action in self.theme_actions.items():
             action.setChecked(name == theme.name)

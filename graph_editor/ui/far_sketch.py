@@ -2,7 +2,7 @@
 
 Below :data:`~graph_editor.ui.items.SIMPLE_LOD` a node is a coloured block and a wire a bare curve: nothing
 that needs an item to be drawn. Making the 20,000 items of a 20,000-layer chain for its first Fit View
-took 2.6-2.9 s of GUI CPU; :func:`sketch` paints what :class:`~graph_editor.ui.unbuilt.Unbuilt` knows of
+took 2.6-2.9 s of GUI CPU; :func:`sketch_wires` and :func:`sketch_nodes` paint what :class:`~graph_editor.ui.unbuilt.Unbuilt` knows of
 an area instead (the node's rectangle and colour, the wire's ends), as the items would paint it (the same
 colours, pens and curves; :meth:`NodeItem.paint` and :meth:`WireItem.paint` at a far zoom). Items are still
 made where the canvas comes near enough to read them, or where the mouse acts (a click, a hover, a band).
@@ -10,7 +10,8 @@ made where the canvas comes near enough to read them, or where the mouse acts (a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen
@@ -21,12 +22,49 @@ from .items import RADIUS, lod_of
 from .wires import wire_path, wraps
 
 if TYPE_CHECKING:
-    from .scene import GraphScene
+    from ..model import Graph, Inference
+    from .groups import GroupFrame
+    from .items import PortItem
+    from .style import Theme
 
 Ports = tuple[dict[str, float], dict[str, float], frozenset[str]]   # inputs' and outputs' y, variadic inputs
 
 
-def sketch_wires(scene: GraphScene, painter: QPainter, edges: set[Edge]) -> None:
+class Grid(Protocol):
+    """What the sketch reads of :class:`~graph_editor.ui.unbuilt.Unbuilt` (which imports this)."""
+
+    rects: dict[str, tuple[float, float, float, float]]
+    category: dict[str, str]
+    boxes: dict[Edge, tuple[float, float, float, float]]
+
+    def __contains__(self, node_id: object) -> bool: ...
+
+    def nodes_in_order(self, nodes: Iterable[str]) -> list[str]: ...
+
+
+class SketchedScene(Protocol):
+    """What is drawn here reads of the scene (:class:`~graph_editor.ui.scene.GraphScene`, which imports this)."""
+
+    theme: Theme
+    unbuilt: Grid
+    owner: dict[str, str]
+    chosen: set[str]
+    frames: dict[str, GroupFrame]
+    inference: Inference | None
+
+    @property
+    def graph(self) -> Graph: ...
+
+    def errors(self) -> set[str]: ...
+
+    def severity_of(self, node_id: str) -> str | None: ...
+
+    def wire_shown(self, edge: Edge) -> bool: ...
+
+    def port_for(self, node_id: str, port: str, is_input: bool) -> PortItem | None: ...
+
+
+def sketch_wires(scene: SketchedScene, painter: QPainter, edges: set[Edge]) -> None:
     """Paint the wires of ``edges`` (none made) as :class:`~graph_editor.ui.wires.WireItem` paints them far out,
     under everything else. A wire whose whole room is under a pixel or two lies under the blocks of its two
     nodes (drawn over it, at least a pixel each): it is left out (a 20,000-layer chain fitted has 20,000)."""
@@ -60,7 +98,7 @@ def sketch_wires(scene: GraphScene, painter: QPainter, edges: set[Edge]) -> None
     painter.restore()
 
 
-def sketch_nodes(scene: GraphScene, painter: QPainter, nodes: set[str]) -> None:
+def sketch_nodes(scene: SketchedScene, painter: QPainter, nodes: set[str]) -> None:
     """Paint ``nodes`` (none made) as :class:`~graph_editor.ui.items.NodeItem` paints them far out: a block of
     their category's colour, red in error, bordered as the state says; in the graph's order (where two share
     a pixel, the later one's colour shows), runs of one colour in one call."""
@@ -112,7 +150,7 @@ def _blocks(painter: QPainter, rects: list[QRectF], fill: QColor | None) -> None
 class _Fans:
     """Where each wire ends on a variadic input that takes several (they fan out, as PortItem.anchor says)."""
 
-    def __init__(self, scene: GraphScene) -> None:
+    def __init__(self, scene: SketchedScene) -> None:
         self._scene = scene
         self._into: dict[tuple[str, str], list[Edge]] | None = None
 
@@ -130,7 +168,7 @@ class _Fans:
         return (k - (len(wires) - 1) / 2) * min(6.0, 16.0 / (len(wires) - 1))
 
 
-def _anchor(scene: GraphScene, node_id: str, port: str, is_input: bool) -> QPointF | None:
+def _anchor(scene: SketchedScene, node_id: str, port: str, is_input: bool) -> QPointF | None:
     """Where a wire meets ``node_id``'s ``port``: its item's (or its block's) port, or where that will be."""
     if node_id not in scene.unbuilt or node_id in scene.owner:
         found = scene.port_for(node_id, port, is_input)
@@ -164,7 +202,7 @@ def _ports(node: Node) -> Ports:
     return found
 
 
-def _band_top(scene: GraphScene, a: QPointF, b: QPointF) -> float | None:
+def _band_top(scene: SketchedScene, a: QPointF, b: QPointF) -> float | None:
     """The top of the outermost open block frame a wire enters to reach ``b`` (WireItem._band_top)."""
     tops = [r.top() for f in scene.frames.values()
             if f.isVisible() and (r := f.sceneBoundingRect()).contains(b) and not r.contains(a)]

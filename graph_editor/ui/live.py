@@ -55,6 +55,7 @@ class LiveAnalysis(QObject):
         self.analysis: Analysis | None = None
         self._graph: Graph | None = None
         self._current = False   # self.inference is of the graph as it is now (no change since)
+        self._announced = False   # ``checking`` was emitted since the last verdict
         self._timer = QTimer(self, singleShot=True, interval=delay_ms)
         self._timer.timeout.connect(self._check)
         self._analysis_timer = QTimer(self, singleShot=True, interval=0)
@@ -87,11 +88,12 @@ class LiveAnalysis(QObject):
     def schedule(self) -> None:
         """Check after the quiet period (each call restarts it). An analysis of the graph as it was is
         no longer wanted: one waiting is dropped, one running is dropped when it comes back."""
-        was_current, self._current = self._current, False
+        self._current = False
         self._analysis_timer.stop()
         self.jobs.cancel()
         self._timer.start()
-        if was_current and self._in_background():
+        if not self._announced and self._in_background():   # once until the verdict comes (an opened file too)
+            self._announced = True
             self.checking.emit()
 
     def _in_background(self) -> bool:
@@ -113,7 +115,7 @@ class LiveAnalysis(QObject):
         assert self._graph is not None
         with collection_paused():   # the inference and what its views make: thousands of objects, no cycles
             self.inference = validate(self._graph, self.batch)
-            self._current = True
+            self._current, self._announced = True, False
             self.inferred.emit(self.inference)
         if self.analyze_enabled:
             self._analysis_timer.start()
@@ -152,7 +154,7 @@ class LiveAnalysis(QObject):
             graph, inference = result
             with collection_paused():
                 self.inference = inference
-                self._current = True
+                self._current, self._announced = True, False
                 self.inferred.emit(inference)
             if self.analyze_enabled and inference.ok:
                 batch = self.batch

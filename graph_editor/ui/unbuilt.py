@@ -24,12 +24,11 @@ from PySide6.QtGui import QPainter, QTransform
 
 from ..model import Edge, Graph, Problem
 from .background import collection_paused, freeze_survivors
-from .far_sketch import sketch_nodes, sketch_wires
+from .far_sketch import SketchedScene, sketch_nodes, sketch_wires
 from .items import NodeItem, node_rect
 
 if TYPE_CHECKING:
     from .marks import TrainingMarks
-    from .scene import GraphScene
 
 CELL = 2048.0        # scene units a side of the grid's cells
 LONG_CELLS = 64      # a wire spanning more cells than this is kept in a list checked on every query
@@ -255,7 +254,7 @@ class LazyItems:
         painter.save()
         painter.setClipRect(target)
         painter.setTransform(to_target, True)
-        sketch_wires(cast("GraphScene", self), painter, edges)   # the GraphScene this is mixed into
+        sketch_wires(cast("SketchedScene", self), painter, edges)   # the GraphScene it is mixed into
         painter.restore()
         self._bare = True
         try:
@@ -265,7 +264,7 @@ class LazyItems:
         painter.save()
         painter.setClipRect(target)
         painter.setTransform(to_target, True)
-        sketch_nodes(cast("GraphScene", self), painter, nodes)
+        sketch_nodes(cast("SketchedScene", self), painter, nodes)
         painter.restore()
 
     def errors(self) -> set[str]:
