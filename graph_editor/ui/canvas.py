@@ -39,7 +39,7 @@ from .controller import EditorController
 from .far_view import FarPicture, paint_rubber_band
 from .gestures import CutLine, WireDrag
 from .groups import GroupBox, GroupFrame
-from .items import SIMPLE_LOD, NodeItem, PortItem
+from .items import NODE_W, SIMPLE_LOD, NodeItem, PortItem
 from .live import LiveAnalysis
 from .menus import edit_shortcut, show_context_menu
 from .minimap import Minimap
@@ -205,8 +205,7 @@ class GraphCanvas(SelectionSync, PlacingView):
         painter.save()
         painter.setTransform(self.viewportTransform())
         self.drawBackground(painter, source)
-        painter.restore()
-        painter.save()
+        painter.resetTransform()
         painter.setRenderHints(self.renderHints())
         self.graph_scene.render_items(painter, QRectF(exposed), source)
         painter.restore()
@@ -340,7 +339,9 @@ class GraphCanvas(SelectionSync, PlacingView):
             self._gesture.move(pos)
         else:
             dragging = bool(event.buttons() & Qt.MouseButton.LeftButton)
-            self.realize_under(pos, self._press_at if dragging else None)   # a rubber band selects what it covers
+            band = dragging and self.graph_scene.mouseGrabberItem() is None   # a band selects what it covers
+            if band or (not dragging and self.zoom * NODE_W >= 3):   # a hover over blocks of 1-2 px: nothing
+                self.realize_under(pos, self._press_at if band else None)
             if dragging:
                 self.graph_scene.dragging = True
             elif self._pan_from is None and not self._space and self.editable:  # a port says it can be dragged from

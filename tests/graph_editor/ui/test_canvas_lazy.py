@@ -109,6 +109,9 @@ def test_fit_shows_the_whole_graph_as_before_drawn_from_the_grid_without_items(l
     # in one pixel, their edges blend a little otherwise (one pixel of 600,000, seen)
     assert differing(frame(lazy), frame(eager)) <= 3
     assert set(lazy.graph_scene.nodes) == made    # ... from the grid (far_sketch): no item made for it
+    for x in range(0, 1000, 50):                  # the mouse over the row of blocks a pixel wide: none either
+        QTest.mouseMove(lazy.viewport(), QPoint(x, lazy.mapFromScene(QPointF(0, 30)).y()))
+    assert set(lazy.graph_scene.nodes) == made
     for view in (lazy, eager):                    # zoomed out by the wheel, from the fit: the same
         for _ in range(3):
             view.zoom_at(1.6, QPointF(300, 300))
