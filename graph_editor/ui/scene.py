@@ -273,11 +273,15 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
     def _on_params_changed(self, node_id: str, name: str) -> None:
         item = self.nodes.get(node_id)
         if item is not None:
+            before = item.sceneBoundingRect()
             item.refresh(self.graph.nodes[node_id])
-            self.contents_changed()   # its height follows its parameter rows
+            if item.sceneBoundingRect() != before:   # its height follows its parameter rows (else the overview
+                self.contents_changed()              # of 20,000 blocks is not drawn again for a number typed)
         elif node_id in self.unbuilt:
-            self.unbuilt.move(node_id, node_rect(self.graph.nodes[node_id]), self._rect_of)
-            self.contents_changed()
+            rect = node_rect(self.graph.nodes[node_id])
+            if rect != self.unbuilt.rects[node_id]:
+                self.unbuilt.move(node_id, rect, self._rect_of)
+                self.contents_changed()
 
     def _on_node_moved(self, node_id: str) -> None:
         item = self.nodes.get(node_id)
