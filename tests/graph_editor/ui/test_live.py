@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from graph_editor.ui.live import LiveAnalysis
 
 
@@ -135,6 +137,7 @@ def test_a_new_graph_drops_the_old_graphs_pending_analysis(editor, graph, qtbot,
     assert checked == [len(other)] and live.analysis is not None
 
 
+@pytest.mark.slow   # a 2,003-node graph validated three times: ~0.9 s of CPU
 def test_a_big_graph_is_validated_off_the_gui_thread_and_no_stale_verdict_is_shown(qtbot, monkeypatch):
     """A graph of BACKGROUND_FROM nodes (as the studio has it): the debounced validation runs on the worker
     thread. An edit says at once that the verdict shown is no longer the graph's (``checking``); a verdict
