@@ -127,10 +127,16 @@ def timed(fn, repeat: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
+def graph_rect(view: QGraphicsView) -> QRectF:
+    """Around every node: the canvas's own measure (a big graph's nodes far out have no items: they are drawn
+    from the grid), the scene's items for the plain scene."""
+    return view.graph_scene.items_rect() if isinstance(view, GraphCanvas) else view.scene().itemsBoundingRect()
+
+
 def repaint_median(view: QGraphicsView, zoom: float | None, repeat: int = 30) -> float:
     view.resetTransform()
     if zoom is None:
-        view.fitInView(view.scene().itemsBoundingRect(), Qt.AspectRatioMode.KeepAspectRatio)
+        view.fitInView(graph_rect(view), Qt.AspectRatioMode.KeepAspectRatio)
     else:
         view.scale(zoom, zoom)
         view.centerOn(QPointF(1200, 300))
@@ -160,7 +166,7 @@ def far_tiles(view: GraphCanvas) -> tuple[float, int]:
     """The zoomed-out canvas's tiles of the fitted view rendered anew (after an edit throughout): CPU
     seconds and how many tiles."""
     view.resetTransform()
-    view.fitInView(view.scene().itemsBoundingRect(), Qt.AspectRatioMode.KeepAspectRatio)
+    view.fitInView(graph_rect(view), Qt.AspectRatioMode.KeepAspectRatio)
     view.graph_scene.contents_changed(geometry=False)
     before, t0 = view.far.rendered, time.process_time()
     settle(view)
@@ -174,7 +180,7 @@ def zoom_step_median(view: QGraphicsView, repeat: int = 20, zoom: float = 0.6) -
     if zoom == 0.6:
         view.centerOn(QPointF(1200, 300))
     else:
-        view.centerOn(view.scene().itemsBoundingRect().center())
+        view.centerOn(graph_rect(view).center())
     times = []
     centre = QPointF(view.viewport().rect().center())
     settle(view)
@@ -268,9 +274,10 @@ def main() -> None:
           f"ratio {ours / base:.1f}x")
     many = residual_net(2000)
     crowd, crowd_plain = open_canvas(dumps(many)), open_plain(many)
-    on_screen = len(crowd.graph_scene.items(crowd.visible_rect()))
-    print(f"2b. {len(many):,} nodes all on screen (fit, zoom {crowd.zoom:.3f}; {on_screen:,} items in view), "
-          "goal < 16 ms:")
+    area = crowd.visible_rect()
+    on_screen = sum(area.contains(crowd.graph_scene.node_rect_of(n)) for n in many.nodes)
+    print(f"2b. {len(many):,} nodes all on screen (fit, zoom {crowd.zoom:.3f}; {on_screen:,} nodes in view, "
+          f"{len(crowd.graph_scene.nodes):,} with items), goal < 16 ms:")
     ours, base = repaint_median(crowd, None), repaint_median(crowd_plain, None)
     print(f"   pan step: canvas {ms(ours)}, plain scene {ms(base)}, ratio {ours / base:.1f}x")
     ours, base = zoom_step_median(crowd, zoom=crowd.zoom), zoom_step_median(crowd_plain, zoom=crowd.zoom)
