@@ -281,6 +281,14 @@ class LazyItems:
         if self.unbuilt:
             self._make(set(self.unbuilt.rects), set(self.unbuilt.edges()))
 
+    def unmade(self, node_id: str) -> bool:
+        """Whether ``node_id`` has no item yet."""
+        return node_id in self.unbuilt
+
+    def make_items(self, node_ids: list[str]) -> None:
+        """Items for those of ``node_ids`` without one (nodes whose marks must show however far out)."""
+        self._make({n for n in node_ids if n in self.unbuilt}, set())
+
     def item_for(self, node_id: str) -> NodeItem | None:
         """The item of ``node_id``, made now if it had none (a node brought into view from elsewhere)."""
         if node_id in self.unbuilt:

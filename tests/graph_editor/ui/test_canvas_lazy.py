@@ -216,3 +216,16 @@ def test_edits_on_a_lazily_built_graph(lazy, eager):
     assert dumps(editor.graph) == saved            # what would be saved is what was opened
     lazy.viewport().grab()
     assert in_view(lazy) <= set(scene.nodes)
+
+
+def test_a_marked_node_far_off_shows_its_marks_fitted_although_far_out_nothing_else_is_made(lazy):
+    """Far out the nodes are drawn from the grid, without items; a node's marks (frozen, a learning-rate
+    multiplier) are items on its item: a marked node gets its item however far it is."""
+    editor, scene = lazy.controller, lazy.graph_scene
+    assert "r900" not in scene.nodes
+    editor.freeze(["r900"])
+    editor.set_lr_scale(["r1100"], 0.1)
+    QTest.keyClick(lazy, Qt.Key.Key_Home)
+    frame(lazy)
+    assert scene.marks.marked() == {"r900": ["❄ frozen"], "r1100": ["lr ×0.1"]}
+    assert len(scene.nodes) < 60
