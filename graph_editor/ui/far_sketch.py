@@ -1,11 +1,12 @@
 """The nodes and wires without items, drawn straight from the grid when the canvas is zoomed far out.
 
 Below :data:`~graph_editor.ui.items.SIMPLE_LOD` a node is a coloured block and a wire a bare curve: nothing
-that needs an item to be drawn. Making the 20,000 items of a 20,000-layer chain for its first Fit View
-took 2.6-2.9 s of GUI CPU; :func:`sketch_wires` and :func:`sketch_nodes` paint what :class:`~graph_editor.ui.unbuilt.Unbuilt` knows of
-an area instead (the node's rectangle and colour, the wire's ends), as the items would paint it (the same
-colours, pens and curves; :meth:`NodeItem.paint` and :meth:`WireItem.paint` at a far zoom). Items are still
-made where the canvas comes near enough to read them, or where the mouse acts (a click, a hover, a band).
+that needs an item to be drawn. Making the 20,000 items of a 20,000-layer chain for its first Fit View took
+2.6-2.9 s of GUI CPU; :func:`sketch_wires` and :func:`sketch_nodes` paint what
+:class:`~graph_editor.ui.unbuilt.Unbuilt` knows of an area instead (the node's rectangle and colour, the
+wire's ends), as the items would paint it (the same colours, pens and curves; :meth:`NodeItem.paint` and
+:meth:`WireItem.paint` at a far zoom). Items are still made where the canvas comes near enough to read them,
+or where the mouse acts (a click, a hover, a band).
 """
 
 from __future__ import annotations
