@@ -6,7 +6,7 @@ that needs an item to be drawn. Making the 20,000 items of a 20,000-layer chain 
 :class:`~graph_editor.ui.unbuilt.Unbuilt` knows of an area instead (the node's rectangle and colour, the
 wire's ends), as the items would paint it (the same colours, pens and curves; :meth:`NodeItem.paint` and
 :meth:`WireItem.paint` at a far zoom). Items are still made where the canvas comes near enough to read them,
-or where the mouse acts (a click, a hover, a band).
+or where the mouse acts (a click, a hover, a band), and for a node with marks (frozen, ...), which are items.
 """
 
 from __future__ import annotations
