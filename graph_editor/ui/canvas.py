@@ -49,6 +49,7 @@ from .scene import GraphScene
 from .search_popup import LayerSearchPopup
 from .selecting import SelectionSync
 from .style import Theme, get_theme
+from .wires import LABEL_MIN_LOD
 
 ZOOM_RANGE = (0.05, 4.0)
 PAN_ROOM = QRectF(-1e5, -1e5, 2e5, 2e5)   # the least the view may scroll over
@@ -193,6 +194,8 @@ class GraphCanvas(SelectionSync, PlacingView):
             self.realize_near()
             super().paintEvent(event)
             return
+        if self.zoom >= LABEL_MIN_LOD:   # far out but wires still show their shapes: a sketch has no labels
+            self.realize_near()
         painter = QPainter(self.viewport())   # far out: nodes without items are sketched, none made (far_sketch)
         if not self.far.paint(painter, event.rect(), self.zoom, self._zoom_settle.isActive()):
             self._paint_far(painter, event.rect())   # most tiles missing (just opened or edited): all at once

@@ -13,8 +13,10 @@ from PySide6.QtTest import QTest
 from graph_editor.model import Edge, Graph, InputSpec, dumps
 from graph_editor.ui.canvas import ZOOM_SETTLE_MS, GraphCanvas
 from graph_editor.ui.controller import EditorController
+from graph_editor.ui.items import SIMPLE_LOD
 from graph_editor.ui.live import LiveAnalysis
 from graph_editor.ui.scene import GraphScene
+from graph_editor.ui.wires import LABEL_MIN_LOD
 
 pytestmark = pytest.mark.slow   # 0.7-0.9 s of CPU each (two canvases of 1,204 nodes): out of make test-fast
 
@@ -133,7 +135,7 @@ def qtbot_wait_settled(view: GraphCanvas) -> None:
 def test_far_out_a_click_and_a_band_select_nodes_that_had_no_items(lazy, qtbot):
     QTest.keyClick(lazy, Qt.Key.Key_Home)
     scene, editor = lazy.graph_scene, lazy.controller
-    lazy.zoom_at(0.3 / lazy.zoom, QPointF(0, 300))   # far out (blocks without text), from the fit
+    lazy.zoom_at(0.25 / lazy.zoom, QPointF(0, 300))   # far out (blocks, no text, no wire labels), from the fit
     lazy.centerOn(scene.node_rect_of("r125").center())
     qtbot_wait_settled(lazy)
     target = "r126"
@@ -229,3 +231,27 @@ def test_a_marked_node_far_off_shows_its_marks_fitted_although_far_out_nothing_e
     frame(lazy)
     assert scene.marks.marked() == {"r900": ["❄ frozen"], "r1100": ["lr ×0.1"]}
     assert len(scene.nodes) < 60
+
+
+def test_far_out_where_wires_still_show_their_shapes_the_labels_of_unbuilt_wires_show(qtbot, monkeypatch):
+    """Between LABEL_MIN_LOD and SIMPLE_LOD nodes are blocks but a wire long enough shows its shape: the
+    sketch has no labels, so items are made there (seen: labels on the rows first shown, none below)."""
+    def rows() -> Graph:
+        g = big_chain()
+        for k, node in enumerate(g):
+            node.position = (180.0 * (k % 60), 120.0 * (k // 60))   # rows of 60: each row's last feeds the next's first
+        return g
+
+    def at_far_zoom(view: GraphCanvas) -> QImage:
+        view.resetTransform()
+        view.scale(0.3, 0.3)
+        view.centerOn(QPointF(5000, 1800))
+        qtbot_wait_settled(view)
+        return frame(view)
+
+    lazy_view = shown(qtbot, rows())
+    with monkeypatch.context() as m:
+        m.setattr(GraphScene, "LAZY_FROM", None)
+        eager_view = shown(qtbot, rows())
+    assert LABEL_MIN_LOD <= 0.3 < SIMPLE_LOD
+    assert differing(at_far_zoom(lazy_view), at_far_zoom(eager_view)) <= 3
