@@ -101,7 +101,7 @@ TRIM_EVERY_S = 1.0        # at most one trim in this many seconds
 class HeapTrim:
     """:func:`release_free_heap` at a step's end, on the training thread, when the process's RSS has grown by
     more than ``growth`` bytes above its level (the RSS at the end of the first step after the last trim: the
-    pages a step takes back after a trim, or its lowest since), and ``every_s`` have passed since the last trim.
+    pages a step takes back after a trim, or its lowest at a check since), checked every ``every_s``.
 
     The level was once the RSS right after the trim, read every 0.5 s on the recorder thread with 16 MiB of
     growth: a step whose tensors need more than that (most image runs) was trimmed at every check, giving back
@@ -110,11 +110,13 @@ class HeapTrim:
     one epoch of 60,000 JPEGs 751-779 MiB against 748-759 for 6,000 (3 runs each). From a step's own level,
     only growth beyond its working set trims: with 4 MiB, two runs each measured 761-762 against 752-753 MiB.
 
-    Growth off the training thread still came back after every trim: digits_cnn's 10 epochs trimmed 8-9 times
-    (each giving back 5-9 MiB: the recorder thread's checkpoint and SQLite buffers, in its own malloc arena,
-    which ``malloc_trim`` trims too), and each time the next checkpoint faulted those pages in again. Hence
+    Growth that comes back after every trim was still trimmed each time: digits_cnn's 10 epochs trimmed 8-9
+    times, at steps scattered over the epochs, each giving back 5-9 MiB that the next steps took again (most
+    likely the recorder thread's checkpoint and SQLite buffers, in its own malloc arena, which ``malloc_trim``
+    trims too), each page faulted in again. Hence
     ``every_s``: at most a trim a second, so a short run trims a few times, and a long run's growth is still
-    given back within a second of training."""
+    given back within a second of training. Between checks a step's end reads only the clock (the RSS read,
+    ``/proc/self/statm``, took 14-140 us a step)."""
 
     def __init__(self, growth: int = TRIM_GROWTH, rss: Callable[[], int] | None = None,
                  trim: Callable[[], None] = release_free_heap, *, every_s: float = TRIM_EVERY_S,
@@ -123,18 +125,20 @@ class HeapTrim:
         self.every_s, self.clock = every_s, clock
         self.level: int | None = None        # None: read at the next step's end (the first, or after a trim)
         self.trims = 0
-        self.next_trim = float("-inf")       # the clock's time from which the next trim may come
+        self.due = float("-inf")             # the clock's time of the next growth check
 
     def __call__(self) -> None:
-        """At a step's end: note the level, or trim if the process grew past it and a trim is due."""
+        """At a step's end: note the level, or (every ``every_s``) trim if the process grew past it."""
+        if self.level is not None and self.clock() < self.due:
+            return                            # a clock read: all most steps pay
         rss = self.rss()
         if self.level is None:
             self.level = rss
-        elif rss - self.level > self.growth:
-            now = self.clock()
-            if now >= self.next_trim:
-                self.trim()
-                self.trims += 1
-                self.level, self.next_trim = None, now + self.every_s
+            return
+        self.due = self.clock() + self.every_s
+        if rss - self.level > self.growth:
+            self.trim()
+            self.trims += 1
+            self.level = None
         else:
             self.level = min(self.level, rss)

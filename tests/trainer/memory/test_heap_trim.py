@@ -100,13 +100,13 @@ def test_growth_that_comes_back_after_each_trim_is_trimmed_at_most_once_a_second
 
     check = HeapTrim(growth=4 * M, rss=lambda: rss[0], trim=trim, every_s=1.0, clock=lambda: now[0])
     check()
-    for _ in range(20):                       # 20 steps, 0.1 s apart: each time 6 MiB come back
-        now[0] += 0.1
+    for i in range(20):                       # 20 steps, 0.1 s apart: each time 6 MiB come back
+        now[0] = (i + 1) / 10
         rss[0] += 6 * M
         check()
         check()                               # the level after a trim (or no change)
     assert check.trims == 2, f"{check.trims} trims in 2 s of steps"
-    now[0] += 1.0
+    now[0] = 3.0
     rss[0] += 6 * M
     check()
     assert check.trims == 3 and rss[0] == 100 * M
