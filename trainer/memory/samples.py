@@ -110,7 +110,7 @@ class HeapTrim:
     one epoch of 60,000 JPEGs 751-779 MiB against 748-759 for 6,000 (3 runs each). From a step's own level,
     only growth beyond its working set trims: with 4 MiB, two runs each measured 761-762 against 752-753 MiB.
 
-    Growth that comes back after every trim was still trimmed each time: digits_cnn's 10 epochs trimmed 8-9
+    Growth that comes back after every trim was still trimmed each time: digits_cnn's 10 epochs trimmed 3-9
     times, at steps scattered over the epochs, each giving back 5-9 MiB that the next steps took again (most
     likely the recorder thread's checkpoint and SQLite buffers, in its own malloc arena, which ``malloc_trim``
     trims too), each page faulted in again. Hence
