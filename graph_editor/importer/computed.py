@@ -30,7 +30,7 @@ from ..building.ops.computed import (
     encode_recipe,
     leading_one,
 )
-from .constants import attribute, mutates
+from .constants import attribute, own_values
 from .rules import free_module_path
 
 _RESERVED = frozenset(dir(nn.Module()))
@@ -43,7 +43,7 @@ def fold_computed(gm: fx.GraphModule) -> None:
     """Each value computed from learned tensors (and fixed ones) but not the input becomes a call of a
     ComputedTensor holding those tensors; a value whose parameters something else also reads, or whose users
     would not read ``[1, *shape]`` as they read its shape, is left as it was."""
-    fixed, learned = _fixed(gm)
+    fixed, learned = own_values(gm, lambda n: bool(n.all_input_nodes) and not _pick(n))
     frontier = [n for n in gm.graph.nodes if n in learned and n.op != "get_attr" and any(
         u not in fixed for u in n.users)]
     subs = {f: _ancestors(f) for f in frontier}
@@ -83,29 +83,6 @@ def _path(gm: fx.GraphModule, sub: set[fx.Node], learned: set[fx.Node]) -> str:
         first.pop()
     owner, _, leaf = ".".join(first).rpartition(".")
     return free_module_path(gm, f"{owner}.{leaf}_computed" if owner else f"{leaf}_computed")
-
-
-def _fixed(gm: fx.GraphModule) -> tuple[set[fx.Node], set[fx.Node]]:
-    """(values computed from the module's own tensors only, those of them a learned tensor reaches)."""
-    fixed: set[fx.Node] = set()
-    learned: set[fx.Node] = set()
-    mutated = {a for n in gm.graph.nodes if mutates(n) for a in n.all_input_nodes[:1]}
-    for n in gm.graph.nodes:
-        if n in mutated or mutates(n):
-            continue
-        if n.op == "get_attr":
-            value = attribute(gm, str(n.target))
-            if isinstance(value, torch.Tensor):
-                fixed.add(n)
-                if isinstance(value, nn.Parameter):
-                    learned.add(n)
-        elif n.op in ("call_function", "call_method", "call_module") and n.all_input_nodes and all(
-                a in fixed for a in n.all_input_nodes) and not _pick(n):
-            fixed.add(n)
-            own = n.op == "call_module" and any(True for _ in gm.get_submodule(str(n.target)).parameters())
-            if own or any(a in learned for a in n.all_input_nodes):
-                learned.add(n)
-    return fixed, learned
 
 
 def _pick(n: fx.Node) -> bool:

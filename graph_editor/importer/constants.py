@@ -8,7 +8,7 @@ turns into a Constant node holding it (its values in the graph, not in the weigh
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 import torch
@@ -19,17 +19,8 @@ def fold_constants(gm: fx.GraphModule, skip: Collection[Any] = ()) -> None:
     """What is computed from neither the input nor a learned weight (``torch.arange`` of a size, a window
     mask, a buffer reshaped, sin/cos position tables) computed once now: each value read by the rest of the
     graph becomes a buffer that a get_attr reads (a Constant node). A value some op mutates in place is left."""
-    fixed: set[fx.Node] = set()
-    mutated = {a for n in gm.graph.nodes if mutates(n) for a in n.all_input_nodes[:1]}
-    for n in gm.graph.nodes:
-        if n in mutated or mutates(n):
-            continue
-        if n.op == "get_attr":
-            if not isinstance(attribute(gm, str(n.target)), nn.Parameter):
-                fixed.add(n)
-        elif n.op in ("call_function", "call_method") and n.target not in skip and all(
-                a in fixed for a in n.all_input_nodes):
-            fixed.add(n)
+    fixed, learned = own_values(gm, lambda n: n.op != "call_module" and n.target not in skip)
+    fixed -= learned
     frontier = [n for n in fixed if n.op != "get_attr" and any(u not in fixed for u in n.users)]
     if not frontier:
         return
@@ -56,6 +47,33 @@ def fold_constants(gm: fx.GraphModule, skip: Collection[Any] = ()) -> None:
     for n in reversed(list(gm.graph.nodes)):  # what only computed the folded values
         if n in fixed and not n.users:
             gm.graph.erase_node(n)
+
+
+def own_values(gm: fx.GraphModule, takes: Callable[[fx.Node], bool]) -> tuple[set[fx.Node], set[fx.Node]]:
+    """(the values computed from the module's own tensors alone, those of them a learned tensor reaches): each
+    tensor a ``get_attr`` reads, and each call ``takes`` accepts whose inputs are all such values (a call of a
+    module with parameters is learned). A value some op mutates in place, and the op itself, are neither.
+    The one walk behind :func:`fold_constants` (the values no learned tensor reaches) and
+    :func:`.computed.fold_computed` (those one does)."""
+    fixed: set[fx.Node] = set()
+    learned: set[fx.Node] = set()
+    mutated = {a for n in gm.graph.nodes if mutates(n) for a in n.all_input_nodes[:1]}
+    for n in gm.graph.nodes:
+        if n in mutated or mutates(n):
+            continue
+        if n.op == "get_attr":
+            value = attribute(gm, str(n.target))
+            if isinstance(value, torch.Tensor):
+                fixed.add(n)
+                if isinstance(value, nn.Parameter):
+                    learned.add(n)
+        elif n.op in ("call_function", "call_method", "call_module") and takes(n) and all(
+                a in fixed for a in n.all_input_nodes):
+            fixed.add(n)
+            own = n.op == "call_module" and any(True for _ in gm.get_submodule(str(n.target)).parameters())
+            if own or any(a in learned for a in n.all_input_nodes):
+                learned.add(n)
+    return fixed, learned
 
 
 def _value(gm: fx.GraphModule, n: fx.Node, env: dict[fx.Node, Any]) -> Any:
