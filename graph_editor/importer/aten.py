@@ -238,7 +238,8 @@ def _index(gm: fx.GraphModule, n: fx.Node) -> None:
             n.replace_all_uses_with(x)
             gm.graph.erase_node(n)
             return
-    n.target, n.args = operator.getitem, (x, (*[slice(None)] * int(dim), part))
+    # x[i] as fx traces it (not x[(i,)]): the picks of a permute's parts read so (convert's _unbind_follows)
+    n.target, n.args = operator.getitem, (x, (*[slice(None)] * int(dim), part) if dim or isinstance(part, slice) else part)
 
 
 class _Lifter:

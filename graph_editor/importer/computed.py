@@ -46,6 +46,7 @@ def fold_computed(gm: fx.GraphModule) -> None:
     fixed, learned = own_values(gm, lambda n: bool(n.all_input_nodes) and not _pick(n))
     frontier = [n for n in gm.graph.nodes if n in learned and n.op != "get_attr" and any(
         u not in fixed for u in n.users)]
+    frontier = _cut(gm, frontier, learned)
     subs = {f: _ancestors(f) for f in frontier}
     for f, sub in subs.items():
         others = set().union(*(s for g, s in subs.items() if g is not f))
@@ -71,6 +72,24 @@ def fold_computed(gm: fx.GraphModule) -> None:
             if n in sub and not n.users:
                 gm.graph.erase_node(n)
     gm.recompile()
+
+
+def _cut(gm: fx.GraphModule, frontier: list[fx.Node], learned: set[fx.Node]) -> list[fx.Node]:
+    """Two values the rest of the graph reads that share a learned tensor (ConViT's ``1 - sigmoid(g)`` and
+    ``sigmoid(g)`` of one ``g = gating.view(1, -1, 1, 1)``) become the last value they share where it holds all
+    they share: that one is the Computed node, the ops after it read it as they read any node's output."""
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    while True:
+        subs = {f: _ancestors(f) for f in frontier}
+        pair = next(((f, g) for f in frontier for g in frontier if f is not g and subs[f] & subs[g] & learned), None)
+        if pair is None:
+            return frontier
+        shared = subs[pair[0]] & subs[pair[1]] & learned
+        top = max(shared, key=order.__getitem__)
+        if not shared <= _ancestors(top):
+            return frontier  # no one value holds it all: both left as they were
+        frontier = [h for h in frontier if h not in pair] + ([top] if top.op != "get_attr" else [])
+        frontier.sort(key=order.__getitem__)
 
 
 def _path(gm: fx.GraphModule, sub: set[fx.Node], learned: set[fx.Node]) -> str:
