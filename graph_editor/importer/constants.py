@@ -8,6 +8,7 @@ turns into a Constant node holding it (its values in the graph, not in the weigh
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -129,7 +130,10 @@ def _value(gm: fx.GraphModule, n: fx.Node, env: dict[fx.Node, Any]) -> Any:
 
 
 def mutates(n: fx.Node) -> bool:
-    """An op that changes a tensor in place (an ATen op whose schema says so, ``x.add_()``, ``out=``)."""
+    """An op that changes a tensor in place (an ATen op whose schema says so, ``x.add_()``, ``out=``,
+    ``t[i] = v``)."""
+    if n.target is operator.setitem:
+        return True
     if n.op == "call_method":
         return str(n.target).endswith("_") or "out" in n.kwargs
     schema = getattr(n.target, "_schema", None)
