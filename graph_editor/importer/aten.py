@@ -163,6 +163,10 @@ def _upsample(n: fx.Node) -> None:
     if target in _ANTIALIASED:
         kwargs["antialias"] = True
     n.target, n.args, n.kwargs = F.interpolate, (x,), kwargs
+    before, after = (v.meta.get("val") for v in (x, n))
+    if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and before.shape == after.shape:
+        # to its own size, x itself in every mode (timm resamples position embeddings so while exporting only)
+        n.op, n.target, n.args, n.kwargs = "call_method", "contiguous", (x,), {}
 
 
 def _normalize(n: fx.Node) -> bool:

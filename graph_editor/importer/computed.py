@@ -163,7 +163,9 @@ def _reads_alike(f: fx.Node, value: torch.Tensor) -> bool:
             if f in u.args[:3]:
                 return False
             continue
-        if u.target not in _BROADCASTING or len(u.args) != 2:
+        if u.target in (torch.matmul, operator.matmul) and value.dim() >= 2 and len(u.args) == 2:
+            pass  # [..., M, K] @ [1, *shape]: its dims before the last two broadcast as its own
+        elif u.target not in _BROADCASTING or len(u.args) != 2:
             return False
         other = u.args[1] if u.args[0] is f else u.args[0]
         other_value = other.meta.get("val") if isinstance(other, fx.Node) else None

@@ -18,6 +18,7 @@ from torch.func import functional_call
 
 from ..building import layers as L
 from ..building.data_dependent import data_dependent_cause, describe
+from .attention_forms import einsum_as_matmul, unbind_before_reshape
 from .computed import fold_computed
 from .constants import fold_constants
 from .errors import ModuleImportError, user_frame, user_line, where
@@ -78,6 +79,8 @@ def prepare(gm: fx.GraphModule, steps: dict[str, list[Step]] | None = None) -> f
     """``gm`` ready to convert: values nothing uses dropped, parameter reads folded into their ops."""
     gm.meta["import_steps"] = steps or {}
     _drop_unused(gm)
+    unbind_before_reshape(gm)  # SAM's qkv.reshape(3, B * heads, N, -1).unbind(0): the parts, each reshaped
+    einsum_as_matmul(gm)  # the decomposed relative-position bias's einsums (SAM, MViTv2): a @ b.transpose
     fold_constants(gm)  # torch.arange of a size, a mask from a buffer: computed now, a Constant node each
     for _, fold in FOLDS.items():  # a parameter read in forward and its op -> one module (x * self.gamma)
         fold(gm)
