@@ -6,7 +6,9 @@ a leading 3) and builds its decomposed relative-position bias with ``einsum("bhw
 writes the same bias with five letters. :func:`unbind_before_reshape` moves the unbind before the reshape (the
 permute's parts, then each part's fold into the batch, both read by the rules already); :func:`einsum_as_matmul`
 writes such an einsum as the matrix product it is, so that ``Rh`` (a parameter gathered by a fixed index) is a
-Computed node read by a MatMul.
+Computed node read by a MatMul. MViTv2 then adds that bias by writing the whole attention map in place
+(``attn[:, :, 0:, 0:] = ...``, an ``aten.copy_`` into the product's output): :func:`whole_writes` has the
+readers after the write read the written value instead.
 """
 
 from __future__ import annotations
@@ -18,6 +20,31 @@ import torch
 from torch import fx
 
 _UNBIND = ("unbind", torch.unbind, torch.ops.aten.unbind.int)
+# ops whose output is a tensor of its own, never a view of their input
+_FRESH = {torch.matmul, operator.matmul, operator.add, operator.sub, operator.mul, operator.truediv}
+_VIEWS = {"view", "reshape", "permute", "transpose", "expand", "contiguous", "unsqueeze", "squeeze", "flatten"}
+
+
+def whole_writes(gm: fx.GraphModule) -> None:
+    """``aten.copy_(x, v)`` of a ``v`` of ``x``'s shape into an ``x`` that is no view (a product's output) as
+    ``v`` for what reads ``x`` after it, where no view of ``x`` taken before is read after it."""
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target is not torch.ops.aten.copy_.default or len(n.args) != 2:
+            continue
+        x, v = n.args
+        shapes = [a.meta.get("val") if isinstance(a, fx.Node) else None for a in (x, v)]
+        if not all(isinstance(t, torch.Tensor) for t in shapes) or shapes[0].shape != shapes[1].shape:
+            continue
+        if not (x.op == "call_module" or x.op == "call_function" and x.target in _FRESH):
+            continue
+        earlier = [u for u in x.users if order[u] < order[n] and (u.target in _VIEWS or u.target is operator.getitem)]
+        if any(order[w] > order[n] for u in earlier for w in u.users):
+            continue
+        later = [u for u in x.users if order[u] > order[n]]
+        for u in [*later, *n.users]:
+            u.replace_input_with(x if u in later else n, v)
+        gm.graph.erase_node(n)
 
 
 def unbind_before_reshape(gm: fx.GraphModule) -> None:

@@ -18,7 +18,7 @@ from torch.func import functional_call
 
 from ..building import layers as L
 from ..building.data_dependent import data_dependent_cause, describe
-from .attention_forms import einsum_as_matmul, unbind_before_reshape
+from .attention_forms import einsum_as_matmul, unbind_before_reshape, whole_writes
 from .computed import fold_computed
 from .constants import fold_constants
 from .errors import ModuleImportError, user_frame, user_line, where
@@ -81,6 +81,7 @@ def prepare(gm: fx.GraphModule, steps: dict[str, list[Step]] | None = None) -> f
     _drop_unused(gm)
     unbind_before_reshape(gm)  # SAM's qkv.reshape(3, B * heads, N, -1).unbind(0): the parts, each reshaped
     einsum_as_matmul(gm)  # the decomposed relative-position bias's einsums (SAM, MViTv2): a @ b.transpose
+    whole_writes(gm)  # MViTv2's attn[:, :, 0:, 0:] = attn + bias: the readers after it read the value written
     fold_constants(gm)  # torch.arange of a size, a mask from a buffer: computed now, a Constant node each
     for _, fold in FOLDS.items():  # a parameter read in forward and its op -> one module (x * self.gamma)
         fold(gm)
