@@ -7,17 +7,21 @@ tables Computed nodes read by MatMuls), and the graph built back gives the modul
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from timm.models.mvitv2 import cal_rel_pos_type
 from timm.models.vision_transformer_sam import VisionTransformerSAM
 from torch import nn
 
+from exporters.api import export
+from exporters.source import ExportSource, random_inputs
 from graph_editor.building import build_module
-from graph_editor.importer import import_module
+from graph_editor.importer import ImportResult, import_module
 
 
-def _round_trip(module: nn.Module, shape: tuple[int, ...]) -> list[str]:
+def _round_trip(module: nn.Module, shape: tuple[int, ...]) -> ImportResult:
     with torch.no_grad():  # all-zero tables (rel_pos) would prove nothing
         for p in module.parameters():
             if not p.any():
@@ -29,16 +33,19 @@ def _round_trip(module: nn.Module, shape: tuple[int, ...]) -> list[str]:
     with torch.no_grad():
         want, got = module(x), built(x)
     assert float((want - got).abs().max()) <= 1e-5 * float(want.abs().max())
-    return [n.type for n in result.graph]
+    return result
+
+
+def _sam() -> nn.Module:
+    torch.manual_seed(0)
+    return VisionTransformerSAM(img_size=64, patch_size=16, embed_dim=32, depth=2, num_heads=2, window_size=2,
+                                global_attn_indexes=(1,), use_rel_pos=True, neck_chans=16, num_classes=5,
+                                global_pool="avg").eval()
 
 
 @pytest.mark.slow  # ~3 s of CPU
 def test_sam_s_encoder_imports_strictly_with_its_decomposed_relative_position_bias():
-    torch.manual_seed(0)
-    sam = VisionTransformerSAM(img_size=64, patch_size=16, embed_dim=32, depth=2, num_heads=2, window_size=2,
-                               global_attn_indexes=(1,), use_rel_pos=True, neck_chans=16, num_classes=5,
-                               global_pool="avg").eval()
-    types = _round_trip(sam, (3, 64, 64))
+    types = [n.type for n in _round_trip(_sam(), (3, 64, 64)).graph]
     assert "Program" not in types
     assert types.count("MaskedAttention") == 2  # the bias is the attention's mask, per block
     assert types.count("MatMul") == 4  # q @ Rhᵀ and q @ Rwᵀ per block
@@ -67,6 +74,18 @@ class PooledAttention(nn.Module):
 
 def test_mvitv2_s_bias_written_into_the_attention_map_imports_strictly():
     torch.manual_seed(0)
-    types = _round_trip(PooledAttention().eval(), (4, 8))
+    types = [n.type for n in _round_trip(PooledAttention().eval(), (4, 8)).graph]
     assert "Program" not in types
     assert types.count("Computed") == 2 and types.count("MatMul") == 4  # q @ kᵀ, attn @ v and the two biases
+
+
+@pytest.mark.slow  # ~10 s of CPU
+@pytest.mark.export
+def test_sam_s_imported_encoder_exports_to_onnx_and_agrees_with_onnxruntime(tmp_path: Path):
+    """Its attention's heads are folded into the batch (3-D q, k, v): MaskedAttention gives ONNX a head dim."""
+    result = _round_trip(_sam(), (3, 64, 64))
+    built = build_module(result.graph).eval()
+    built.load_state_dict(result.state_dict)
+    report = export(ExportSource(result.graph, built, random_inputs(result.graph, 2, 0), "sam", "imported SAM"),
+                    "onnx", tmp_path / "sam.onnx")
+    assert report.ok, [(c.name, c.detail) for c in report.checks if not c.passed]
