@@ -47,7 +47,7 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     A.sum.dim_IntList: torch.sum, A.amax.default: torch.amax,
     A.adaptive_avg_pool2d.default: F.adaptive_avg_pool2d, A.max_pool2d.default: F.max_pool2d,
     A.avg_pool2d.default: F.avg_pool2d, A.dropout.default: F.dropout, A.narrow.default: torch.narrow,
-    A.pad.default: F.pad, A.pow.Tensor_Scalar: torch.pow, A.neg.default: torch.neg,
+    A.pad.default: F.pad, A.pow.Tensor_Scalar: torch.pow, A.neg.default: torch.neg, A.col2im.default: F.fold,
     A.constant_pad_nd.default: F.pad, A.swapaxes.default: torch.swapaxes,
 }
 # aten op -> the tensor method of the same name and arguments
