@@ -43,7 +43,7 @@ def _sam() -> nn.Module:
                                 global_pool="avg").eval()
 
 
-@pytest.mark.slow  # ~3 s of CPU
+@pytest.mark.slow  # ~2.5 s of CPU
 def test_sam_s_encoder_imports_strictly_with_its_decomposed_relative_position_bias():
     types = [n.type for n in _round_trip(_sam(), (3, 64, 64)).graph]
     assert "Program" not in types
@@ -72,6 +72,7 @@ class PooledAttention(nn.Module):
         return self.head(y.mean(1))
 
 
+@pytest.mark.slow  # ~0.8 s of CPU
 def test_mvitv2_s_bias_written_into_the_attention_map_imports_strictly():
     torch.manual_seed(0)
     types = [n.type for n in _round_trip(PooledAttention().eval(), (4, 8)).graph]

@@ -29,6 +29,7 @@ class Gated(nn.Module):
         return self.head(self.attn(x).mean(1))
 
 
+@pytest.mark.slow  # ~0.8 s of CPU (torch.export's capture)
 def test_a_table_written_in_place_folds_and_a_shared_gate_is_one_computed_node():
     torch.manual_seed(0)
     module = Gated().eval()
@@ -68,6 +69,7 @@ class WriteAfterRead(nn.Module):
         return y * t
 
 
+@pytest.mark.slow  # ~0.6 s of CPU
 def test_a_write_after_a_read_is_not_folded():
     with pytest.raises(ModuleImportError, match="no Torch Studio layer"):
         import_module(WriteAfterRead(), (4,), strict=True)
