@@ -33,8 +33,10 @@ def whole_writes(gm: fx.GraphModule) -> None:
         if n.op != "call_function" or n.target is not torch.ops.aten.copy_.default or len(n.args) != 2:
             continue
         x, v = n.args
-        shapes = [a.meta.get("val") if isinstance(a, fx.Node) else None for a in (x, v)]
-        if not all(isinstance(t, torch.Tensor) for t in shapes) or shapes[0].shape != shapes[1].shape:
+        if not isinstance(x, fx.Node) or not isinstance(v, fx.Node):
+            continue
+        before, value = x.meta.get("val"), v.meta.get("val")
+        if not isinstance(before, torch.Tensor) or not isinstance(value, torch.Tensor) or before.shape != value.shape:
             continue
         if not (x.op == "call_module" or x.op == "call_function" and x.target in _FRESH):
             continue
@@ -108,7 +110,7 @@ def _matmul_form(equation: str) -> bool | None:
     a, b = inputs.split(",")
     if len(b) != 3 or len(a) < 3 or any(len(set(t)) != len(t) for t in (a, b, out)):
         return None
-    s, k, c = b
+    s, k, c = b[0], b[1], b[2]
     if a[-1] != c or c in out or k in a or out != a[:-1] + k or s not in a[-3:-1]:
         return None
     return a[-2] == s
@@ -135,8 +137,8 @@ def _reshape_dims(n: fx.Node) -> list[Any] | None:
 def _whole_unbind(u: fx.Node) -> bool:
     """``.unbind(0)`` whose parts are each picked by a number."""
     dim = u.args[1] if len(u.args) > 1 else u.kwargs.get("dim", 0)
-    return u.target in _UNBIND and dim == 0 and bool(u.users) and all(
-        p.target is operator.getitem and isinstance(p.args[1], int) for p in u.users)
+    return bool(u.target in _UNBIND and dim == 0 and u.users and all(
+        p.target is operator.getitem and isinstance(p.args[1], int) for p in u.users))
 
 
 def _meta(n: fx.Node) -> dict[str, Any]:

@@ -12,6 +12,7 @@ and the graph reads that module instead. It runs after the import folds, so a ga
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -65,13 +66,17 @@ def fold_computed(gm: fx.GraphModule) -> None:
         with gm.graph.inserting_before(f):
             call = gm.graph.call_module(path, ())
         call.meta = {k: v for k, v in f.meta.items() if k != "val"}
-        f.replace_all_uses_with(call, delete_user_cb=lambda u, sub=sub: u not in sub)
+        f.replace_all_uses_with(call, delete_user_cb=_outside(sub))
         if not (value.dim() >= 2 and value.shape[0] == 1):  # else the node's value is the value itself
             _picks_as_unbind(gm, call)
         for n in reversed(list(gm.graph.nodes)):
             if n in sub and not n.users:
                 gm.graph.erase_node(n)
     gm.recompile()
+
+
+def _outside(sub: set[fx.Node]) -> Callable[[fx.Node], bool]:
+    return lambda u: u not in sub
 
 
 def _cut(gm: fx.GraphModule, frontier: list[fx.Node], learned: set[fx.Node]) -> list[fx.Node]:

@@ -109,7 +109,8 @@ def _max_values(gm: fx.GraphModule) -> None:
         if not is_max or len(n.args) + len(n.kwargs) < 2 or not n.users or any(
                 u.target is not operator.getitem or u.args[1] != 0 for u in n.users):
             continue
-        x, dim, *rest = [*n.args, *n.kwargs.values()]
+        args: list[Any] = [*n.args, *n.kwargs.values()]
+        x, dim, rest = args[0], args[1], args[2:]
         if not isinstance(dim, int) or rest and not isinstance(rest[0], bool):
             continue
         with gm.graph.inserting_before(n):
