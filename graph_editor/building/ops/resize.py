@@ -165,7 +165,7 @@ def _f_unfold(input: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
 
 
 # ------------------------------------------------------------------ Fold
-@builder("Fold", example=Example((12, 6), {"output_size": [3, 4], "kernel_size": [2, 3], "stride": [1, 2],
+@builder("Fold", example=Example((12, 8), {"output_size": [3, 4], "kernel_size": [2, 3], "stride": [1, 2],
                                           "padding": [1, 1]}))
 def _fold(p: Params, xs: list[Shape]) -> Call:
     return Call(nn.Fold, (tuple(p["output_size"]), tuple(p["kernel_size"])), {
