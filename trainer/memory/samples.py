@@ -6,6 +6,7 @@ import ctypes
 import ctypes.util
 import os
 import sys
+import time
 from collections.abc import Callable
 
 import torch
@@ -94,35 +95,48 @@ def release_free_heap() -> None:
 
 
 TRIM_GROWTH = 4 * 2**20   # bytes of RSS growth above the level that make the next trim
+TRIM_EVERY_S = 1.0        # at most one trim in this many seconds
 
 
 class HeapTrim:
     """:func:`release_free_heap` at a step's end, on the training thread, when the process's RSS has grown by
-    more than ``growth`` bytes above its level: the RSS at the end of the first step after the last trim (the
-    pages a step takes back after a trim), or its lowest since.
+    more than ``growth`` bytes above its level (the RSS at the end of the first step after the last trim: the
+    pages a step takes back after a trim, or its lowest at a check since), checked every ``every_s``.
 
     The level was once the RSS right after the trim, read every 0.5 s on the recorder thread with 16 MiB of
     growth: a step whose tensors need more than that (most image runs) was trimmed at every check, giving back
     pages the next step faulted in again, and the process's high between two trims was wherever the steps had
     got to when a check came. A run's peak is the highest of those highs, so the longer run peaked higher:
     one epoch of 60,000 JPEGs 751-779 MiB against 748-759 for 6,000 (3 runs each). From a step's own level,
-    only growth beyond its working set trims, so a small ``growth`` costs no extra trims: with 4 MiB, two
-    runs each measured 761-762 against 752-753 MiB, every 50 steps' high within 750-762 (16 MiB: 765-777
-    against 754-762). digits_cnn's worker CPU (``benchmarks/worker_cpu.py --compare``): 3.89 s against the old
-    trims' 3.67 s in one run, inside their own 3.47-4.17 s over two: no cost shown, none ruled out."""
+    only growth beyond its working set trims: with 4 MiB, two runs each measured 761-762 against 752-753 MiB.
+
+    Growth that comes back after every trim was still trimmed each time: digits_cnn's 10 epochs trimmed 3-9
+    times, at steps scattered over the epochs, each giving back 5-9 MiB that the next steps took again (most
+    likely the recorder thread's checkpoint and SQLite buffers, in its own malloc arena, which ``malloc_trim``
+    trims too), each page faulted in again. Hence
+    ``every_s``: at most a trim a second, so a short run trims a few times, and a long run's growth is still
+    given back within a second of training. Between checks a step's end reads only the clock (the RSS read,
+    ``/proc/self/statm``, took 14-140 us a step)."""
 
     def __init__(self, growth: int = TRIM_GROWTH, rss: Callable[[], int] | None = None,
-                 trim: Callable[[], None] = release_free_heap) -> None:
+                 trim: Callable[[], None] = release_free_heap, *, every_s: float = TRIM_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.growth, self.rss, self.trim = growth, rss or rss_bytes, trim
+        self.every_s, self.clock = every_s, clock
         self.level: int | None = None        # None: read at the next step's end (the first, or after a trim)
         self.trims = 0
+        self.due = float("-inf")             # the clock's time of the next growth check
 
     def __call__(self) -> None:
-        """At a step's end: note the level, or trim if the process grew past it."""
+        """At a step's end: note the level, or (every ``every_s``) trim if the process grew past it."""
+        if self.level is not None and self.clock() < self.due:
+            return                            # a clock read: all most steps pay
         rss = self.rss()
         if self.level is None:
             self.level = rss
-        elif rss - self.level > self.growth:
+            return
+        self.due = self.clock() + self.every_s
+        if rss - self.level > self.growth:
             self.trim()
             self.trims += 1
             self.level = None
