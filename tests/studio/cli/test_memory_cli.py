@@ -105,8 +105,8 @@ def test_the_bf16_kernels_bytes_are_said_and_a_budget_counts_them(capsys):
     """On a CPU with native bf16 kernels (AVX512-BF16, AMX: this machine) oneDNN's packed weights come on
     top of the predicted peak: the prediction says how much at most, and a batch that fits only without
     them does not fit. Elsewhere nothing is added and nothing said."""
-    from trainer.memory.prediction import native_bf16_cpu, predict_memory
     from trainer.memory.prediction import largest_batch as search
+    from trainer.memory.prediction import native_bf16_cpu, predict_memory
 
     assert main(["memory", DIGITS, "--batch", "64", "--precision", "bf16"]) == 0
     text = capsys.readouterr().out
