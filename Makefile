@@ -32,7 +32,7 @@ run: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(TEST_ENV) $(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile
+	$(TEST_ENV) $(BIN)/python -m pytest -q -ra --durations=20 -n $(TEST_WORKERS) --dist loadfile
 
 # `make test` with the full repetition counts: 20 random kills of a worker, every memory-prediction case,
 # every template's ONNX proof (TORCH_STUDIO_TEST_THOROUGH=1; before a release).

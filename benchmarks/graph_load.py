@@ -166,8 +166,9 @@ def edit_stall(window: object, loop_quit_on: object) -> None:
     ticker.stop()
     print(f"an Inspector edit of the chain (fc.out_features 10 -> 20, Enter): the key press took {first:.0f} ms, "
           f"analysis shown after {time.perf_counter() - t0:.2f} s wall, {time.thread_time() - gui0:.2f} s "
-          f"GUI-thread CPU; longest GUI stall after the key press {max(gaps or [0.0]):.0f} ms (the validation "
-          f"and shapes repainted on the GUI thread, the build on the background thread)")
+          f"GUI-thread CPU; longest GUI stall after the key press {max(gaps or [0.0]):.0f} ms (a graph this big "
+          f"is validated and built on the background thread; the snapshot it reads and the shapes shown are the "
+          f"GUI thread's)")
 
 
 def main() -> None:

@@ -188,6 +188,8 @@ class MainWindow(QMainWindow):
         c.selection_changed.connect(self._on_selection)
         c.refused.connect(self._on_refused)
         self.live.inferred.connect(self._on_inferred)
+        self.live.checking.connect(self.status.show_checking)   # a big graph's verdict is being made anew
+        self.live.checking.connect(self.problems.show_checking)
         self.live.analyzed.connect(self._on_analyzed)
         self.live.analyzed.connect(self.status.show_analysis)
         self.problems.node_chosen.connect(self.reveal)
@@ -374,7 +376,7 @@ class MainWindow(QMainWindow):
         refresh_icons(self.action, self.s.icons)
         self.setWindowIcon(self.s.icons.icon("app"))
         self.canvas.set_theme(theme.name)
-        if self.live.inference is not None:
+        if self.live.inference is not None and self.live.up_to_date:   # (one being made anew is shown when it comes)
             self._on_inferred(self.live.inference)  # the problems' icons in the theme's colours
         for name, action in self.theme_actions.items():
             action.setChecked(name == theme.name)

@@ -28,6 +28,11 @@ class GraphStatus(QObject):
         self._set_state("statusNeutral")
         self.totals.setText("")
 
+    def show_checking(self) -> None:
+        """An edit of a big graph is being checked off the GUI thread: the verdict shown was of the graph before."""
+        self.validity.setText("Checking…")
+        self._set_state("statusChecking")
+
     def _set_state(self, name: str) -> None:
         self.validity.setObjectName(name)
         self.validity.style().unpolish(self.validity)

@@ -21,7 +21,7 @@ Run ``python -m graph_editor.ui.preview FILE.graph.json`` to try it alone.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QContextMenuEvent,
     QKeyEvent,
@@ -39,7 +39,7 @@ from .controller import EditorController
 from .far_view import FarPicture, paint_rubber_band
 from .gestures import CutLine, WireDrag
 from .groups import GroupBox, GroupFrame
-from .items import SIMPLE_LOD, NodeItem, PortItem
+from .items import NODE_W, SIMPLE_LOD, NodeItem, PortItem
 from .live import LiveAnalysis
 from .menus import edit_shortcut, show_context_menu
 from .minimap import Minimap
@@ -49,6 +49,7 @@ from .scene import GraphScene
 from .search_popup import LayerSearchPopup
 from .selecting import SelectionSync
 from .style import Theme, get_theme
+from .wires import LABEL_MIN_LOD
 
 ZOOM_RANGE = (0.05, 4.0)
 PAN_ROOM = QRectF(-1e5, -1e5, 2e5, 2e5)   # the least the view may scroll over
@@ -85,6 +86,7 @@ class GraphCanvas(SelectionSync, PlacingView):
         self.setMouseTracking(True)
         self._space = False
         self._pan_from: QPointF | None = None
+        self._press_at = QPointF()   # where the left button went down (a rubber band's corner)
         self._gesture: WireDrag | CutLine | None = None
         self._syncing = False
         self._search_at = QPointF()
@@ -188,25 +190,45 @@ class GraphCanvas(SelectionSync, PlacingView):
             self.viewport().update()   # the gesture's scaled tiles give way to tiles of this scale
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt's name
-        self.realize_near()
         if not self.far_mode():
+            self.realize_near()
             super().paintEvent(event)
             return
-        painter = QPainter(self.viewport())
-        drawn = self.far.paint(painter, event.rect(), self.zoom, self._zoom_settle.isActive())
-        if drawn:
-            paint_rubber_band(self, painter)
+        if self.zoom >= LABEL_MIN_LOD:   # far out but wires still show their shapes: a sketch has no labels
+            self.realize_near()
+        painter = QPainter(self.viewport())   # far out: nodes without items are sketched, none made (far_sketch)
+        if not self.far.paint(painter, event.rect(), self.zoom, self._zoom_settle.isActive()):
+            self._paint_far(painter, event.rect())   # most tiles missing (just opened or edited): all at once
+        paint_rubber_band(self, painter)
         painter.end()
-        if not drawn:   # most tiles missing (just opened or edited): the items this once
-            super().paintEvent(event)
+
+    def _paint_far(self, painter: QPainter, exposed: QRect) -> None:
+        """Paint ``exposed`` (viewport pixels) far out in one pass, as a tile is (a first frame: tiles would be many)."""
+        source = self.mapToScene(exposed).boundingRect()
+        painter.save()
+        painter.setTransform(self.viewportTransform())
+        self.drawBackground(painter, source)
+        painter.resetTransform()
+        painter.setRenderHints(self.renderHints())
+        self.graph_scene.render_items(painter, QRectF(exposed), source)
+        painter.restore()
 
     def realize_near(self) -> None:
         """Items for what is in view, and half a view around it, that a big graph's scene has not made yet
-        (:mod:`~graph_editor.ui.unbuilt`): asked before every paint, so nothing shows unmade."""
+        (:mod:`~graph_editor.ui.unbuilt`): asked before every paint nearer than far out (far_sketch draws those)."""
         if self.graph_scene.unbuilt:
             view = self.visible_rect()
             dx, dy = max(300.0, view.width() / 2), max(300.0, view.height() / 2)
             self.graph_scene.realize(view.adjusted(-dx, -dy, dx, dy))
+
+    def realize_under(self, a: QPointF, b: QPointF | None = None) -> None:
+        """Items for the nodes and wires near view point ``a`` (or in the band from ``a`` to ``b``), where the
+        mouse acts on a canvas zoomed far out: what it clicks, hovers, drags to or selects has its item."""
+        if not self.graph_scene.unbuilt or not self.far_mode():
+            return
+        r = PORT_PICK
+        band = QRectF(a, b if b is not None else a).normalized().adjusted(-r, -r, r, r)
+        self.graph_scene.realize(self.mapToScene(band.toAlignedRect()).boundingRect())
 
     def pan_by(self, dx: float, dy: float) -> None:
         """Move the view by (dx, dy) view pixels."""
@@ -273,6 +295,8 @@ class GraphCanvas(SelectionSync, PlacingView):
     # ---------------------------------------------------------------- mouse
     def mousePressEvent(self, event: QMouseEvent) -> None:
         pos = event.position()
+        self._press_at = pos
+        self.realize_under(pos)
         button, mods = event.button(), event.modifiers()
         if button == Qt.MouseButton.MiddleButton or (button == Qt.MouseButton.LeftButton and self._space):
             self._pan_from = pos
@@ -314,9 +338,13 @@ class GraphCanvas(SelectionSync, PlacingView):
             self._pan_from = pos
             self.pan_by(delta.x(), delta.y())
         elif self._gesture is not None:
+            self.realize_under(pos)   # the port a dragged wire may land on
             self._gesture.move(pos)
         else:
             dragging = bool(event.buttons() & Qt.MouseButton.LeftButton)
+            band = dragging and self.graph_scene.mouseGrabberItem() is None   # a band selects what it covers
+            if band or (not dragging and self.zoom * NODE_W >= 3):   # a hover over blocks of 1-2 px: nothing
+                self.realize_under(pos, self._press_at if band else None)
             if dragging:
                 self.graph_scene.dragging = True
             elif self._pan_from is None and not self._space and self.editable:  # a port says it can be dragged from
@@ -372,6 +400,7 @@ class GraphCanvas(SelectionSync, PlacingView):
             self.controller.move_nodes(positions)
 
     def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
+        self.realize_under(event.position())
         item = self.item_at(event.position().toPoint())
         if isinstance(item, NodeItem):
             self.node_activated.emit(item.node_id)
@@ -385,6 +414,7 @@ class GraphCanvas(SelectionSync, PlacingView):
             super().mouseDoubleClickEvent(event)
 
     def contextMenuEvent(self, event: QContextMenuEvent) -> None:
+        self.realize_under(QPointF(event.pos()))
         if self.editable and self._gesture is None and not event.modifiers() & Qt.KeyboardModifier.ControlModifier:
             show_context_menu(self, event.pos())
 

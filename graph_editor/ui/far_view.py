@@ -1,14 +1,15 @@
 """The canvas zoomed out, drawn from pictures of the scene.
 
-Below :data:`~graph_editor.ui.items.SIMPLE_LOD` nodes are coloured blocks without text, and a screen
-holds hundreds or thousands of them: painting each item every frame took 90-115 ms with 2,000 nodes on
-screen. :class:`FarPicture` keeps the scene as square tiles rendered at the view's scale (the grid and
-the items, exactly as the view paints them: ``GraphScene.render`` of the tile's area) and a frame is a
-few pixmap copies. Tiles are rendered after a frame, one per turn of the event loop, for the view and a
-ring of tiles around it; a frame that finds most of its tiles missing paints the items directly. A tile is rendered again when something in it changes (the scene's ``changed``
-rectangles, or its ``revision``). While a zoom gesture goes on, frames show the tiles of the scale it
-started from, scaled (a little soft; at most 2x, past that it renders anew); once it settles the tiles
-of the new scale are rendered, as a map viewer does.
+Below :data:`~graph_editor.ui.items.SIMPLE_LOD` nodes are coloured blocks without text, and a screen holds
+hundreds or thousands of them: painting each item every frame took 90-115 ms with 2,000 nodes on screen.
+:class:`FarPicture` keeps the scene as square tiles rendered at the view's scale (the grid and the items,
+exactly as the view paints them: ``GraphScene.render`` of the tile's area) and a frame is a few pixmap
+copies. Tiles are rendered after a frame, one per turn of the event loop, for the view and a ring of tiles
+around it; a frame that finds most of its tiles missing paints its area directly, in one pass (the items,
+and the nodes without items drawn from the grid: :mod:`~graph_editor.ui.far_sketch`). A tile is rendered
+again when something in it changes (the scene's ``changed`` rectangles, or its ``revision``). While a zoom
+gesture goes on, frames show the tiles of the scale it started from, scaled (a little soft; at most 2x, past
+that it renders anew); once it settles the tiles of the new scale are rendered, as a map viewer does.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class FarPicture:
     def paint(self, painter: QPainter, exposed: QRect, scale: float, gesture: bool) -> bool:
         """Paint ``exposed`` (viewport pixels) at the view's ``scale``; during a zoom ``gesture`` from the tiles
         of the scale it began at. Returns False, painting nothing, when most of those tiles are missing
-        (the graph was just opened or edited throughout): the view paints its items once, as rendering
+        (the graph was just opened or edited throughout): the view paints its area once, as rendering
         every tile would cost several times that, and the tiles are rendered after the frame, one per
         turn of the event loop."""
         self._sync()

@@ -35,6 +35,10 @@ class MarkedScene(Protocol):
     boxes: dict[str, GroupBox]
     frames: dict[str, GroupFrame]
 
+    def make_items(self, node_ids: list[str]) -> None: ...
+
+    def unmade(self, node_id: str) -> bool: ...
+
 ICE, AMBER, GREEN, VIOLET = QColor("#3d9be0"), QColor("#d98c1a"), QColor("#2f9e5b"), QColor("#8e5cd6")
 SLATE = QColor("#4f6479")
 TAG_H = 17.0
@@ -139,6 +143,10 @@ class TrainingMarks:
     def sync(self) -> None:
         scene = self.scene
         wanted = node_tags(scene.graph)
+        unmade = [key for key in wanted if key not in scene.graph.groups and scene.unmade(key)]
+        if unmade:   # a big graph's marked node without an item yet (far out it is drawn from the grid): made
+            scene.make_items(unmade)   # ... which syncs the marks again, with every item there
+            return
         for key in list(self.items):
             item = self.items[key]
             owner = self._owner(key)

@@ -48,6 +48,7 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
         self.boxes: dict[str, GroupBox] = {}
         self.frames: dict[str, GroupFrame] = {}
         self.owner: dict[str, str] = {}  # hidden node -> the block it is drawn in
+        self.doubled: set[Edge] = set()   # edges whose wire would lie on another's (see BlockItems._rebind_wires)
         self.inference: Inference | None = None
         self.stats: dict[str, tuple[int, int]] | None = None  # node -> (params, FLOPs), from the analysis
         self.dragging = False  # while the view drags items, model moves do not fight it
@@ -93,6 +94,7 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
         self.boxes.clear()
         self.frames.clear()
         self.owner = {}
+        self.doubled = set()
         self.inference = None
         self.stats = None
         self._by_node, self._errors = {}, set()
@@ -111,16 +113,6 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
         self._follow(graph, True)
         self.marks.sync()
         self.contents_changed()
-
-    def render_items(self, painter: QPainter, target: QRectF, source: QRectF) -> None:
-        """Paint the items in ``source`` into ``target`` without the scene's background (the far view's
-        tiles: the view draws its own grid under them)."""
-        self.realize(source)
-        self._bare = True
-        try:
-            self.render(painter, target, source, Qt.AspectRatioMode.IgnoreAspectRatio)
-        finally:
-            self._bare = False
 
     def drawBackground(self, painter: QPainter, rect: QRectF | QRect) -> None:  # noqa: N802 - Qt's name
         if not self._bare:
@@ -281,11 +273,15 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
     def _on_params_changed(self, node_id: str, name: str) -> None:
         item = self.nodes.get(node_id)
         if item is not None:
+            before = item.sceneBoundingRect()
             item.refresh(self.graph.nodes[node_id])
-            self.contents_changed()   # its height follows its parameter rows
+            if item.sceneBoundingRect() != before:   # its height follows its parameter rows (else the overview
+                self.contents_changed()              # of 20,000 blocks is not drawn again for a number typed)
         elif node_id in self.unbuilt:
-            self.unbuilt.move(node_id, node_rect(self.graph.nodes[node_id]), self._rect_of)
-            self.contents_changed()
+            rect = node_rect(self.graph.nodes[node_id])
+            if rect != self.unbuilt.rects[node_id]:
+                self.unbuilt.move(node_id, rect, self._rect_of)
+                self.contents_changed()
 
     def _on_node_moved(self, node_id: str) -> None:
         item = self.nodes.get(node_id)
@@ -359,11 +355,13 @@ class GraphScene(LazyItems, BlockItems, QGraphicsScene):
                 found = texts[shape] = fmt_shape(shape)
             return found
 
-        changed = 0
+        changed = looks = 0
         for node_id, item in self.nodes.items():
+            severity = item.severity
             changed += item.set_state(*self._state(node_id, text_of))
-        if changed or recolour:
-            self.contents_changed(geometry=False)   # the overview draws errors red
+            looks += item.severity != severity
+        if looks or recolour:   # what the overview and the far view draw (not a shape: 20,000 blocks redrawn)
+            self.contents_changed(geometry=False)
         nodes = self.nodes
         for edge, wire in self.wires.items():
             dst = nodes.get(edge.dst)

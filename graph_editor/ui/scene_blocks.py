@@ -32,6 +32,7 @@ class BlockItems:
     boxes: dict[str, GroupBox]
     frames: dict[str, GroupFrame]
     owner: dict[str, str]
+    doubled: set[Edge]   # edges whose wire would lie on another's (the same two ports): not shown
     unbuilt: Unbuilt
     inference: Inference | None
     stats: dict[str, tuple[int, int]] | None
@@ -91,13 +92,26 @@ class BlockItems:
 
     def _rebind_wires(self) -> None:
         """Nodes inside closed blocks hidden, the others shown; each wire between the ports that stand
-        for its ends now (a block's, or its node's)."""
+        for its ends now (a block's, or its node's). Where a block's one input stands for several members
+        (a ResNet block's main path and its downsample both take the block's input), the edges from one
+        output into it would draw as that many wires on one another, each with its label: one is shown."""
         for node_id, item in self.nodes.items():
             item.setVisible(node_id not in self.owner)
         for edge, wire in self.wires.items():
             src, dst = self.port_for(edge.src, edge.src_port, False), self.port_for(edge.dst, edge.dst_port, True)
             if src is not None and dst is not None:
                 wire.rebind(src, dst)
+        self.doubled = set()
+        ends: set[tuple[int, int]] = set()
+        for edge in self.graph.edges:
+            made = self.wires.get(edge)
+            if made is None or not self._touches_box(edge):
+                continue
+            pair = (id(made.src), id(made.dst))
+            if pair in ends:
+                self.doubled.add(edge)
+            ends.add(pair)
+        for edge, wire in self.wires.items():
             wire.setVisible(self.wire_shown(edge))
 
     # ---------------------------------------------------------------- lookups
@@ -121,7 +135,7 @@ class BlockItems:
 
     def wire_shown(self, edge: Edge) -> bool:
         a, b = self.owner.get(edge.src), self.owner.get(edge.dst)
-        return a is None or a != b
+        return (a is None or a != b) and edge not in self.doubled
 
     def _fit_frames(self) -> None:
         """Each frame around its visible contents: nodes, blocks and (fitted first) inner frames."""

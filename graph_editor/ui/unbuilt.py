@@ -17,12 +17,14 @@ is found by :meth:`near` too, so a long wire between two nodes off screen is dra
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from PySide6.QtCore import QRectF
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QPainter, QTransform
 
-from ..model import Edge, Graph
+from ..model import Edge, Graph, Problem
 from .background import collection_paused, freeze_survivors
+from .far_sketch import SketchedScene, sketch_nodes, sketch_wires
 from .items import NodeItem, node_rect
 
 if TYPE_CHECKING:
@@ -46,14 +48,14 @@ class Unbuilt:
         self.edges_of: dict[str, set[Edge]] = {}  # node (made or not) -> its edges not made
         self._order: dict[Edge, int] = {}         # edge -> its place among the graph's edges (wires are made in it)
         self._node_order: dict[str, int] = {}     # node -> its place among the graph's nodes (items stack in it)
-        self._boxes: dict[Edge, Rect] = {}        # edge not made -> the rectangle around its ends
+        self.boxes: dict[Edge, Rect] = {}         # edge not made -> the rectangle around its ends
         self._long: set[Edge] = set()
         self._node_cells: dict[Cell, set[str]] = {}
         self._edge_cells: dict[Cell, set[Edge]] = {}
         self._bounds: Rect | None = None          # around every rectangle in ``rects``, measured when asked
 
     def __bool__(self) -> bool:
-        return bool(self.rects) or bool(self._boxes)
+        return bool(self.rects) or bool(self.boxes)
 
     def __contains__(self, node_id: object) -> bool:
         return node_id in self.rects
@@ -77,7 +79,7 @@ class Unbuilt:
     def _index_edge(self, edge: Edge, a: Rect, b: Rect) -> None:
         box = (min(a[0], b[0]) - WIRE_ROOM, min(a[1], b[1]) - WIRE_ROOM, max(a[2], b[2]) + WIRE_ROOM,
                max(a[3], b[3]) + WIRE_ROOM)
-        self._boxes[edge] = box
+        self.boxes[edge] = box
         if _short(box):   # found through its ends (see near): most wires, and no cells to fill
             return
         if _span(box) > LONG_CELLS:
@@ -87,7 +89,7 @@ class Unbuilt:
             self._edge_cells.setdefault(cell, set()).add(edge)
 
     def _unindex_edge(self, edge: Edge) -> None:
-        box = self._boxes.pop(edge)
+        box = self.boxes.pop(edge)
         if _short(box):
             return
         if edge in self._long:
@@ -117,7 +119,7 @@ class Unbuilt:
 
     def drop_edge(self, edge: Edge) -> None:
         """The wire of ``edge`` is made now, or the edge left the graph."""
-        if edge not in self._boxes:
+        if edge not in self.boxes:
             return
         self._unindex_edge(edge)
         del self._order[edge]
@@ -141,7 +143,7 @@ class Unbuilt:
     # ---------------------------------------------------------------- queries
     def edges(self) -> Iterable[Edge]:
         """Every edge whose wire is not made."""
-        return self._boxes.keys()
+        return self.boxes.keys()
 
     def order_of(self, node_id: str) -> int:
         return self._node_order[node_id]
@@ -162,14 +164,25 @@ class Unbuilt:
         """The nodes not made whose rectangle meets ``area``, and the edges not made whose rectangle does.
         A short edge (its rectangle at most a cell a side) is found through its nodes without items: one
         of them lies within a cell of any area its rectangle meets."""
+        whole = self._whole()
+        if whole is not None and _inside(whole, area):   # the whole graph in it (fitted): everything, unsorted
+            return set(self.rects), set(self.boxes)
         reach = (area[0] - CELL, area[1] - CELL, area[2] + CELL, area[3] + CELL)
         around = [n for n in _found(self._node_cells, reach) if _meets(self.rects[n], reach)]
         nodes = {n for n in around if _meets(self.rects[n], area)}
-        boxes = self._boxes
+        boxes = self.boxes
         edges = {e for n in around for e in self.edges_of.get(n, ()) if _meets(boxes[e], area)}
         edges.update(e for e in _found(self._edge_cells, area) if _meets(boxes[e], area))
         edges.update(e for e in self._long if _meets(boxes[e], area))
         return nodes, edges
+
+    def _whole(self) -> Rect | None:
+        """Around every node rectangle and every wire not made."""
+        nodes = self.bounds({})
+        if nodes is None or not self.boxes:
+            return _around(self.boxes.values()) if nodes is None else nodes
+        room = WIRE_ROOM   # a wire's rectangle is its ends' with this room: past the nodes by at most this
+        return nodes[0] - room, nodes[1] - room, nodes[2] + room, nodes[3] + room
 
     def bounds(self, hidden: dict[str, str]) -> Rect | None:
         """The rectangle around the nodes not made, those in ``hidden`` (inside closed blocks) aside."""
@@ -188,7 +201,10 @@ class LazyItems:
     owner: dict[str, str]
     unbuilt: Unbuilt
     _errors: set[str]
+    _by_node: dict[str | None, list[Problem]]
+    _bare: bool
     marks: TrainingMarks
+    render: Callable[..., None]
     _make_node: Callable[[str, int | None], NodeItem]
     _make_wire: Callable[[Edge, int], None]
 
@@ -225,10 +241,53 @@ class LazyItems:
         nodes, edges = self.unbuilt.near((area.left(), area.top(), area.right(), area.bottom()))
         return self._make(nodes, edges) if nodes or edges else 0
 
+    def render_items(self, painter: QPainter, target: QRectF, source: QRectF) -> None:
+        """Paint ``source`` (scene coordinates) into ``target`` as the canvas shows it zoomed far out, without
+        the scene's background (the view draws its grid under it): the items made, and the nodes and wires
+        without items sketched from the grid (:mod:`~graph_editor.ui.far_sketch`; wires under the items,
+        nodes over them), none made for it."""
+        nodes, edges = self.unbuilt.near((source.left(), source.top(), source.right(), source.bottom())) \
+            if self.unbuilt else (set(), set())
+        to_target = QTransform.fromTranslate(-source.left(), -source.top()) * QTransform.fromScale(
+            target.width() / source.width(), target.height() / source.height()) * QTransform.fromTranslate(
+            target.left(), target.top())
+        painter.save()
+        painter.setClipRect(target)
+        painter.setTransform(to_target, True)
+        sketch_wires(cast("SketchedScene", self), painter, edges)   # the GraphScene it is mixed into
+        painter.restore()
+        self._bare = True
+        try:
+            self.render(painter, target, source, Qt.AspectRatioMode.IgnoreAspectRatio)
+        finally:
+            self._bare = False
+        painter.save()
+        painter.setClipRect(target)
+        painter.setTransform(to_target, True)
+        sketch_nodes(cast("SketchedScene", self), painter, nodes)
+        painter.restore()
+
+    def errors(self) -> set[str]:
+        """The nodes in error in the inference shown."""
+        return self._errors
+
+    def severity_of(self, node_id: str) -> str | None:
+        """What its item would show: "error", "warning" or None."""
+        problems = self._by_node.get(node_id, [])
+        return "error" if any(p.severity == "error" for p in problems) else ("warning" if problems else None)
+
     def realize_all(self) -> None:
         """Make every item (a picture of the whole graph: the thumbnail)."""
         if self.unbuilt:
             self._make(set(self.unbuilt.rects), set(self.unbuilt.edges()))
+
+    def unmade(self, node_id: str) -> bool:
+        """Whether ``node_id`` has no item yet."""
+        return node_id in self.unbuilt
+
+    def make_items(self, node_ids: list[str]) -> None:
+        """Items for those of ``node_ids`` without one (nodes whose marks must show however far out)."""
+        self._make({n for n in node_ids if n in self.unbuilt}, set())
 
     def item_for(self, node_id: str) -> NodeItem | None:
         """The item of ``node_id``, made now if it had none (a node brought into view from elsewhere)."""
@@ -322,6 +381,10 @@ def _found(cells: dict[Cell, set], area: Rect) -> Iterator:
     for (cx, cy), held in cells.items():
         if x0 <= cx <= x1 and y0 <= cy <= y1:
             yield from held
+
+
+def _inside(inner: Rect, outer: Rect) -> bool:
+    return outer[0] <= inner[0] and outer[1] <= inner[1] and inner[2] <= outer[2] and inner[3] <= outer[3]
 
 
 def _short(box: Rect) -> bool:

@@ -42,6 +42,7 @@ class ProblemsDock(QWidget):
         """Show ``problems`` from ``source`` (the graph's validation and analysis, or another view such
         as a run's inspection), keeping what the other sources reported."""
         self._sources[source] = list(problems)
+        self.list.setEnabled(True)
         problems = [p for entries in self._sources.values() for p in entries]
         ordered = sorted(problems, key=lambda p: (p.severity != "error", p.node or ""))
         self.list.clear()
@@ -61,6 +62,12 @@ class ProblemsDock(QWidget):
             parts = [f"{errors} error{'s' * (errors != 1)}"] if errors else []
             parts += [f"{warnings} warning{'s' * (warnings != 1)}"] if warnings else []
             self.header.setText(", ".join(parts))
+
+    def show_checking(self) -> None:
+        """The graph changed and its check runs off the GUI thread: the problems listed are of the graph as it
+        was (greyed until the new verdict replaces them)."""
+        self.header.setText("Checking the edited graph…")
+        self.list.setEnabled(False)
 
     def count(self) -> int:
         return self.list.count()

@@ -115,6 +115,8 @@ class RunsModel(QAbstractTableModel):
             return _display(r, col)
         if role == Qt.ItemDataRole.UserRole:
             return _sort_key(r, col)
+        if role == Qt.ItemDataRole.ToolTipRole and col == "tags" and r.tags:
+            return "\n".join(r.tags)           # the whole list, where the cell shows its start
         if role == Qt.ItemDataRole.ToolTipRole and r.error:
             return r.error
         if role == Qt.ItemDataRole.ForegroundRole and col == "status":
@@ -134,8 +136,14 @@ def _display(r: RunRow, col: str) -> str:
     if col == "status":
         return r.status.replace("_", " ")
     if col == "tags":
-        return ", ".join(r.tags)
+        return ", ".join(_short_tag(t) for t in r.tags)
     return str(getattr(r, col))
+
+
+def _short_tag(tag: str, most: int = 24) -> str:
+    """A tag as the table shows it: a long one (a study's name) keeps its start and end, so the tags
+    after it (``trial:N``) stay in view; the tooltip and the filter have it whole."""
+    return tag if len(tag) <= most else f"{tag[:most - 11]}…{tag[-10:]}"
 
 
 def _sort_key(r: RunRow, col: str) -> Any:
@@ -166,7 +174,7 @@ class RunsFilter(QSortFilterProxyModel):
         if not isinstance(model, RunsModel) or row >= len(model.rows):
             return True
         r = model.rows[row]
-        text = " ".join(_display(r, c) for c in COLUMNS) + " " + r.recipe
+        text = " ".join(_display(r, c) for c in COLUMNS if c != "tags") + " " + " ".join(r.tags) + " " + r.recipe
         return matches(self.rule, text, r.tags, r.spec)
 
 
@@ -219,6 +227,7 @@ class RunsPanel(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.verticalHeader().setVisible(False)
+        self.table.setWordWrap(False)         # a long tag list ends in "..." on one line (its tooltip has all)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         # Columns fit the first rows, not all: with 1,000 runs, measuring every cell took 3.5 of the
         # 4.3 s the panel needed to show (benchmarks/runs_1000.py).

@@ -78,3 +78,29 @@ def test_a_big_file_opens_with_few_items_and_a_node_chosen_in_the_summary_is_sho
     window.document.save(tmp_path / "saved.graph.json")
     assert (load_graph(tmp_path / "saved.graph.json").nodes.keys() == g.nodes.keys()
             and load_graph(tmp_path / "saved.graph.json").edges == g.edges)
+
+
+@pytest.mark.slow   # a window and a 2,003-node file: ~1.5 s of CPU
+def test_a_big_graph_s_verdict_is_made_off_the_gui_thread_and_never_shown_stale(window, tmp_path, qtbot):
+    """The window showed a valid graph; a 2,003-node chain opened (validated off the GUI thread): until its
+    verdict comes the status bar says "Checking…", not the old "valid"; an Inspector-style edit that breaks
+    it says "Checking…" again at once, then "invalid", with the problem listed."""
+    from graph_editor.model import Graph, InputSpec, save_graph
+    from graph_editor.ui.live import LiveAnalysis
+
+    qtbot.waitUntil(lambda: window.live.up_to_date, timeout=10_000)
+    g = Graph(InputSpec((8,)), num_classes=2)
+    g.chain(("Input", "input"), *[("ReLU", f"r{i}") for i in range(LiveAnalysis.BACKGROUND_FROM)],
+            ("Linear", "fc", {"out_features": 2}), ("Output", "output"))
+    for k, node in enumerate(g):
+        node.position = (180.0 * k, 0.0)
+    path = tmp_path / "chain.graph.json"
+    save_graph(g, path)
+    status = window.status.validity
+    assert window.files.open(str(path))
+    assert status.text() == "Checking…"                    # not the graph before's verdict
+    qtbot.waitUntil(lambda: status.text().startswith("✔ valid"), timeout=20_000)
+    window.controller.set_param("fc", "out_features", 3)   # 3 outputs for 2 classes
+    assert status.text() == "Checking…" and not window.problems.list.isEnabled()
+    qtbot.waitUntil(lambda: status.text().startswith("✖ invalid"), timeout=20_000)
+    assert window.problems.list.isEnabled() and window.problems.count() >= 1

@@ -109,7 +109,7 @@ def test_a_real_double_click_opens_a_block_in_place_and_undo_closes_it(qtbot):
 def test_every_wire_between_blocks_shows_its_shape_at_fit_view(qtbot):
     canvas, controller, _ = open_canvas(qtbot, "resnet50")
     shown = [w for w in canvas.graph_scene.wires.values() if w.isVisible()]
-    assert len(shown) >= 8
+    assert len(shown) == 7   # input, stem, layer1-4, head, output in a row (layer1's input feeds two members: one wire)
     for wire in shown:
         assert wire.label and not wire.label_rect(canvas.zoom).isEmpty(), str(wire.edge)
     assert canvas.zoom > 0.8  # a screen of readable blocks, not a thin line
@@ -320,3 +320,24 @@ def test_opening_a_block_inside_closed_ones_opens_them_first_and_overlaps_nothin
     assert not overlapping(canvas)
     controller.undo_stack.undo()
     assert {n: node.position for n, node in graph.nodes.items()} == start and graph.groups[inner].collapsed
+
+
+def test_one_output_into_a_closed_block_s_shared_input_is_one_wire(qtbot):
+    """ResNet-18 with layer3 and layer4 open, layer4.0 closed: the graph has two edges from layer3's last
+    ReLU into layer4.0 (to its conv1 and its downsample), and the block stands for both with one input.
+    They were drawn as two wires on one another, each with its shape label; one wire shows, and it goes
+    when both edges are cut."""
+    canvas, controller, _ = open_canvas(qtbot, "resnet18")
+    scene, graph = canvas.graph_scene, controller.graph
+    for name in ("layer3", "layer3.1", "layer4"):   # opened by real double-clicks, each brought into view
+        box = scene.boxes[gid(controller, name)]
+        QTest.mouseDClick(canvas.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                          at(canvas, box.sceneBoundingRect().center()))
+    block = scene.boxes[gid(controller, "layer4.0")]
+    into = [e for e in graph.edges if e.src == "layer3_1_relu2" and e.dst.startswith("layer4_0")]
+    assert {e.dst for e in into} == {"layer4_0_conv1", "layer4_0_downsample_0"}   # two edges, really
+    shown = [w for e, w in scene.wires.items() if e in into and w.isVisible()]
+    assert len(shown) == 1 and shown[0].dst.parentItem() is block and shown[0].label
+    controller.delete([], [shown[0].edge])
+    left = [w for e, w in scene.wires.items() if e.src == "layer3_1_relu2" and w.isVisible()]
+    assert len(left) == 1 and left[0].dst.parentItem() is scene.boxes[gid(controller, "layer4.0")]   # the other's

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from graph_editor.ui.live import LiveAnalysis
 
 
@@ -133,3 +135,49 @@ def test_a_new_graph_drops_the_old_graphs_pending_analysis(editor, graph, qtbot,
     # the new graph validated, then analysed: a stale analysis would have been checked (and shown) too
     qtbot.waitUntil(lambda: order[-2:] == ["inferred", "analyzed"], timeout=20000)
     assert checked == [len(other)] and live.analysis is not None
+
+
+@pytest.mark.slow   # a 2,003-node graph validated three times: ~0.9 s of CPU
+def test_a_big_graph_is_validated_off_the_gui_thread_and_no_stale_verdict_is_shown(qtbot, monkeypatch):
+    """A graph of BACKGROUND_FROM nodes (as the studio has it): the debounced validation runs on the worker
+    thread. An edit says at once that the verdict shown is no longer the graph's (``checking``); a verdict
+    of the graph as it was, coming back after a newer edit, is dropped; the one shown is the newest graph's."""
+    import threading
+
+    from PySide6.QtGui import QUndoStack
+
+    import graph_editor.ui.live as live_module
+    from graph_editor.model import Graph, InputSpec
+    from graph_editor.ui.controller import EditorController
+
+    n = LiveAnalysis.BACKGROUND_FROM
+    g = Graph(InputSpec((8,)), num_classes=2)
+    g.chain(("Input", "input"), *[("ReLU", f"r{i}") for i in range(n)], ("Linear", "fc", {"out_features": 2}),
+            ("Output", "output"))
+    editor = EditorController(g, QUndoStack())
+    real, gate, started, threads = live_module.validate, threading.Event(), threading.Event(), []
+
+    def held(graph, batch=1):
+        threads.append(threading.get_ident())
+        if len(threads) == 2:   # the first edit's check waits until a second edit has come
+            started.set()
+            assert gate.wait(20)
+        return real(graph, batch)
+
+    monkeypatch.setattr(live_module, "validate", held)
+    live = LiveAnalysis(editor, analyze=False)
+    qtbot.waitUntil(lambda: live.up_to_date, timeout=10000)          # the graph as opened, checked
+    assert live.inference.ok
+    shown, checking = [], []
+    live.inferred.connect(shown.append)
+    live.checking.connect(lambda: checking.append(live.up_to_date))
+    editor.set_param("fc", "out_features", 3)                       # 3 outputs for 2 classes: an error
+    assert checking == [False] and not live.up_to_date               # said at once, before any check
+    qtbot.waitUntil(started.is_set, timeout=10000)
+    editor.set_param("fc", "out_features", 2)                        # valid again, while the check runs
+    assert checking == [False] and not live.up_to_date               # still checking: said once
+    with qtbot.waitSignal(live.inferred, timeout=20000) as sig:
+        gate.set()
+    assert shown == [sig.args[0]] and sig.args[0].ok                 # the stale "invalid" was never shown
+    assert live.up_to_date and live.inference.shapes["fc"] == (1, 2)
+    assert threading.get_ident() not in threads and len(threads) == 3

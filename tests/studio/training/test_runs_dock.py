@@ -380,3 +380,19 @@ def test_a_pruned_trial_s_run_says_pruned_and_why(qtbot, store, tmp_path):
     assert _column(panel, "name") == ["beta"]
     panel.filter.clear()
     panel.grab().save(str(tmp_path / "runs_pruned.png"))
+
+
+def test_long_tags_stay_on_one_line_with_the_trial_in_view(qtbot, tmp_path):
+    s = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    study = "study:learning-rate-and-width-sweep-of-the-digits-cnn"
+    s.create_run(name="t", spec={}, graph=_graph(), graph_hash="0" * 64, device="cpu", params=1,
+                 tags=[study, "trial:3", "retrain"])
+    panel = _panel(qtbot, s)
+    cell = panel.proxy.index(0, COLUMNS.index("tags"))
+    assert not panel.table.wordWrap()                     # wrapped, a row showed half of a study's name
+    assert cell.data() == "study:learnin…digits-cnn, trial:3, retrain"
+    assert cell.data(Qt.ItemDataRole.ToolTipRole) == f"{study}\ntrial:3\nretrain"
+    for text in (f"tag:{study}", "width-sweep"):            # the filter reads the whole tag
+        panel.filter.setText(text)
+        assert panel.proxy.rowCount() == 1, text
+    s.close()
