@@ -51,11 +51,13 @@ def test_splitter_grips_can_be_seen_and_hit(window, qtbot, tmp_path, theme, orie
     assert max(marked) - min(marked) >= 30
 
 
-def _tabs(root, check, where: str) -> None:
-    """Check ``root`` with each page of each of its visible tab widgets shown, as a user clicks through."""
+def _tabs(root, check, where: str, settle=lambda: True) -> None:
+    """Check ``root`` with each page of each of its visible tab widgets shown, as a user clicks through;
+    ``settle()`` waits for what a click started on a thread."""
     for tabs in [t for t in root.findChildren(QTabWidget) if t.isVisible()]:
         for i in range(tabs.count()):
             QTest.mouseClick(tabs.tabBar(), Qt.MouseButton.LeftButton, pos=tabs.tabBar().tabRect(i).center())
+            assert settle()
             check(root, f"{where} > {tabs.tabText(i)}")
 
 
@@ -82,10 +84,13 @@ def _open_every_view(window, qtbot, check) -> None:
     for dialog in (TrainDialog(graph.copy(), window.training.controller().devices(), window),
                    TemplateGallery(window), ImportModuleDialog(window), SweepDialog(graph.copy(), window)):
         dialog.show()
-        if isinstance(dialog, TrainDialog):   # its memory prediction done: its thread and the tabs' torch crashed once
-            qtbot.waitUntil(lambda d=dialog: d.predicted_peak() is not None, timeout=60_000)
+        # The Train dialog's dataset preview and memory prediction run on threads: clicking through its tabs
+        # while they ran crashed the test twice in ~8 runs (a segfault in processEvents; torch on two threads).
+        settle = (lambda d=dialog: d.wait_preview() and d.wait_memory()) if isinstance(dialog, TrainDialog) \
+            else (lambda: True)
+        assert settle()
         check(dialog, type(dialog).__name__)
-        _tabs(dialog, check, type(dialog).__name__)
+        _tabs(dialog, check, type(dialog).__name__, settle)
         dialog.reject()
     check(window.export.dialogs[-1], "ExportDialog")
 
