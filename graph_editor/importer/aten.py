@@ -47,7 +47,7 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     A.sum.dim_IntList: torch.sum, A.amax.default: torch.amax,
     A.adaptive_avg_pool2d.default: F.adaptive_avg_pool2d, A.max_pool2d.default: F.max_pool2d,
     A.avg_pool2d.default: F.avg_pool2d, A.dropout.default: F.dropout, A.narrow.default: torch.narrow,
-    A.pad.default: F.pad, A.pow.Tensor_Scalar: torch.pow, A.neg.default: torch.neg,
+    A.pad.default: F.pad, A.pow.Tensor_Scalar: torch.pow, A.neg.default: torch.neg, A.col2im.default: F.fold,
     A.constant_pad_nd.default: F.pad, A.swapaxes.default: torch.swapaxes,
 }
 # aten op -> the tensor method of the same name and arguments
@@ -163,6 +163,10 @@ def _upsample(n: fx.Node) -> None:
     if target in _ANTIALIASED:
         kwargs["antialias"] = True
     n.target, n.args, n.kwargs = F.interpolate, (x,), kwargs
+    before, after = (v.meta.get("val") for v in (x, n))
+    if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and before.shape == after.shape:
+        # to its own size, x itself in every mode (timm resamples position embeddings so while exporting only)
+        n.op, n.target, n.args, n.kwargs = "call_method", "contiguous", (x,), {}
 
 
 def _normalize(n: fx.Node) -> bool:
@@ -238,7 +242,8 @@ def _index(gm: fx.GraphModule, n: fx.Node) -> None:
             n.replace_all_uses_with(x)
             gm.graph.erase_node(n)
             return
-    n.target, n.args = operator.getitem, (x, (*[slice(None)] * int(dim), part))
+    # x[i] as fx traces it (not x[(i,)]): the picks of a permute's parts read so (convert's _unbind_follows)
+    n.target, n.args = operator.getitem, (x, (*[slice(None)] * int(dim), part) if dim or isinstance(part, slice) else part)
 
 
 class _Lifter:

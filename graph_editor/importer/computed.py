@@ -12,6 +12,7 @@ and the graph reads that module instead. It runs after the import folds, so a ga
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -30,7 +31,7 @@ from ..building.ops.computed import (
     encode_recipe,
     leading_one,
 )
-from .constants import attribute, mutates
+from .constants import attribute, own_values
 from .rules import free_module_path
 
 _RESERVED = frozenset(dir(nn.Module()))
@@ -43,9 +44,10 @@ def fold_computed(gm: fx.GraphModule) -> None:
     """Each value computed from learned tensors (and fixed ones) but not the input becomes a call of a
     ComputedTensor holding those tensors; a value whose parameters something else also reads, or whose users
     would not read ``[1, *shape]`` as they read its shape, is left as it was."""
-    fixed, learned = _fixed(gm)
+    fixed, learned = own_values(gm, lambda n: bool(n.all_input_nodes) and not _pick(n))
     frontier = [n for n in gm.graph.nodes if n in learned and n.op != "get_attr" and any(
         u not in fixed for u in n.users)]
+    frontier = _cut(gm, frontier, learned)
     subs = {f: _ancestors(f) for f in frontier}
     for f, sub in subs.items():
         others = set().union(*(s for g, s in subs.items() if g is not f))
@@ -64,13 +66,35 @@ def fold_computed(gm: fx.GraphModule) -> None:
         with gm.graph.inserting_before(f):
             call = gm.graph.call_module(path, ())
         call.meta = {k: v for k, v in f.meta.items() if k != "val"}
-        f.replace_all_uses_with(call, delete_user_cb=lambda u, sub=sub: u not in sub)
+        f.replace_all_uses_with(call, delete_user_cb=_outside(sub))
         if not (value.dim() >= 2 and value.shape[0] == 1):  # else the node's value is the value itself
             _picks_as_unbind(gm, call)
         for n in reversed(list(gm.graph.nodes)):
             if n in sub and not n.users:
                 gm.graph.erase_node(n)
     gm.recompile()
+
+
+def _outside(sub: set[fx.Node]) -> Callable[[fx.Node], bool]:
+    return lambda u: u not in sub
+
+
+def _cut(gm: fx.GraphModule, frontier: list[fx.Node], learned: set[fx.Node]) -> list[fx.Node]:
+    """Two values the rest of the graph reads that share a learned tensor (ConViT's ``1 - sigmoid(g)`` and
+    ``sigmoid(g)`` of one ``g = gating.view(1, -1, 1, 1)``) become the last value they share where it holds all
+    they share: that one is the Computed node, the ops after it read it as they read any node's output."""
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    while True:
+        subs = {f: _ancestors(f) for f in frontier}
+        pair = next(((f, g) for f in frontier for g in frontier if f is not g and subs[f] & subs[g] & learned), None)
+        if pair is None:
+            return frontier
+        shared = subs[pair[0]] & subs[pair[1]] & learned
+        top = max(shared, key=order.__getitem__)
+        if not shared <= _ancestors(top):
+            return frontier  # no one value holds it all: both left as they were
+        frontier = [h for h in frontier if h not in pair] + ([top] if top.op != "get_attr" else [])
+        frontier.sort(key=order.__getitem__)
 
 
 def _path(gm: fx.GraphModule, sub: set[fx.Node], learned: set[fx.Node]) -> str:
@@ -83,29 +107,6 @@ def _path(gm: fx.GraphModule, sub: set[fx.Node], learned: set[fx.Node]) -> str:
         first.pop()
     owner, _, leaf = ".".join(first).rpartition(".")
     return free_module_path(gm, f"{owner}.{leaf}_computed" if owner else f"{leaf}_computed")
-
-
-def _fixed(gm: fx.GraphModule) -> tuple[set[fx.Node], set[fx.Node]]:
-    """(values computed from the module's own tensors only, those of them a learned tensor reaches)."""
-    fixed: set[fx.Node] = set()
-    learned: set[fx.Node] = set()
-    mutated = {a for n in gm.graph.nodes if mutates(n) for a in n.all_input_nodes[:1]}
-    for n in gm.graph.nodes:
-        if n in mutated or mutates(n):
-            continue
-        if n.op == "get_attr":
-            value = attribute(gm, str(n.target))
-            if isinstance(value, torch.Tensor):
-                fixed.add(n)
-                if isinstance(value, nn.Parameter):
-                    learned.add(n)
-        elif n.op in ("call_function", "call_method", "call_module") and n.all_input_nodes and all(
-                a in fixed for a in n.all_input_nodes) and not _pick(n):
-            fixed.add(n)
-            own = n.op == "call_module" and any(True for _ in gm.get_submodule(str(n.target)).parameters())
-            if own or any(a in learned for a in n.all_input_nodes):
-                learned.add(n)
-    return fixed, learned
 
 
 def _pick(n: fx.Node) -> bool:
@@ -167,7 +168,9 @@ def _reads_alike(f: fx.Node, value: torch.Tensor) -> bool:
             if f in u.args[:3]:
                 return False
             continue
-        if u.target not in _BROADCASTING or len(u.args) != 2:
+        if u.target in (torch.matmul, operator.matmul) and value.dim() >= 2 and len(u.args) == 2:
+            pass  # [..., M, K] @ [1, *shape]: its dims before the last two broadcast as its own
+        elif u.target not in _BROADCASTING or len(u.args) != 2:
             return False
         other = u.args[1] if u.args[0] is f else u.args[0]
         other_value = other.meta.get("val") if isinstance(other, fx.Node) else None

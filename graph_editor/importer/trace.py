@@ -18,6 +18,7 @@ from torch.func import functional_call
 
 from ..building import layers as L
 from ..building.data_dependent import data_dependent_cause, describe
+from .attention_forms import einsum_as_matmul, unbind_before_reshape, whole_writes
 from .computed import fold_computed
 from .constants import fold_constants
 from .errors import ModuleImportError, user_frame, user_line, where
@@ -78,6 +79,10 @@ def prepare(gm: fx.GraphModule, steps: dict[str, list[Step]] | None = None) -> f
     """``gm`` ready to convert: values nothing uses dropped, parameter reads folded into their ops."""
     gm.meta["import_steps"] = steps or {}
     _drop_unused(gm)
+    unbind_before_reshape(gm)  # SAM's qkv.reshape(3, B * heads, N, -1).unbind(0): the parts, each reshaped
+    einsum_as_matmul(gm)  # the decomposed relative-position bias's einsums (SAM, MViTv2): a @ b.transpose
+    whole_writes(gm)  # MViTv2's attn[:, :, 0:, 0:] = attn + bias: the readers after it read the value written
+    _max_values(gm)  # VOLO's aux.max(1)[0]: the maximum's values alone, an amax
     fold_constants(gm)  # torch.arange of a size, a mask from a buffer: computed now, a Constant node each
     for _, fold in FOLDS.items():  # a parameter read in forward and its op -> one module (x * self.gamma)
         fold(gm)
@@ -95,6 +100,26 @@ def _bound_defaults(module: nn.Module) -> dict[str, Any] | None:
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     bound = {p.name: p.default for p in params[1:] if p.kind in kinds and p.default is not inspect.Parameter.empty}
     return bound or None
+
+
+def _max_values(gm: fx.GraphModule) -> None:
+    """``x.max(d)[0]`` (``torch.max(x, d)``, ``aten.max.dim``), whose indices nothing reads, as ``x.amax(d)``."""
+    for n in list(gm.graph.nodes):
+        is_max = n.op == "call_method" and n.target == "max" or n.target in (torch.max, torch.ops.aten.max.dim)
+        if not is_max or len(n.args) + len(n.kwargs) < 2 or not n.users or any(
+                u.target is not operator.getitem or u.args[1] != 0 for u in n.users):
+            continue
+        args: list[Any] = [*n.args, *n.kwargs.values()]
+        x, dim, rest = args[0], args[1], args[2:]
+        if not isinstance(dim, int) or rest and not isinstance(rest[0], bool):
+            continue
+        with gm.graph.inserting_before(n):
+            amax = gm.graph.call_function(torch.amax, (x, dim, bool(rest and rest[0])))
+        amax.meta = {k: v for k, v in n.meta.items() if k != "val"}
+        for u in list(n.users):
+            u.replace_all_uses_with(amax)
+            gm.graph.erase_node(u)
+        gm.graph.erase_node(n)
 
 
 def _drop_unused(gm: fx.GraphModule) -> None:

@@ -5,18 +5,16 @@ green, or red with the reason shown beside the cursor); drop on a wired single i
 replace its wire; drop on empty canvas to pick a layer that is placed there, wired; drag
 from a wired input to move that wire's end, or drop it on empty canvas to cut it; Alt-drag
 (or Ctrl+right-drag) a line across wires to cut them; select a wire and press Delete;
-rubber-band and Ctrl-click to select; drag to move (one undo step); wheel to zoom around
-the cursor; middle-drag or Space-drag to pan; Tab to search for a layer and place it at
-the cursor; Home to fit; double-click a block to open it in place (brought into view), an
-open block's title to close it; right-click for a menu. Drops of palette layers
-(``LAYER_MIME``) and copied nodes (``GRAPH_MIME``).
+rubber-band and Ctrl-click to select; drag to move (one undo step); wheel to zoom around the cursor;
+middle-drag or Space-drag to pan; Tab to search for a layer and place it at the cursor; Home to fit;
+double-click a block to open it in place (brought into view), an open block's title to close it;
+right-click for a menu. Drops of palette layers (``LAYER_MIME``) and copied nodes (``GRAPH_MIME``).
 
 A canvas made with ``editable=False`` shows a graph that is not the user's design (the
 backward graph of the Inspect workspace): it selects, moves, zooms, pans and opens and closes
 blocks, but draws, cuts, deletes, drops and pastes nothing and has no edit menu or keys. Its
-``scene`` may be a :class:`GraphScene` subclass whose items draw other things.
-
-Run ``python -m graph_editor.ui.preview FILE.graph.json`` to try it alone.
+``scene`` may be a :class:`GraphScene` subclass whose items draw other things. Try it alone:
+``python -m graph_editor.ui.preview FILE.graph.json``.
 """
 
 from __future__ import annotations
@@ -190,12 +188,11 @@ class GraphCanvas(SelectionSync, PlacingView):
             self.viewport().update()   # the gesture's scaled tiles give way to tiles of this scale
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt's name
-        if not self.far_mode():
+        if self.zoom >= LABEL_MIN_LOD:   # far out, wires still show their shapes: the sketch has no labels
             self.realize_near()
+        if not self.far_mode():
             super().paintEvent(event)
             return
-        if self.zoom >= LABEL_MIN_LOD:   # far out but wires still show their shapes: a sketch has no labels
-            self.realize_near()
         painter = QPainter(self.viewport())   # far out: nodes without items are sketched, none made (far_sketch)
         if not self.far.paint(painter, event.rect(), self.zoom, self._zoom_settle.isActive()):
             self._paint_far(painter, event.rect())   # most tiles missing (just opened or edited): all at once

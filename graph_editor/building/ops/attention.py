@@ -240,6 +240,8 @@ class MaskedAttention(nn.Module):
         self.dropout_p, self.scale = dropout_p, scale
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if q.dim() == 3:  # heads folded into the batch (SAM's): one head of its own, as ONNX's export wants 4-D
+            return self(q[:, None], k[:, None], v[:, None], mask[:, None] if mask.dim() == 3 else mask)[:, 0]
         return nn.functional.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0, scale=self.scale)
 

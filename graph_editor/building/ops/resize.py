@@ -1,4 +1,4 @@
-"""Interpolate (``nn.Upsample``, ``F.interpolate``), Pad (``F.pad``, the ``nn.*Pad2d`` modules), Unfold and Roll
+"""Interpolate (``nn.Upsample``, ``F.interpolate``), Pad (``F.pad``, the ``nn.*Pad2d`` modules), Unfold, Fold and Roll
 (``torch.roll``): no FLOPs that ``FlopCounterMode`` counts."""
 
 from __future__ import annotations
@@ -162,6 +162,35 @@ def _import_unfold(m: nn.Unfold, xs: list[fx.Node]) -> Mapped:
 @function_rule(F.unfold)
 def _f_unfold(input: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Mapped:
     return _unfold_params(tensor(input), kernel_size, dilation, padding, stride)
+
+
+# ------------------------------------------------------------------ Fold
+@builder("Fold", example=Example((12, 8), {"output_size": [3, 4], "kernel_size": [2, 3], "stride": [1, 2],
+                                          "padding": [1, 1]}))
+def _fold(p: Params, xs: list[Shape]) -> Call:
+    return Call(nn.Fold, (tuple(p["output_size"]), tuple(p["kernel_size"])), {
+        "dilation": tuple(p["dilation"]), "padding": tuple(p["padding"]), "stride": tuple(p["stride"])})
+
+
+zero_flops("Fold")  # a scatter-add (col2im): FlopCounterMode counts none
+
+
+def _fold_params(x: fx.Node, output_size: Any, kernel_size: Any, dilation: Any, padding: Any, stride: Any) -> Mapped:
+    return Mapped("Fold", {"output_size": pair(const(static_ints(output_size, "output_size"), "output_size")),
+                           "kernel_size": pair(const(kernel_size, "kernel_size")),
+                           "dilation": pair(const(dilation, "dilation")), "padding": pair(const(padding, "padding")),
+                           "stride": pair(const(stride, "stride"))}, [x])
+
+
+@module_rule(nn.Fold)
+def _import_fold(m: nn.Fold, xs: list[fx.Node]) -> Mapped:
+    return _fold_params(xs[0], m.output_size, m.kernel_size, m.dilation, m.padding, m.stride)
+
+
+@function_rule(F.fold)
+def _f_fold(input: Any, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
+            stride: Any = 1) -> Mapped:
+    return _fold_params(tensor(input), output_size, kernel_size, dilation, padding, stride)
 
 
 # ------------------------------------------------------------------ Roll

@@ -36,9 +36,14 @@ def batchnorm1d(p: Params, xs: list[Shape]) -> Shape:
 
 @layer("BatchNorm2d", CAT, "Batch normalisation over the channels of an image.", _bn_params(), prefix="bn")
 def batchnorm2d(p: Params, xs: list[Shape]) -> Shape:
+    return _per_channel(p, xs, "num_features")
+
+
+def _per_channel(p: Params, xs: list[Shape], channels: str) -> Shape:
+    """A norm of each channel (or each position's channels) of an image: the shape kept."""
     (x,) = xs
     need_rank(x, 4, "CxHxW input")
-    need_dim(x, 1, p["num_features"], "channels")
+    need_dim(x, 1, p[channels], "channels")
     return x
 
 
@@ -71,10 +76,7 @@ def _trailing(p: Params, xs: list[Shape]) -> Shape:
     _BIAS,
 ], prefix="ln")
 def layernorm2d(p: Params, xs: list[Shape]) -> Shape:
-    (x,) = xs
-    need_rank(x, 4, "CxHxW input")
-    need_dim(x, 1, p["num_channels"], "channels")
-    return x
+    return _per_channel(p, xs, "num_channels")
 
 
 @layer("GroupNorm", CAT, "Normalises groups of channels of each sample.", [
@@ -135,7 +137,4 @@ def rmsnorm(p: Params, xs: list[Shape]) -> Shape:
            _DIVIDE_BY,
        ], prefix="rms")
 def rmsnorm2d(p: Params, xs: list[Shape]) -> Shape:
-    (x,) = xs
-    need_rank(x, 4, "CxHxW input")
-    need_dim(x, 1, p["num_channels"], "channels")
-    return x
+    return _per_channel(p, xs, "num_channels")

@@ -1,5 +1,5 @@
 """Layers that change the spatial size of an image: Interpolate (nn.Upsample, F.interpolate), Pad (F.pad) and
-Unfold (nn.Unfold, sliding windows as columns); and Roll (torch.roll), which moves pixels without resizing."""
+Unfold (nn.Unfold, sliding windows as columns), Fold (nn.Fold, its inverse); and Roll (torch.roll), which moves pixels without resizing."""
 
 from __future__ import annotations
 
@@ -95,6 +95,30 @@ def unfold(p: Params, xs: list[Shape]) -> Shape:
         raise ShapeError(f"window {fmt_shape((0, *p['kernel_size']))} is larger than the padded input "
                          f"{fmt_shape(x[1:], batch=True)}")
     return (x[0], x[1] * p["kernel_size"][0] * p["kernel_size"][1], out[0] * out[1])
+
+
+@layer("Fold", "Shape", "Sums sliding windows back into an image (nn.Fold, col2im; the inverse of Unfold): "
+       "(C*kh*kw)xL becomes CxHxW, overlapping values added (VOLO's outlook attention).", [
+           ParamSpec("output_size", "ints", [4, 4], "The image's height and width.", minimum=1, length=2),
+           ParamSpec("kernel_size", "ints", [2, 2], "Window size.", minimum=1, length=2),
+           ParamSpec("dilation", "ints", [1, 1], "Spacing of the window.", minimum=1, length=2),
+           ParamSpec("padding", "ints", [0, 0], "Zero padding on each side, cut off.", minimum=0, length=2),
+           ParamSpec("stride", "ints", [1, 1], "Step between windows.", minimum=1, length=2),
+       ], prefix="fold", key_params=("output_size", "kernel_size"))
+def fold(p: Params, xs: list[Shape]) -> Shape:
+    (x,) = xs
+    need_rank(x, 3, "(C*kh*kw)xL input")
+    window = p["kernel_size"][0] * p["kernel_size"][1]
+    if x[1] % window:
+        raise ShapeError(f"{x[1]} rows are not whole windows of {window} values (kernel_size "
+                         f"{p['kernel_size'][0]}x{p['kernel_size'][1]})", field="kernel_size")
+    h, w = p["output_size"]
+    out = [conv_out(size, p["kernel_size"][i], p["stride"][i], p["padding"][i], p["dilation"][i])
+           for i, size in enumerate((h, w))]
+    if min(out) < 1 or out[0] * out[1] != x[2]:
+        raise ShapeError(f"{x[2]} columns, but a {h}x{w} image has {max(out[0], 0) * max(out[1], 0)} window "
+                         "positions", field="output_size")
+    return (x[0], x[1] // window, h, w)
 
 
 @layer("Roll", CAT, "Shifts each sample cyclically along its dims (torch.roll): what leaves one end comes back "

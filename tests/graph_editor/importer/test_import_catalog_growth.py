@@ -423,3 +423,27 @@ class SpaceToDepth(nn.Module):
 def test_slicing_several_dims_at_once_imports_as_one_slice_each():
     types = strict_round_trip(SpaceToDepth(), (3, 6, 6))
     assert list(types.values()).count("Slice") == 9
+
+
+class Outlook(nn.Module):
+    """VOLO's outlook attention's end: windows summed back into an image (F.fold to a size read from the input,
+    nn.Fold), and its head's ``aux.max(1)[0]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fold = nn.Fold((6, 6), kernel_size=3, padding=1, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, 3, 6, 6]
+        _, _, H, W = x.shape
+        cols = F.unfold(x, 3, padding=1, stride=2)                                       # [B, 27, 9]
+        y = F.fold(cols * 2, output_size=(H, W), kernel_size=3, padding=1, stride=2) + self.fold(cols)
+        return y.flatten(2).max(1)[0]
+
+
+def test_fold_and_the_values_of_a_max_import():
+    types = strict_round_trip(Outlook(), (3, 6, 6))
+    assert list(types.values()).count("Fold") == 2 and "Amax" in types.values()
+    g = _graph((18, 8), ("Fold", "fold", {"output_size": [6, 6], "kernel_size": [3, 3], "stride": [2, 2]}))
+    g.connect("input", "fold")
+    problems = [str(p) for p in validate(g, 2).problems]
+    assert any("8 columns, but a 6x6 image has 4 window positions" in p for p in problems), problems

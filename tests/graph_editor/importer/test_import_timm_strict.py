@@ -77,6 +77,12 @@ NEWLY_STRICT = {
     "tnt_s_legacy_patch16_224": "the exported program's ops, with the Computed fold",
     "efficientvim_m1": "Computed (sigmoid(alpha).view(4, -1, 1, 1) read as alpha[i]), stack(logits).sum(0)",
     "gcvit_xxtiny": "repeat_interleave to the windows as Unsqueeze, Expand, fold_batch",
+    # session 6: attention written by hand, tables written in place (test_import_attention_forms.py,
+    # test_import_written_tables.py)
+    "convit_tiny": "a table written in place folded with its writes; sigmoid(g) and 1 - sigmoid(g) one Computed",
+    "mvitv2_tiny": "einsum as MatMul with a Computed table; the attention map written whole read as the value",
+    "volo_d1_224": "Fold (F.fold), x.max(1)[0] as an Amax",
+    "samvit_base_patch16_224": "reshape(3, B * heads, ...).unbind(0) as parts each reshaped; einsum as MatMul",
 }
 DEFAULT = "pit_ti_224"  # the cheapest: ~5 s of CPU on a quiet machine
 
