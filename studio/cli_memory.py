@@ -77,10 +77,11 @@ def cmd_memory(args: argparse.Namespace) -> int:
     except MemoryPredictionError as exc:
         fail(str(exc))
     out: dict[str, Any] = pred.to_dict()
+    out["unmodelled"] = pred.unmodelled_note()
     out["graph"] = args.graph
     if fit:
         out.update(fit)
-        out["fits"] = pred.peak_bytes <= fit["usable_bytes"]
+        out["fits"] = pred.most_bytes <= fit["usable_bytes"]    # with oneDNN's bf16 buffers at their bound
     if args.json:
         json.dump(out, sys.stdout)
         print()
@@ -95,7 +96,8 @@ def render(out: dict[str, Any]) -> str:
             f"{', channels_last' if out['channels_last'] else ''}, {out['device']}"
             f"{', checkpointing ' + ' '.join(out['checkpoint']) if out['checkpoint'] else ''}")
     lines = [head, f"peak {nbytes(out['peak_bytes'])} in the {out['peak_phase']}"
-                   f"{' at ' + out['peak_node'] if out['peak_node'] else ''}"]
+                   f"{' at ' + out['peak_node'] if out['peak_node'] else ''}"
+                   f"{'; ' + out['unmodelled'] if out.get('unmodelled') else ''}"]
     for kind, value in out["parts"].items():
         if kind == "data" and not value:     # the dataset counts only where a run keeps it on the device
             continue

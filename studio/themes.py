@@ -36,6 +36,8 @@ class Theme:
     button: str
     highlight: str
     link: str
+    passed: str   # a verdict that holds (an export verified), as the status bar's "valid"
+    failed: str   # a verdict that does not (an export that failed its checks)
 
     @property
     def dark(self) -> bool:
@@ -59,10 +61,18 @@ class Theme:
 
 THEME_TABLE = {
     "dark": Theme("dark", window="#1e222a", base="#16191f", alternate="#1b1f26", text="#d8dee9", muted="#7d8594",
-                  button="#2a2f39", highlight="#3d6fd9", link="#8fb4ff"),
+                  button="#2a2f39", highlight="#3d6fd9", link="#8fb4ff", passed="#7ee787", failed="#ff7b72"),
     "light": Theme("light", window="#f3f4f6", base="#ffffff", alternate="#f6f7f9", text="#1f2430",
-                   muted="#7a808c", button="#e9ebef", highlight="#2f6fde", link="#1f5fc9"),
+                   muted="#7a808c", button="#e9ebef", highlight="#2f6fde", link="#1f5fc9", passed="#1e7b34", failed="#c62828"),
 }
+
+
+def verdict_colour(palette: QPalette, ok: bool) -> QColor:
+    """The colour of a verdict (passed or failed) in the theme whose palette ``palette`` is: a dialog
+    knows its palette, not the theme (the light theme's red is 2.6:1 on the dark window)."""
+    dark = palette.color(QPalette.ColorRole.Window).lightness() < 128
+    theme = THEME_TABLE["dark" if dark else "light"]
+    return QColor(theme.passed if ok else theme.failed)
 
 
 class ThemeManager(QObject):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QThread, QUrl, Signal
+from PySide6.QtCore import QEvent, Qt, QThread, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QDialog,
@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..themes import verdict_colour
 from ..widgets import named
 from .job import ExportJob
 
@@ -50,6 +51,7 @@ class ExportDialog(QDialog):
         title = next((i.title for i in describe_formats() if i.name == fmt), fmt)
         self.setWindowTitle(f"Export {title}")
         self.report: Any = None
+        self.verdict_ok: bool | None = None   # the verdict shown (coloured in the theme), None while exporting
         self._node = ""
         self.verdict = named(QLabel("Exporting…"), "exportVerdict")
         self.verdict.setStyleSheet("font-size: 15px; font-weight: 600;")
@@ -133,7 +135,7 @@ class ExportDialog(QDialog):
             verdict += " · untrained weights (no run: train first to ship a model that has learned)"
         self.verdict.setText(verdict)
         self.verdict.setWordWrap(True)
-        self.verdict.setStyleSheet(f"font-size: 15px; font-weight: 600; color: {'#2e7d32' if ok else '#c62828'};")
+        self._colour_verdict(ok)
         self.status.setText(report.source)
         self._fill_checks(report.checks)
         self._fill_figures(report.metrics)
@@ -147,7 +149,7 @@ class ExportDialog(QDialog):
     def _on_failed(self, message: str, node: str) -> None:
         self.busy.hide()
         self.verdict.setText("Export failed")
-        self.verdict.setStyleSheet("font-size: 15px; font-weight: 600; color: #c62828;")
+        self._colour_verdict(False)
         self.status.setText(message)
         self._node = node
         self.node_button.setVisible(bool(node))
@@ -182,11 +184,24 @@ class ExportDialog(QDialog):
                 text = f"{metrics[key]:.2f} ms ({name}) vs {eager:.2f} ms (PyTorch eager), x{eager / metrics[key]:.2f}"
                 self.figures.addRow("Latency:", named(QLabel(text), "figure_latency"))
 
-    @staticmethod
-    def _red() -> Any:
-        from PySide6.QtGui import QBrush, QColor
+    def _colour_verdict(self, ok: bool) -> None:
+        self.verdict_ok = ok
+        colour = verdict_colour(self.palette(), ok).name()
+        self.verdict.setStyleSheet(f"font-size: 15px; font-weight: 600; color: {colour};")
 
-        return QBrush(QColor("#c62828"))
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
+        """The theme changed under an open dialog: its verdict and failed checks take the new one's colours
+        (the dark theme's green stood at 1.4:1 on the light window)."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and self.verdict_ok is not None:
+            self._colour_verdict(self.verdict_ok)
+            if self.report is not None:
+                self._fill_checks(self.report.checks)
+
+    def _red(self) -> Any:
+        from PySide6.QtGui import QBrush
+
+        return QBrush(verdict_colour(self.palette(), False))
 
     def show_in_folder(self) -> bool:
         """Open the export's folder in the file manager; where none can be started, say where it is."""

@@ -197,7 +197,7 @@ class TrainingDashboard(QWidget):
         self.title = ElidedLabel("No run yet: Train (Ctrl+T) starts one")   # never wider than the window
         self.title.setStyleSheet("font-weight: 600; font-size: 11pt;")
         self.state = ElidedLabel("")      # a failure's reason can be a long line
-        self.compile_label = QLabel("")
+        self.compile_label = ElidedLabel("")   # "Compiling (first time)... 34 s · STAGE" widened a 1280 px window
         self.set_plot_theme(LIGHT)
         self.progress = QProgressBar()
         self.progress.setMinimumWidth(160)
@@ -224,7 +224,7 @@ class TrainingDashboard(QWidget):
         self.lr_button.clicked.connect(lambda: self.lr_requested.emit(self.lr_box.value()))
         row.addWidget(self.title, 3)
         row.addWidget(self.state, 2)
-        row.addWidget(self.compile_label)
+        row.addWidget(self.compile_label, 2)
         for control in (self.progress, self.eta_label, self.pause_button, self.stop_button, self.lr_box,
                         self.lr_button, self.record_button):
             row.addWidget(control)

@@ -37,7 +37,7 @@ class RunFollower(QObject):
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.store, self.dashboard, self.run_id = store, dashboard, run_id
-        self._step = -1                                   # the last metric step shown
+        self._seen = 0                                    # metric rows shown (the store keeps their order)
         self._epoch_rows: dict[int, dict[str, float | None]] = defaultdict(dict)   # step -> epoch/*, val/*
         self._reports = 0                                 # epoch reports shown
         run = store.run(run_id)
@@ -84,17 +84,20 @@ class RunFollower(QObject):
             self.ended.emit(run.status, message)
 
     def _show_steps(self, rows: list[tuple[int, str, float | None]]) -> None:
+        """The rows stored since the last poll, by their order in the store, not by step: the worker writes
+        a step's memory sample after that step's metrics (or a later step's), and reading on from the last
+        step shown dropped those that came a poll late (2 of 6, or every one, of a followed run's memory)."""
         windows: dict[int, dict[str, float | None]] = defaultdict(dict)
-        for step, name, value in rows:
+        for step, name, value in rows[self._seen:]:
             if name in _EPOCH:
                 self._epoch_rows[step][name] = value
-            elif step > self._step:
+            else:
                 windows[step][name] = value
+        self._seen = len(rows)
         for step in sorted(windows):
             self.dashboard.add_values(step, windows[step])     # the store's names are the curves' keys
             if names.TRAIN_LOSS.name in windows[step]:
                 self.dashboard.clock.update(step)
-            self._step = step
 
     def _show_epochs(self, reports: list[dict[str, Any]]) -> None:
         ends = sorted(s for s, v in self._epoch_rows.items() if names.EPOCH_TRAIN_LOSS.name in v)  # one per epoch

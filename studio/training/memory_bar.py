@@ -132,6 +132,8 @@ class MemoryPanel(QGroupBox):
         where = f" (in the {f.phase}{', at ' + f.node if f.node and not f.node.startswith('(') else ''})" \
             if f.phase else ""
         text = f"Peak {nbytes(f.peak)} at batch {f.batch}{where}"
+        if f.unmodelled_note:
+            text += f", and {f.unmodelled_note}"
         if f.capacity:
             text += f", {f.peak / f.capacity:.1%} of the {nbytes(f.capacity)} {f.capacity_label}"
         if f.largest_batch is not None:

@@ -35,10 +35,12 @@ class MemoryFigures:
     phase: str = ""
     node: str = ""
     fixes: list[dict[str, Any]] = field(default_factory=list)
+    unmodelled: int = 0           # bytes the prediction may be under at most (oneDNN's bf16 buffers), 0: none
+    unmodelled_note: str = ""     # what they are, for a person
 
     @property
     def fits(self) -> bool:
-        return self.capacity is None or self.peak <= self.capacity
+        return self.capacity is None or self.peak + self.unmodelled <= self.capacity
 
     def bands(self) -> list[tuple[str, int, str]]:
         """(label, bytes, colour) of each band, the batch folded into the transient."""
@@ -53,7 +55,8 @@ class MemoryFigures:
             return None
         largest = f"; the largest batch that fits is {self.largest_batch}" if self.largest_batch else \
             "; not even batch 1 fits"
-        return (f"train.batch_size: the predicted peak {nbytes(self.peak)} at batch {self.batch} does not fit "
+        more = f" ({self.unmodelled_note})" if self.unmodelled else ""
+        return (f"train.batch_size: the predicted peak {nbytes(self.peak)}{more} at batch {self.batch} does not fit "
                 f"the {nbytes(self.capacity or 0)} {self.capacity_label}{largest} (see Memory for fixes)")
 
 
@@ -79,10 +82,10 @@ def predict_for_dialog(graph: Any, spec: dict[str, Any], memory_mib: int | None,
              f"{device} leaves for training" if kind == "cuda" else "of the machine's RAM")
     pred = predict_for_spec(graph, rs, device=kind, resident=resident)   # channels_last: the worker's rule
     figures = MemoryFigures(pred.peak_bytes, dict(pred.parts), budget, label, pred.batch, phase=pred.peak_phase,
-                            node=pred.peak_node)
+                            node=pred.peak_node, unmodelled=pred.unmodelled_bytes, unmodelled_note=pred.unmodelled_note())
     if budget is None:
         return figures
-    if pred.peak_bytes > budget:
+    if pred.most_bytes > budget:
         diag = diagnose(graph, rs, budget, device=kind, prediction=pred, stop=stop)
         figures.fixes = [f.to_dict() for f in diag.fixes]
         batch_fix = next((f for f in diag.fixes if f.name == "batch"), None)

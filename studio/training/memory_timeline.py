@@ -73,6 +73,8 @@ class MemoryTimelineView(QWidget):
         self.plot = pg.PlotWidget()
         self.plot.setLabel("bottom", "time in the recorded steps (ms)")
         self.plot.setLabel("left", "live (MiB, above the start)")
+        for axis in ("bottom", "left"):    # our units are in the label: no "MiB (x0.001)" under 1 MiB or 1 ms
+            self.plot.getAxis(axis).enableAutoSIPrefix(False)
         self.plot.setMouseEnabled(x=True, y=False)
         self.legend = self.plot.addLegend(offset=(-10, 10))
         self.plot.scene().sigMouseClicked.connect(self._clicked)

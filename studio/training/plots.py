@@ -284,9 +284,16 @@ class CurvePlot(pg.PlotWidget):
         x0, x1 = self._window()
         target = 2 * max(int(self.getPlotItem().vb.width()), 200)   # a min and a max per pixel
         xs, ys = self._buffers[name].decimated(x0, x1, target)
-        self._items[name].setData(xs, ys)
+        item, finite = self._items[name], ys[np.isfinite(ys)]
+        if not self._styles[name][2]:   # a line of one point draws nothing: a run's first sample is a dot
+            lone = finite.size == 1
+            item.setSymbol("o" if lone else None)
+            if lone:
+                item.setSymbolSize(6)
+                item.setSymbolPen(None)
+                item.setSymbolBrush(item.opts["pen"].color())
+        item.setData(xs, ys)
         self._shown = (x0, x1)
-        finite = ys[np.isfinite(ys)]
         if finite.size:
             self._y_spans[name] = (float(finite.min()), float(finite.max()))
         else:

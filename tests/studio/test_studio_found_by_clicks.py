@@ -32,15 +32,31 @@ def click_mode(window, name: str) -> None:
     QApplication.processEvents()
 
 
-def test_the_train_workspace_keeps_a_1280_window_1280_wide_whatever_the_run_says(window):
-    window.resize(1280, 800)
+@pytest.mark.parametrize("width", [1280, 1400, 1440])
+def test_the_train_workspace_keeps_its_window_s_width_whatever_the_run_says(window, width):
+    """A long title, a failure's reason, or a first compile's line with its stage and an ETA: the window
+    keeps its width and every control shows whole (at 1280 the compile line widened it to 1,367 px, with
+    Record memory past a 1280 px screen's edge)."""
+    from trainer.protocol import events as ev
+
+    window.resize(width, 800)
     click_mode(window, "Train")
     dash = window.training.controller().dashboard
     dash.begin_run("resnet18_cifar_with_a_long_name  ·  run 1234  ·  cuda:0 (NVIDIA H100 80GB HBM3)", 1000, 1e-3)
+    dash.set_state("running")
+    dash.set_controls_enabled(True)
+    dash.compile_started(first_time=True)
+    dash.compile_progress(ev.CompileProgress(stage="aot_autograd backward of graph 3 of the training step", compiled=4))
+    dash.eta_label.setText("ETA 12 min 40 s")
+    QApplication.processEvents()
+    assert window.width() == width and window.minimumSizeHint().width() <= width
+    assert dash.compile_label.toolTip().startswith("Compiling (first time)...")   # the whole line, on hover
+    for control in (dash.pause_button, dash.stop_button, dash.lr_box, dash.lr_button, dash.record_button):
+        assert control.visibleRegion().boundingRect().width() == control.width() >= control.sizeHint().width()
     reason = "worker exited with status 1: RuntimeError: " + "CUDA error: an illegal memory access " * 4
     dash.set_state(f"failed: {reason}", running=False)
     QApplication.processEvents()
-    assert window.width() == 1280 and window.minimumSizeHint().width() <= 1280
+    assert window.width() == width and window.minimumSizeHint().width() <= width
     assert dash.state.toolTip() == f"failed: {reason}"      # the whole reason, on hover
     assert dash.pause_button.visibleRegion().boundingRect().width() == dash.pause_button.width()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from .matrix_cases import THOROUGH_ONLY, Case, every_case, pairs, pairwise_cases
-from .matrix_run import CASES, check_case
+from .matrix_run import CASES, check_case, params
 
 pytestmark = pytest.mark.process
 
@@ -32,6 +32,6 @@ def test_the_pairwise_subset_covers_every_pair_but_the_large_compiles():
 # thread held the job, and so the wrapped model), and their gloo threads ran into the interpreter's teardown.
 # A rank now ends with them joined (tests/trainer/distributed/test_rank_end.py). No case is expected to fail:
 # a recurrence fails loudly, with the rank's last words and Python stacks (faulthandler) in the message.
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES if c.strategy != "fsdp2"])
+@pytest.mark.parametrize("case", params([c for c in CASES if c.strategy != "fsdp2"]))
 def test_a_template_trains_in_the_matrix(case: Case, tmp_path: Path, inductor_cache: str):
     check_case(case, tmp_path, inductor_cache)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from .matrix_cases import Case
-from .matrix_run import CASES, check_case
+from .matrix_run import CASES, check_case, params
 
 pytestmark = pytest.mark.process
 
@@ -19,6 +19,6 @@ def inductor_cache(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("inductor"))
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES if c.strategy == "fsdp2"])
+@pytest.mark.parametrize("case", params([c for c in CASES if c.strategy == "fsdp2"]))
 def test_a_template_trains_in_the_matrix_under_fsdp2(case: Case, tmp_path: Path, inductor_cache: str):
     check_case(case, tmp_path, inductor_cache)

@@ -29,6 +29,7 @@ from .prediction import (
     MemoryPrediction,
     MemoryPredictionError,
     largest_batch,
+    native_bf16_cpu,
     predict_memory,
     usable_bytes,
 )
@@ -60,7 +61,7 @@ class Diagnosis:
 
     @property
     def fits(self) -> bool:
-        return self.prediction.peak_bytes <= self.budget
+        return self.prediction.most_bytes <= self.budget
 
     def holders(self, n: int = 3) -> list[tuple[str, int]]:
         return self.prediction.top_nodes(n)
@@ -68,7 +69,8 @@ class Diagnosis:
     def message(self) -> str:
         p = self.prediction
         who = ", ".join(f"{k} {mib(v)}" for k, v in self.holders())
-        text = (f"predicted peak {mib(p.peak_bytes)} at batch {p.batch} exceeds the "
+        more = f", and {p.unmodelled_note()}" if p.unmodelled_bytes else ""
+        text = (f"predicted peak {mib(p.peak_bytes)}{more} at batch {p.batch} exceeds the "
                 f"{mib(self.budget)} this device leaves for training (peak in the {p.peak_phase}"
                 f"{', held most by ' + who if who else ''})")
         return text
@@ -126,7 +128,7 @@ def diagnose(graph: Graph, spec: RunSpec, budget: int, *, device: str = "cpu",
         override.setdefault("resident", resident)
         p = predict_for_spec(graph, spec, device=device, channels_last=override.pop("channels_last", pred.channels_last),
                              **override)
-        diag.fixes.append(Fix(name, label, changes, p.peak_bytes, p.peak_bytes <= budget))
+        diag.fixes.append(Fix(name, label, changes, p.peak_bytes, p.most_bytes <= budget))
 
     if pred.precision == "fp32":
         add("bf16", "bf16 autocast", {"precision.dtype": "bf16"}, precision="bf16")
@@ -225,7 +227,7 @@ def judge_run(graph: Graph, spec: RunSpec, *, device_type: str, total: int | Non
     except MemoryPredictionError as exc:  # the step itself is refused (batch norm over one sample): say so
         field = "train.batch_size" if isinstance(exc, BatchTooSmall) else "memory"
         raise SpecError([f"{field}: {exc}"]) from None
-    if pred.peak_bytes <= budget:
+    if pred.most_bytes <= budget:
         return pred, None
     return pred, diagnose(graph, spec, budget, device=dev, prediction=pred, channels_last=channels_last)
 
@@ -246,7 +248,8 @@ def gate(st: Any, given_peak: int | None = None) -> tuple[int | None, Diagnosis 
     if st.spec.precision.dtype == "fp8":
         return None, None
     budget = run_budget(st.spec, st.device.type, total)
-    if given_peak is not None and (budget is None or given_peak <= budget):
+    native = native_bf16_cpu(st.device.type, st.spec.precision.dtype)   # the given peak leaves oneDNN's out
+    if given_peak is not None and (budget is None or (given_peak <= budget and not native)):
         return given_peak, None
     resident = 0 if st.streamed else splits_bytes(st.splits)
     pred, diagnosis = judge_run(st.graph, st.spec, device_type=st.device.type, total=total,

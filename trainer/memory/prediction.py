@@ -104,6 +104,17 @@ class MemoryPrediction:
     unmodelled_bytes: int = 0
     frozen: list[str] = field(default_factory=list)     # blocks without gradients or optimizer state
 
+    @property
+    def most_bytes(self) -> int:
+        """The peak with what is not modelled at its bound: what a budget must hold for the step to fit."""
+        return self.peak_bytes + self.unmodelled_bytes
+
+    def unmodelled_note(self) -> str:
+        """What the prediction leaves out, in one phrase for a person ('' where it leaves out nothing known)."""
+        if not self.unmodelled_bytes:
+            return ""
+        return f"up to {self.unmodelled_bytes / MiB:,.1f} MiB more on this CPU's bf16 kernels (not modelled)"
+
     def top_nodes(self, n: int = 3) -> list[tuple[str, int]]:
         """The graph nodes holding most memory at the peak (weights and optimizer state aside)."""
         ranked = sorted(((k, v["at_peak"]) for k, v in self.nodes.items() if v["at_peak"] > 0),
@@ -166,7 +177,7 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
     constant = {"data": resident}
     if device.startswith("cuda"):
         constant["workspace"] = len(tracker.cublas_threads) * cublas_workspace_bytes()
-    if device == "cpu" and precision == "bf16" and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if native_bf16_cpu(device, precision):
         pred.unmodelled_bytes = 2 * 4 * sum(p.numel() for p in model.parameters())
     for part, nbytes in constant.items():
         if nbytes:
@@ -175,6 +186,12 @@ def predict_memory(graph: Graph, batch: int, optimizer: str | OptimSpec = "adamw
             for parts in pred.phase_peaks.values():
                 parts[part] = nbytes
     return pred
+
+
+def native_bf16_cpu(device: str, precision: str) -> bool:
+    """A bf16 step on a CPU with native bf16 kernels (AVX512-BF16, AMX): oneDNN's packed weights and
+    buffers come on top of the prediction (:attr:`MemoryPrediction.unmodelled_bytes`)."""
+    return device == "cpu" and precision == "bf16" and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def cublas_workspace_bytes() -> int:
@@ -313,7 +330,7 @@ def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "ad
                   channels_last: bool = False, device: str = "cpu", upper: int = SEARCH_UPPER,
                   checkpoint: Sequence[str] = (), stop: Callable[[], bool] | None = None, resident: int = 0,
                   frozen: Sequence[str] = ()) -> tuple[int, MemoryPrediction | None]:
-    """The largest batch whose predicted peak fits ``budget`` bytes, and its prediction (0 and None
+    """The largest batch whose predicted peak, with what it does not model at its bound, fits ``budget`` bytes, and its prediction (0 and None
     when not even the smallest batch fits). Fits ``peak = c0 + c1*b`` from two predictions, then confirms or
     steps down with real predictions (attention makes the peak slightly more than linear). The search
     starts at batch 1, or 2 where batch norm needs more than one sample (:class:`BatchTooSmall`), and
@@ -335,11 +352,11 @@ def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "ad
     except BatchTooSmall:
         first = 2
         p1 = predict(first)
-    if p1.peak_bytes > budget:
+    if p1.most_bytes > budget:
         return 0, None
     p8 = predict(first + 7)
-    slope = max((p8.peak_bytes - p1.peak_bytes) / 7, 1.0)
-    guess = max(first, min(upper, int((budget - p1.peak_bytes) / slope) + first))
+    slope = max((p8.most_bytes - p1.most_bytes) / 7, 1.0)
+    guess = max(first, min(upper, int((budget - p1.most_bytes) / slope) + first))
     known = {first: p1, first + 7: p8}
     good, bad = first, upper + 1
     for _ in range(12):
@@ -347,14 +364,14 @@ def largest_batch(graph: Graph, budget: int, *, optimizer: str | OptimSpec = "ad
             pred = known[guess]
         else:
             pred = known[guess] = predict(guess)
-        if pred.peak_bytes <= budget:
+        if pred.most_bytes <= budget:
             good = max(good, guess)
         else:
             bad = min(bad, guess)
         if bad - good <= 1:
             break
         # step within the bracket: linear interpolation of what is known, kept strictly inside
-        lo, hi = known[good].peak_bytes, known[bad].peak_bytes if bad in known else None
+        lo, hi = known[good].most_bytes, known[bad].most_bytes if bad in known else None
         if hi is None:
             guess = min(upper, max(good + 1, int(good + (budget - lo) / slope)))
             if guess == good:

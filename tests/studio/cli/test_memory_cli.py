@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from graph_editor.model import load_graph
 from studio.cli import main
 from studio.cli_memory import parse_bytes
 
@@ -97,3 +98,28 @@ def test_the_search_cap_is_not_called_the_largest_batch_that_fits(capsys):
     assert "largest batch that fits: 65,536 or more (the search stops at 65,536" in text
     assert main(["memory", DIGITS, "--budget", "1TiB", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["largest_batch_is_search_cap"] is True
+
+
+@pytest.mark.slow
+def test_the_bf16_kernels_bytes_are_said_and_a_budget_counts_them(capsys):
+    """On a CPU with native bf16 kernels (AVX512-BF16, AMX: this machine) oneDNN's packed weights come on
+    top of the predicted peak: the prediction says how much at most, and a batch that fits only without
+    them does not fit. Elsewhere nothing is added and nothing said."""
+    from trainer.memory.prediction import largest_batch as search
+    from trainer.memory.prediction import native_bf16_cpu, predict_memory
+
+    assert main(["memory", DIGITS, "--batch", "64", "--precision", "bf16"]) == 0
+    text = capsys.readouterr().out
+    native = native_bf16_cpu("cpu", "bf16")
+    assert ("more on this CPU's bf16 kernels (not modelled)" in text) is native
+    if not native:
+        return
+    graph = load_graph(DIGITS)
+    pred = predict_memory(graph, 64, precision="bf16")
+    assert f"up to {pred.unmodelled_bytes / 2 ** 20:,.1f} MiB more" in text
+    budget = pred.peak_bytes + pred.unmodelled_bytes // 2      # the peak fits, the peak and the kernels' not
+    n, best = search(graph, budget, precision="bf16")
+    assert 0 < n < 64 and best is not None and best.peak_bytes + best.unmodelled_bytes <= budget
+    assert main(["memory", DIGITS, "--batch", "64", "--precision", "bf16", "--budget", str(budget), "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert fit["fits"] is False and fit["largest_batch"] == n and fit["unmodelled_bytes"] == pred.unmodelled_bytes

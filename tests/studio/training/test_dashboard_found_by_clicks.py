@@ -154,3 +154,30 @@ def test_the_lr_box_reads_no_rate_before_a_run_and_set_lr_sends_only_a_positive_
     assert box.value() == 0 and not dash.lr_button.isEnabled()     # no rate: nothing to send
     dash.begin_run("bg  ·  run 2  ·  cpu", 100, None)              # a followed run: its rate unknown here
     assert box.text() == "\u2014"
+
+
+@pytest.mark.slow
+def test_a_followed_run_s_memory_rows_stored_a_poll_late_are_still_drawn(qtbot, tmp_path):
+    """The worker stores a step's memory sample after that step's metrics (or a later step's): the follower
+    read on from the last step it showed and dropped such rows (2 of 6 in a real 3-epoch run; all of them
+    when every sample comes late: an empty memory plot beside a loss curve)."""
+    from studio.training.follow import RunFollower
+    from trainer.store.runs import RunStore
+
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    rid = store.create_run(name="bg", spec={"train": {"epochs": 1}}, graph={}, graph_hash="0" * 64, device="cpu",
+                           params=1)
+    dash = TrainingDashboard(refresh_ms=0)
+    qtbot.addWidget(dash)
+    follower = RunFollower(store, dash, rid, interval_ms=3_600_000)   # polled here, by hand
+    for step in (5, 10, 15):
+        store.add_metrics(rid, [(step, "train/loss", 1.0 / step), (step, "lr", 0.01), (step, "samples_per_s", 900.0)])
+        follower.poll()
+        store.add_metrics(rid, [(step, "memory/rss", 9e8 + step)])        # the step's sample, a poll late
+    follower.poll()
+    dash.flush(everything=True)
+    memory = dash.plots["memory"]
+    assert "rss" in memory.curve_names() and len(memory.buffer("rss")) == 3
+    assert len(dash.plots["lr"].buffer("lr")) == len(dash.plots["throughput"].buffer("samples/s")) == 3
+    follower.stop()
+    store.close()

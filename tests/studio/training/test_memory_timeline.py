@@ -137,3 +137,15 @@ def test_the_timeline_stacks_by_phase_on_request(qtbot):
     old = {k: v for k, v in event["timeline"].items() if k != "phases"}
     view.show_trace({**event, "timeline": old})           # from a worker without phases: by layer only
     assert not view.by_box.isEnabled() and view.by == "nodes"
+
+
+@pytest.mark.slow
+def test_the_axes_read_in_their_own_units_below_one_mib_and_one_ms(qtbot):
+    """pyqtgraph put an SI scale beside our units where the range is under 1: "live (MiB, above the
+    start) (x0.001)" for a small model's recording."""
+    view = _shown(qtbot, _event())
+    view.plot.setXRange(0, 0.5, padding=0)
+    view.plot.setYRange(0, 0.25, padding=0)
+    qtbot.wait(20)
+    for name in ("left", "bottom"):
+        assert "(x" not in view.plot.getAxis(name).labelString()

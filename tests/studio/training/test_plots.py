@@ -192,3 +192,32 @@ def test_the_legend_covers_neither_the_curves_nor_a_level_line(qtbot, tmp_path):
     box = vb.mapSceneToView(plot.legend.sceneBoundingRect()).boundingRect()
     for y in (740.0, 970.0, 7.3):
         assert not (box.top() <= y <= box.bottom()), (y, box, plot.legend_corner)
+
+
+def _inked(plot: CurvePlot, colour: str) -> int:
+    """Pixels of the plot drawn in ``colour`` (the curve's own, antialiasing aside)."""
+    from PySide6.QtGui import QColor, QImage
+
+    image = plot.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)
+    bgra = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)
+    want = QColor(colour)
+    far = np.abs(bgra[:, :image.width(), :3].astype(int) - [want.blue(), want.green(), want.red()]).sum(axis=2)
+    return int((far < 30).sum())
+
+
+def test_a_curve_s_first_point_is_drawn_before_its_second_comes(qtbot):
+    """A run's first learning rate, throughput or memory sample was an empty plot beside a loss curve of
+    several points (a line through one point draws nothing): one point is a dot, two are a line."""
+    plot = CurvePlot("Learning rate", "lr", theme="light")
+    qtbot.addWidget(plot)
+    plot.resize(400, 300)
+    plot.show()
+    plot.add_curve("lr", "#009E73")
+    plot.legend.hide()                                     # its sample line is in the curve's colour too
+    colour = plot.curve_color("lr")
+    plot.append("lr", [1], [0.003])
+    plot.refresh()
+    assert _inked(plot, colour) >= 9                       # a dot of 6 px
+    plot.append("lr", [2], [0.002])
+    plot.refresh()
+    assert plot.curve("lr").opts["symbol"] is None and _inked(plot, colour) > 50   # a line, no dots
