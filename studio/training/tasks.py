@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
 _IMPORTS = threading.Lock()
@@ -106,10 +107,12 @@ class BackgroundTask(QObject):
         return self
 
     def is_running(self) -> bool:
-        return self._thread.isRunning()
+        return shiboken6.isValid(self._thread) and self._thread.isRunning()
 
     def wait(self, ms: int = 60_000) -> bool:
-        return self._thread.wait(ms)
+        # Qt deletes a finished thread's object as the application goes (a window's shutdown then asked
+        # it and raised "Internal C++ object (_Runner) already deleted"): a thread gone has ended
+        return not shiboken6.isValid(self._thread) or self._thread.wait(ms)
 
 
 def predict_checkpoint(spec: dict[str, Any], checkpoint: str) -> Any:

@@ -88,13 +88,28 @@ def test_the_loaders_processes_start_with_the_run_not_at_its_first_batch(tmp_pat
 
 
 EARLY = r'''
-import os, signal, sys
+import os, signal, sys, time
 from pathlib import Path
 from trainer.data.forkserver import start_early
 started = start_early(sys.argv[1:])
-servers = [p for p in Path("/proc").glob("[0-9]*") if (p / "stat").exists()
-           and (p / "stat").read_text().rsplit(") ", 1)[1].split()[1] == str(os.getpid())
-           and b"multiprocessing.forkserver" in (p / "cmdline").read_bytes()]
+
+def children():
+    found = []
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            if (p / "stat").read_text().rsplit(") ", 1)[1].split()[1] == str(os.getpid()) \
+                    and b"multiprocessing.forkserver" in (p / "cmdline").read_bytes():
+                found.append(p)
+        except OSError:
+            pass
+    return found
+
+# the server is forked, then execs: until it has, its command line is still this process's (seen once in CI)
+deadline = time.monotonic() + (10 if started else 0)
+servers = children()
+while not servers and time.monotonic() < deadline:
+    time.sleep(0.02)
+    servers = children()
 print(started, len(servers), "torch" in sys.modules, flush=True)
 for server in servers:    # its imports are not what is tested: not waited for (it holds this process's stdout)
     os.kill(int(server.name), signal.SIGKILL)
