@@ -84,6 +84,7 @@ class DatasetView(QTabWidget):
         self._image_spec = image_spec
         self._summary: dict[str, Any] | None = None
         self._tasks: list[BackgroundTask] = []
+        self._aug_asked = 0     # augmentation draws asked for (the shown one is the last)
         self._stop = threading.Event()
         self._draw = 0
         self.addTab(self._samples_tab(), "Samples")
@@ -283,7 +284,10 @@ class DatasetView(QTabWidget):
             known = {k: v for k, v in fields.items() if k in ImageSpec.__dataclass_fields__}
             return augmented_views(path, channels, size, ImageSpec(**known), AUG_VIEWS, seed)
 
-        self._run(draw, self._show_views, lambda m: self.aug_note.setText(f"Cannot augment: {m}"))
+        self._aug_asked += 1      # two draws in flight may end in either order: the last asked is shown
+        asked = self._aug_asked
+        self._run(draw, lambda views: self._show_views(views) if asked == self._aug_asked else None,
+                  lambda m: self.aug_note.setText(f"Cannot augment: {m}") if asked == self._aug_asked else None)
 
     def _show_views(self, views: list[np.ndarray]) -> None:
         _empty(self.aug_grid)
