@@ -79,12 +79,17 @@ def pad(p: Params, xs: list[Shape]) -> Shape:
     return tuple(out)
 
 
+def _windows(padding: str) -> list[ParamSpec]:
+    """The sliding windows' fields of Unfold and Fold (nn.Unfold's and nn.Fold's own arguments)."""
+    return [ParamSpec("kernel_size", "ints", [2, 2], "Window size.", minimum=1, length=2),
+            ParamSpec("dilation", "ints", [1, 1], "Spacing of the window.", minimum=1, length=2),
+            ParamSpec("padding", "ints", [0, 0], padding, minimum=0, length=2),
+            ParamSpec("stride", "ints", [1, 1], "Step between windows.", minimum=1, length=2)]
+
+
 @layer("Unfold", "Shape", "Cuts sliding windows out of an image (nn.Unfold, im2col): CxHxW becomes "
        "(C*kh*kw)xL, one column per window position.", [
-           ParamSpec("kernel_size", "ints", [2, 2], "Window size.", minimum=1, length=2),
-           ParamSpec("dilation", "ints", [1, 1], "Spacing of the window.", minimum=1, length=2),
-           ParamSpec("padding", "ints", [0, 0], "Zero padding on each side.", minimum=0, length=2),
-           ParamSpec("stride", "ints", [1, 1], "Step between windows.", minimum=1, length=2),
+           *_windows("Zero padding on each side."),
        ], prefix="unfold", key_params=("kernel_size", "stride"))
 def unfold(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
@@ -100,10 +105,7 @@ def unfold(p: Params, xs: list[Shape]) -> Shape:
 @layer("Fold", "Shape", "Sums sliding windows back into an image (nn.Fold, col2im; the inverse of Unfold): "
        "(C*kh*kw)xL becomes CxHxW, overlapping values added (VOLO's outlook attention).", [
            ParamSpec("output_size", "ints", [4, 4], "The image's height and width.", minimum=1, length=2),
-           ParamSpec("kernel_size", "ints", [2, 2], "Window size.", minimum=1, length=2),
-           ParamSpec("dilation", "ints", [1, 1], "Spacing of the window.", minimum=1, length=2),
-           ParamSpec("padding", "ints", [0, 0], "Zero padding on each side, cut off.", minimum=0, length=2),
-           ParamSpec("stride", "ints", [1, 1], "Step between windows.", minimum=1, length=2),
+           *_windows("Zero padding on each side, cut off."),
        ], prefix="fold", key_params=("output_size", "kernel_size"))
 def fold(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
