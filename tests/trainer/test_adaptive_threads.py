@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
 from trainer.threads import SWITCH, compiles, plan
 from trainer.threads import adaptive as at
 
@@ -80,7 +86,8 @@ def test_two_cores_drop_to_one_thread_beside_a_busy_process_and_come_back_only_w
 def test_load_before_the_run_is_seen_at_the_first_step_and_load_mid_run_within_a_second():
     proc, now, applied = FakeProc(cores=2), [0.0], []
     proc.own, proc.others = 1.0, 2.0                     # two hogs while the worker starts (imports)
-    adaptive = at.AdaptiveThreads(2, start=proc.read(), read=proc.read, clock=lambda: now[0])
+    adaptive = at.AdaptiveThreads(2, start=proc.read(), read=proc.read, clock=lambda: now[0],
+                                  turn=lambda ns: None)   # this test process's turns left alone
     adaptive.tick(applied.append)                        # the first step
     assert applied == [1] and adaptive.threads == 1
     proc.own, proc.others = 1.0, 0.0                     # the hogs are gone
@@ -98,13 +105,57 @@ def test_load_before_the_run_is_seen_at_the_first_step_and_load_mid_run_within_a
 
 
 def test_a_quiet_machine_keeps_the_full_team_without_calls():
-    proc, now, applied = FakeProc(cores=2), [0.0], []
+    proc, now, applied, turns = FakeProc(cores=2), [0.0], [], []
     proc.own, proc.others = 2.0, 0.05
-    adaptive = at.AdaptiveThreads(2, start=proc.read(), read=proc.read, clock=lambda: now[0])
+    adaptive = at.AdaptiveThreads(2, start=proc.read(), read=proc.read, clock=lambda: now[0], turn=turns.append)
     for step in range(50):
         now[0] = step * 0.1
         adaptive.tick(applied.append)
-    assert applied == [] and adaptive.threads == 2 and adaptive.others < 0.1
+    assert applied == [] and turns == [] and adaptive.threads == 2 and adaptive.others < 0.1
+
+
+def test_a_lone_thread_beside_busy_processes_asks_for_longer_turns_and_gives_them_back():
+    proc, now, applied, turns = FakeProc(cores=2), [0.0], [], []
+    proc.own, proc.others = 1.0, 2.0                     # two hogs
+    adaptive = at.AdaptiveThreads(2, start=proc.read(), read=proc.read, clock=lambda: now[0], turn=turns.append)
+    adaptive.tick(applied.append)
+    assert applied == [1] and turns == [at.TURN_NS]
+    now[0] = 1.0                                         # still busy: nothing asked again
+    adaptive.tick(applied.append)
+    assert turns == [at.TURN_NS]
+    proc.others = 0.0                                    # the hogs are gone: the team, the default turn
+    now[0] = 2.0
+    adaptive.tick(applied.append)
+    assert applied == [1, 2] and turns == [at.TURN_NS, 0]
+
+
+def slice_ns() -> int | None:
+    """The calling thread's scheduler slice, where the kernel shows it (/proc/thread-self/sched)."""
+    path = Path("/proc/thread-self/sched")
+    lines = path.read_text().splitlines() if path.exists() else []
+    return next((int(line.split(":")[1]) for line in lines if line.startswith("se.slice")), None)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="sched_setattr is Linux's")
+def test_the_turn_is_asked_of_the_real_scheduler_for_the_calling_thread_only():
+    seen: dict[str, object] = {}
+
+    def on_a_thread_of_its_own() -> None:   # the test process's own threads keep their turns
+        seen["before"] = slice_ns()
+        seen["longer"] = at.set_turn(at.TURN_NS)
+        seen["during"] = slice_ns()
+        seen["default"] = at.set_turn(0)
+        seen["after"] = slice_ns()
+
+    main_before = slice_ns()
+    thread = threading.Thread(target=on_a_thread_of_its_own)
+    thread.start()
+    thread.join(timeout=10)
+    assert seen["longer"] is True and seen["default"] is True
+    if seen["before"] is None:
+        pytest.skip("this kernel does not show a thread's slice")
+    assert seen["during"] == at.TURN_NS and seen["after"] == seen["before"]
+    assert slice_ns() == main_before
 
 
 def test_an_unreadable_proc_stops_adapting_and_the_steps_go_on():
