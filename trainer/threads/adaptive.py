@@ -24,10 +24,11 @@ spins, and 1.0 beside one thread).
 While it computes on a single thread beside busy processes, the training thread also asks the
 scheduler for longer turns (:func:`set_turn`: ``sched_setattr``'s ``sched_runtime``, a fair task's
 slice since Linux 6.12; 1.4 ms by default on this 2-core machine, 10 ms asked). Its share stays what it
-was (beside two CPU hogs each still took 2.0x its CPU), but it is switched out for them ~7x less often,
-and each switch costs the step its caches: LeNet-5's step took 8.7 and 7.5 ms of CPU with 10 ms turns
-against 11.2 and 8.9 ms with the default (8.2-8.5 ms with no hogs; ``benchmarks/fair_share.py``). A task
-with a shorter slice (the studio's GUI) still preempts it at once. Back to the team, the default turn.
+was (beside two CPU hogs each still took 2.0x its CPU), but it is switched out for them less often, and
+each switch costs the step its caches: beside two hogs LeNet-5's step took a median 8.8 ms of CPU with
+10 ms turns against 9.6 ms with the default (6 paired rounds, 5 of them faster; 13.2 against 14.7 ms of
+idle-equivalent time; ``benchmarks/fair_share.py``, at a load of 5 from other work). A task with a
+shorter slice (the studio's GUI) still preempts it at once. Back to the team, the default turn.
 
 Nothing here imports torch: the decision is pure (:func:`others_cores`, :func:`target_threads`),
 tested with fake ``/proc`` text.
