@@ -31,12 +31,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from graph_editor.model.units import MiB, mib
+from graph_editor.model.units import MiB
 from trainer.metrics import names
 from trainer.protocol import events as ev
 
 from ..elided_label import ElidedLabel
 from .confusion import ConfusionPanel
+from .memory_prediction import predicted_line_texts
 from .memory_timeline import MemoryTimelineView
 from .plot_theme import LIGHT, PlotTheme, plot_theme
 from .plots import CurvePlot
@@ -289,10 +290,10 @@ class TrainingDashboard(QWidget):
         """Name what the memory plot shows (CUDA's allocator, or the worker process's RSS)."""
         self.plots["memory"].set_title(title)
 
-    def set_predicted_peak(self, nbytes: int | None) -> None:
-        """The run's predicted peak (bytes; None: none) as a dashed line across the memory plot."""
-        label = f"predicted tensors {mib(nbytes)}" if nbytes else ""
-        self.plots["memory"].set_level("predicted", nbytes / MiB if nbytes else None, label)
+    def set_predicted_peak(self, nbytes: int | None, unmodelled: int = 0) -> None:
+        """A dashed line at the predicted peak (bytes; None: none), with the bf16 kernels' bytes it may lack."""
+        label, tip = predicted_line_texts(nbytes, unmodelled) if nbytes else ("", "")
+        self.plots["memory"].set_level("predicted", nbytes / MiB if nbytes else None, label, tip=tip)
 
     def recording_memory(self) -> None:
         """A recording was asked for: the button waits for its ``memory_trace`` event."""

@@ -47,6 +47,7 @@ class TrainingSession(QObject):
         self._predict_task: BackgroundTask | None = None
         self._peak_task: BackgroundTask | None = None
         self._given_peak: int | None = None
+        self._given_unmodelled = 0
         self._connect()
 
     def _connect(self) -> None:
@@ -71,11 +72,12 @@ class TrainingSession(QObject):
         d.confusion.samples_requested.connect(self._load_samples)
 
     # ------------------------------------------------------------------ control
-    def start(self, spec: dict[str, Any], predicted_peak: int | None = None) -> int:
+    def start(self, spec: dict[str, Any], predicted_peak: int | None = None, unmodelled: int = 0) -> int:
         """Write ``spec`` to a fresh launch folder and start the worker on it; returns the pid.
         ``predicted_peak``: the Train dialog's prediction for this very spec (bytes), drawn on the memory
-        plot and handed to the worker's memory gate: the run is predicted once, not again here nor there."""
-        self.spec, self._given_peak = spec, predicted_peak
+        plot and handed to the worker's memory gate: the run is predicted once, not again here nor there;
+        ``unmodelled``: the bytes it may be under (this CPU's bf16 kernels), said on the plot."""
+        self.spec, self._given_peak, self._given_unmodelled = spec, predicted_peak, unmodelled
         folder = self.work_dir / time.strftime("%Y%m%d-%H%M%S")
         n = 1
         while folder.exists():
@@ -128,14 +130,15 @@ class TrainingSession(QObject):
     def _predict_peak(self, e: ev.RunStarted) -> None:
         """The run's predicted peak for the memory plot: the worker's gate's, else the Train dialog's; only
         a run started with neither (a script, the dashboard's preview) is predicted here, on a thread."""
-        peak = e.predicted_peak or self._given_peak
+        peak, unmodelled = (e.predicted_peak, e.predicted_unmodelled or 0) if e.predicted_peak else \
+            (self._given_peak, self._given_unmodelled)
         if peak:
             self._peak_task = None
-            self.dashboard.set_predicted_peak(peak)
+            self.dashboard.set_predicted_peak(peak, unmodelled)
             return
         spec, device = dict(self.spec), e.device or "cpu"
         task = self._peak_task = BackgroundTask(lambda: predicted_peak(spec, device), self)
-        task.done.connect(lambda peak, t=task: self.dashboard.set_predicted_peak(peak)
+        task.done.connect(lambda figures, t=task: self.dashboard.set_predicted_peak(*figures)
                           if t is self._peak_task else None)
         task.start()
 
