@@ -341,6 +341,9 @@ class CurvePlot(pg.PlotWidget):
             self.getPlotItem().removeItem(line)
         self._levels.clear()
         self._fit_flat_data()
+        vb = self.getPlotItem().vb       # nor with its axes: a new run's plots showed steps 0-500, empty
+        vb.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
+        vb.enableAutoRange()
         self.hide_readout()     # a new run starts without the last run's crosshair
 
     def curve_names(self) -> list[str]:
