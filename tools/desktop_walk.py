@@ -31,7 +31,6 @@ import contextlib
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -40,13 +39,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from desktop_walk_support import HEIGHT, WIDTH, WalkFailed, add_size, newest_run, wait_run
+
 ROOT = Path(__file__).resolve().parents[1]
-WIDTH, HEIGHT = 1440, 900      # the default screen, and the one the positions below were read at
 BAD = re.compile(r"Traceback \(most recent call last\)|already deleted|Segmentation fault|Fatal Python error")
-
-
-class WalkFailed(Exception):
-    pass
 
 
 class Walk:
@@ -140,32 +136,10 @@ class Walk:
 
     # -- the run, as its worker stored it -----------------------------------------------------------
     def newest_run(self) -> tuple[str, int]:
-        """The newest run's status and its metric rows so far, read from the scratch run store ("none", 0
-        before the worker has made it)."""
-        found = sorted(self.scratch.rglob("runs.sqlite"))
-        if not found:
-            return "none", 0
-        with contextlib.closing(sqlite3.connect(f"file:{found[0]}?mode=ro", uri=True, timeout=10)) as db:
-            try:
-                row = db.execute("SELECT id, status FROM runs ORDER BY id DESC LIMIT 1").fetchone()
-            except sqlite3.OperationalError:        # its tables not made yet
-                return "none", 0
-            if row is None:
-                return "none", 0
-            return row[1], db.execute("SELECT COUNT(*) FROM metrics WHERE run_id = ?", (row[0],)).fetchone()[0]
+        return newest_run(self.scratch)
 
     def wait_run(self, what: str, ok: Callable[[str, int, int], bool], timeout: float = 30) -> None:
-        """Wait until ``ok(status, rows, rows a second before)`` holds for the newest run, else fail."""
-        end = time.monotonic() + timeout
-        status, rows = self.newest_run()
-        while True:
-            time.sleep(1)
-            status, before = (new := self.newest_run())[0], rows
-            rows = new[1]
-            if ok(status, rows, before):
-                return
-            if time.monotonic() > end:
-                raise WalkFailed(f"{what}: after {timeout:.0f} s the run is {status}, {rows} metric rows")
+        wait_run(self.scratch, what, ok, timeout)
 
     # -- positions read at 1440x900, at this walk's size -------------------------------------------
     def right(self, x: int) -> int:
@@ -462,19 +436,6 @@ def main() -> int:
     add_size(parser)
     args = parser.parse_args()
     return drive("desktop walk", Path(args.out), lambda walk: run_walk(walk, args.epochs), args.size)
-
-
-def screen_size(text: str) -> tuple[int, int]:
-    """``WIDTHxHEIGHT`` (e.g. 1280x800), for ``--size``."""
-    m = re.fullmatch(r"(\d+)x(\d+)", text.strip())
-    if not m or not (800 <= int(m[1]) <= 7680 and 600 <= int(m[2]) <= 4320):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a screen size WIDTHxHEIGHT from 800x600 to 7680x4320")
-    return int(m[1]), int(m[2])
-
-
-def add_size(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--size", type=screen_size, default=(WIDTH, HEIGHT), metavar="WxH",
-                        help=f"the X screen and main window (default {WIDTH}x{HEIGHT}, where the positions were read)")
 
 
 def drive(name: str, out: Path, steps: Callable[[Walk], None], size: tuple[int, int] = (WIDTH, HEIGHT)) -> int:
