@@ -257,7 +257,10 @@ def check_onnx(result: ImportResult, built: nn.Module, name: str) -> str:
     if not report.ok:
         failed = next((c for c in report.checks if not c.passed), None)
         raise CheckFailed(f"ONNX proof: {failed.name}: {failed.detail}" if failed else "ONNX proof failed")
-    return "onnx ok"
+    with torch.inference_mode():
+        scale = float(source.reference(source.samples).abs().max())
+    diff = float(report.metrics["max_abs_diff"])
+    return f"onnx ok (max abs diff {diff:.2g}, outputs to {scale:.3g}: {diff / max(scale, 1e-30):.2g} of the largest)"
 
 
 def walk_one(case: Case, *, onnx: bool = True, outputs: bool = True, strict: bool = True) -> Outcome:
