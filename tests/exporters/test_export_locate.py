@@ -18,7 +18,7 @@ from exporters import ExportError, ExportOptions, export, from_graph
 from exporters.locate import find_failing_node
 from graph_editor.model import Graph, InputSpec
 
-pytestmark = [pytest.mark.export, pytest.mark.slow]  # a few small ONNX exports: ~3 s of CPU
+pytestmark = [pytest.mark.export, pytest.mark.slow]  # five small ONNX exports and one torch.export: ~8 s of CPU
 
 
 class DataDependent(nn.Module):
@@ -45,7 +45,6 @@ def windows() -> Graph:
 
 def test_the_named_node_is_the_one_the_model_fails_at_not_one_that_fails_only_alone(tmp_path):
     source = from_graph(windows())
-    assert export(source, "onnx", tmp_path / "ok.onnx", ExportOptions(timing_runs=0)).ok  # the model exports
     source.module.act = DataDependent()  # the node 'act' now holds a module no exporter can trace
     with pytest.raises(ExportError) as err:
         export(source, "onnx", tmp_path / "m.onnx", ExportOptions(timing_runs=0))
