@@ -14,6 +14,10 @@ TEST_WORKERS ?= 2
 # compiles and rewrites every test module again (~6 s of CPU each, twice per run on two workers) and each
 # worker process a test starts compiles the project again.
 TEST_ENV := QT_QPA_PLATFORM=offscreen PYTHONDONTWRITEBYTECODE=
+# pytest-xdist 3.8's file-by-file scheduler hangs for good once it replaces a crashed worker (pytest-xdist
+# issues 1323, 1378): CI sat past its 90 minutes after one segfault. With no replacement the other worker
+# runs what is left and the run ends, red, with the crash's stacks.
+XDIST := -n $(TEST_WORKERS) --dist loadfile --max-worker-restart 0
 
 .PHONY: install run test test-fast test-thorough lint demo bench gpu-check clean templates walk
 
@@ -32,7 +36,7 @@ run: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(TEST_ENV) $(BIN)/python -m pytest -q -ra --durations=20 -n $(TEST_WORKERS) --dist loadfile
+	$(TEST_ENV) $(BIN)/python -m pytest -q -ra --durations=20 $(XDIST)
 
 # `make test` with the full repetition counts: 20 random kills of a worker, every memory-prediction case,
 # every template's ONNX proof (TORCH_STUDIO_TEST_THOROUGH=1; before a release).
@@ -42,7 +46,7 @@ test-thorough: install
 # No worker or other process, no export, nothing slow (tests/conftest.py enforces it); the aim is under a
 # minute (CONTRIBUTING.md has the time it takes).
 test-fast: install
-	$(TEST_ENV) TORCH_STUDIO_TEST_FAST=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not process and not export and not cuda"
+	$(TEST_ENV) TORCH_STUDIO_TEST_FAST=1 $(BIN)/python -m pytest -q $(XDIST) -m "not slow and not process and not export and not cuda"
 
 lint: install
 	$(BIN)/ruff check .

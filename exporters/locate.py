@@ -2,8 +2,10 @@
 
 Built modules keep node ids as submodule names, so:
 - ONNX nodes made by the dynamo exporter carry their module path in ``pkg.torch.onnx.name_scopes``;
-- any other failure is located by exporting each node's module alone, on the very tensors it
-  receives in the full model (captured with an ``fx.Interpreter``), in graph order.
+- any other failure is located by exporting prefixes of the graph, in graph order, each on the
+  model's own input: the shortest prefix that fails ends at the node named. A node exported alone
+  would be tried out of its context: it can fail for a reason the model never meets (a broadcast
+  parameter taken for a second batch), and pass where the model fails only after it.
 """
 
 from __future__ import annotations
@@ -38,37 +40,61 @@ def onnx_node_owner(node: Any) -> str | None:
     return None
 
 
-class _Capture(fx.Interpreter):
-    def __init__(self, module: fx.GraphModule) -> None:
-        super().__init__(module)
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
-
-    def call_module(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        self.calls.append((str(target), tuple(args)))
-        return super().call_module(target, args, kwargs)
-
-
-def node_inputs(module: fx.GraphModule, example: torch.Tensor) -> list[tuple[str, tuple[Any, ...]]]:
-    """Each node's module call, in graph order, with the tensors it receives for ``example``."""
-    capture = _Capture(module)
-    with torch.no_grad():  # not inference_mode: its tensors cannot be traced again afterwards
-        capture.run(example)
-    return capture.calls
+def prefix_module(module: fx.GraphModule, end: fx.Node) -> fx.GraphModule:
+    """The graph's nodes up to ``end`` (and the items read from its outputs) as a module of the same
+    input: it returns every value a later node still reads, ``end``'s among them, so that no node of
+    the prefix is dead code an exporter could leave out."""
+    nodes = list(module.graph.nodes)
+    stop = nodes.index(end) + 1
+    while stop < len(nodes) and nodes[stop].op == "call_function" and nodes[stop].args[:1] == (end,):
+        stop += 1  # the items of a node with several outputs belong to it
+    inside = set(nodes[:stop])
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    for node in nodes[:stop]:
+        env[node] = graph.node_copy(node, env.__getitem__)
+    read_later = [n for n in nodes[:stop] if n.op != "placeholder" and any(u not in inside for u in n.users)]
+    if end not in read_later and not any(u in inside for u in end.users):
+        read_later.append(end)
+    outputs = tuple(env[n] for n in read_later)
+    graph.output(outputs[0] if len(outputs) == 1 else outputs)
+    return fx.GraphModule(module, graph)
 
 
 def find_failing_node(module: fx.GraphModule, example: torch.Tensor, attempt: Attempt,
                       ) -> tuple[str, BaseException] | None:
-    """The first node whose module alone fails ``attempt``, with its exception; None when all pass."""
+    """The node whose prefix of the graph is the shortest to fail ``attempt``, with that failure; None
+    when the graph's module passes whole (the cause is outside the graph's nodes) or does not run.
+
+    Prefixes in graph order, each taking the model's own input, so every node is tried in the context
+    it has in the whole model (a node exported alone fails for reasons the model never meets, and
+    one that fails only after what follows it passes alone). A bisection: log2(nodes) + 1 exports."""
     try:
-        calls = node_inputs(module, example)
+        with torch.no_grad():  # not inference_mode: its tensors cannot be traced again afterwards
+            module(example)
     except Exception:  # the model itself does not run: nothing can be located this way
         return None
-    for node_id, args in calls:
+    ends = [n for n in module.graph.nodes if n.op == "call_module"]
+    failures: dict[int, BaseException] = {}
+
+    def fails(i: int) -> bool:
         try:
-            attempt(module.get_submodule(node_id), args)
+            attempt(prefix_module(module, ends[i]), (example,))
         except Exception as exc:
-            return node_id, exc
-    return None
+            failures[i] = exc
+            return True
+        return False
+
+    if not ends or not fails(len(ends) - 1):
+        return None
+    lo, hi = 0, len(ends) - 1  # the prefix ending at ends[hi] fails; those before ends[lo] pass
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fails(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return str(ends[hi].target), failures[hi]
 
 
 def short(exc: BaseException, limit: int = 300) -> str:

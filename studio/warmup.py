@@ -12,6 +12,8 @@ import importlib
 import logging
 import threading
 
+from graph_editor.ui.background import start_thread
+
 log = logging.getLogger("studio")
 MODULE = "graph_editor.analysis"
 
@@ -29,5 +31,5 @@ def warm_up(module: str = MODULE, *, after: threading.Thread | None = None) -> t
             log.warning("Loading %s in the background failed: %s", module, exc)
 
     thread = threading.Thread(target=load, name="torch-warm-up", daemon=True)
-    thread.start()
+    start_thread(thread)   # importing torch allocates without end: no collection on that thread
     return thread

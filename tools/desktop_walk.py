@@ -1,11 +1,11 @@
 """The desktop walk of issue 13, repeatable: the real studio under a real X server, driven only by
 real X events (xdotool: mouse moves, clicks, drags at window coordinates, key presses, typing).
 
-    .venv/bin/python tools/desktop_walk.py [--out FOLDER]      (or: make walk)
+    .venv/bin/python tools/desktop_walk.py [--out FOLDER] [--size 1280x800]      (or: make walk)
 
 Needs ``Xvfb``, ``xdotool`` and ``import`` (ImageMagick): ``apt-get install -y xvfb xdotool
-imagemagick``. It starts its own Xvfb (1440x900x24, no window manager: the main window sits at
-0,0 and is sized to the screen), runs ``python -m studio`` with QT_QPA_PLATFORM=xcb and a scratch
+imagemagick``. It starts its own Xvfb (1440x900x24 unless ``--size`` says otherwise, on a free display
+number; no window manager: the main window sits at 0,0 and is sized to the screen), runs ``python -m studio`` with QT_QPA_PLATFORM=xcb and a scratch
 HOME and XDG folders (QSettings, the recovery folder and the run store all live under them; a
 TORCH_STUDIO_DB of the caller is dropped), so the user's settings and runs are untouched.
 
@@ -18,7 +18,8 @@ or a Qt "already deleted" warning and the process for a crash, and the screen is
 failure.
 
 Positions are the layout's at 1440x900 in the default dock layout (a fresh HOME has no saved
-layout), read off the screenshots; dialogs are found by title with ``xdotool search`` and clicked
+layout), read off the screenshots; at another size, those in a right-hand dock move with the right
+edge and those on the canvas with its centre (:meth:`Walk.right`, :meth:`Walk.canvas`); dialogs are found by title with ``xdotool search`` and clicked
 relative to their own geometry. Shortcuts are used wherever one exists (studio/actions.py,
 training/hook.py, workspaces.py).
 """
@@ -38,19 +39,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from desktop_walk_support import HEIGHT, WIDTH, WalkFailed, add_size, newest_run, wait_run
+
 ROOT = Path(__file__).resolve().parents[1]
-WIDTH, HEIGHT = 1440, 900
 BAD = re.compile(r"Traceback \(most recent call last\)|already deleted|Segmentation fault|Fatal Python error")
 
 
-class WalkFailed(Exception):
-    pass
-
-
 class Walk:
-    def __init__(self, out: Path, python: str) -> None:
+    def __init__(self, out: Path, python: str, size: tuple[int, int] = (WIDTH, HEIGHT)) -> None:
         self.out = out
         self.python = python
+        self.width, self.height = size
         self.scratch = Path(tempfile.mkdtemp(prefix="studio-walk-"))
         self.display = ""
         self.xvfb: subprocess.Popen[bytes] | None = None
@@ -67,7 +66,7 @@ class Walk:
         else:
             raise WalkFailed("no free X display number in :90-:139")
         self.display = f":{n}"
-        self.xvfb = subprocess.Popen(["Xvfb", self.display, "-screen", "0", f"{WIDTH}x{HEIGHT}x24", "-nolisten", "tcp"],
+        self.xvfb = subprocess.Popen(["Xvfb", self.display, "-screen", "0", f"{self.width}x{self.height}x24", "-nolisten", "tcp"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         end = time.monotonic() + 15
         while not Path(f"/tmp/.X11-unix/X{n}").exists():
@@ -99,7 +98,7 @@ class Walk:
         self.wait_window(r"Torch Studio$", 60)
         self.main_id = next(i for i, n, _r in self.windows() if n.endswith("Torch Studio"))
         self.xdo("windowmove", self.main_id, 0, 0)
-        self.xdo("windowsize", "--sync", self.main_id, WIDTH, HEIGHT)
+        self.xdo("windowsize", "--sync", self.main_id, self.width, self.height)
         self.focus_main()
         time.sleep(2)
 
@@ -134,6 +133,22 @@ class Walk:
                 except subprocess.TimeoutExpired:
                     proc.kill()
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # -- the run, as its worker stored it -----------------------------------------------------------
+    def newest_run(self) -> tuple[str, int]:
+        return newest_run(self.scratch)
+
+    def wait_run(self, what: str, ok: Callable[[str, int, int], bool], timeout: float = 30) -> None:
+        wait_run(self.scratch, what, ok, timeout)
+
+    # -- positions read at 1440x900, at this walk's size -------------------------------------------
+    def right(self, x: int) -> int:
+        """``x`` of something in a right-hand dock or the dashboard's right-aligned controls."""
+        return x - (WIDTH - self.width)
+
+    def canvas(self, x: int, y: int) -> tuple[int, int]:
+        """A point on the canvas, whose view keeps its scene centred as the window shrinks."""
+        return x - (WIDTH - self.width) // 2, y - (HEIGHT - self.height) // 2
 
     # -- X events ---------------------------------------------------------------------------------
     def xdo(self, *args: object) -> str:
@@ -268,7 +283,7 @@ def run_walk(w: Walk, epochs: int) -> None:
 
     def fit() -> None:
         w.focus_main()
-        w.click(600, 580)                    # empty canvas, below the graph
+        w.click(*w.canvas(600, 580))         # empty canvas, below the graph
         w.key("ctrl+0")
         time.sleep(1)
 
@@ -278,24 +293,24 @@ def run_walk(w: Walk, epochs: int) -> None:
         time.sleep(1)
 
     def drag_layer() -> None:
-        w.drag((56, 201), (120, 230), (400, 380), (590, 430))   # Layers > Core > Linear onto the canvas
+        w.drag((56, 201), (120, 230), w.canvas(400, 380), w.canvas(590, 430))   # Layers > Core > Linear onto the canvas
         w.wait_window(r"^Untitled\* ")
 
     def wire() -> None:
-        w.drag((538, 338), (496, 453))       # Input's output port -> the Linear's input port
-        w.drag((683, 453), (800, 338))       # the Linear's output port -> Output's input port
+        w.drag(w.canvas(538, 338), w.canvas(496, 453))       # Input's output port -> the Linear's input port
+        w.drag(w.canvas(683, 453), w.canvas(800, 338))       # the Linear's output port -> Output's input port
 
     def network_fields() -> None:
-        w.click(900, 560)                    # empty canvas: the Inspector shows the Network
-        w.click(1311, 177)                   # Input shape
+        w.click(*w.canvas(900, 560))         # empty canvas: the Inspector shows the Network
+        w.click(w.right(1311), 177)          # Input shape
         w.key("ctrl+a")
         w.type("64")
         w.key("Return")
-        w.click(1311, 205)                   # Input dtype: float16, then back to float32
+        w.click(w.right(1311), 205)          # Input dtype: float16, then back to float32
         w.key("Down", "Return")
-        w.click(1311, 205)
+        w.click(w.right(1311), 205)
         w.key("Up", "Return")
-        w.click(1306, 232)                   # Classes: 9, then 10 (the digits' classes)
+        w.click(w.right(1306), 232)          # Classes: 9, then 10 (the digits' classes)
         w.key("ctrl+a")
         w.type("9")
         w.key("Return", "ctrl+a")
@@ -322,16 +337,21 @@ def run_walk(w: Walk, epochs: int) -> None:
         return run
 
     def pause() -> None:
-        w.click(WIDTH - 335, 102)
-        time.sleep(3)
+        w.wait_run("the run trains", lambda status, rows, before: status == "running" and rows > before, 60)
+        w.click(w.right(WIDTH - 450), 102)
+        w.wait_run("Pause pauses", lambda status, rows, before: status == "running" and rows == before)
+        rows = w.newest_run()[1]
+        time.sleep(2)                        # a second look: paused, not between two windows of metrics
+        if w.newest_run()[1] != rows or not w.workers():
+            raise WalkFailed("Pause did not hold the run (its metrics went on, or its worker ended)")
 
     def resume() -> None:
-        w.click(WIDTH - 335, 102)
-        time.sleep(3)
+        w.click(w.right(WIDTH - 450), 102)
+        w.wait_run("Resume trains on", lambda status, rows, before: status == "running" and rows > before)
 
     def stop_run() -> None:
-        w.click(WIDTH - 248, 102)
-        time.sleep(4)
+        w.click(w.right(WIDTH - 364), 102)
+        w.wait_run("Stop stops", lambda status, rows, before: status == "stopped")
 
     def runs() -> None:
         w.focus_main()
@@ -413,20 +433,21 @@ def main() -> int:
     parser.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "torch-studio-walk"),
                         help="folder for the screenshots and the studio's stderr (default: TMP/torch-studio-walk)")
     parser.add_argument("--epochs", type=int, default=300, help="epochs of each run (long enough to pause)")
+    add_size(parser)
     args = parser.parse_args()
-    return drive("desktop walk", Path(args.out), lambda walk: run_walk(walk, args.epochs))
+    return drive("desktop walk", Path(args.out), lambda walk: run_walk(walk, args.epochs), args.size)
 
 
-def drive(name: str, out: Path, steps: Callable[[Walk], None]) -> int:
-    """Start an X server, run ``steps`` on a fresh :class:`Walk` writing to ``out``, stop everything; the
-    exit status (0 passed, 1 a step failed, 2 a tool is missing), with one line saying which."""
+def drive(name: str, out: Path, steps: Callable[[Walk], None], size: tuple[int, int] = (WIDTH, HEIGHT)) -> int:
+    """Start an X server at ``size``, run ``steps`` on a fresh :class:`Walk` writing to ``out``, stop everything;
+    the exit status (0 passed, 1 a step failed, 2 a tool is missing), with one line saying which."""
     missing = [t for t in ("Xvfb", "xdotool", "import") if shutil.which(t) is None]
     if missing:
         print(f"{name}: missing {', '.join(missing)}: apt-get install -y xvfb xdotool imagemagick", file=sys.stderr)
         return 2
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    walk = Walk(out, sys.executable)
+    walk = Walk(out, sys.executable, size)
     try:
         walk.start_x()
         steps(walk)
@@ -435,7 +456,7 @@ def drive(name: str, out: Path, steps: Callable[[Walk], None]) -> int:
         return 1
     finally:
         walk.stop()
-    print(f"{name} passed: {walk.step_no} steps, screenshots in {out}")
+    print(f"{name} passed: {walk.step_no} steps at {walk.width}x{walk.height}, screenshots in {out}")
     return 0
 
 if __name__ == "__main__":

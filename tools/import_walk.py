@@ -186,6 +186,7 @@ class Outcome:
     import_s: float = 0.0
     import_cpu_s: float = 0.0  # CPU seconds of the import, every thread: what a busy machine does not inflate
     total_s: float = 0.0
+    onnx_cpu_s: float = 0.0  # CPU seconds of the ONNX export and its proof, every thread
     programs: int = 0  # Program nodes in the imported graph (0 under strict): strictly imported when 0
     checks: list[str] = field(default_factory=list)
 
@@ -256,7 +257,10 @@ def check_onnx(result: ImportResult, built: nn.Module, name: str) -> str:
     if not report.ok:
         failed = next((c for c in report.checks if not c.passed), None)
         raise CheckFailed(f"ONNX proof: {failed.name}: {failed.detail}" if failed else "ONNX proof failed")
-    return "onnx ok"
+    with torch.inference_mode():
+        scale = float(source.reference(source.samples).abs().max())
+    diff = float(report.metrics["max_abs_diff"])
+    return f"onnx ok (max abs diff {diff:.2g}, outputs to {scale:.3g}: {diff / max(scale, 1e-30):.2g} of the largest)"
 
 
 def walk_one(case: Case, *, onnx: bool = True, outputs: bool = True, strict: bool = True) -> Outcome:
@@ -275,7 +279,11 @@ def walk_one(case: Case, *, onnx: bool = True, outputs: bool = True, strict: boo
             built = check_outputs(model, result, case.shape)
             out.checks.append("outputs ok")
             if onnx:
-                out.checks.append(check_onnx(result, built, case.name))
+                cpu = time.process_time()
+                try:
+                    out.checks.append(check_onnx(result, built, case.name))
+                finally:
+                    out.onnx_cpu_s = time.process_time() - cpu
         out.ok = True
     except Exception as exc:  # the walk reports every failure and goes on
         out.cause = f"{type(exc).__name__}: {exc}"

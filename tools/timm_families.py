@@ -168,6 +168,7 @@ def walk_families(results: Results, *, onnx: bool, timeout: int, only: list[str]
             done = {"kind": "outcome", "family": case.family, "name": case.name, "params": params,
                     "ok": outcome.ok, "programs": outcome.programs, "onnx": onnx and outcome.ok,
                     "import_s": round(outcome.import_s, 2), "import_cpu_s": round(outcome.import_cpu_s, 2), "total_s": round(outcome.total_s, 2),
+                    "onnx_cpu_s": round(outcome.onnx_cpu_s, 2),
                     "cause": outcome.cause, "checks": outcome.checks, "load": round(_load(), 1),
                     "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "torch": torch.__version__}

@@ -121,7 +121,7 @@ def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev
     try:
         st = setup(load_spec(path))
         start_loader_helper(st)    # its imports overlap the memory gate and the build
-        peak, too_big = memory_gate(st, predicted_peak)
+        peak, unmodelled, too_big = memory_gate(st, predicted_peak)
         if too_big is not None:    # predicted not to fit: refused with the fixes
             return refuse(emitter, "oom", f"out of memory: {too_big.message()}", too_big.problems(),
                           diagnosis=too_big.to_dict())
@@ -138,7 +138,7 @@ def run_spec_file(path: str, *, db: str | None, run_dir: str | None, emitter: ev
     except StoreError as exc:
         return refuse(emitter, "spec", f"--db: {exc}")
     return execute(st, model, store, emitter, run_id, folder, checkpoint=None,
-                   predicted_peak=peak)
+                   predicted_peak=peak, predicted_unmodelled=unmodelled)
 
 
 def _record_the_dead(store: RunStore) -> None:
@@ -186,9 +186,10 @@ def usable_checkpoint(store: RunStore, run_id: int) -> tuple[dict[str, torch.Ten
 
 def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emitter, run_id: int, run_dir: Path,
             *, checkpoint: tuple[dict[str, torch.Tensor], dict[str, Any]] | None,
-            predicted_peak: int | None = None) -> int:
+            predicted_peak: int | None = None, predicted_unmodelled: int = 0) -> int:
     """Train the run to its end and record how it ended; never raises. ``predicted_peak``: the memory
-    gate's prediction, reported in ``run_started`` (the dashboard draws it instead of predicting again)."""
+    gate's prediction, reported in ``run_started`` (the dashboard draws it instead of predicting again),
+    with ``predicted_unmodelled``, the bytes it may be under (this CPU's bf16 kernels)."""
     emitter.run_id = run_id
     controls = Controls(lambda state, reason: emitter.emit(ev.State(state=state, reason=reason)))
     try:
@@ -219,7 +220,8 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
         steps_per_epoch=job.loaders["train"].steps, batch_size=st.spec.train.batch_size, train_size=len(s.train),
         val_size=len(s.val), test_size=len(s.test), classes=list(s.classes), start_step=job.step,
         precision=st.spec.precision.dtype, compile=st.spec.precision.compile, run_dir=str(run_dir),
-        predicted_peak=predicted_peak, compile_first_time=(expected is None) if compiled else None,
+        predicted_peak=predicted_peak, predicted_unmodelled=predicted_unmodelled if predicted_peak else None,
+        compile_first_time=(expected is None) if compiled else None,
         compile_expected_s=expected))
     try:
         status = run_epochs(job)

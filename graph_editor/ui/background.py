@@ -11,7 +11,9 @@ While a request runs, Python's automatic garbage collection is paused (and resum
 when its result is collected): the collector runs in whichever thread allocates, and the worker
 allocates constantly, so it collected the GUI's garbage widgets and scenes there -- Qt objects destroyed
 off the GUI thread while the GUI thread used them ("pure virtual method called", an abort, seen in the
-canvas tests). Nothing that runs here makes reference cycles worth collecting within a few seconds.
+canvas tests). While anything runs off the GUI thread (:func:`pause_collection`: these runners, the
+studio's background tasks, an export), a timer on the GUI thread collects in its place, as Python would
+have (the same thresholds), so a long run does not pile up garbage.
 :func:`collection_paused` pauses it the same way on the GUI thread while a big graph's items are built:
 each automatic collection walks every object made so far, which took a quarter of opening a
 20,000-layer graph (1.1 of 3.5 s).
@@ -28,30 +30,96 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QCoreApplication, QObject, QTimer
 
 POLL_MS = 15  # how often a finished result is looked for: well under a frame of latency
 EXIT_WAIT_S = 15.0  # the most the interpreter's exit waits for a running request (torch mid-call could crash it)
 
+COLLECT_MS = 500  # how often the GUI thread collects while automatic collection is paused
+
 _ALIVE: weakref.WeakSet[NewestOnly] = weakref.WeakSet()
 _RUNNING: set[object] = set()   # runners whose thread runs, and bulk builds: the GC is paused while any is
+_BLOCKS: set[object] = set()    # bulk builds on the GUI thread: the GUI thread's collector waits for them too
 _gc_was_enabled = False
 _frozen = False   # freeze_survivors() ran and thaw() has not
+_collector: QTimer | None = None
 
 
-def _pause_gc(holder: object) -> None:
+def pause_collection(holder: object) -> None:
+    """No automatic garbage collection until :func:`resume_collection` (``holder``) is called (on the GUI
+    thread, where it must be called too): in the meantime the GUI thread collects on a timer."""
     global _gc_was_enabled
     if not _RUNNING:
         _gc_was_enabled = gc.isenabled()
         gc.disable()
     _RUNNING.add(holder)
+    _collect_on_gui_thread()
 
 
-def _resume_gc(holder: object) -> None:
+def resume_collection(holder: object) -> None:
     if holder in _RUNNING:
         _RUNNING.discard(holder)
-        if not _RUNNING and _gc_was_enabled:
-            gc.enable()
+        if not _RUNNING:
+            if _collector is not None:
+                _collector.stop()
+            if _gc_was_enabled:
+                gc.enable()
+
+
+def start_thread(thread: threading.Thread) -> None:
+    """Start ``thread`` (a plain Python thread) with automatic collection paused until it ends, which the
+    GUI thread looks for; without an application (no GUI objects to protect) it just starts it."""
+    app = QCoreApplication.instance()
+    if app is None or threading.current_thread() is not threading.main_thread():
+        thread.start()
+        return
+    pause_collection(thread)
+    thread.start()
+    poll = QTimer(app, interval=POLL_MS * 4)
+
+    def ended() -> None:
+        if not thread.is_alive():
+            poll.stop()
+            poll.deleteLater()
+            resume_collection(thread)
+
+    poll.timeout.connect(ended)
+    poll.start()
+
+
+def _collect_on_gui_thread() -> None:
+    """Start the GUI thread's collector (made once, on the application; not from another thread)."""
+    global _collector
+    app = QCoreApplication.instance()
+    if app is None or threading.current_thread() is not threading.main_thread():
+        return
+    if _collector is None:
+        _collector = QTimer(app, interval=COLLECT_MS)
+        _collector.timeout.connect(_collect_due)
+        _collector.destroyed.connect(_collector_gone)
+    if not _collector.isActive():
+        _collector.start()
+
+
+def _collector_gone() -> None:
+    global _collector
+    _collector = None
+
+
+def _collect_due() -> None:
+    """What Python's automatic collection would have done since the last call, on the GUI thread: the
+    youngest generation once its allocations pass the threshold, an older one once enough younger
+    collections have happened."""
+    if _BLOCKS or not _RUNNING:
+        return
+    counts, limits = gc.get_count(), gc.get_threshold()
+    if limits[0] == 0:   # gc.set_threshold(0): automatic collection was turned off on purpose
+        return
+    generation = -1
+    while generation < 2 and counts[generation + 1] > limits[generation + 1]:
+        generation += 1
+    if generation >= 0:
+        gc.collect(generation)
 
 
 @contextmanager
@@ -59,11 +127,13 @@ def collection_paused() -> Iterator[None]:
     """No automatic garbage collection while the block runs (on the GUI thread: building thousands of
     items, which make no garbage cycles worth collecting); resumed after it unless a runner still runs."""
     token = object()
-    _pause_gc(token)
+    pause_collection(token)
+    _BLOCKS.add(token)
     try:
         yield
     finally:
-        _resume_gc(token)
+        _BLOCKS.discard(token)
+        resume_collection(token)
 
 
 def freeze_survivors() -> None:
@@ -97,7 +167,7 @@ class NewestOnly:
         self._waiting: tuple[int, Callable[[], Any]] | None = None
         self._poll = QTimer(owner, interval=POLL_MS)
         self._poll.timeout.connect(self._collect)
-        owner.destroyed.connect(lambda *_: _resume_gc(self))   # its timer went with it: nothing collects
+        owner.destroyed.connect(lambda *_: resume_collection(self))   # its timer went with it: nothing collects
         _ALIVE.add(self)
 
     def submit(self, fn: Callable[[], Any]) -> int:
@@ -140,7 +210,7 @@ class NewestOnly:
 
         thread = threading.Thread(target=work, name=f"{self.name}-{generation}", daemon=True)
         self._running = (generation, future, thread)
-        _pause_gc(self)
+        pause_collection(self)
         thread.start()
         self._poll.start()
 
@@ -149,7 +219,7 @@ class NewestOnly:
             return
         generation, future, _ = self._running
         self._running = None
-        _resume_gc(self)
+        resume_collection(self)
         if self._waiting is not None:
             self._start_waiting()
         else:

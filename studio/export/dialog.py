@@ -30,6 +30,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from graph_editor.ui.background import pause_collection, resume_collection
+
 from ..themes import verdict_colour
 from ..widgets import named
 from .job import ExportJob
@@ -99,14 +101,26 @@ class ExportDialog(QDialog):
         self._job.finished.connect(self._thread.quit, Qt.ConnectionType.DirectConnection)
         self._job.failed.connect(self._thread.quit, Qt.ConnectionType.DirectConnection)
         self.finished_export = False
+        # Python's automatic garbage collection waits while the export runs (its thread allocates without
+        # end; the collector run there would destroy the GUI's garbage Qt objects off the GUI thread)
+        token = self._exporting = object()
+        self._thread.finished.connect(self._thread_ended)            # queued: the dialog lives on the GUI thread
+        self.destroyed.connect(lambda *_: resume_collection(token))
 
     def start(self) -> None:
         """Start the export in its worker thread (the dialog stays responsive)."""
+        pause_collection(self._exporting)
         self._thread.start()
 
     def wait(self, ms: int = 600_000) -> bool:
         """Block until the worker thread ends (for closing the window mid-export)."""
-        return self._thread.wait(ms)
+        ended = self._thread.wait(ms)
+        if ended:
+            self._thread_ended()
+        return ended
+
+    def _thread_ended(self) -> None:
+        resume_collection(self._exporting)
 
     def run_to_end(self, timeout_s: float = 600.0) -> bool:
         """Start if needed and process events until the report (or the error) is shown (previews)."""

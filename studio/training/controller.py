@@ -87,7 +87,7 @@ class TrainingController(QObject):
             return None
         recipe = {k: v for k, v in self._recipe.items() if k != "name"}   # a name is one run's, not the recipe's
         dialog = TrainDialog(self.graph_provider().copy(), self.devices(), parent, initial=recipe or None)
-        dialog.accepted.connect(lambda: self.start(dialog.spec(), dialog.predicted_peak()))
+        dialog.accepted.connect(lambda: self.start(dialog.spec(), dialog.predicted_peak(), dialog.predicted_unmodelled()))
         dialog.open()
         return dialog
 
@@ -112,17 +112,18 @@ class TrainingController(QObject):
         self.follower.ended.connect(self._on_ended)
         return max(running)
 
-    def start(self, spec: dict[str, Any], predicted_peak: int | None = None) -> int:
+    def start(self, spec: dict[str, Any], predicted_peak: int | None = None, unmodelled: int = 0) -> int:
         """Start a worker on ``spec`` and bring the dashboard forward; returns the worker's pid. A run
         the user did not name is named after its graph ("Untitled" for a graph not saved yet).
-        ``predicted_peak``: the dialog's prediction for ``spec`` (bytes), shown instead of predicting again."""
+        ``predicted_peak``: the dialog's prediction for ``spec`` (bytes), shown instead of predicting again;
+        ``unmodelled``: the bytes it may be under (this CPU's bf16 kernels)."""
         self._recipe = spec             # the next Train dialog starts from it (the graph may be another)
         if self.follower is not None:   # the dashboard shows this run from now on
             self.follower.stop()
             self.follower = None
         if not spec.get("name"):
             spec = {**spec, "name": run_name(self.graph_name())}
-        pid = self.session.start(spec, predicted_peak)
+        pid = self.session.start(spec, predicted_peak, unmodelled)
         self.show_dashboard()
         return pid
 

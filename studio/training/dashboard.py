@@ -31,12 +31,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from graph_editor.model.units import MiB, mib
+from graph_editor.model.units import MiB
 from trainer.metrics import names
 from trainer.protocol import events as ev
 
 from ..elided_label import ElidedLabel
 from .confusion import ConfusionPanel
+from .memory_prediction import predicted_line_texts
 from .memory_timeline import MemoryTimelineView
 from .plot_theme import LIGHT, PlotTheme, plot_theme
 from .plots import CurvePlot
@@ -289,10 +290,10 @@ class TrainingDashboard(QWidget):
         """Name what the memory plot shows (CUDA's allocator, or the worker process's RSS)."""
         self.plots["memory"].set_title(title)
 
-    def set_predicted_peak(self, nbytes: int | None) -> None:
-        """The run's predicted peak (bytes; None: none) as a dashed line across the memory plot."""
-        label = f"predicted tensors {mib(nbytes)}" if nbytes else ""
-        self.plots["memory"].set_level("predicted", nbytes / MiB if nbytes else None, label)
+    def set_predicted_peak(self, nbytes: int | None, unmodelled: int = 0) -> None:
+        """A dashed line at the predicted peak (bytes; None: none), with the bf16 kernels' bytes it may lack."""
+        label, tip = predicted_line_texts(nbytes, unmodelled) if nbytes else ("", "")
+        self.plots["memory"].set_level("predicted", nbytes / MiB if nbytes else None, label, tip=tip)
 
     def recording_memory(self) -> None:
         """A recording was asked for: the button waits for its ``memory_trace`` event."""
@@ -314,7 +315,7 @@ class TrainingDashboard(QWidget):
         cells = [str(e.epoch)] + [_cell(v, ".4f") for v in (e.train_loss, e.train_accuracy, e.val_loss,
                                                               e.val_accuracy)]   # aligned decimals
         cells.append(_cell(e.lr, ".1e"))
-        cells.append(_cell(e.seconds, ".1f"))
+        cells.append(_cell(e.seconds, ".1f" if (e.seconds or 0) >= 0.1 else ".2f"))   # 0.06, not 6.0e-02 cut
         items = [QStandardItem(c) for c in cells]
         for it in items:
             it.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)

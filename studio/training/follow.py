@@ -60,7 +60,7 @@ class RunFollower(QObject):
             return None
         full = {**spec, "model": {**(spec.get("model") or {}), "graph": graph}}
         task = BackgroundTask(lambda: predicted_peak(full, device), self)
-        task.done.connect(lambda peak: self.dashboard.set_predicted_peak(peak) if self.timer.isActive() else None)
+        task.done.connect(lambda figures: self.dashboard.set_predicted_peak(*figures) if self.timer.isActive() else None)
         task.start()
         return task
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_editor.model.units import MiB, nbytes
+from graph_editor.model.units import MiB, mib, nbytes
 
 # Okabe-Ito, in the bar's order; "transient" also holds the input batch. "data": the dataset, where the
 # loaders keep it on the device; "workspace": cuBLAS's workspaces on CUDA.
@@ -112,9 +112,10 @@ def resident_bytes(rs: Any) -> int:
     return resident_data_bytes(rs, raw) if raw is not None else 0
 
 
-def predicted_peak(spec: dict[str, Any], device: str) -> int:
+def predicted_peak(spec: dict[str, Any], device: str) -> tuple[int, int]:
     """The predicted peak of a training step of the run ``spec`` on ``device`` (the worker's device,
-    "cpu" or "cuda:N"), for the dashboard's memory plot. For a BackgroundTask: torch is imported here."""
+    "cpu" or "cuda:N"), for the dashboard's memory plot, and the bytes it may be under (this CPU's bf16
+    kernels, not modelled; 0: none). For a BackgroundTask: torch is imported here."""
     from trainer.checks import load_graph
     from trainer.memory.doctor import predict_for_spec
     from trainer.spec import spec_from_dict
@@ -124,8 +125,18 @@ def predicted_peak(spec: dict[str, Any], device: str) -> int:
     graph = load_graph(rs, problems)
     if graph is None:
         raise ValueError("; ".join(problems))
-    return predict_for_spec(graph, rs, device="cuda" if device.startswith("cuda") else "cpu",
-                            resident=resident_bytes(rs)).peak_bytes
+    pred = predict_for_spec(graph, rs, device="cuda" if device.startswith("cuda") else "cpu",
+                            resident=resident_bytes(rs))
+    return pred.peak_bytes, pred.unmodelled_bytes
+
+
+def predicted_line_texts(peak: int, unmodelled: int = 0) -> tuple[str, str]:
+    """The dashboard's predicted-peak line: its label, short enough for the memory plot at 1280 px, and its
+    tooltip, which says the bytes the prediction may be under as the memory CLI and the Train dialog do."""
+    if not unmodelled:
+        return f"predicted tensors {mib(peak)}", ""
+    return (f"predicted tensors {mib(peak)}\n+ up to {mib(unmodelled)}: bf16 kernels (not modelled)",
+            f"up to {mib(unmodelled)} more on this CPU's bf16 kernels (not modelled)")
 
 
 def _ram_bytes() -> int | None:

@@ -44,10 +44,11 @@ class LevelLine(pg.InfiniteLine):
     """A labelled horizontal line (a predicted peak, a budget) that the view's auto-range includes:
     pyqtgraph's own line counts as y = 0 there, so a level above the curves would be off the plot."""
 
-    def __init__(self, y: float, label: str, color: str) -> None:
+    def __init__(self, y: float, label: str, color: str, tip: str = "") -> None:
         super().__init__(pos=y, angle=0, movable=False, label=label,
                          labelOpts={"position": 0.03, "anchors": [(0, 1), (0, 1)], "color": color})
         self.setPen(pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine))
+        self.label.setToolTip(tip)
 
     def dataBounds(self, axis: int, frac: float = 1.0, orthoRange: object = None) -> tuple[float, float] | None:  # noqa: N802
         return None if axis == 0 else (self.value(), self.value())
@@ -162,15 +163,15 @@ class CurvePlot(pg.PlotWidget):
         self._styles[name] = (color, dashed, symbols)
         self._buffers[name] = SeriesBuffer()
 
-    def set_level(self, name: str, y: float | None, label: str = "", color: str = "#D55E00") -> None:
-        """A dashed horizontal line at ``y`` labelled ``label`` (a predicted peak, say), kept in view;
-        ``y`` None removes it."""
+    def set_level(self, name: str, y: float | None, label: str = "", color: str = "#D55E00", tip: str = "") -> None:
+        """A dashed horizontal line at ``y`` labelled ``label`` (a predicted peak, say; ``tip``: its label's
+        tooltip), kept in view; ``y`` None removes it."""
         old = self._levels.pop(name, None)
         if old is not None:
             self.getPlotItem().removeItem(old[0])
         self._y_spans.pop(f"level:{name}", None)
         if y is not None and np.isfinite(y):
-            line = LevelLine(float(y), label, self.theme.curve(color))
+            line = LevelLine(float(y), label, self.theme.curve(color), tip)
             self.getPlotItem().addItem(line)
             self._levels[name] = (line, color)
             self._y_spans[f"level:{name}"] = (float(y), float(y))
@@ -340,6 +341,9 @@ class CurvePlot(pg.PlotWidget):
             self.getPlotItem().removeItem(line)
         self._levels.clear()
         self._fit_flat_data()
+        vb = self.getPlotItem().vb       # nor with its axes: a new run's plots showed steps 0-500, empty
+        vb.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
+        vb.enableAutoRange()
         self.hide_readout()     # a new run starts without the last run's crosshair
 
     def curve_names(self) -> list[str]:

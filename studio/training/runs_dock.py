@@ -44,6 +44,7 @@ from trainer.protocol.events import PerClass, ProtocolError
 from trainer.store.runs import RunStore, StoreError
 
 from ..prompts import Prompts, ask_delete_runs
+from .cell_samples import Ask, CellSamples
 from .compare import matches, parse_filter, recipe_diff, shown_pair
 from .confusion import ConfusionPanel
 from .dashboard import format_duration
@@ -61,7 +62,6 @@ from .run_history import (
     run_rows,
     start_line,
 )
-from .tasks import BackgroundTask, predict_checkpoint
 
 COLUMNS = ("id", "name", "status", "graph", "dataset", "best val acc", "params", "duration", "device", "started",
            "tags")
@@ -193,7 +193,6 @@ class RunsPanel(QWidget):
         self._confusion_run: int | None = None      # the run whose matrix the Confusion tab shows...
         self._confusion_epoch = -1                   # ...and the epoch it was read at
         self._confusion_source: ConfusionSource | None = None   # its matrix and the checkpoint of that epoch
-        self._predict_task: BackgroundTask | None = None
         self.model = RunsModel(self)
         self.proxy = RunsFilter(self)
         self.proxy.setSourceModel(self.model)
@@ -256,6 +255,7 @@ class RunsPanel(QWidget):
         self.tabs.addTab(self.diff_text, "Diff")
         self.tabs.addTab(details, "Details")
         self.confusion = ConfusionPanel()
+        self.samples = CellSamples(self.confusion, self)   # the samples of the cell clicked last
         self.confusion.gallery.setMinimumHeight(130)     # a shorter tab than the dashboard's: one row of samples
         self.confusion.samples_requested.connect(self._load_samples)
         self.tabs.addTab(self.confusion, "Confusion")
@@ -402,6 +402,7 @@ class RunsPanel(QWidget):
         self._read_confusion(run_id)
 
     def _read_confusion(self, run_id: int) -> None:
+        self.samples.forget()                  # another matrix: an older one's samples are not its own
         row = self.row(run_id)
         self._confusion_epoch = row.epoch if row is not None else -1
         source = self._confusion_source = confusion_source(self.store, run_id)
@@ -421,24 +422,16 @@ class RunsPanel(QWidget):
     def _load_samples(self, t: int, p: int) -> None:
         """The samples of a cell: the re-evaluation of the checkpoint of the epoch the matrix shows."""
         run_id, source = self._confusion_run, self._confusion_source
-        if run_id is None or source is None or (self._predict_task is not None and self._predict_task.is_running()):
+        if run_id is None or source is None:
             return
         ckpt = source.checkpoint
         if ckpt is None:
+            self.samples.forget()
             self.confusion.gallery.show_message(
                 f"Run {run_id} kept no checkpoint of epoch {source.report['epoch']} to show its samples from.")
             return
-        spec, path = self.store.run(run_id).spec, ckpt.path
-        label = f"run {run_id}, {ckpt.kind} checkpoint, epoch {ckpt.epoch}"
-        task = self._predict_task = BackgroundTask(lambda: predict_checkpoint(spec, path), self)
-        task.done.connect(lambda result: self._show_predictions(run_id, result, label, t, p))
-        task.error.connect(self.confusion.gallery.show_message)
-        task.start()
-
-    def _show_predictions(self, run_id: int, result: Any, label: str, t: int, p: int) -> None:
-        if run_id != self._confusion_run:
-            return                                  # another run was selected meanwhile
-        self.confusion.show_predictions(result, label, t, p)
+        self.samples.ask(Ask((run_id, ckpt.path), self.store.run(run_id).spec, ckpt.path,
+                             f"run {run_id}, {ckpt.kind} checkpoint, epoch {ckpt.epoch}", t, p))
 
     def wait_samples(self, ms: int = 60_000) -> bool:
-        return self._predict_task.wait(ms) if self._predict_task else True
+        return self.samples.wait(ms)

@@ -19,9 +19,10 @@ from PySide6.QtCore import QObject, Signal
 from trainer.protocol import events as ev
 
 from .bridge import WorkerBridge
+from .cell_samples import Ask, CellSamples
 from .dashboard import TrainingDashboard
 from .memory_prediction import predicted_peak
-from .tasks import BackgroundTask, predict_checkpoint
+from .tasks import BackgroundTask
 
 
 class TrainingSession(QObject):
@@ -44,9 +45,10 @@ class TrainingSession(QObject):
         self._memory_title = ""
         self._matrix: ev.EpochEnd | None = None          # the epoch whose confusion matrix is shown...
         self._checkpoints: dict[int, ev.Checkpoint] = {}   # ...and checkpoints from its step on, by step
-        self._predict_task: BackgroundTask | None = None
+        self.samples = CellSamples(dashboard.confusion, self)   # the samples of the cell clicked last
         self._peak_task: BackgroundTask | None = None
         self._given_peak: int | None = None
+        self._given_unmodelled = 0
         self._connect()
 
     def _connect(self) -> None:
@@ -71,11 +73,12 @@ class TrainingSession(QObject):
         d.confusion.samples_requested.connect(self._load_samples)
 
     # ------------------------------------------------------------------ control
-    def start(self, spec: dict[str, Any], predicted_peak: int | None = None) -> int:
+    def start(self, spec: dict[str, Any], predicted_peak: int | None = None, unmodelled: int = 0) -> int:
         """Write ``spec`` to a fresh launch folder and start the worker on it; returns the pid.
         ``predicted_peak``: the Train dialog's prediction for this very spec (bytes), drawn on the memory
-        plot and handed to the worker's memory gate: the run is predicted once, not again here nor there."""
-        self.spec, self._given_peak = spec, predicted_peak
+        plot and handed to the worker's memory gate: the run is predicted once, not again here nor there;
+        ``unmodelled``: the bytes it may be under (this CPU's bf16 kernels), said on the plot."""
+        self.spec, self._given_peak, self._given_unmodelled = spec, predicted_peak, unmodelled
         folder = self.work_dir / time.strftime("%Y%m%d-%H%M%S")
         n = 1
         while folder.exists():
@@ -86,6 +89,7 @@ class TrainingSession(QObject):
         spec_path.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
         self.status = "starting"
         self._matrix, self._checkpoints = None, {}
+        self.samples.forget()             # the last run's samples are not this one's
         self.dashboard.begin_run(spec.get("name") or "run", 0, spec.get("optim", {}).get("lr"))
         self.dashboard.set_state("starting worker...")
         return self.bridge.start(spec_path, self.db_url, folder / "worker.log", cwd=folder,
@@ -128,14 +132,15 @@ class TrainingSession(QObject):
     def _predict_peak(self, e: ev.RunStarted) -> None:
         """The run's predicted peak for the memory plot: the worker's gate's, else the Train dialog's; only
         a run started with neither (a script, the dashboard's preview) is predicted here, on a thread."""
-        peak = e.predicted_peak or self._given_peak
+        peak, unmodelled = (e.predicted_peak, e.predicted_unmodelled or 0) if e.predicted_peak else \
+            (self._given_peak, self._given_unmodelled)
         if peak:
             self._peak_task = None
-            self.dashboard.set_predicted_peak(peak)
+            self.dashboard.set_predicted_peak(peak, unmodelled)
             return
         spec, device = dict(self.spec), e.device or "cpu"
         task = self._peak_task = BackgroundTask(lambda: predicted_peak(spec, device), self)
-        task.done.connect(lambda peak, t=task: self.dashboard.set_predicted_peak(peak)
+        task.done.connect(lambda figures, t=task: self.dashboard.set_predicted_peak(*figures)
                           if t is self._peak_task else None)
         task.start()
 
@@ -156,6 +161,7 @@ class TrainingSession(QObject):
         self.dashboard.end_epoch(e, e.classes or self.info.classes)
         if e.confusion is not None:
             self._matrix = e
+            self.samples.forget()         # a click on the older matrix is not answered on this one
             self._checkpoints = {s: c for s, c in self._checkpoints.items() if s >= e.step}
 
     def _on_checkpoint(self, e: ev.Checkpoint) -> None:
@@ -197,26 +203,19 @@ class TrainingSession(QObject):
         matrix = self._matrix
         ckpt = self._checkpoints.get(matrix.step) if matrix is not None else None
         if matrix is None or ckpt is None or not self.spec:
+            self.samples.forget()         # an earlier click's samples would answer this one
             going = self.is_running()
             self.dashboard.confusion.show_message(
                 "The samples appear once the run has saved a checkpoint." if matrix is None else
                 f"The samples of epoch {matrix.epoch} appear once its checkpoint is saved." if going else
                 f"The run saved no checkpoint of epoch {matrix.epoch} to show its samples from.")
             return
-        if self._predict_task is not None and self._predict_task.is_running():
-            return
-        spec, path = dict(self.spec), ckpt.path
-        self._predict_task = BackgroundTask(lambda: predict_checkpoint(spec, path), self)
-        self._predict_task.done.connect(lambda r: self._show_predictions(r, ckpt, t, p))
-        self._predict_task.error.connect(self.dashboard.confusion.show_message)
-        self._predict_task.start()
-
-    def _show_predictions(self, result: Any, ckpt: ev.Checkpoint, t: int, p: int) -> None:
-        self.dashboard.confusion.show_predictions(result, f"{ckpt.kind} checkpoint, epoch {ckpt.epoch}", t, p)
+        self.samples.ask(Ask((matrix.step, ckpt.path), dict(self.spec), ckpt.path,
+                             f"{ckpt.kind} checkpoint, epoch {ckpt.epoch}", t, p))
 
     def wait_predictions(self, ms: int = 60_000) -> bool:
-        return self._predict_task.wait(ms) if self._predict_task else True
+        return self.samples.wait(ms)
 
     def wait_tasks(self, ms: int = 60_000) -> bool:
         """Wait for this session's threads (shutdown: a QThread must not be destroyed running)."""
-        return all(t.wait(ms) for t in (self._predict_task, self._peak_task) if t is not None)
+        return self.samples.wait(ms) and (self._peak_task is None or self._peak_task.wait(ms))

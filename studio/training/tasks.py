@@ -15,6 +15,8 @@ from typing import Any
 import shiboken6
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
+from graph_editor.ui.background import pause_collection, resume_collection
+
 _IMPORTS = threading.Lock()
 TRAINER_MODULES = ("torch._dynamo", "torchvision.transforms.v2", "trainer.checks", "trainer.memory.doctor",
                    "trainer.data.images.preview")
@@ -59,7 +61,11 @@ class _Keeper(QObject):
             app.aboutToQuit.connect(self.wait_all)
 
     def keep(self, runner: _Runner) -> None:
+        """Hold ``runner`` (about to start) until it finishes; Python's automatic garbage collection waits
+        for it: run on its thread, the collector destroyed the GUI's garbage Qt objects there while the
+        GUI thread painted them (a segfault, seen in CI as the Inspect capture built its modules)."""
         self.running.add(runner)
+        pause_collection(runner)
         runner.finished.connect(self._finished)    # queued: the keeper lives on the GUI thread
 
     @Slot()
@@ -67,11 +73,13 @@ class _Keeper(QObject):
         runner = self.sender()
         if isinstance(runner, _Runner):
             self.running.discard(runner)    # its task, while it lives, still holds it (is_running, wait)
+            resume_collection(runner)
 
     @Slot()
     def wait_all(self, ms: int = 60_000) -> None:
         for runner in list(self.running):
-            runner.wait(ms)
+            if runner.wait(ms):
+                resume_collection(runner)
 
 
 _KEEPER: _Keeper | None = None

@@ -375,6 +375,10 @@ class TrainDialog(QDialog):
         fresh = self._memory is not None and self._memory_spec == self.spec()   # not an edit ago
         return self._memory.peak if fresh and self._memory is not None else None
 
+    def predicted_unmodelled(self) -> int:
+        """The bytes :meth:`predicted_peak` may be under (this CPU's bf16 kernels, not modelled); 0: none."""
+        return self._memory.unmodelled if self._memory is not None and self.predicted_peak() is not None else 0
+
     def _show_memory(self, figures: MemoryFigures, spec: dict[str, Any]) -> None:
         self._memory, self._memory_spec = figures, spec
         self._show_panel()

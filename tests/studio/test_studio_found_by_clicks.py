@@ -147,7 +147,7 @@ def test_a_run_is_named_as_the_cli_names_it_and_the_next_train_dialog_forgets_th
     assert window.document.name == "Digits CNN"          # the title says what the template is
     ctl = window.training.controller()
     started: list[dict] = []
-    ctl.session.start = lambda spec, predicted_peak=None: started.append(spec) or 1   # the worker itself is not what is tested here
+    ctl.session.start = lambda spec, predicted_peak=None, unmodelled=0: started.append(spec) or 1   # the worker itself is not what is tested here
     parser = argparse.ArgumentParser()
     cli_train.register(parser.add_subparsers())
     cli_name = cli_train.build_spec(parser.parse_args(["train", str(template)]))["name"]

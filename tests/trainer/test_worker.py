@@ -302,3 +302,19 @@ def test_the_studios_prediction_is_the_run_started_peak_and_a_bad_one_is_refused
         events = list(w.events(timeout=60))
         assert w.wait(60) != 0
     assert events[-1].event == "failed" and events[-1].kind == "spec" and "--predicted-peak" in events[-1].message
+
+
+@pytest.mark.slow
+def test_run_started_says_what_this_cpu_s_bf16_kernels_may_add_to_the_gate_s_peak(tmp_path, db):
+    """bf16 on a CPU with native bf16 kernels: the gate's prediction leaves oneDNN's buffers out, and
+    run_started carries their bound beside the peak (the dashboard's line says it)."""
+    from trainer.memory.prediction import native_bf16_cpu
+
+    spec = write_spec(tmp_path, memory={"budget_mb": 512}, precision={"dtype": "bf16"})
+    with WorkerClient(["run", str(spec), "--db", db]) as w:
+        started = next(e for e in w.events(timeout=60) if e.event == "run_started")
+        w.stop()
+        assert w.wait(60) == 0
+    params = started.params
+    assert started.predicted_peak > 0
+    assert started.predicted_unmodelled == (2 * 4 * params if native_bf16_cpu("cpu", "bf16") else 0)

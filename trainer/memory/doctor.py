@@ -232,10 +232,11 @@ def judge_run(graph: Graph, spec: RunSpec, *, device_type: str, total: int | Non
     return pred, diagnose(graph, spec, budget, device=dev, prediction=pred, channels_last=channels_last)
 
 
-def gate(st: Any, given_peak: int | None = None) -> tuple[int | None, Diagnosis | None]:
+def gate(st: Any, given_peak: int | None = None) -> tuple[int | None, int, Diagnosis | None]:
     """:func:`judge_run` for a checked :class:`trainer.checks.Setup` (its device's total memory on
     CUDA): the worker refuses the run, as kind "oom" before ``run_started``, when the diagnosis is not
-    None, and reports the predicted peak (bytes) in ``run_started`` when it fits.
+    None, and reports the predicted peak and its unmodelled bytes (oneDNN's bf16 buffers' bound,
+    :attr:`MemoryPrediction.unmodelled_bytes`) in ``run_started`` when it fits.
 
     ``given_peak``: the studio's prediction of this very spec (the Train dialog's, made by the same
     :func:`predict_for_spec`), compared with the budget instead of predicting the run a second time;
@@ -246,12 +247,12 @@ def gate(st: Any, given_peak: int | None = None) -> tuple[int | None, Diagnosis 
 
         total = torch.cuda.mem_get_info(st.device)[1]
     if st.spec.precision.dtype == "fp8":
-        return None, None
+        return None, 0, None
     budget = run_budget(st.spec, st.device.type, total)
     native = native_bf16_cpu(st.device.type, st.spec.precision.dtype)   # the given peak leaves oneDNN's out
     if given_peak is not None and (budget is None or (given_peak <= budget and not native)):
-        return given_peak, None
+        return given_peak, 0, None       # not native: nothing unmodelled
     resident = 0 if st.streamed else splits_bytes(st.splits)
     pred, diagnosis = judge_run(st.graph, st.spec, device_type=st.device.type, total=total,
                                 channels_last=st.channels_last, resident=resident)
-    return (pred.peak_bytes if pred else None), diagnosis
+    return (pred.peak_bytes if pred else None), (pred.unmodelled_bytes if pred else 0), diagnosis

@@ -15,8 +15,9 @@ reader that saw an event can find it in the store.
     ``steps_per_epoch``, ``batch_size``, ``train_size``, ``val_size``, ``test_size``, ``classes``
     (list of class names), ``start_step`` (0, or the step a resumed run continues from),
     ``precision``, ``compile``, ``run_dir``; ``predicted_peak`` (bytes) where the worker's memory gate
-    predicted the run (on CUDA, or with ``memory.budget_mb``); with compile on, ``compile_first_time``
-    (true when no run or warm-up compiled this model and recipe into the compile caches before) and
+    predicted the run (on CUDA, or with ``memory.budget_mb``), and ``predicted_unmodelled``, the bytes it
+    may be under (oneDNN's bf16 buffers on a CPU with native bf16 kernels; 0: none); with compile on,
+    ``compile_first_time`` (true when no run or warm-up compiled this model and recipe into the compile caches before) and
     ``compile_expected_s`` (the seconds its last compile took, when one did).
 ``compile_progress`` (:class:`CompileProgress`)
     While the first compiled step compiles, at the start of each graph dynamo compiles: ``stage``
@@ -202,6 +203,7 @@ class RunStarted(Event):
     run_dir: str = ""
     distributed: dict[str, Any] | None = optional()   # under torchrun: strategy, world_size, backend
     predicted_peak: int | None = optional()   # bytes: the peak the worker's memory gate predicted, where it ran
+    predicted_unmodelled: int | None = optional()   # bytes that peak may be under (this CPU's bf16 kernels)
     compile_first_time: bool | None = optional()   # compile on: nothing compiled this model and recipe before
     compile_expected_s: float | None = optional()  # compile on: the seconds its last compile took, if any
 

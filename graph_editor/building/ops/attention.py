@@ -187,6 +187,10 @@ class ScaledDotProductAttention(nn.Module):
         self.is_causal, self.dropout_p, self.scale = is_causal, dropout_p, scale
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if q.dim() == 3 or q.dim() > 4:  # ONNX's export takes 4-D q, k and v only: 3-D gets one head of its own,
+            # and dims before the heads (NesT's blocks, Twins' windows) fold into the batch, then unfold
+            fold = [t[:, None] if t.dim() == 3 else t.flatten(0, -4) for t in (q, k, v)]
+            return self(*fold).reshape(*q.shape[:-1], v.shape[-1])
         # nn.functional, not F: the exported model.py copies this class and imports only torch and nn.
         return nn.functional.scaled_dot_product_attention(
             q, k, v, dropout_p=self.dropout_p if self.training else 0.0, is_causal=self.is_causal, scale=self.scale)
@@ -240,8 +244,14 @@ class MaskedAttention(nn.Module):
         self.dropout_p, self.scale = dropout_p, scale
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if q.dim() == 3:  # heads folded into the batch (SAM's): one head of its own, as ONNX's export wants 4-D
-            return self(q[:, None], k[:, None], v[:, None], mask[:, None] if mask.dim() == 3 else mask)[:, 0]
+        if q.dim() == 3 or q.dim() > 4:  # ONNX's export takes 4-D q, k and v only: 3-D (SAM's heads folded into
+            # the batch) gets one head of its own, dims before the heads fold into the batch, then unfold
+            fold = [t[:, None] if t.dim() == 3 else t.flatten(0, -4) for t in (q, k, v)]
+            if q.dim() == 3 and mask.dim() == 3:
+                mask = mask[:, None]
+            elif q.dim() > 4 and mask.dim() >= 3:  # its leading dims broadcast against q's: spelled out, then folded
+                mask = mask.expand(*q.shape[:-3], *mask.shape[-3:]).flatten(0, -4)
+            return self(*fold, mask).reshape(*q.shape[:-1], v.shape[-1])
         return nn.functional.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0, scale=self.scale)
 

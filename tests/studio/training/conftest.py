@@ -37,9 +37,10 @@ def controller(qtbot, tmp_path):
     pids: list[tuple[int, int]] = []
     start = ctl.start
 
-    def tracked(spec):
-        pid = start(spec)
-        pids.append((pid, process_started(pid)))
+    def tracked(spec, *predicted):        # predicted: the Train dialog's peak and its unmodelled bytes
+        pid = start(spec, *predicted)
+        if isinstance(pid, int) and pid > 1:  # killpg(1) is kill(-1): every process the user may signal
+            pids.append((pid, process_started(pid)))
         return pid
 
     ctl.start = tracked
@@ -48,7 +49,7 @@ def controller(qtbot, tmp_path):
     for pid, started in pids:
         # only a worker still alive as itself: an ended worker's number may belong to another test's process
         # by now (pid_max is often 32768, and the suite starts thousands of processes)
-        if process_alive(pid, started):
+        if pid > 1 and pid != os.getpid() and process_alive(pid, started):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
 

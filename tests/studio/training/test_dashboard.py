@@ -136,16 +136,36 @@ def test_no_epoch_table_cell_is_cut_at_the_smallest_window(dash):
     dash.resize(1280, 720)                                  # the dashboard filling a 1280x800 window
     dash.show()                                             # rows arrive while it shows, as in a run
     QApplication.processEvents()
-    for epoch in range(1, 4):
+    for epoch, seconds in ((1, 12.5), (2, 0.063), (3, 1.5)):     # 0.063 s (a digits MLP): "6.3e-..." once
         dash.end_epoch(ev.EpochEnd(epoch=epoch, step=10 * epoch, train_loss=0.123456, train_accuracy=0.98765,
-                                   val_loss=0.23456, val_accuracy=0.97654, lr=2.33e-3, seconds=12.5))
+                                   val_loss=0.23456, val_accuracy=0.97654, lr=2.33e-3, seconds=seconds))
         QApplication.processEvents()
     table, header = dash.epoch_table, dash.epoch_table.horizontalHeader()
     metrics = table.fontMetrics()
-    for col in range(dash.epochs.columnCount()):
-        text = dash.epochs.item(0, col).text()
-        assert header.sectionSize(col) >= metrics.horizontalAdvance(text), (col, text, header.sectionSize(col))
+    for row in range(3):
+        for col in range(dash.epochs.columnCount()):
+            text = dash.epochs.item(row, col).text()
+            assert header.sectionSize(col) >= metrics.horizontalAdvance(text), (col, text, header.sectionSize(col))
+    assert dash.epochs.item(1, 6).text() == "0.06"
     assert sum(header.sectionSize(c) for c in range(dash.epochs.columnCount())) <= table.viewport().width() + 1
+
+
+def test_a_new_run_starts_with_empty_axes_not_the_last_run_s(dash):
+    """Found by the 1280x800 walk: the second run's plots showed the first's steps 0-500 and its loss range,
+    empty, until its own first points came."""
+    dash.resize(1280, 720)
+    dash.show()
+    for step in range(1, 501):
+        dash.add_metrics(ev.Metrics(step=step, epoch=1, loss=2.4 - step / 250, accuracy=step / 600, lr=0.001,
+                                    samples_per_s=30_000.0))
+    dash.flush(everything=True)
+    QApplication.processEvents()
+    assert dash.plots["loss"].getPlotItem().vb.viewRange()[0][1] >= 500
+    dash.begin_run("next", total_steps=100, lr=0.01)
+    QApplication.processEvents()
+    for plot in dash.plots.values():
+        (x0, x1), (y0, y1) = plot.getPlotItem().vb.viewRange()
+        assert x1 - x0 <= 1.5 and y1 - y0 <= 1.5, (plot, x0, x1, y0, y1)
 
 
 def _curves(d: TrainingDashboard) -> dict[tuple[str, str], tuple[list[float], list[float]]]:

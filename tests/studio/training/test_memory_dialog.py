@@ -101,3 +101,30 @@ def test_a_batch_larger_than_the_train_split_is_refused_with_that_reason(qtbot):
     problems = d.problem_list()
     assert problems == ["train.batch_size: 100000 is larger than the train split (1258 samples)"], problems
     assert not d.start_button.isEnabled()
+
+
+@pytest.mark.slow
+def test_the_dialog_s_bf16_kernels_bytes_reach_the_run_it_starts(qtbot, controller, monkeypatch):
+    """bf16 on this CPU's native bf16 kernels: the dialog's prediction leaves oneDNN's buffers out and says so;
+    Start hands that bound to the session with the peak (the dashboard's line says it), not only the peak."""
+    from trainer.memory.prediction import native_bf16_cpu
+
+    if not native_bf16_cpu("cpu", "bf16"):
+        pytest.skip("this CPU has no native bf16 kernels: nothing is left unmodelled")
+    started: list[tuple] = []
+    # not the worker here; no pid: the fixture kills the process group of a pid it is given, and killpg(1) is kill(-1)
+    monkeypatch.setattr(controller.session, "start", lambda *a: started.append(a) or 0)
+    d = controller.open_train_dialog()
+    assert d is not None
+    qtbot.waitUntil(lambda: d.dataset_summary is not None, timeout=60_000)
+    combo = d.form.editors["precision.dtype"]
+    combo.setFocus()
+    QTest.keyClicks(combo, "bf16")
+    assert combo.currentText() == "bf16"
+    f = _predicted(qtbot, d)
+    assert f.unmodelled > 0 and d.predicted_unmodelled() == f.unmodelled
+    assert "more on this CPU's bf16 kernels (not modelled)" in d.memory.verdict.text()
+    QTest.mouseClick(d.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bool(started), timeout=10_000)
+    spec, peak, unmodelled = started[0]
+    assert spec["precision"]["dtype"] == "bf16" and (peak, unmodelled) == (f.peak, f.unmodelled)

@@ -39,8 +39,8 @@ def test_predicted_peak_is_the_prediction_of_the_run_spec():
     rs = spec_from_dict(spec)
     data = resident_data_bytes(rs, load_data(rs, []))          # the digits, kept on the device
     want = predict_for_spec(template("digits_cnn"), rs, device="cpu", resident=data).peak_bytes
-    assert data > 0 and predicted_peak(spec, "cpu") == want
-    assert predicted_peak(spec, "cuda:0") >= want     # blocks rounded up to the allocator's 512 bytes
+    assert data > 0 and predicted_peak(spec, "cpu") == (want, 0)     # fp32: nothing left unmodelled
+    assert predicted_peak(spec, "cuda:0")[0] >= want     # blocks rounded up to the allocator's 512 bytes
     with pytest.raises(ValueError, match="model.graph"):
         predicted_peak({"model": {"graph": "missing.graph.json"}}, "cpu")
 
@@ -101,3 +101,43 @@ def test_a_run_s_peak_is_not_predicted_again_for_its_plot(qtbot, session):
     level = session.dashboard.plots["memory"].level("predicted")
     assert level is not None and level.label.toPlainText() == "predicted tensors 1536.0 MiB"
     assert session.wait_tasks(0)
+
+
+@pytest.mark.slow
+def test_the_predicted_line_says_what_this_cpu_s_bf16_kernels_may_add(qtbot, session, tmp_path):
+    """bf16 on a CPU with native bf16 kernels (AVX512-BF16, AMX): oneDNN's buffers are not modelled, and
+    the dashed line says how much more they may take, as the memory CLI and the Train dialog say it."""
+    from trainer.memory.prediction import native_bf16_cpu
+
+    if not native_bf16_cpu("cpu", "bf16"):
+        pytest.skip("this CPU has no native bf16 kernels: nothing is left unmodelled")
+    session.spec = {"model": {"graph": graph_to_dict(template("digits_cnn"))}, "train": {"batch_size": 32},
+                    "optim": {"name": "sgd"}, "precision": {"dtype": "bf16"}}
+    rs = spec_from_dict(session.spec)
+    pred = predict_for_spec(template("digits_cnn"), rs, device="cpu",
+                            resident=resident_data_bytes(rs, load_data(rs, [])))     # the real predictor
+    assert pred.unmodelled_bytes > 0
+    plot = session.dashboard.plots["memory"]
+    # a run started with no prediction of its own (a script): predicted here, on a thread
+    session.bridge.run_started.emit(ev.RunStarted(name="r", device="cpu", epochs=1, steps_per_epoch=10))
+    assert session.wait_tasks(120_000)
+    qtbot.waitUntil(lambda: plot.level("predicted") is not None, timeout=10_000)
+    said = f"up to {pred.unmodelled_bytes / MiB:.1f} MiB more on this CPU's bf16 kernels (not modelled)"
+    assert pred.unmodelled_note() == said             # the memory CLI's and the Train dialog's words
+    line = plot.level("predicted")
+    assert line.label.toPlainText() == (f"predicted tensors {pred.peak_bytes / MiB:.1f} MiB\n"
+                                        f"+ up to {pred.unmodelled_bytes / MiB:.1f} MiB: bf16 kernels (not modelled)")
+    assert line.label.toolTip() == said                # in full where the label is short
+    # the worker's gate predicted it (a budget): run_started carries both figures
+    session.bridge.run_started.emit(ev.RunStarted(name="r", device="cpu", epochs=1, steps_per_epoch=10,
+                                                  predicted_peak=pred.peak_bytes,
+                                                  predicted_unmodelled=pred.unmodelled_bytes))
+    assert plot.level("predicted").label.toolTip() == said and "bf16" in plot.level("predicted").label.toPlainText()
+    session.dashboard.resize(1280, 700)       # the label fits the memory plot at the narrowest width shipped
+    session.dashboard.show()
+    session.dashboard.flush(everything=True)
+    session.dashboard.grab().save(str(tmp_path / "predicted_bf16.png"))
+    session.bridge.run_started.emit(ev.RunStarted(name="r", device="cpu", epochs=1, steps_per_epoch=10,
+                                                  predicted_peak=pred.peak_bytes, predicted_unmodelled=0))
+    line = plot.level("predicted")
+    assert line.label.toPlainText() == f"predicted tensors {pred.peak_bytes / MiB:.1f} MiB" and line.label.toolTip() == ""

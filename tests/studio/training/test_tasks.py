@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -52,3 +53,42 @@ def test_a_task_delivers_its_result_and_its_error_on_the_gui_thread(qapp, qtbot)
         good.start()
         bad.start()
     assert sorted(map(str, got)) == ["42", "ZeroDivisionError: division by zero"]
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_while_a_task_runs_python_collects_garbage_on_the_gui_thread_only(qapp, qtbot):
+    """CI segfaulted with the Inspect capture building its modules on a task's thread: Python's collector
+    runs in whichever thread allocates, and there it destroyed the GUI's garbage Qt objects while the GUI
+    thread used them. While a task runs the GUI thread collects in its place (the garbage the task makes
+    included), and automatic collection is back as it was once the task ends."""
+    was_enabled = gc.isenabled()
+    on_gui: list[bool] = []
+
+    def seen(phase: str, info: dict) -> None:
+        if phase == "start":
+            on_gui.append(threading.current_thread() is threading.main_thread())
+
+    collected = threading.Event()
+
+    def work() -> int:
+        for _ in range(100_000):   # garbage cycles: over a hundred collections' worth at the default threshold
+            _Cycle()
+        return 0 if collected.wait(30) else 1
+
+    gc.callbacks.append(seen)
+    try:
+        owner = QObject()
+        task = BackgroundTask(work, owner)
+        with qtbot.waitSignal(task.done, timeout=60_000) as done:
+            task.start()
+            qtbot.waitUntil(lambda: on_gui.count(True) > 0, timeout=30_000)
+            collected.set()
+        qtbot.waitUntil(lambda: gc.isenabled() == was_enabled, timeout=10_000)
+    finally:
+        gc.callbacks.remove(seen)
+    assert done.args == [0]
+    assert all(on_gui), f"{on_gui.count(False)} of {len(on_gui)} collections ran on the task's thread"

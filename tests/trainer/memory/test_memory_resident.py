@@ -66,7 +66,7 @@ def test_the_gate_refuses_a_run_that_fits_only_without_its_dataset():
     step = predict_for_spec(g, spec, channels_last=False).peak_bytes
     spec.memory.budget_mb = (step + data / 2) / MiB          # the step fits, the step and the data do not
     assert check_run(g, spec, device_type="cpu", total=None, channels_last=False) is None
-    _, diag = gate(st)
+    _, _, diag = gate(st)
     assert diag is not None and diag.prediction.parts["data"] == data
     assert diag.prediction.peak_bytes == step + data
     batch = next(f for f in diag.fixes if f.name == "batch")
@@ -111,9 +111,27 @@ def test_the_gate_takes_the_studios_prediction_instead_of_predicting_again(monke
     real = doctor.judge_run
     calls = []
     monkeypatch.setattr(doctor, "judge_run", lambda *a, **k: calls.append(1) or real(*a, **k))
-    assert gate(st, given_peak=4242) == (4242, None) and calls == []
+    assert gate(st, given_peak=4242) == (4242, 0, None) and calls == []
     own = predict_for_spec(st.graph, spec, resident=splits_bytes(st.splits)).peak_bytes
     assert own < 64 * MiB
     # said not to fit: predicted here (a diagnosis needs the prediction), and the worker's own figure decides
-    assert gate(st, given_peak=65 * MiB) == (own, None) and calls == [1]
-    assert gate(st) == (own, None) and calls == [1, 1]
+    assert gate(st, given_peak=65 * MiB) == (own, 0, None) and calls == [1]
+    assert gate(st) == (own, 0, None) and calls == [1, 1]
+
+
+@pytest.mark.slow
+def test_the_gate_reports_what_this_cpu_s_bf16_kernels_may_add():
+    """bf16 on a CPU with native bf16 kernels: the gate predicts the run itself (a given peak leaves oneDNN's
+    buffers out) and reports their bound beside the peak, for run_started and the dashboard's line."""
+    from trainer.memory.prediction import native_bf16_cpu
+
+    spec = _spec()
+    spec.memory.budget_mb = 256
+    spec.precision.dtype = "bf16"
+    st = setup(spec)
+    pred = predict_for_spec(st.graph, spec, resident=splits_bytes(st.splits))
+    if not native_bf16_cpu("cpu", "bf16"):
+        assert gate(st, given_peak=4242) == (4242, 0, None)
+        pytest.skip("this CPU has no native bf16 kernels: nothing is left unmodelled")
+    assert pred.unmodelled_bytes > 0
+    assert gate(st, given_peak=4242) == (pred.peak_bytes, pred.unmodelled_bytes, None)

@@ -1,0 +1,61 @@
+"""What the desktop walks share besides driving X: the screen size option and the run store's view of
+the newest run (what a click on Pause, Resume or Stop must change)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+WIDTH, HEIGHT = 1440, 900      # the default screen, and the one the walks' positions were read at
+
+
+class WalkFailed(Exception):
+    pass
+
+
+def newest_run(scratch: Path) -> tuple[str, int]:
+    """The newest run's status and its metric rows so far, read from the run store under the walk's
+    scratch HOME ("none", 0 before the worker has made it)."""
+    found = sorted(scratch.rglob("runs.sqlite"))
+    if not found:
+        return "none", 0
+    with contextlib.closing(sqlite3.connect(f"file:{found[0]}?mode=ro", uri=True, timeout=10)) as db:
+        try:
+            row = db.execute("SELECT id, status FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        except sqlite3.OperationalError:        # its tables not made yet
+            return "none", 0
+        if row is None:
+            return "none", 0
+        return row[1], db.execute("SELECT COUNT(*) FROM metrics WHERE run_id = ?", (row[0],)).fetchone()[0]
+
+
+def wait_run(scratch: Path, what: str, ok: Callable[[str, int, int], bool], timeout: float = 30) -> None:
+    """Wait until ``ok(status, rows, rows a second before)`` holds for the newest run, else fail saying ``what``."""
+    end = time.monotonic() + timeout
+    status, rows = newest_run(scratch)
+    while True:
+        time.sleep(1)
+        status, before = (new := newest_run(scratch))[0], rows
+        rows = new[1]
+        if ok(status, rows, before):
+            return
+        if time.monotonic() > end:
+            raise WalkFailed(f"{what}: after {timeout:.0f} s the run is {status}, {rows} metric rows")
+
+
+def screen_size(text: str) -> tuple[int, int]:
+    """``WIDTHxHEIGHT`` (e.g. 1280x800), for ``--size``."""
+    m = re.fullmatch(r"(\d+)x(\d+)", text.strip())
+    if not m or not (800 <= int(m[1]) <= 7680 and 600 <= int(m[2]) <= 4320):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a screen size WIDTHxHEIGHT from 800x600 to 7680x4320")
+    return int(m[1]), int(m[2])
+
+
+def add_size(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--size", type=screen_size, default=(WIDTH, HEIGHT), metavar="WxH",
+                        help=f"the X screen and main window (default {WIDTH}x{HEIGHT}, where the positions were read)")
