@@ -88,7 +88,7 @@ DEFAULT = "pit_ti_224"  # the cheapest: ~5 s of CPU on a quiet machine
 
 
 @pytest.mark.parametrize("name", [
-    pytest.param(n, marks=[] if n == DEFAULT else [
+    pytest.param(n, marks=[pytest.mark.slow] if n == DEFAULT else [   # the default: in make test, not test-fast
         pytest.mark.slow, pytest.mark.skipif(not THOROUGH, reason="make test-thorough: 10-75 s a model")])
     for n in NEWLY_STRICT])
 def test_a_timm_family_imports_strictly(name):

@@ -86,6 +86,7 @@ def test_the_gpu_s_utilisation_is_read_through_nvml_and_never_fails_a_run(monkey
     assert CURVES[names.GPU_UTIL.name].startswith("GPU utilisation")
 
 
+@pytest.mark.slow   # ~2.7 s: in make test, not test-fast
 def test_cpu_trials_at_once_share_the_cores_with_the_threads_divided(tmp_path, monkeypatch):
     """Without GPUs, P trials at once are P processes: each gets cores // P threads (TORCH_STUDIO_THREADS),
     so that together they do not ask for more threads than there are cores, and never fewer than one."""
