@@ -347,8 +347,9 @@ def _type_name(default: Any, name: str) -> str:
 
 
 def _choice(problems: list[str], where: str, value: str, choices: tuple[str, ...], what: str) -> None:
-    if value not in choices:
-        problems.append(f"{where}: unknown {what} '{value}' (choose {', '.join(choices)})")
+    if value not in choices:    # the value cut short, as _show cuts (a hostile spec can hold megabytes in it)
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        problems.append(f"{where}: unknown {what} '{shown}' (choose {', '.join(choices)})")
 
 
 def check_values(spec: RunSpec, problems: list[str]) -> None:

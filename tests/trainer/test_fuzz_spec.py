@@ -94,3 +94,15 @@ def test_a_spec_file_mangled_as_text_parses_or_says_where(tmp_path_factory, edit
         load_spec(path)
     except SpecError as err:
         _check(err.problems)
+
+
+def test_an_unknown_choice_is_quoted_cut_short(tmp_path):
+    """The fuzz above found it in CI: a schedule name of 200+ characters was quoted whole in its line."""
+    spec = json.loads(json.dumps(GOOD))
+    spec["schedule"]["name"] = "onecyc" + "9" * 500 + "le"
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    _check(err.value.problems)
+    assert any(p.startswith("schedule.name: unknown schedule 'onecyc999") for p in err.value.problems)
