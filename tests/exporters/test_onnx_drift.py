@@ -3,32 +3,18 @@ found where visformer_tiny's ONNX proof fails (issue 23; docs/import.md, session
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 import torch
 
 from exporters.source import random_inputs
 from graph_editor.building import build_module
 from graph_editor.model import Graph, InputSpec
+from tests.tool_modules import load_tool
 
 pytestmark = [pytest.mark.export, pytest.mark.slow]  # one ONNX export and two onnxruntime sessions: ~3 s of CPU
 
-TOOLS = Path(__file__).resolve().parents[2] / "tools"
 
 
-def _tool(name: str) -> ModuleType:
-    """A module of tools/ (not a package), loaded once; onnx_drift imports import_walk by name."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # its dataclasses look their module up while being defined
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def attention_net() -> Graph:
@@ -46,8 +32,8 @@ def attention_net() -> Graph:
 
 
 def test_every_node_is_measured_against_float64_in_torch_and_onnxruntime():
-    _tool("import_walk")
-    drift = _tool("onnx_drift")
+    load_tool("import_walk")
+    drift = load_tool("onnx_drift")
     torch.manual_seed(0)
     graph = attention_net()
     rows = drift.drift(build_module(graph), random_inputs(graph, 2, 0))

@@ -9,33 +9,19 @@ model ``tools/import_walk.py --timm`` chose for it (its smallest by parameter co
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
+from tests.tool_modules import load_tool
 from tests.trainer.helpers import THOROUGH
 
 timm = pytest.importorskip("timm")
 
-TOOLS = Path(__file__).resolve().parents[3] / "tools"
 
 
-def _tool(name: str) -> ModuleType:
-    """A module of tools/ (not a package), loaded once; timm_families imports import_walk by name."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # its dataclasses look their module up while being defined
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
-walk = _tool("import_walk")
-families = _tool("timm_families")
+walk = load_tool("import_walk")
+families = load_tool("timm_families")
 
 # 18 families from across the list, each its walk's model, the cheapest to walk (about 1-2 s of CPU each on one
 # thread): convnets of many kinds, mobile blocks, MetaFormer-style blocks, an MLP that outputs 0 at
