@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from graph_editor.building.examples import catalog_graph, code_types, example_graph
 from graph_editor.model import Graph, InputSpec, load_graph
@@ -93,3 +94,16 @@ def tiny_ln_graph() -> Graph:
     g.chain(("Input", "input"), ("Linear", "fc1", {"out_features": 16}), ("LayerNorm", "ln1"), ("GELU", "act"),
             ("Linear", "fc2", {"out_features": 3}), ("Output", "output"))
     return g
+
+
+def export_imported_onnx(result: Any, name: str, folder: Path) -> Any:
+    """An import's graph built with its weights and exported to ONNX as the one-click export does, without
+    the latency timing; its proof on 3 random samples. Returns the export's report."""
+    from exporters import ExportOptions, export
+    from exporters.source import ExportSource, random_inputs
+    from graph_editor.building import build_module
+
+    built = build_module(result.graph)
+    built.load_state_dict(result.state_dict, strict=True)
+    source = ExportSource(result.graph, built.eval(), random_inputs(result.graph, 3, 0), name, name)
+    return export(source, "onnx", folder / f"{name}.onnx", ExportOptions(timing_runs=0))

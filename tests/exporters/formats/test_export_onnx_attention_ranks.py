@@ -11,11 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from exporters import ExportOptions, export
-from exporters.source import ExportSource, random_inputs
-from graph_editor.building import build_module
 from graph_editor.building.ops.attention import MaskedAttention, ScaledDotProductAttention
 from graph_editor.importer.module_import import import_module
+from tests.exporters.export_graphs import export_imported_onnx
 
 
 class BlockedAttention(nn.Module):
@@ -44,10 +42,7 @@ def test_attention_over_blocks_before_the_heads_exports_and_matches_onnxruntime(
     result = import_module(BlockedAttention().eval(), (4, 9, 16), name="blocked", strict=True)
     types = [n.type for n in result.graph]
     assert types.count("ScaledDotProductAttention") == 2 and types.count("MaskedAttention") == 1
-    built = build_module(result.graph)
-    built.load_state_dict(result.state_dict, strict=True)
-    source = ExportSource(result.graph, built.eval(), random_inputs(result.graph, 3, 0), "blocked", "blocked")
-    report = export(source, "onnx", tmp_path / "blocked.onnx", ExportOptions(timing_runs=0))
+    report = export_imported_onnx(result, "blocked", tmp_path)
     assert report.ok, report.to_text()
     assert report.metrics["max_abs_diff"] < 1e-5 and report.metrics["verify_batch"] == 3
 

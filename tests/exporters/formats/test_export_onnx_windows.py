@@ -9,10 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from exporters import ExportOptions, export
-from exporters.source import ExportSource, random_inputs
-from graph_editor.building import build_module
 from graph_editor.importer.module_import import import_module
+from tests.exporters.export_graphs import export_imported_onnx
 
 pytestmark = [pytest.mark.export, pytest.mark.slow]  # an import and an export: ~6 s of CPU
 
@@ -40,9 +38,6 @@ def test_a_reshape_after_windowed_attention_with_a_bias_exports_and_matches_onnx
     torch.manual_seed(0)
     result = import_module(WindowAttention().eval(), (4, 64, 64), name="windows", strict=True)
     assert "MaskedAttention" in [n.type for n in result.graph]
-    built = build_module(result.graph)
-    built.load_state_dict(result.state_dict, strict=True)
-    source = ExportSource(result.graph, built.eval(), random_inputs(result.graph, 3, 0), "windows", "windows")
-    report = export(source, "onnx", tmp_path / "windows.onnx", ExportOptions(timing_runs=0))
+    report = export_imported_onnx(result, "windows", tmp_path)
     assert report.ok, report.to_text()
     assert report.metrics["max_abs_diff"] < 1e-4 and report.metrics["verify_batch"] == 3
