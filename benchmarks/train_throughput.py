@@ -24,7 +24,8 @@ median of per-round ratios (the two sides of a ratio run back to back in one rou
 load average. Goals: quiet, hand / worker >= 1.0; worker loaded / worker quiet <= 2.5.
 ``--variant`` adds worker configurations (environment variables), e.g.
 ``--variant pytorch=TORCH_STUDIO_THREADS=default``, ``--variant passive=TORCH_STUDIO_THREADS=passive`` or
-``--variant spin=GOMP_SPINCOUNT=100000`` (:mod:`trainer.threads`). A worker's line ends with the CPU
+``--variant spin=GOMP_SPINCOUNT=100000`` (:mod:`trainer.threads`). Each line gives the page faults of the
+whole process (imports included: a heap that gives a step's pages back shows here). A worker's line ends with the CPU
 threads it trained with (its ``system/threads`` samples: ``2``, or ``1-2`` where it changed them).
 ``--epochs`` shortens every case (a busy machine makes PyTorch's default spinning take minutes). With CUDA, the GPU section follows
 (``gpu_throughput.py``).
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -120,17 +122,28 @@ def prepare(case: Case, folder: Path, batch: int) -> Prepared:
     return Prepared(folder / "spec.json", hand)
 
 
-def run_seconds(command: list[str], extra_env: dict[str, str]) -> tuple[float, int | None]:
-    """Run one measurement's process; the seconds it reports (worker: ``finished``; hand: its line),
-    and the worker's run id (None for the hand loop)."""
+@dataclass(frozen=True)
+class Measured:
+    """One measurement: the seconds the process reports (worker: ``finished``; hand: its line), the worker's
+    run id (None for the hand loop), and the page faults the whole process took (its imports included)."""
+
+    seconds: float
+    run_id: int | None
+    faults: int
+
+
+def run_seconds(command: list[str], extra_env: dict[str, str]) -> Measured:
+    """Run one measurement's process."""
     env = {k: v for k, v in os.environ.items() if k not in CLEAN}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env.update(extra_env)
+    faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt   # the load's processes are reaped later
     done = subprocess.run([sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - faults
     for line in done.stdout.splitlines():
         event = json.loads(line) if line.startswith("{") else {}
         if event.get("event") == "finished" or ("seconds" in event and "event" not in event):
-            return float(event["seconds"]), event.get("run_id")
+            return Measured(float(event["seconds"]), event.get("run_id"), faults)
     raise RuntimeError(f"{command[:3]} did not finish (exit {done.returncode}): {done.stderr[-2000:]}")
 
 
@@ -174,10 +187,10 @@ def measure(prepared: Prepared, db: str, variants: dict[str, dict[str, str]], ro
             for name in order:
                 command, env = methods[name]
                 with Load(busy):
-                    seconds, run_id = run_seconds(command, env)
-                times.setdefault((condition, name), []).append(seconds)
-                print(f"  round {r + 1} {condition:<6} {name:<12} {seconds:7.2f} s   load {loadavg()}   "
-                      f"{threads_used(db, run_id)}", flush=True)
+                    done = run_seconds(command, env)
+                times.setdefault((condition, name), []).append(done.seconds)
+                print(f"  round {r + 1} {condition:<6} {name:<12} {done.seconds:7.2f} s   load {loadavg()}   "
+                      f"faults {done.faults / 1000:5.0f}k   {threads_used(db, done.run_id)}", flush=True)
     return times
 
 

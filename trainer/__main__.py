@@ -17,6 +17,10 @@ from trainer.distributed.lifeline import die_with_parent, gloo_threads_alive, is
 if is_torchrun_child():   # a rank dies with its launcher, even one killed with SIGKILL (trainer.distributed.lifeline)
     die_with_parent()
 
+from trainer.memory.heap import keep_freed_heap as _keep_freed_heap  # noqa: E402
+
+_keep_freed_heap()   # from the first allocation: the pages a CPU step frees stay for the next step
+
 from trainer.compilation.cache import compile_cache_dir as _compile_cache_dir  # noqa: E402
 from trainer.threads import compiles as _compiles  # noqa: E402
 from trainer.threads import configure as _configure_threads  # noqa: E402

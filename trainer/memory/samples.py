@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import sys
 import time
@@ -12,6 +10,7 @@ from collections.abc import Callable
 import torch
 
 from ..protocol.events import Memory
+from .heap import release_free_heap
 
 
 def memory_sample(device: torch.device, step: int | None = None) -> Memory:
@@ -65,33 +64,6 @@ def peak_rss_bytes() -> int:
         return 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB, macOS bytes
-
-
-def _libc_trim() -> object | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim   # glibc only
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
-
-
-_MALLOC_TRIM = _libc_trim()
-
-
-def release_free_heap() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; a no-op elsewhere).
-
-    glibc raises its mmap threshold to the largest block freed so far, so after the first steps a CPU
-    run's batches and activations (a few MB each) come from the heap, and the pages they leave free
-    between steps stay resident: measured +67 MiB of ``[heap]`` over 600 steps of a 60,000-image run,
-    growing with the run's length, not its data. A fixed 128 KiB threshold (``MALLOC_MMAP_THRESHOLD_``)
-    cured it but made every step 1.5-2x slower (a fresh mmap and page faults per tensor); trimming
-    costs a few ms, at a step's end, when :class:`HeapTrim` finds the process grown."""
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)   # type: ignore[operator]
 
 
 TRIM_GROWTH = 4 * 2**20   # bytes of RSS growth above the level that make the next trim
