@@ -17,10 +17,6 @@ from trainer.distributed.lifeline import die_with_parent, gloo_threads_alive, is
 if is_torchrun_child():   # a rank dies with its launcher, even one killed with SIGKILL (trainer.distributed.lifeline)
     die_with_parent()
 
-from trainer.memory.heap import keep_freed_heap as _keep_freed_heap  # noqa: E402
-
-_keep_freed_heap()   # from the first allocation: the pages a CPU step frees stay for the next step
-
 from trainer.compilation.cache import compile_cache_dir as _compile_cache_dir  # noqa: E402
 from trainer.threads import compiles as _compiles  # noqa: E402
 from trainer.threads import configure as _configure_threads  # noqa: E402
@@ -30,8 +26,10 @@ _configure_threads(compiled=_compiles(sys.argv[1:]))
 _compile_cache_dir()   # before torch is imported too: importing it sets Inductor's /tmp default
 
 from trainer.data.forkserver import start_early as _start_loader_helper  # noqa: E402
+from trainer.memory.heap import keep_freed_heap as _keep_freed_heap  # noqa: E402
 
-_start_loader_helper(sys.argv[1:])   # an image run's loader helper imports torch beside this process's import
+if not _start_loader_helper(sys.argv[1:]):   # an image run's loader helper imports torch beside this import
+    _keep_freed_heap()   # data held in memory: the pages a CPU step frees stay for the next (trainer.memory.heap)
 
 from trainer.worker import main  # noqa: E402 - after the handlers: this import takes seconds
 

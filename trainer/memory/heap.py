@@ -1,19 +1,22 @@
 """The worker's C heap: what glibc does with the memory a CPU step frees, and giving it back.
 
-A CPU step allocates its activations and gradients (a few MiB each for a small convnet) and frees them at
-its end. glibc's malloc serves a block of 128 KiB or more from a fresh ``mmap`` until it has freed one,
-then raises that threshold to the largest block freed (up to 32 MiB), and gives the free top of its heap
-back to the system whenever that top exceeds twice the threshold. For a step whose working set rises and
-falls by more than a couple of its largest blocks, that is a give-back at every step and a page fault for
-each page at the next: digits_cnn's 10 epochs faulted 55,000-200,000 pages in training from run to run
-(the layout of long-lived blocks above the step's decides whether the top can be given back), and the runs
-that faulted most spent 0.3-0.5 s of system time and took 10-30% longer.
+A CPU step allocates its activations and gradients (about a MiB each for a small convnet) and frees them at
+its end. glibc's malloc serves a block of 128 KiB or more from a fresh ``mmap`` until it has freed one, then
+raises that threshold to the largest block freed (up to 32 MiB) and gives the free top of its heap back to
+the system whenever that top exceeds twice the threshold. For a step whose blocks rise and fall by more than
+twice its largest, that is a give-back at every step and a page fault for each page at the next:
+digits_cnn's 10 epochs faulted 55,000-200,000 pages in training from run to run (where long-lived blocks
+landed decided whether the top could be given back), and the runs that faulted most spent 0.3-0.5 s of
+system time and took 10-30% longer.
 
-So the worker fixes both thresholds at its start (:func:`keep_freed_heap`, before torch is imported): blocks
-up to 32 MiB (glibc's own ceiling for its moving threshold) come from the heap, and the heap keeps what a
-step frees for the next, as PyTorch's CUDA caching allocator does. The same runs then faulted 6,200-7,000
-pages in training, every run. A step's peak is unchanged; what the heap keeps beyond it, when the process
-grows, :class:`~trainer.memory.samples.HeapTrim` gives back with :func:`release_free_heap`.
+So a worker whose data is held in memory frees a 4 MiB block from ``mmap`` when it starts
+(:func:`keep_freed_heap`), as its first steps would have: the thresholds start at 4 MiB (mmap) and 8 MiB
+(trim), and still rise with the larger blocks a run frees. The same runs then faulted 6,400-6,600 pages in
+training, every run (a 2 MiB block left them faulting: a trim threshold of 4 MiB is below digits_cnn's step).
+A run that streams image files through loader workers keeps glibc's own start: with the thresholds started at
+4 or 8 MiB, ten epochs of 300 JPEGs peaked at 783-851 MiB in 4 of 8 runs, against 776-790 MiB in 6 of 6
+without (the trim threshold is global and each allocating thread's arena keeps a top that large). Growth beyond
+a step's working set is given back by :class:`~trainer.memory.samples.HeapTrim` (:func:`release_free_heap`).
 
 Torch-free: ``trainer/__main__.py`` calls it before importing torch.
 """
@@ -24,9 +27,7 @@ import ctypes
 import ctypes.util
 import sys
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3     # glibc's malloc.h
-MMAP_THRESHOLD = 32 * 2**20      # blocks below this come from the heap (glibc's dynamic ceiling on 64-bit)
-TRIM_THRESHOLD = 2**30           # the free top the heap keeps before it gives it back by itself
+PRIME = 4 * 2**20   # the block freed at the start: thresholds of 4 MiB (mmap) and 8 MiB (trim)
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -35,7 +36,8 @@ def _glibc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
-        libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+        libc.malloc.argtypes, libc.malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
+        libc.free.argtypes, libc.free.restype = [ctypes.c_void_p], None
     except (OSError, AttributeError):   # not glibc (musl has neither)
         return None
     return libc
@@ -45,12 +47,16 @@ _LIBC = _glibc()
 
 
 def keep_freed_heap() -> bool:
-    """Fix glibc's mmap and trim thresholds for this process (:data:`MMAP_THRESHOLD`, :data:`TRIM_THRESHOLD`):
-    the pages a step frees stay for the next. False where the C library is not glibc or refuses."""
+    """Free a :data:`PRIME` block from ``mmap`` now, as a run's first steps would: glibc's thresholds start at
+    4 MiB (mmap) and 8 MiB (trim) and still follow the larger blocks a run frees. False where the C library
+    is not glibc or the block cannot be had."""
     if _LIBC is None:
         return False
-    return bool(_LIBC.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-        _LIBC.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    block = _LIBC.malloc(PRIME)
+    if not block:
+        return False
+    _LIBC.free(block)
+    return True
 
 
 def release_free_heap() -> None:
