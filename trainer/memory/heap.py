@@ -15,7 +15,8 @@ So a worker whose data is held in memory frees a 4 MiB block from ``mmap`` when 
 training, every run (a 2 MiB block left them faulting: a trim threshold of 4 MiB is below digits_cnn's step).
 A run that streams image files through loader workers keeps glibc's own start: with the thresholds started at
 4 or 8 MiB, ten epochs of 300 JPEGs peaked at 783-851 MiB in 4 of 8 runs, against 776-790 MiB in 6 of 6
-without (the trim threshold is global and each allocating thread's arena keeps a top that large). Growth beyond
+without (likely: the trim threshold is global and each allocating thread's arena keeps a top that large; a
+later run at glibc's own start reached 848 MiB once, so that is not the whole cause). Growth beyond
 a step's working set is given back by :class:`~trainer.memory.samples.HeapTrim` (:func:`release_free_heap`).
 
 Torch-free: ``trainer/__main__.py`` calls it before importing torch.
