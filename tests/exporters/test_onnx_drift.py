@@ -14,9 +14,6 @@ from tests.tool_modules import load_tool
 pytestmark = [pytest.mark.export, pytest.mark.slow]  # one ONNX export and two onnxruntime sessions: ~3 s of CPU
 
 
-
-
-
 def attention_net() -> Graph:
     """Tokens, a LayerNorm, q/k/v Linears into SDPA, GELU, a head: softmax, reductions and an activation."""
     g = Graph(InputSpec((6, 8)), 3, {"name": "drift"})

@@ -11,7 +11,7 @@ system time and took 10-30% longer.
 
 So a worker whose data is held in memory frees a 4 MiB block from ``mmap`` when it starts
 (:func:`keep_freed_heap`), as its first steps would have: the thresholds start at 4 MiB (mmap) and 8 MiB
-(trim), and still rise with the larger blocks a run frees. The same runs then faulted 6,400-6,600 pages in
+(trim), and still rise with the larger blocks a run frees. The same runs then faulted 6,400-10,000 pages in
 training, every run (a 2 MiB block left them faulting: a trim threshold of 4 MiB is below digits_cnn's step).
 A run that streams image files through loader workers keeps glibc's own start: with the thresholds started at
 4 or 8 MiB, ten epochs of 300 JPEGs peaked at 783-851 MiB in 4 of 8 runs, against 776-790 MiB in 6 of 6
@@ -39,7 +39,7 @@ def _glibc() -> ctypes.CDLL | None:
         libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
         libc.malloc.argtypes, libc.malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
         libc.free.argtypes, libc.free.restype = [ctypes.c_void_p], None
-    except (OSError, AttributeError):   # not glibc (musl has neither)
+    except (OSError, AttributeError):   # not glibc (musl has no malloc_trim)
         return None
     return libc
 

@@ -17,9 +17,6 @@ from tests.trainer.helpers import THOROUGH
 timm = pytest.importorskip("timm")
 
 
-
-
-
 walk = load_tool("import_walk")
 families = load_tool("timm_families")
 
