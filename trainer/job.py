@@ -19,7 +19,7 @@ from graph_editor.building import build_module
 
 from .callbacks import Callback
 from .callbacks.reporting import MemorySamples, Reporter
-from .checkpoints.saving import Checkpoints, save
+from .checkpoints.saving import Checkpoints, Held, save
 from .checks import Setup
 from .compilation import recipes as warm
 from .compilation.log import watch as watch_compile
@@ -86,6 +86,7 @@ class Job:
     started: float = field(default_factory=time.monotonic)
     last_cpu: tuple[float, float] = field(default_factory=lambda: (time.process_time(), time.monotonic()))
     recorder: Recorder = field(default_factory=Recorder)
+    held: Held = field(default_factory=Held)   # checkpoint copies taken, not written yet (every_s)
     inspection: LiveInspection | None = None   # inspects a step on request or every inspect_every_s
     callbacks: list[Callback] = field(default_factory=list)   # the features plugged into the loop, in order
     dist: Any = None          # under torchrun: trainer.distributed.rank.RankRole (agreement, sharded checkpoints)
@@ -318,13 +319,15 @@ def end_of_epoch(job: Job, epoch: int, seconds: float, waited: float = 0.0) -> b
     rows = [*metric_rows(event, step), (step, names.DATA_WAIT.name, waited / max(seconds, 1e-9))]
     # One transaction, on the recorder thread after the epoch's metrics; its event, checkpoints and memory
     # sample follow it there (the callbacks below submit them), so a reader that sees the event finds the rows.
-    job.recorder.submit(lambda: job.store.record_epoch(
-        job.run_id, rows, {**report, "step": step},    # the report names the weights it judged
-        epoch=epoch, step=step, best_metric=best_metric, best_value=best_value))
-    stop_metric = spec.early_stopping.metric
-    job.bad_epochs = 0 if improved.get(stop_metric, True) else job.bad_epochs + 1   # before a checkpoint keeps it
-    for callback in job.callbacks:      # the event, the checkpoints, a memory sample
-        callback.on_epoch_end(event)
+    # The recorder starts on them once the callbacks' copies are taken (Recorder.batch).
+    with job.recorder.batch():
+        job.recorder.submit(lambda: job.store.record_epoch(
+            job.run_id, rows, {**report, "step": step},    # the report names the weights it judged
+            epoch=epoch, step=step, best_metric=best_metric, best_value=best_value))
+        stop_metric = spec.early_stopping.metric
+        job.bad_epochs = 0 if improved.get(stop_metric, True) else job.bad_epochs + 1   # before a checkpoint keeps it
+        for callback in job.callbacks:      # the event, the checkpoints, a memory sample
+            callback.on_epoch_end(event)
     return 0 < spec.early_stopping.patience <= job.bad_epochs
 
 

@@ -16,7 +16,7 @@ import torch
 from graph_editor.building import BuildError
 
 from .callbacks.reporting import emit_memory
-from .checkpoints.saving import load_best_weights
+from .checkpoints.saving import load_best_weights, write_held
 from .checks import Setup
 from .data import DataError
 from .distributed.lifeline import live_ranks
@@ -98,7 +98,8 @@ def default_run_dir(store: RunStore, run_id: int) -> Path:
 
 
 def finish(job: Job, status: str, seconds: float) -> None:
-    """Test the best weights (unless stopped), record the end, emit ``finished``."""
+    """Write the checkpoints held, test the best weights (unless stopped), record the end, emit ``finished``."""
+    write_held(job)
     job.recorder.flush()
     test = None
     if status != "stopped":
@@ -122,6 +123,7 @@ def fail(job: Job, kind: str, message: str, *, tb: str = "", step: int | None = 
          memory: dict[str, Any] | None = None, rank: int | None = None) -> None:
     """Record and report a failed run. The event goes out even when the store cannot record it."""
     try:
+        write_held(job)         # the epochs before the failure can be resumed from
         job.recorder.flush()    # what was written before the failure stays, and comes first
     except Exception as exc:  # noqa: BLE001 - the failure being reported matters more
         message += f" (and writing metrics failed: {first_line(exc)})"

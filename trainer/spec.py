@@ -144,6 +144,9 @@ class CheckpointSpec:
     best: bool = True
     last: bool = True
     metric: str = "val_loss"  # what "best" means (a small val split ties often on accuracy, rarely on loss)
+    # Seconds of the run between checkpoint writes (0: every epoch); the epochs' ends between them are held in
+    # memory and written at the next one, the last epoch, a pause, a stop or a failure (trainer.checkpoints.saving)
+    every_s: float = 5.0
 
 
 @dataclass
@@ -370,7 +373,7 @@ def check_values(spec: RunSpec, problems: list[str]) -> None:
               s.warmup_epochs, "early_stopping.patience": spec.early_stopping.patience,
               "data.workers": d.workers, "data.device_budget_mb": d.device_budget_mb,
               "data.augment.translate": d.augment.translate, "train.seed": t.seed,
-              "memory.budget_mb": spec.memory.budget_mb}
+              "memory.budget_mb": spec.memory.budget_mb, "checkpoints.every_s": spec.checkpoints.every_s}
     for where, value in nonneg.items():
         if value < 0:
             problems.append(f"{where}: must not be negative, got {value}")

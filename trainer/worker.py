@@ -26,7 +26,7 @@ import torch
 
 from graph_editor.model.units import mib
 
-from .checkpoints.saving import restore
+from .checkpoints.saving import restore, write_held
 from .checkpoints.single_file import CheckpointError, discard_after, verify_checkpoint
 from .checks import Setup, setup
 from .compilation import recipes as warm
@@ -198,6 +198,8 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
             restore(job, checkpoint)
 
         def on_state(state: str, reason: str) -> None:
+            if state == "paused":
+                write_held(job)     # a paused run may be closed: its epochs are on disk first
             job.recorder.flush()
             emitter.emit(ev.State(state=state, reason=reason))
         controls.on_state = on_state
@@ -225,6 +227,7 @@ def execute(st: Setup, model: torch.nn.Module, store: RunStore, emitter: ev.Emit
         compile_expected_s=expected))
     try:
         status = run_epochs(job)
+        write_held(job)         # an early stop's epoch, held: its checkpoint
         job.recorder.flush()    # the last epoch's checkpoint, written off the training thread, is run time too
         finish(job, status, job.elapsed())   # every part of a resumed run, not the gaps between them
         return ev.EXIT_OK

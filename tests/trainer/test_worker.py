@@ -124,7 +124,7 @@ def test_commands_pause_set_lr_resume_stop(tmp_path, db):
 
 
 def test_sigterm_saves_a_checkpoint_and_ends_cleanly(tmp_path, db):
-    spec = write_spec(tmp_path, train={"epochs": 200})
+    spec = write_spec(tmp_path, train={"epochs": 2000})   # killed long before its end
     with WorkerClient.run(spec, db=db) as w:
         stream = w.events(timeout=60)
         first = until(stream, "metrics")
@@ -151,9 +151,11 @@ def test_closed_stdout_does_not_stop_training(tmp_path, db):
 
 
 def test_kill_9_keeps_written_metrics_and_marks_the_run_interrupted(tmp_path, db):
-    spec = write_spec(tmp_path, train={"epochs": 200})
+    spec = write_spec(tmp_path, train={"epochs": 2000})   # killed long before its end
     with WorkerClient.run(spec, db=db) as w:
-        seen = until(w.events(timeout=60), "epoch_end", 2)
+        stream = w.events(timeout=60)
+        seen = until(stream, "checkpoint")   # written every_s (5 s) of the run, by default
+        seen += until(stream, "epoch_end")   # then an epoch whose checkpoint is held, not written
         os.kill(w.proc.pid, signal.SIGKILL)
         w.wait(30)
     run_id = seen[0].run_id
@@ -163,7 +165,8 @@ def test_kill_9_keeps_written_metrics_and_marks_the_run_interrupted(tmp_path, db
     stored = {s for s, _, _ in store.metrics(run_id, "train/loss")}
     assert {e.step for e in seen if e.event == "metrics"} <= stored
     assert len(store.epoch_reports(run_id)) >= 2
-    assert store.checkpoint_path(run_id, "last") is not None
+    written = [e for e in seen if e.event == "checkpoint" and e.kind == "last"]
+    assert str(store.checkpoint_path(run_id, "last")) == written[-1].path and written[-1].step < seen[-1].step
 
 
 def test_resume_ends_at_the_metrics_of_an_uninterrupted_run(tmp_path):

@@ -11,9 +11,10 @@ What the training thread writes or emits itself (a state change, the end of the 
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 Write = Callable[[], None]
 
@@ -22,15 +23,36 @@ class Recorder:
     def __init__(self) -> None:
         self._queue: queue.Queue[Write | None] = queue.Queue()
         self._error: BaseException | None = None
+        self._batch: list[Write] | None = None
         self._thread = threading.Thread(target=self._run, name="trainer-recorder", daemon=True)
         self._thread.start()
 
     def submit(self, write: Write) -> None:
         """Run ``write`` (store rows, then emit) on the recorder thread, after everything submitted before."""
-        self._queue.put(write)
+        if self._batch is not None:
+            self._batch.append(write)
+        else:
+            self._queue.put(write)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """The writes submitted inside go to the recorder thread together, in order, when the block ends:
+        the thread's work (SQLite, serialisation: Python that holds the GIL) does not start while the
+        submitting thread still has its own Python to run."""
+        self._batch = held = []
+        try:
+            yield
+        finally:
+            self._batch = None
+            for write in held:
+                self._queue.put(write)
 
     def flush(self) -> None:
         """Wait until every submitted write is done; re-raise the first error one of them met."""
+        if self._batch:                   # inside a batch: what it holds goes first
+            for write in self._batch:
+                self._queue.put(write)
+            self._batch.clear()
         self._queue.join()
         self.check()
 

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import platformdirs
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -173,13 +173,16 @@ class RunStore:
 
     def update_run(self, run_id: int, **values: Any) -> None:
         def write() -> None:
-            with Session(self.engine) as s, s.begin():
-                run = s.get(Run, run_id)
-                if run is None:
-                    raise StoreError(f"no run {run_id}")
-                for k, v in values.items():
-                    setattr(run, k, v)
+            with self.engine.begin() as conn:
+                self._update(conn, run_id, values)
         self._write(f"update run {run_id}", write)
+
+    @staticmethod
+    def _update(conn: Any, run_id: int, values: dict[str, Any]) -> None:
+        """Set ``values`` on run ``run_id``'s row: a Core UPDATE (loading the run through the ORM would read
+        and parse its spec and graph JSON, every epoch)."""
+        if conn.execute(update(Run).where(Run.id == run_id).values(**values)).rowcount != 1:
+            raise StoreError(f"no run {run_id}")
 
     def claim(self, run_id: int) -> None:
         """This process now runs ``run_id`` (a resume): status running, our pid and host."""
@@ -233,24 +236,20 @@ class RunStore:
         (the epoch, and ``run_values``: step, best metric...), all or none of them."""
         metrics = [{"run_id": run_id, "step": st, "name": n, "value": v} for st, n, v in rows]
 
-        def write() -> None:
-            with Session(self.engine) as s, s.begin():
-                run = s.get(Run, run_id)
-                if run is None:
-                    raise StoreError(f"no run {run_id}")
+        def write() -> None:   # Core statements on one connection, as add_metrics
+            with self.engine.begin() as conn:
+                self._update(conn, run_id, {"epoch": epoch, **run_values})
                 if metrics:
-                    s.execute(insert(Metric), metrics)
-                s.add(EpochReport(run_id=run_id, epoch=epoch, report=report))
-                run.epoch = epoch
-                for k, v in run_values.items():
-                    setattr(run, k, v)
+                    conn.execute(insert(Metric), metrics)
+                conn.execute(insert(EpochReport).values(run_id=run_id, epoch=epoch, report=report))
         self._write(f"record epoch {epoch} of run {run_id}", write)
 
     def add_checkpoint(self, run_id: int, kind: str, path: str, step: int, epoch: int,
                        metric: float | None) -> None:
         def write() -> None:
-            with Session(self.engine) as s, s.begin():
-                s.add(Checkpoint(run_id=run_id, kind=kind, path=path, step=step, epoch=epoch, metric=metric))
+            with self.engine.begin() as conn:
+                conn.execute(insert(Checkpoint).values(run_id=run_id, kind=kind, path=path, step=step, epoch=epoch,
+                                                       metric=metric))
         self._write("record a checkpoint", write)
 
     def add_artifact(self, run_id: int, kind: str, path: str, meta: dict[str, Any] | None = None) -> int:
