@@ -39,7 +39,7 @@ class Recorder:
         """The writes submitted inside go to the recorder thread together, in order, when the block ends:
         the thread's work (SQLite, serialisation: Python that holds the GIL) does not start while the
         submitting thread still has its own Python to run."""
-        self._batch = held = []
+        self._batch = held = list[Write]()
         try:
             yield
         finally:
