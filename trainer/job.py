@@ -19,7 +19,7 @@ from graph_editor.building import build_module
 
 from .callbacks import Callback
 from .callbacks.reporting import MemorySamples, Reporter
-from .checkpoints.saving import Checkpoints, Held, save
+from .checkpoints.saving import Checkpoints, Held, save, write_held
 from .checks import Setup
 from .compilation import recipes as warm
 from .compilation.log import watch as watch_compile
@@ -166,6 +166,7 @@ def make_job(setup: Setup, model: nn.Module, *, store: RunStore, emitter: ev.Emi
                               start_step=lambda: job.step, opt=opt)
     controls.on_record_memory = recording.request
     controls.on_set_lr = lambda lr: record_lr_set(job, lr)
+    controls.on_write_checkpoints = lambda: write_held(job)
     job.callbacks += [job.inspection, recording]
     adaptive = adaptive_threads.for_this_process()   # the thread count follows the machine's load
     if adaptive is not None and not compiled:   # compiled kernels keep the count they were compiled with

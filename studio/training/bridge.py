@@ -121,6 +121,10 @@ class WorkerBridge(QObject):
         except ev.CommandError:
             return False
 
+    def write_checkpoints(self) -> bool:
+        """Ask the worker to write the checkpoints it holds (``checkpoints.every_s``); ``checkpoint`` events answer."""
+        return self.send(ev.WriteCheckpoints())
+
     def record_memory(self) -> bool:
         """Ask for the next two training steps' allocations; a ``memory_trace`` event answers."""
         return self.send(ev.RecordMemory())

@@ -45,6 +45,7 @@ class TrainingSession(QObject):
         self._memory_title = ""
         self._matrix: ev.EpochEnd | None = None          # the epoch whose confusion matrix is shown...
         self._checkpoints: dict[int, ev.Checkpoint] = {}   # ...and checkpoints from its step on, by step
+        self._waiting: tuple[int, int, int] | None = None   # (step, true, predicted): a click waiting for a write
         self.samples = CellSamples(dashboard.confusion, self)   # the samples of the cell clicked last
         self._peak_task: BackgroundTask | None = None
         self._given_peak: int | None = None
@@ -88,7 +89,7 @@ class TrainingSession(QObject):
         spec_path = folder / "spec.json"
         spec_path.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
         self.status = "starting"
-        self._matrix, self._checkpoints = None, {}
+        self._matrix, self._checkpoints, self._waiting = None, {}, None
         self.samples.forget()             # the last run's samples are not this one's
         self.dashboard.begin_run(spec.get("name") or "run", 0, spec.get("optim", {}).get("lr"))
         self.dashboard.set_state("starting worker...")
@@ -160,13 +161,17 @@ class TrainingSession(QObject):
     def _on_epoch(self, e: ev.EpochEnd) -> None:
         self.dashboard.end_epoch(e, e.classes or self.info.classes)
         if e.confusion is not None:
-            self._matrix = e
+            self._matrix, self._waiting = e, None
             self.samples.forget()         # a click on the older matrix is not answered on this one
             self._checkpoints = {s: c for s, c in self._checkpoints.items() if s >= e.step}
 
     def _on_checkpoint(self, e: ev.Checkpoint) -> None:
         if e.step not in self._checkpoints or e.kind == "best":   # best and last of one step: the same weights
             self._checkpoints[e.step] = e
+        if self._waiting is not None and self._waiting[0] == e.step:   # the write a click asked for
+            _step, t, p = self._waiting
+            self._waiting = None
+            self._load_samples(t, p)
 
     def _on_state(self, e: ev.State) -> None:
         if e.state in ("paused", "running"):
@@ -204,10 +209,15 @@ class TrainingSession(QObject):
         ckpt = self._checkpoints.get(matrix.step) if matrix is not None else None
         if matrix is None or ckpt is None or not self.spec:
             self.samples.forget()         # an earlier click's samples would answer this one
-            going = self.is_running()
+            # The worker holds an epoch's copy between writes (checkpoints.every_s) when it keeps its last
+            # checkpoint or the epoch was the best: asked, it writes it now, and the checkpoint event answers.
+            if matrix is not None and (self.spec.get("checkpoints", {}).get("last", True) or matrix.best) \
+                    and self.is_running() and self.bridge.write_checkpoints():
+                self._waiting = (matrix.step, t, p)
+                self.dashboard.confusion.show_message(f"Saving epoch {matrix.epoch}'s checkpoint for its samples...")
+                return
             self.dashboard.confusion.show_message(
                 "The samples appear once the run has saved a checkpoint." if matrix is None else
-                f"The samples of epoch {matrix.epoch} appear once its checkpoint is saved." if going else
                 f"The run saved no checkpoint of epoch {matrix.epoch} to show its samples from.")
             return
         self.samples.ask(Ask((matrix.step, ckpt.path), dict(self.spec), ckpt.path,

@@ -6,7 +6,8 @@ then end with ``finished`` status "stopped"), ``{"command": "set_lr", "lr": 0.00
 from the next step on the learning rate is this constant; the schedule no longer applies),
 ``{"command": "inspect"}`` (:class:`InspectNow`: the next step runs with hooks, then an ``inspect``
 event), ``{"command": "record_memory"}`` (:class:`RecordMemory`: the next two steps' allocations,
-then a ``memory_trace`` event).
+then a ``memory_trace`` event), ``{"command": "write_checkpoints"}`` (:class:`WriteCheckpoints`: the
+checkpoints held since the last write, written now; their ``checkpoint`` events answer).
 :func:`parse_command` turns any line into a command or a :class:`CommandError` naming what is wrong
 (never another exception: a 400-digit number or a 100000-deep nesting is a refused line like any
 other); the worker reports refused lines on stderr and keeps reading. SIGTERM and SIGINT act as stop.
@@ -30,7 +31,7 @@ from graph_editor.model.registry import Registry
 from .wire import read_json, short
 
 PAUSE, RESUME, STOP, SET_LR = "pause", "resume", "stop", "set_lr"
-INSPECT, RECORD_MEMORY = "inspect", "record_memory"
+INSPECT, RECORD_MEMORY, WRITE_CHECKPOINTS = "inspect", "record_memory", "write_checkpoints"
 
 MAX_COMMAND_CHARS = 4096   # a command is a few dozen characters; a longer line is refused unread
 
@@ -113,6 +114,13 @@ class InspectNow(Command):
 class RecordMemory(Command):
     """Record the allocations of the next two training steps (``trainer.memory.timeline``); a
     ``memory_trace`` event reports them."""
+
+
+@command_type(WRITE_CHECKPOINTS)
+@dataclass(kw_only=True)
+class WriteCheckpoints(Command):
+    """Write the checkpoints the run holds (the epochs since its last write, ``checkpoints.every_s``) now,
+    after the current step: the studio asks when a confusion cell's samples need an epoch's weights."""
 
 
 def _positive_finite(lr: Any) -> float:

@@ -28,6 +28,7 @@ from .commands import (
     Resume,
     SetLr,
     Stop,
+    WriteCheckpoints,
     parse_command,
 )
 
@@ -44,6 +45,7 @@ class Controls:
         self.on_inspect: Callable[[], None] = lambda: None   # the live inspection's request (trainer.inspection)
         self.on_record_memory: Callable[[], None] = lambda: None   # trainer.memory.timeline.LiveRecording.request
         self.on_set_lr: Callable[[float], None] = lambda lr: None   # records a rate set by hand with the run
+        self.on_write_checkpoints: Callable[[], None] = lambda: None   # trainer.checkpoints.saving.write_held
         self.sigterm = False
         self.paused_seconds = 0.0   # time spent paused so far: epoch times and the ETA leave it out
 
@@ -97,6 +99,8 @@ class Controls:
             self.on_inspect()
         elif isinstance(cmd, RecordMemory):
             self.on_record_memory()
+        elif isinstance(cmd, WriteCheckpoints):
+            self.on_write_checkpoints()
         elif isinstance(cmd, Pause):
             self._paused()
 

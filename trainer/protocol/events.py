@@ -133,6 +133,7 @@ from .commands import (
     Resume,
     SetLr,
     Stop,
+    WriteCheckpoints,
     command_type,
     encode_command,
     parse_command,
@@ -154,7 +155,8 @@ __all__ = [
     # the codec (trainer.protocol.wire) and the commands (trainer.protocol.commands), read through this one module
     "EVENT_TYPES", "Emitter", "Event", "ProtocolError", "Record", "UnknownEvent", "decode", "event_type", "optional",
     "COMMAND_TYPES", "COMMANDS", "MAX_COMMAND_CHARS", "PAUSE", "RECORD_MEMORY", "RESUME", "SET_LR", "STOP",
-    "Command", "CommandError", "InspectNow", "Pause", "RecordMemory", "Resume", "SetLr", "Stop", "command_type",
+    "Command", "CommandError", "InspectNow", "Pause", "RecordMemory", "Resume", "SetLr", "Stop", "WriteCheckpoints",
+    "command_type",
     "encode_command", "parse_command",
     # the events
     "RUN_STARTED", "COMPILE_PROGRESS", "COMPILE_DONE", "GRAPH_BREAK", "RECOMPILE", "METRICS", "EPOCH_END", "MEMORY", "CHECKPOINT",

@@ -148,6 +148,21 @@ def test_confusion_cell_click_shows_the_samples_of_that_cell(qtbot, controller):
     assert title.startswith(f"true {t}, predicted {t} (") and f"checkpoint, epoch 2): {epoch_matrix[t, t]} samples" in title
 
 
+def test_a_cell_clicked_while_the_run_holds_its_epochs_checkpoint_asks_the_worker_to_write_it(qtbot, controller):
+    """Short epochs: the worker holds each epoch's checkpoint between writes (checkpoints.every_s, 5 s). A click
+    on the live matrix asks for the write, and the samples come from that very epoch while the run goes on."""
+    controller.start(_spec(400, "held"))
+    session, panel = controller.session, controller.dashboard.confusion
+    qtbot.waitUntil(lambda: session._matrix is not None and session._matrix.epoch >= 2, timeout=WAIT)
+    assert not session._checkpoints                    # nothing written yet: the run is not 5 s old
+    qtbot.mouseClick(panel.matrix_view, Qt.MouseButton.LeftButton, pos=QPoint(*map(int, panel.matrix_view.cell_center(0, 0))))
+    qtbot.waitUntil(lambda: "checkpoint, epoch" in panel.gallery.title(), timeout=WAIT)
+    epoch = int(panel.gallery.title().split("checkpoint, epoch ")[1].split(")")[0])
+    assert session.is_running() and epoch in {e.epoch for e in session._checkpoints.values()}
+    with qtbot.waitSignal(session.ended, timeout=WAIT):
+        session.stop()
+
+
 def test_a_cell_of_an_epoch_without_its_checkpoint_shows_no_other_epochs_samples(qtbot, controller):
     """Only a best checkpoint, at epoch 1 (no last ones; no epoch beats a min_delta of 0.9): the matrix
     shown is epoch 2's, so a click says epoch 2 kept no checkpoint (it once showed epoch 1's samples

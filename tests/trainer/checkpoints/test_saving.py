@@ -84,3 +84,20 @@ def test_a_pause_writes_what_is_held_and_a_stop_writes_the_held_best_before_its_
     stop_saves = checkpoints_of(rest)
     assert rest[-1].status == "stopped" and stop_saves[-1].kind == "last" and stop_saves[-1].step == rest[-1].step
     assert [c.step for c in stop_saves] == sorted(c.step for c in stop_saves)   # an older held best first
+
+
+@pytest.mark.process
+def test_the_write_checkpoints_command_writes_what_is_held_now(tmp_path):
+    from trainer.protocol.commands import WriteCheckpoints
+
+    with WorkerClient.run(write_spec(tmp_path, train={"epochs": 300}), db=f"sqlite:///{tmp_path / 'runs.sqlite'}") as w:
+        stream = w.events(timeout=60)
+        seen = until(stream, "epoch_end", 2)
+        w.send(WriteCheckpoints())
+        seen += until(stream, "checkpoint")
+        w.stop()
+        rest = list(stream)
+        assert w.wait(60) == 0, w.stderr
+    ends = [e.step for e in seen if e.event == "epoch_end"]
+    assert seen[-1].step in ends and seen[-1].step >= ends[1]     # an epoch's end, the second or a later one
+    assert rest[-1].status == "stopped" and seen[-1].step < rest[-1].step   # written long before the run ended

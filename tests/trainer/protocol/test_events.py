@@ -153,7 +153,9 @@ def test_command_round_trips(command):
 def test_command_wire_format_is_unchanged():
     assert json.loads(ev.encode_command(ev.SET_LR, lr=0.5)) == {"command": "set_lr", "lr": 0.5}
     assert json.loads(ev.encode_command(ev.PAUSE)) == {"command": "pause"}
-    assert set(ev.COMMAND_TYPES) == {"pause", "resume", "stop", "set_lr", "inspect", "record_memory"}
+    assert set(ev.COMMAND_TYPES) == {"pause", "resume", "stop", "set_lr", "inspect", "record_memory",
+                                     "write_checkpoints"}
+    assert ev.parse_command('{"command": "write_checkpoints"}') == ev.WriteCheckpoints()
     assert json.loads(ev.encode_command(ev.INSPECT)) == {"command": "inspect"}
     assert ev.parse_command('{"command": "stop", "why": "newer field"}') == ev.Stop()   # extra fields ignored
 
