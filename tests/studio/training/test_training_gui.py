@@ -151,9 +151,11 @@ def test_confusion_cell_click_shows_the_samples_of_that_cell(qtbot, controller):
 def test_a_cell_clicked_while_the_run_holds_its_epochs_checkpoint_asks_the_worker_to_write_it(qtbot, controller):
     """Short epochs: the worker holds each epoch's checkpoint between writes (checkpoints.every_s, 5 s). A click
     on the live matrix asks for the write, and the samples come from that very epoch while the run goes on."""
-    controller.start(_spec(400, "held"))
+    spec = _spec(400, "held")
+    spec["train"]["batch_size"] = 8      # epochs of ~1 s: the samples' re-evaluation ends before the next matrix
+    controller.start(spec)
     session, panel = controller.session, controller.dashboard.confusion
-    qtbot.waitUntil(lambda: session._matrix is not None and session._matrix.epoch >= 2, timeout=WAIT)
+    qtbot.waitUntil(lambda: session._matrix is not None, timeout=WAIT)
     assert not session._checkpoints                    # nothing written yet: the run is not 5 s old
     qtbot.mouseClick(panel.matrix_view, Qt.MouseButton.LeftButton, pos=QPoint(*map(int, panel.matrix_view.cell_center(0, 0))))
     qtbot.waitUntil(lambda: "checkpoint, epoch" in panel.gallery.title(), timeout=WAIT)
