@@ -144,9 +144,7 @@ class CheckpointSpec:
     best: bool = True
     last: bool = True
     metric: str = "val_loss"  # what "best" means (a small val split ties often on accuracy, rarely on loss)
-    # Seconds of the run between checkpoint writes (0: every epoch); the epochs' ends between them are held in
-    # memory and written at the next one, the last epoch, a pause, a stop or a failure (trainer.checkpoints.saving)
-    every_s: float = 5.0
+    every_s: float = 5.0      # of the run between writes (0: every epoch); epochs between are held (checkpoints.saving)
 
 
 @dataclass

@@ -155,12 +155,14 @@ def test_a_cell_clicked_while_the_run_holds_its_epochs_checkpoint_asks_the_worke
     spec["train"]["batch_size"] = 8      # epochs of ~1 s: the samples' re-evaluation ends before the next matrix
     controller.start(spec)
     session, panel = controller.session, controller.dashboard.confusion
-    qtbot.waitUntil(lambda: session._matrix is not None, timeout=WAIT)
-    assert not session._checkpoints                    # nothing written yet: the run is not 5 s old
+    written = []
+    session.bridge.checkpoint.connect(written.append)
+    qtbot.waitUntil(lambda: "epoch" in panel.caption.text(), timeout=WAIT)   # an epoch's matrix is shown
+    assert not written                                 # nothing written yet: the run is not 5 s old
     qtbot.mouseClick(panel.matrix_view, Qt.MouseButton.LeftButton, pos=QPoint(*map(int, panel.matrix_view.cell_center(0, 0))))
     qtbot.waitUntil(lambda: "checkpoint, epoch" in panel.gallery.title(), timeout=WAIT)
     epoch = int(panel.gallery.title().split("checkpoint, epoch ")[1].split(")")[0])
-    assert session.is_running() and epoch in {e.epoch for e in session._checkpoints.values()}
+    assert session.is_running() and epoch in {e.epoch for e in written}
     with qtbot.waitSignal(session.ended, timeout=WAIT):
         session.stop()
 
