@@ -33,6 +33,9 @@ from .optim import set_lr
 StepFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
+EVAL_FOLD = 1 << 20   # logits held before an evaluation folds them in (4 MiB of float32)
+
+
 class NonFiniteLoss(RuntimeError):
     def __init__(self, step: int, value: float) -> None:
         self.step = step
@@ -246,14 +249,28 @@ def evaluate(model: nn.Module, loader, num_classes: int, *, device: torch.device
     model.eval()
     loss_sum = torch.zeros((), device=device)
     confusion = torch.zeros(num_classes * num_classes, dtype=torch.long, device=device)
-    n = 0
+    held: list[tuple[torch.Tensor, torch.Tensor]] = []   # batches' logits and labels not yet folded in
+    n = held_rows = 0
+
+    def fold() -> None:
+        # The loss and confusion of the batches held, in a few kernels for all of them: per batch they were
+        # 20% of a LeNet-5 val pass on two cores (36 ms an epoch against a plain loop's 30).
+        logits, labels = torch.cat([h[0] for h in held]).float(), torch.cat([h[1] for h in held])
+        loss_sum.add_(F.cross_entropy(logits, labels, reduction="sum"))
+        confusion.add_(torch.bincount(labels * num_classes + logits.argmax(1), minlength=num_classes ** 2))
+        held.clear()
+
     for x, y, valid in loader.batches(loader.order()):
         with autocast(device, precision):
-            logits = model(x)                 # fixed batch shape: the padded tail is dropped below
-        logits, y = logits[:valid].float(), y[:valid]
-        loss_sum += F.cross_entropy(logits, y, reduction="sum")
-        confusion += torch.bincount(y * num_classes + logits.argmax(1), minlength=num_classes ** 2)
-        n += valid
+            logits = model(x)                 # fixed batch shape: the padded tail is dropped here
+        # a CUDA graph's output is overwritten by its next replay: kept on CUDA as a copy
+        held.append((logits[:valid] if device.type == "cpu" else logits[:valid].clone(), y[:valid]))
+        n, held_rows = n + valid, held_rows + valid
+        if held_rows * num_classes >= EVAL_FOLD:
+            fold()
+            held_rows = 0
+    if held:
+        fold()
     model.train()
     if reduce is not None:
         sums = reduce(torch.cat([loss_sum.double().view(1), torch.tensor([float(n)], dtype=torch.float64,

@@ -154,3 +154,24 @@ def test_a_callback_that_acts_after_each_step_can_stop_the_epoch_and_the_rest_ar
                                     window=window, totals=EpochTotals(), loop=loop)
     assert (step, stopped, stop.calls) == (5, True, 5)
     assert [(r[0], len(r[2])) for r in reports] == [(1, 1), (5, 4)]   # the first step, then stopping reports at once
+
+
+@pytest.mark.parametrize("fold", [1 << 20, 25])   # all at the end; every few batches (rows x classes >= 25)
+def test_evaluate_gives_the_loss_accuracy_and_confusion_of_the_real_rows(monkeypatch, fold):
+    import trainer.loop as loop
+    from trainer.data import Split
+    from trainer.data.loaders import DeviceLoader
+
+    monkeypatch.setattr(loop, "EVAL_FOLD", fold)
+    gen = torch.Generator().manual_seed(3)
+    x, y = torch.randn(23, 4, generator=gen), torch.randint(0, 3, (23,), generator=gen)
+    model = torch.nn.Linear(4, 3)
+    loader = DeviceLoader(Split(x, y), 5, torch.device("cpu"), train=False)   # 5 batches, the last padded
+    got = loop.evaluate(model, loader, 3, device=torch.device("cpu"), precision="fp32")
+    with torch.no_grad():
+        logits = model(x)
+    expected = torch.zeros(3, 3, dtype=torch.long)
+    for t, p in zip(y.tolist(), logits.argmax(1).tolist(), strict=True):
+        expected[t, p] += 1
+    assert got.loss == pytest.approx(torch.nn.functional.cross_entropy(logits, y).item(), rel=1e-6)
+    assert (got.confusion == expected.numpy()).all() and got.accuracy == int((logits.argmax(1) == y).sum()) / 23
