@@ -104,7 +104,7 @@ def report_metrics(job: Job, window: MetricsWindow) -> None:
 
 def emit_memory(job: Job, step: int, background: bool = False) -> None:
     """Store and emit a memory sample (taken, stored and emitted on the recorder thread when ``background``:
-    on a CPU the sample first gives the heap's free pages back, a few ms the training thread does not wait for)."""
+    the training thread does not wait for the store)."""
     job.last_memory = now = time.monotonic()
     cpu, (cpu0, wall0) = time.process_time(), job.last_cpu
     job.last_cpu = (cpu, now)
