@@ -67,10 +67,11 @@ def test_every_s_0_writes_every_epoch(tmp_path):
 
 @pytest.mark.process
 def test_a_pause_writes_what_is_held_and_a_stop_writes_the_held_best_before_its_last(tmp_path):
-    with WorkerClient.run(write_spec(tmp_path, train={"epochs": 300}), db=f"sqlite:///{tmp_path / 'runs.sqlite'}") as w:
+    spec = write_spec(tmp_path, train={"epochs": 300}, checkpoints={"every_s": 3600})   # held until the pause
+    with WorkerClient.run(spec, db=f"sqlite:///{tmp_path / 'runs.sqlite'}") as w:
         stream = w.events(timeout=60)
         seen = until(stream, "epoch_end", 2)
-        assert not checkpoints_of(seen)             # held: the run is not 5 s old
+        assert not checkpoints_of(seen)
         w.pause()
         seen += until(stream, "state")
         assert seen[-1].state == "paused", kinds(seen)
@@ -90,9 +91,11 @@ def test_a_pause_writes_what_is_held_and_a_stop_writes_the_held_best_before_its_
 def test_the_write_checkpoints_command_writes_what_is_held_now(tmp_path):
     from trainer.protocol.commands import WriteCheckpoints
 
-    with WorkerClient.run(write_spec(tmp_path, train={"epochs": 300}), db=f"sqlite:///{tmp_path / 'runs.sqlite'}") as w:
+    spec = write_spec(tmp_path, train={"epochs": 300}, checkpoints={"every_s": 3600})   # held until asked
+    with WorkerClient.run(spec, db=f"sqlite:///{tmp_path / 'runs.sqlite'}") as w:
         stream = w.events(timeout=60)
         seen = until(stream, "epoch_end", 2)
+        assert not checkpoints_of(seen)
         w.send(WriteCheckpoints())
         seen += until(stream, "checkpoint")
         w.stop()
