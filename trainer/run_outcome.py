@@ -98,8 +98,8 @@ def default_run_dir(store: RunStore, run_id: int) -> Path:
 
 
 def finish(job: Job, status: str, seconds: float) -> None:
-    """Write the checkpoints held, test the best weights (unless stopped), record the end, emit ``finished``."""
-    write_held(job)
+    """Test the best weights (unless stopped), record the end, emit ``finished``. The checkpoints held are
+    written before (``trainer.worker.execute``: their write is run time); a rank under torchrun holds none."""
     job.recorder.flush()
     test = None
     if status != "stopped":

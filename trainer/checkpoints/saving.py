@@ -104,11 +104,7 @@ class Held:
 
     def take_all(self) -> list[tuple[Taken, tuple[str, ...]]]:
         """Every held copy with the kinds it is still held as, oldest first; nothing stays held."""
-        copies: list[Taken] = []
-        for taken in self.kinds.values():
-            if not any(taken is c for c in copies):
-                copies.append(taken)
-        copies.sort(key=lambda t: t.meta["step"])
+        copies = sorted({id(t): t for t in self.kinds.values()}.values(), key=lambda t: t.meta["step"])
         out = [(t, tuple(k for k in ("best", "last") if self.kinds.get(k) is t)) for t in copies]
         self.kinds.clear()
         return out

@@ -39,20 +39,23 @@ class Recorder:
         """The writes submitted inside go to the recorder thread together, in order, when the block ends:
         the thread's work (SQLite, serialisation: Python that holds the GIL) does not start while the
         submitting thread still has its own Python to run."""
-        self._batch = held = list[Write]()
+        self._batch = []
         try:
             yield
         finally:
+            self._release()
             self._batch = None
-            for write in held:
-                self._queue.put(write)
+
+    def _release(self) -> None:
+        """Hand what the open batch holds to the recorder thread."""
+        for write in self._batch or ():
+            self._queue.put(write)
+        if self._batch:
+            self._batch.clear()
 
     def flush(self) -> None:
         """Wait until every submitted write is done; re-raise the first error one of them met."""
-        if self._batch:                   # inside a batch: what it holds goes first
-            for write in self._batch:
-                self._queue.put(write)
-            self._batch.clear()
+        self._release()                   # inside a batch: what it holds goes first
         self._queue.join()
         self.check()
 
