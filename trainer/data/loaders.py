@@ -57,6 +57,8 @@ def _translate(x: torch.Tensor, pad: int, gen: torch.Generator) -> torch.Tensor:
 class DeviceLoader:
     """A split held on ``device``; batches are gathers of ``batch_size`` rows."""
 
+    in_order: torch.Tensor | None = None   # evaluation's order (the split's own): batches are views of it
+
     def __init__(self, split: Split, batch_size: int, device: torch.device, *, train: bool,
                  augment: Augment | None = None, seed: int = 0, channels_last: bool = False) -> None:
         self.x = split.x.to(device)
@@ -68,6 +70,8 @@ class DeviceLoader:
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
         self.channels_last = channels_last
+        if not train:
+            self.in_order = torch.arange(self.n, device=device)
 
     def start(self) -> None:
         """Start what this loader runs beside the loop: nothing for a split held on the device."""
@@ -80,13 +84,18 @@ class DeviceLoader:
     def order(self) -> torch.Tensor:
         if self.train:
             return torch.randperm(self.n, device=self.device, generator=self.generator)
-        return torch.arange(self.n, device=self.device)
+        return self.in_order if self.in_order is not None else torch.arange(self.n, device=self.device)
 
     def batches(self, order: torch.Tensor, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
         """(x, y, valid rows) from step ``start`` on; eval's last batch repeats its final index as padding."""
         b = self.batch_size
         for i in range(start, self.steps):
-            idx, valid = order[i * b:(i + 1) * b], min(b, self.n - i * b)
+            lo, valid = i * b, min(b, self.n - i * b)
+            if order is self.in_order and valid == b:
+                # the split in its own order: a batch is a view of it (a LeNet-5 val pass: 25.8 against 27.4 ms)
+                yield self._finish(self.x[lo:lo + b]), self.y[lo:lo + b], valid
+                continue
+            idx = order[lo:lo + b]
             if valid < b:
                 idx = torch.cat([idx, idx[-1:].expand(b - valid)])
             yield self._finish(self.x[idx]), self.y[idx], valid

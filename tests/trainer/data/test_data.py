@@ -45,6 +45,19 @@ def test_device_loader_drops_ragged_training_batch_and_pads_evaluation():
     test = DeviceLoader(s.test, 100, torch.device("cpu"), train=False)
     out = list(test.batches(test.order()))
     assert [v for _, _, v in out] == [100, 100, 100, 59] and out[-1][0].shape == (100, 1, 8, 8)
+
+
+def test_evaluation_batches_in_the_splits_own_order_are_views_and_another_order_is_gathered():
+    s = prepare(load_raw("digits", "auto"), val_fraction=0.1, test_fraction=0.2, seed=0)
+    test = DeviceLoader(s.test, 100, torch.device("cpu"), train=False, channels_last=True)
+    out = list(test.batches(test.order()))
+    base = test.x.untyped_storage().data_ptr()
+    assert [x.untyped_storage().data_ptr() == base for x, _, _ in out] == [True, True, True, False]   # the tail: padded
+    assert torch.equal(out[1][0], test.x[100:200]) and out[1][0].is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(out[-1][0][59:], test.x[-1:].expand(41, -1, -1, -1))   # padded with the last row
+    backwards = torch.arange(test.n - 1, -1, -1)                               # equal to the order, not it
+    first = next(test.batches(backwards))
+    assert torch.equal(first[1], s.test.y.flip(0)[:100]) and first[0].untyped_storage().data_ptr() != base
     assert torch.equal(torch.cat([y[:v] for _, y, v in out]), s.test.y)
 
 
