@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from desktop_walk import ROOT, Walk, WalkFailed, drive  # noqa: E402 - the tools folder is no package
+from desktop_walk_x import ROOT, Walk, WalkFailed, drive  # noqa: E402 - the tools folder is no package
 
 sys.path.insert(0, str(ROOT))
 from benchmarks.graph_load import chain_text  # noqa: E402

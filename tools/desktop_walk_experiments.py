@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from desktop_walk import WIDTH, Walk, WalkFailed, drive  # noqa: E402 - the tools folder is no package
+from desktop_walk_x import WIDTH, Walk, WalkFailed, drive  # noqa: E402 - the tools folder is no package
 
 ROW_Y = (159, 189, 218, 247, 276)     # the Runs table's first rows at 1440x900 (newest first)
 

@@ -36,6 +36,7 @@ from trainer.metrics import names
 from trainer.protocol import events as ev
 
 from ..elided_label import ElidedLabel
+from ..widgets import fit_columns_to_row
 from .confusion import ConfusionPanel
 from .memory_prediction import predicted_line_texts
 from .memory_timeline import MemoryTimelineView
@@ -233,7 +234,10 @@ class TrainingDashboard(QWidget):
         return row
 
     def _toggle_pause(self) -> None:
-        (self.resume_requested if self._paused else self.pause_requested).emit()
+        resume = self._paused   # shown asked at once: the worker's state event may come after a backlog of events
+        (self.resume_requested if resume else self.pause_requested).emit()
+        self._paused = not resume
+        self.pause_button.setText("Pause" if resume else "Resume")
 
     def set_controls_enabled(self, on: bool) -> None:
         for w in (self.pause_button, self.stop_button, self.lr_box, self.record_button):
@@ -320,8 +324,7 @@ class TrainingDashboard(QWidget):
         for it in items:
             it.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.epochs.appendRow(items)
-        for col in range(len(EPOCH_COLUMNS) - 1):   # the last column stretches over the rest
-            self.epoch_table.resizeColumnToContents(col)
+        fit_columns_to_row(self.epoch_table, self.epochs.rowCount() - 1, len(EPOCH_COLUMNS) - 1)   # the last stretches
         self.epoch_table.scrollToBottom()
         if e.confusion is not None:
             self.confusion.set_matrix(np.asarray(e.confusion), e.classes or class_names, f"epoch {e.epoch}",
@@ -359,10 +362,7 @@ class TrainingDashboard(QWidget):
 
     def set_paused(self, paused: bool) -> None:
         self._paused = paused
-        if paused:
-            self.clock.pause()
-        else:
-            self.clock.resume()
+        (self.clock.pause if paused else self.clock.resume)()
         self.pause_button.setText("Resume" if paused else "Pause")
         self.set_state("paused" if paused else "running")
 

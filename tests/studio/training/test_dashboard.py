@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QStyledItemDelegate
 
 from studio.training.dashboard import ProgressClock, TrainingDashboard, format_duration
 from trainer.protocol import events as ev
@@ -114,6 +115,21 @@ def test_pausing_the_dashboard_pauses_its_clock(dash):
     assert not dash.clock.paused
 
 
+def test_pause_then_resume_clicked_before_the_workers_state_events_asks_for_each_once(dash, qtbot):
+    """The walk found it: with a backlog of events the "paused" state came seconds after the click, the button
+    still said Pause, and the click meant as Resume paused the paused run again (it stayed paused)."""
+    asked = []
+    dash.pause_requested.connect(lambda: asked.append("pause"))
+    dash.resume_requested.connect(lambda: asked.append("resume"))
+    qtbot.mouseClick(dash.pause_button, Qt.MouseButton.LeftButton)
+    assert dash.pause_button.text() == "Resume"
+    qtbot.mouseClick(dash.pause_button, Qt.MouseButton.LeftButton)
+    assert asked == ["pause", "resume"] and dash.pause_button.text() == "Pause"
+    dash.set_paused(True)                                # the events come late, in the worker's order
+    dash.set_paused(False)
+    assert dash.pause_button.text() == "Pause" and not dash.clock.paused
+
+
 def test_end_of_run_disables_controls(dash):
     assert dash.stop_button.isEnabled()
     dash.set_state("completed", running=False)
@@ -148,6 +164,40 @@ def test_no_epoch_table_cell_is_cut_at_the_smallest_window(dash):
             assert header.sectionSize(col) >= metrics.horizontalAdvance(text), (col, text, header.sectionSize(col))
     assert dash.epochs.item(1, 6).text() == "0.06"
     assert sum(header.sectionSize(c) for c in range(dash.epochs.columnCount())) <= table.viewport().width() + 1
+
+
+class CountingDelegate(QStyledItemDelegate):
+    """Counts the cells measured: ``resizeColumnToContents`` measures every row (up to 1,000)."""
+
+    measured = 0
+
+    def sizeHint(self, option, index):  # noqa: N802 (Qt override)
+        CountingDelegate.measured += 1
+        return super().sizeHint(option, index)
+
+
+def test_epoch_table_columns_fit_every_row_and_a_new_row_measures_only_itself(dash):
+    table, header = dash.epoch_table, dash.epoch_table.horizontalHeader()
+    delegate = CountingDelegate(table)
+    table.setItemDelegate(delegate)
+    dash.show()
+
+    def row(epoch, loss=0.12, seconds=0.06):
+        dash.end_epoch(ev.EpochEnd(epoch=epoch, step=10 * epoch, train_loss=loss, train_accuracy=0.9, val_loss=0.2,
+                                   val_accuracy=0.9, lr=1e-3, seconds=seconds))
+
+    for epoch in range(1, 301):
+        row(epoch)
+    CountingDelegate.measured = 0
+    row(301, loss=12345.678, seconds=98765.4)           # wider cells than any before, at row 300
+    measured = CountingDelegate.measured
+    for epoch in range(302, 305):
+        row(epoch)                                      # narrow again: the columns keep their width
+    columns = dash.epochs.columnCount() - 1             # the last column stretches
+    assert measured <= 2 * columns, f"adding row 301 measured {measured} cells (every row's)"
+    for col in range(columns):
+        assert header.sectionSize(col) >= max(table.sizeHintForColumn(col), header.sectionSizeHint(col)), col
+    assert header.sectionSize(1) > table.fontMetrics().horizontalAdvance("0.1200") + 8   # row 301 widened it
 
 
 def test_a_new_run_starts_with_empty_axes_not_the_last_run_s(dash):
