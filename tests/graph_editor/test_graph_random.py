@@ -164,6 +164,19 @@ def test_validation_never_raises_and_locates_every_error(graph):
 @given(random_graphs())
 def test_any_built_graph_imports_back_to_the_same_layers(graph):
     """build_module then import_module (both on meta) gives back every layer with its parameters."""
+    imports_back(graph)
+
+
+def test_a_scale_built_on_meta_imports_back_with_the_factor_it_was_built_with():
+    """Hypothesis found it: on meta gamma has no values, and its init_value 0.0 came back as the default 1e-5."""
+    for init in (0.0, 0.5, 1e-5):
+        graph = Graph(InputSpec((12,)), 1, {"name": "scale"})
+        graph.chain(("Input", "input"), ("Scale", "n0", {"init_value": init}), ("Flatten", "head_flatten"),
+                    ("Linear", "head", {"out_features": 1}), ("Output", "output"))
+        imports_back(graph)
+
+
+def imports_back(graph: Graph) -> None:
     inf = validate(graph, 2)
     if not inf.ok:
         return
