@@ -87,7 +87,8 @@ def conv_transpose2d(p: Params, xs: list[Shape]) -> Shape:
 @layer("StdConv2d", CAT, "2-D convolution whose filters are standardised (zero mean, unit variance each) in every "
        "forward, so it trains as BiT's and NF-Net's do (timm's StdConv2d, ScaledStdConv2d).", [
            *_conv_params(2),
-           ParamSpec("eps", "float", 1e-6, "Added to each filter's variance.", minimum=0.0),
+           # its standardisation is a batch norm, whose eps must be positive (0 failed in the forward, not here)
+           ParamSpec("eps", "float", 1e-6, "Added to each filter's variance.", minimum=1e-12),
            ParamSpec("scaled", "bool", False, "Then scale each filter by a learned gain times gamma / sqrt(fan-in) "
                      "(NF-Net's ScaledStdConv2d)."),
            ParamSpec("gamma", "float", 1.0, "The scaled filters' factor (the activation's gain in NF-Nets).",
