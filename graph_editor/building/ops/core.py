@@ -234,20 +234,19 @@ zero_flops("Scale")  # element-wise
 @module_rule(Scale)
 @library_rule("timm.layers.layer_scale.LayerScale")  # gamma [C] over the last dim, x * gamma (or in place)
 def _import_scale(m: Any, xs: list[fx.Node]) -> Mapped:
-    return _scale_of(m.gamma, xs, getattr(m, "init_value", None))   # our Scale keeps it; timm's LayerScale not
+    return _scale_of(m.gamma, xs, getattr(m, "init_value", 1e-5))   # our Scale keeps it; timm's LayerScale not
 
 
-def _scale_of(gamma: torch.Tensor, xs: list[fx.Node], built_with: float | None = None) -> Mapped:
+def _scale_of(gamma: torch.Tensor, xs: list[fx.Node], built_with: float = 1e-5) -> Mapped:
     """A per-channel factor ``[C]`` or ``[C, 1, ..., 1]`` as Scale over dim ``-gamma.dim()`` (``built_with``:
-    the initial factor its module was made with, when it says)."""
+    the initial factor its module was made with, where it says; else the catalog's default)."""
     if gamma.dim() < 1 or any(s != 1 for s in gamma.shape[1:]):
         raise Unmappable(f"scales by a tensor of shape {list(gamma.shape)}; a per-channel scale is [C] or "
                          "[C, 1, ..., 1]")
     first = gamma.detach().flatten()[0]
     # a factor still at its initial value (all equal) keeps it; trained factors come with the weights, and
-    # on meta (no values) the factor the module was built with, else the catalog's default
-    init = float(f"{float(first):.7g}") if gamma.device.type != "meta" and bool((gamma == first).all()) else \
-        built_with if built_with is not None else 1e-5
+    # on meta (no values) the factor the module was built with
+    init = float(f"{float(first):.7g}") if gamma.device.type != "meta" and bool((gamma == first).all()) else built_with
     # (float32's digits only: 0.3 stored in float32 reads 0.30000001192092896 as a Python float)
     return Mapped("Scale", {"num_features": int(gamma.shape[0]), "dim": -gamma.dim(), "init_value": float(init)},
                   xs)

@@ -45,6 +45,7 @@ def test_device_loader_drops_ragged_training_batch_and_pads_evaluation():
     test = DeviceLoader(s.test, 100, torch.device("cpu"), train=False)
     out = list(test.batches(test.order()))
     assert [v for _, _, v in out] == [100, 100, 100, 59] and out[-1][0].shape == (100, 1, 8, 8)
+    assert torch.equal(torch.cat([y[:v] for _, y, v in out]), s.test.y)
 
 
 def test_evaluation_batches_in_the_splits_own_order_are_views_and_another_order_is_gathered():
@@ -58,7 +59,6 @@ def test_evaluation_batches_in_the_splits_own_order_are_views_and_another_order_
     backwards = torch.arange(test.n - 1, -1, -1)                               # equal to the order, not it
     first = next(test.batches(backwards))
     assert torch.equal(first[1], s.test.y.flip(0)[:100]) and first[0].untyped_storage().data_ptr() != base
-    assert torch.equal(torch.cat([y[:v] for _, y, v in out]), s.test.y)
 
 
 def test_every_batch_reaches_the_model_in_one_layout_whatever_its_source():

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from tests.trainer.helpers import ROOT
+from tests.trainer.helpers import DIGITS_CNN, ROOT
 from tests.trainer.image_files import write_folder
 
 # A step's pattern: four 1 MiB blocks (its activations) taken, written and freed, twenty times; the page
@@ -81,7 +81,7 @@ def test_the_worker_command_starts_the_thresholds_only_for_data_held_in_memory(t
     faults = {}
     for name, data in (("digits", {"dataset": "digits"}), ("images", {"dataset": str(tmp_path / "images")})):
         spec = tmp_path / f"{name}.json"
-        spec.write_text(json.dumps({"schema_version": 2, "model": {"template": "digits_cnn"}, "data": data}))
+        spec.write_text(json.dumps({"schema_version": 2, "model": {"graph": str(DIGITS_CNN)}, "data": data}))
         out = subprocess.run([sys.executable, "-c", WORKER_START, str(spec)], capture_output=True, text=True,
                              cwd=ROOT, timeout=120)
         assert out.returncode == 0, out.stderr[-2000:]
