@@ -182,7 +182,7 @@ def checkpoint_state(job: Job, kinds: tuple[str, ...]) -> tuple[dict[str, torch.
         "run_id": job.run_id, "kinds": list(kinds), "step": job.step, "epoch": job.epoch, "optimizer": opt_meta,
         "position": job.position if in_epoch else None, "totals": asdict(job.totals) if in_epoch else None,
         "best": copy.deepcopy(job.best), "bad_epochs": job.bad_epochs, "lr_override": job.controls.lr_override,
-        "scaler": job.scaler.state_dict() if job.scaler is not None else None, "spec": job.spec.to_dict(),
+        "scaler": job.scaler.state_dict() if job.scaler is not None else None, "spec": job.spec_dict,
         "time": job.elapsed(),
     }
     return tensors, meta

@@ -62,7 +62,11 @@ def test_every_s_0_writes_every_epoch(tmp_path):
     spec = write_spec(tmp_path, train={"epochs": 3}, checkpoints={"every_s": 0})
     code, events, err = run_worker(spec, f"sqlite:///{tmp_path / 'runs.sqlite'}")
     assert code == 0, err
-    assert [c.epoch for c in checkpoints_of(events) if c.kind == "last"] == [1, 2, 3]
+    lasts = [c for c in checkpoints_of(events) if c.kind == "last"]
+    assert [c.epoch for c in lasts] == [1, 2, 3]
+    specs = [verify_checkpoint(c.path, step=c.step)[1]["spec"] for c in lasts]   # the spec made once, kept by each
+    assert all(s == specs[0] for s in specs) and specs[0]["train"]["epochs"] == 3
+    assert specs[0]["checkpoints"]["every_s"] == 0
 
 
 @pytest.mark.process
