@@ -5,6 +5,7 @@ pixel); Pillow for what it does not read (BMP, TIFF). Whatever the file holds is
 palette images to RGB, RGBA loses its alpha, grey is repeated to RGB for a colour graph (and colour
 averaged to grey for a grey one), 16-bit samples keep their high byte. A corrupt or truncated file is
 not an exception here: :func:`decode` returns the reason, and the loader skips and counts the file.
+torchvision is imported at the first decode, not with this module (see :mod:`.transforms`).
 
 On CUDA, :func:`decode_jpegs` decodes a batch of JPEG bytes on the GPU (nvJPEG), the other files on
 the CPU.
@@ -14,13 +15,15 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from PIL import Image
-from torchvision.io import ImageReadMode, decode_image, decode_jpeg
 
-MODES = {1: ImageReadMode.GRAY, 3: ImageReadMode.RGB}
+if TYPE_CHECKING:
+    from torchvision.io import ImageReadMode
+
 JPEG_MAGIC = b"\xff\xd8\xff"
 
 
@@ -43,11 +46,20 @@ def decode_bytes(data: torch.Tensor, channels: int, path: str | Path = "") -> to
     """Encoded bytes to uint8 (``channels``, H, W), or the reason they are not an image."""
     if data.numel() == 0:
         return "empty file"
+    from torchvision.io import decode_image
+
     try:
-        return to_uint8(decode_image(data, mode=MODES[channels]))
+        return to_uint8(decode_image(data, mode=read_mode(channels)))
     except RuntimeError:
         pass   # a format torchvision does not read (BMP, TIFF), or a damaged file: Pillow decides which
     return _decode_pil(data, channels)
+
+
+def read_mode(channels: int) -> ImageReadMode:
+    """torchvision's read mode for a graph of ``channels`` (1: grey, 3: RGB)."""
+    from torchvision.io import ImageReadMode
+
+    return {1: ImageReadMode.GRAY, 3: ImageReadMode.RGB}[channels]
 
 
 def to_uint8(image: torch.Tensor) -> torch.Tensor:
@@ -94,11 +106,13 @@ def decode_jpegs(encoded: list[torch.Tensor], channels: int, device: torch.devic
                  ) -> list[torch.Tensor | str]:
     """A batch of encoded images decoded on ``device``: the JPEGs in one ``decode_jpeg`` call (nvJPEG on
     CUDA), the rest (and any JPEG the batched call refuses) one by one on the CPU, then moved."""
+    from torchvision.io import decode_jpeg
+
     out: list[torch.Tensor | str] = [""] * len(encoded)
     jpegs = [i for i, data in enumerate(encoded) if is_jpeg(data)]
     if jpegs:
         try:
-            decoded = decode_jpeg([encoded[i] for i in jpegs], mode=MODES[channels], device=device)
+            decoded = decode_jpeg([encoded[i] for i in jpegs], mode=read_mode(channels), device=device)
             for i, image in zip(jpegs, decoded, strict=True):
                 out[i] = image
         except RuntimeError:

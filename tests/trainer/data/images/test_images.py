@@ -161,6 +161,21 @@ def test_transforms_follow_the_spec():
     assert y.shape == (4, 3) and torch.allclose(y.sum(1), torch.ones(4))
 
 
+@pytest.mark.process
+def test_a_run_on_data_in_memory_never_imports_torchvision(tmp_path):
+    """The image modules import torchvision when they decode or transform, not when the worker imports them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, trainer.worker, trainer.data.images.loader, trainer.data.images.preview\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torchvision'))")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           check=True, cwd=Path(__file__).resolve().parents[4])   # this checkout's trainer
+    assert shown.stdout.strip() == "[]", shown.stdout
+    assert train_transform(ImageSpec(), (8, 8)) is not None   # made here, it imports torchvision itself
+
+
 def test_spec_migrates_and_checks_the_images_section():
     old = spec_from_dict({"schema_version": 1, "data": {"dataset": "d"}})
     assert old.data.images.source == "memory"            # a version 1 run keeps reading into memory
