@@ -21,7 +21,9 @@ scaled up, repeated with noise), 3 epochs. Each runs quiet and beside ``--load``
 Rounds interleave every method and condition, every other round in reverse order. On this shared
 machine the speed drifts between rounds by more than the effects measured, so each ratio is the
 median of per-round ratios (the two sides of a ratio run back to back in one round), printed with the
-load average. Goals: quiet, hand / worker >= 1.0; worker loaded / worker quiet <= 2.5.
+load average. Goals: quiet, hand / worker >= 1.0; worker loaded / worker quiet <= 2.5. The script's time alone
+moves by ~10% between rounds (its page faults): a quiet ratio a few percent from 1.0 needs ``--rounds 10``
+(about 12 minutes for both cases on two cores); a median of 5 fell on either side of it.
 ``--variant`` adds worker configurations (environment variables), e.g.
 ``--variant pytorch=TORCH_STUDIO_THREADS=default``, ``--variant passive=TORCH_STUDIO_THREADS=passive`` or
 ``--variant spin=GOMP_SPINCOUNT=100000`` (:mod:`trainer.threads`). Each line gives the page faults of the
