@@ -3,6 +3,10 @@ problems reported before a run, the transforms, and the loader that skips and co
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -162,12 +166,9 @@ def test_transforms_follow_the_spec():
 
 
 @pytest.mark.process
-def test_a_run_on_data_in_memory_never_imports_torchvision(tmp_path):
-    """The image modules import torchvision when they decode or transform, not when the worker imports them."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
+def test_the_image_modules_import_torchvision_only_to_decode_or_transform():
+    """A run on data held in memory never imports torchvision: the worker imports the image modules, and they
+    import torchvision when they decode or transform."""
     code = ("import sys, trainer.worker, trainer.data.images.loader, trainer.data.images.preview\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torchvision'))")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
