@@ -234,10 +234,8 @@ class TrainingDashboard(QWidget):
         return row
 
     def _toggle_pause(self) -> None:
-        resume = self._paused   # shown asked at once: the worker's state event may come after a backlog of events
-        (self.resume_requested if resume else self.pause_requested).emit()
-        self._paused = not resume
-        self.pause_button.setText("Pause" if resume else "Resume")
+        (self.resume_requested if self._paused else self.pause_requested).emit()
+        self._show_paused(not self._paused)   # at once: the worker's state event may come after a backlog of events
 
     def set_controls_enabled(self, on: bool) -> None:
         for w in (self.pause_button, self.stop_button, self.lr_box, self.record_button):
@@ -264,8 +262,7 @@ class TrainingDashboard(QWidget):
         self.progress.setValue(0)
         self.title.setText(title)
         self.eta_label.setText("")
-        self._paused = False
-        self.pause_button.setText("Pause")
+        self._show_paused(False)
         self.lr_box.setValue(lr or 0.0)
         self.set_controls_enabled(True)
         self.set_state("starting")
@@ -361,10 +358,13 @@ class TrainingDashboard(QWidget):
             self.flush()   # pending points into the buffers; the timer draws the plots, one a tick
 
     def set_paused(self, paused: bool) -> None:
-        self._paused = paused
+        self._show_paused(paused)
         (self.clock.pause if paused else self.clock.resume)()
-        self.pause_button.setText("Resume" if paused else "Pause")
         self.set_state("paused" if paused else "running")
+
+    def _show_paused(self, paused: bool) -> None:   # the Pause button: what a click asks next
+        self._paused = paused
+        self.pause_button.setText("Resume" if paused else "Pause")
 
     # ------------------------------------------------------------------ redraw
     def flush(self, everything: bool = False) -> None:

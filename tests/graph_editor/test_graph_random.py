@@ -198,4 +198,3 @@ def imports_back(graph: Graph) -> None:
             explicit.pop("scale_factor", None)            # (2.0 by default) is unused and imports as None
             imported.pop("scale_factor", None)
         assert imported == explicit, node.id
-

@@ -25,6 +25,7 @@ from ...importer.rules import (
     plain,
     tensor,
 )
+from ...model.layers.core import SCALE_INIT
 from ..modules import Call, Example, Params, Shape, builder, or_input, plain_builder
 
 
@@ -52,7 +53,7 @@ class Scale(nn.Module):
     """Multiplies by a learned factor per channel: ``gamma`` has the channels' shape, e.g. ``[C, 1, 1]``
     for CxHxW images or ``[E]`` for LxE tokens (layer scale)."""
 
-    def __init__(self, shape: list[int], init_value: float = 1e-5) -> None:
+    def __init__(self, shape: list[int], init_value: float = SCALE_INIT) -> None:
         super().__init__()
         self.gamma = nn.Parameter(torch.full(tuple(shape), float(init_value)))
         self.init_value = float(init_value)   # what an import reads where gamma has no values (built on meta)
@@ -234,10 +235,10 @@ zero_flops("Scale")  # element-wise
 @module_rule(Scale)
 @library_rule("timm.layers.layer_scale.LayerScale")  # gamma [C] over the last dim, x * gamma (or in place)
 def _import_scale(m: Any, xs: list[fx.Node]) -> Mapped:
-    return _scale_of(m.gamma, xs, getattr(m, "init_value", 1e-5))   # our Scale keeps it; timm's LayerScale not
+    return _scale_of(m.gamma, xs, getattr(m, "init_value", SCALE_INIT))   # our Scale keeps it; timm's LayerScale not
 
 
-def _scale_of(gamma: torch.Tensor, xs: list[fx.Node], built_with: float = 1e-5) -> Mapped:
+def _scale_of(gamma: torch.Tensor, xs: list[fx.Node], built_with: float = SCALE_INIT) -> Mapped:
     """A per-channel factor ``[C]`` or ``[C, 1, ..., 1]`` as Scale over dim ``-gamma.dim()`` (``built_with``:
     the initial factor its module was made with, where it says; else the catalog's default)."""
     if gamma.dim() < 1 or any(s != 1 for s in gamma.shape[1:]):

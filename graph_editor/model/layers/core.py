@@ -50,10 +50,13 @@ def identity(p: Params, xs: list[Shape]) -> Shape:
     return xs[0]
 
 
+SCALE_INIT = 1e-5   # layer scale starts small: the catalog's default, the module's, and an import's without values
+
+
 @layer("Scale", CAT, "Multiplies each channel by a learned factor (layer scale: ConvNeXt, CaiT, timm ViTs).", [
     ParamSpec("num_features", "int", None, "Channels (empty: taken from the input).", minimum=1, optional=True),
     ParamSpec("dim", "int", 1, "The channel dimension (batch is 0): 1 for CxHxW images, -1 for LxE tokens."),
-    ParamSpec("init_value", "float", 1e-5, "Initial factor of every channel (layer scale starts small)."),
+    ParamSpec("init_value", "float", SCALE_INIT, "Initial factor of every channel (layer scale starts small)."),
 ], prefix="scale", key_params=("dim",))
 def scale(p: Params, xs: list[Shape]) -> Shape:
     (x,) = xs
