@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -52,6 +52,8 @@ class TabularEmbedding(nn.Module):
 class Scale(nn.Module):
     """Multiplies by a learned factor per channel: ``gamma`` has the channels' shape, e.g. ``[C, 1, 1]``
     for CxHxW images or ``[E]`` for LxE tokens (layer scale)."""
+
+    model_py_helpers: ClassVar[tuple[str, ...]] = ("SCALE_INIT",)   # model.py defines its default too
 
     def __init__(self, shape: list[int], init_value: float = SCALE_INIT) -> None:
         super().__init__()
