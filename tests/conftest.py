@@ -1,7 +1,12 @@
 import ast
+import faulthandler
+import gc
 import os
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
+from typing import IO
 
 import pytest
 from hypothesis import settings
@@ -54,3 +59,79 @@ def _no_processes_in_the_fast_set(monkeypatch, request):
                              "`pytestmark = pytest.mark.process` (make test-fast leaves those out)")
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What the imports made (torch, Qt, the project: ~400,000 objects) is left out of the collector's
+    walks from here on (``gc.freeze``): a full collection over it takes 0.25 s, and the collection after
+    each Qt test (below) should walk only what the tests made since. torch is imported here if no test
+    module did (the studio's tests import it in their tests)."""
+    import torch  # noqa: F401
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """Once a test process has a Qt application, each test's garbage is collected on the main thread as
+    soon as its fixtures are torn down. Left to the automatic collector, a Qt test's garbage widgets were
+    destroyed wherever a later allocation crossed the threshold: on a reader thread of a later test's
+    worker client too, off the GUI thread, which can crash the process (CI lost a test process in a test
+    that uses no Qt); here a crash names the test that made the garbage. At the end of a test module
+    (its fixtures gone) what is left lives on: modules imported since, the session's fixtures. It is
+    frozen too, or each test's collection would walk it again (0.15 s a test once training's modules
+    were imported)."""
+    try:
+        return (yield)
+    finally:
+        qt = sys.modules.get("PySide6.QtCore")
+        if qt is not None and qt.QCoreApplication.instance() is not None:
+            gc.collect()
+            if nextitem is None or nextitem.module is not getattr(item, "module", None):
+                gc.freeze()
+
+
+# A native crash of a pytest-xdist worker: the controller reports "worker 'gw1' crashed while running
+# TEST", and the stacks faulthandler wrote went to the worker's stderr, interleaved with the run's output,
+# every thread's, ending with the main thread's pytest frames (a CI log kept only that end). Each worker
+# writes them to its own file instead, and the controller puts the crashing thread's stack in the
+# test's failure report.
+_CRASH_KEY = pytest.StashKey[IO[str]]()
+
+
+def _crash_file(worker: str, controller_pid: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"torch-studio-tests-{controller_pid}-{worker}.crash"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        config.stash[_CRASH_KEY] = stream = open(_crash_file(worker, os.getppid()), "w")  # noqa: SIM115
+        faulthandler.enable(file=stream, all_threads=True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stream = config.stash.get(_CRASH_KEY, None)
+    if stream is not None:
+        faulthandler.disable()
+        stream.close()
+        Path(stream.name).unlink(missing_ok=True)
+
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: object) -> None:
+    """In the controller: the worker's fatal error and the stack of the thread that crashed."""
+    worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
+    path = _crash_file(str(worker), os.getpid())
+    if worker is None or not path.exists():
+        return
+    dump = path.read_text(errors="replace")
+    path.unlink(missing_ok=True)
+    blocks = dump.split("\n\n")
+    current = [b for b in blocks if b.startswith("Current thread")]
+    others = [b.splitlines()[0] + " " + (b.splitlines()[1].strip() if len(b.splitlines()) > 1 else "")
+              for b in blocks if b.startswith("Thread 0x")]
+    report.longrepr = "\n".join([str(report.longrepr), blocks[0].strip(), *current,
+                                  "the other threads, each with its newest frame:", *others])

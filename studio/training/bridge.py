@@ -3,7 +3,8 @@
 The client runs ``python -m trainer run SPEC --db URL`` in a session of its own (so it can outlive
 the studio: "let it finish in the background"), a little below the studio's priority, with stderr
 in a log file whose tail is the reason given when the process dies without saying why; its reader
-thread never reads more than a bounded amount ahead. Every ``POLL_MS`` this adapter takes the
+thread never reads more than a bounded amount ahead, and while it runs Python's garbage collector runs
+on the GUI thread only (:func:`graph_editor.ui.background.start_thread`). Every ``POLL_MS`` this adapter takes the
 client's parsed events for at most ``SLICE_S`` and emits them as typed signals (the dataclasses of
 :mod:`trainer.protocol.events`), so a flood of events can never stall the event loop.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from graph_editor.ui.background import start_thread
 from trainer.protocol import events as ev
 from trainer.protocol.client import WorkerClient
 
@@ -75,7 +77,7 @@ class WorkerBridge(QObject):
             old.wait(timeout=30)  # it reported its end and is exiting
         given = ["--predicted-peak", str(predicted_peak)] if predicted_peak is not None else []
         self.client = WorkerClient(["run", str(spec_path), "--db", db_url, *given], command=command, log_path=log_path,
-                                   cwd=cwd, own_session=True, nice=WORKER_NICE)
+                                   cwd=cwd, own_session=True, nice=WORKER_NICE, start_thread=start_thread)
         self._poll.start()
         return self.client.pid
 

@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -60,9 +60,12 @@ class WorkerClient:
     def __init__(self, args: list[str], *, command: list[str] | None = None,
                  log_path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
                  cwd: str | os.PathLike[str] | None = None, own_session: bool = False, nice: int = 0,
-                 die_with_parent: bool = False) -> None:
+                 die_with_parent: bool = False,
+                 start_thread: Callable[[threading.Thread], None] = threading.Thread.start) -> None:
         """Start ``python -m trainer ARGS`` (``command`` replaces the whole command line: benchmarks,
-        tests). stderr goes to ``log_path`` (appended) when given, else to a bounded memory tail."""
+        tests). stderr goes to ``log_path`` (appended) when given, else to a bounded memory tail.
+        ``start_thread`` starts the reader threads: a GUI passes one that keeps Python's garbage
+        collector off them while they run (it would destroy the GUI's garbage Qt objects there)."""
         self.args = command or worker_command(*args)
         if die_with_parent and sys.platform.startswith("linux"):
             self.args = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *self.args]
@@ -80,12 +83,12 @@ class WorkerClient:
         else:
             self.proc = self._popen(subprocess.PIPE, environ, cwd, own_session)
             self._stderr = _Tail(STDERR_TAIL_BYTES)
-            threading.Thread(target=self._stderr.read, args=(self.proc.stderr,), name="worker-stderr",
-                             daemon=True).start()
+            start_thread(threading.Thread(target=self._stderr.read, args=(self.proc.stderr,),
+                                          name="worker-stderr", daemon=True))
         if nice:
             lower_priority(self.proc.pid, nice)
         self._feed = _Feed()
-        threading.Thread(target=self._read, name="worker-stdout", daemon=True).start()
+        start_thread(threading.Thread(target=self._read, name="worker-stdout", daemon=True))
 
     def _popen(self, stderr: Any, env: dict[str, str], cwd: Any, own_session: bool) -> subprocess.Popen[bytes]:
         return subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
+import threading
 
 import pytest
 
@@ -113,3 +115,52 @@ def test_the_real_worker_through_the_qt_adapter(qtbot, tmp_path):
         assert bridge.stop()
     assert exited.args == [0] and bridge.ended
     assert [s.state for s in states] == ["paused", "running", "stopping"]
+
+
+CHATTY = r"""
+import sys, time
+from trainer.protocol import events as ev
+for step in range(1, 3001):
+    sys.stdout.write(ev.Metrics(run_id=5, step=step, epoch=1, loss=1.0, accuracy=0.5, lr=0.1,
+                                samples_per_s=1.0).to_json() + "\n")
+    sys.stdout.flush()             # a chunk a line: the reader thread wakes for each
+    if step % 100 == 0:
+        time.sleep(0.01)
+sys.stdout.write(ev.Finished(run_id=5, status="completed").to_json() + "\n")
+"""
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.mark.process
+def test_the_reader_thread_never_runs_the_garbage_collector(qtbot, tmp_path):
+    """The collector runs on whichever thread allocates; on the reader thread it would destroy the GUI's
+    garbage Qt objects there while the GUI thread uses them (a segfault). While the worker is read,
+    automatic collection is off and the GUI thread collects in its place."""
+    was_enabled = gc.isenabled()
+    threads: list[str] = []
+    automatic: list[bool] = []
+
+    def seen(phase: str, info: dict) -> None:
+        if phase == "start":
+            threads.append(threading.current_thread().name)
+
+    def metrics(event: ev.Metrics) -> None:
+        automatic.append(gc.isenabled())
+        for _ in range(50):
+            _Cycle()            # garbage made on the GUI thread
+
+    bridge = WorkerBridge()
+    bridge.metrics.connect(metrics)
+    gc.callbacks.append(seen)
+    try:
+        with qtbot.waitSignal(bridge.exited, timeout=60_000):
+            bridge.start("-", "", tmp_path / "w.log", command=[sys.executable, "-c", CHATTY])
+        qtbot.waitUntil(lambda: gc.isenabled() == was_enabled, timeout=10_000)
+    finally:
+        gc.callbacks.remove(seen)
+    assert bridge.ended and len(automatic) == 3000 and not any(automatic)
+    assert threads and set(threads) == {threading.current_thread().name}, threads
