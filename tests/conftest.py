@@ -3,7 +3,6 @@ import faulthandler
 import gc
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import IO
@@ -71,24 +70,26 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+QT_FIXTURES = frozenset({"qapp", "qtbot"})
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
-    """Once a test process has a Qt application, each test's garbage is collected on the main thread as
-    soon as its fixtures are torn down. Left to the automatic collector, a Qt test's garbage widgets were
-    destroyed wherever a later allocation crossed the threshold: on a reader thread of a later test's
-    worker client too, off the GUI thread, which can crash the process (CI lost a test process in a test
-    that uses no Qt); here a crash names the test that made the garbage. At the end of a test module
-    (its fixtures gone) what is left lives on: modules imported since, the session's fixtures. It is
-    frozen too, or each test's collection would walk it again (0.15 s a test once training's modules
-    were imported)."""
+    """A Qt test's garbage is collected on the main thread as soon as its fixtures are torn down. Left to
+    the automatic collector, its garbage widgets were destroyed wherever a later allocation crossed the
+    threshold: on a reader thread of a later test's worker client too, off the GUI thread, which can crash
+    the process (CI lost a test process in a test that uses no Qt); here a crash names the test that made
+    the garbage. At the end of a test module (its fixtures gone) the garbage is collected and what is
+    left lives on (modules imported since, the session's fixtures): it is frozen too, or each Qt test's
+    collection would walk it again (0.15 s a test once training's modules were imported)."""
     try:
         return (yield)
     finally:
-        qt = sys.modules.get("PySide6.QtCore")
-        if qt is not None and qt.QCoreApplication.instance() is not None:
+        if nextitem is None or nextitem.module is not getattr(item, "module", None):
             gc.collect()
-            if nextitem is None or nextitem.module is not getattr(item, "module", None):
-                gc.freeze()
+            gc.freeze()
+        elif item.get_closest_marker("qt") or QT_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            gc.collect()
 
 
 # A native crash of a pytest-xdist worker: the controller reports "worker 'gw1' crashed while running

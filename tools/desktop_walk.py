@@ -11,7 +11,8 @@ TORCH_STUDIO_DB of the caller is dropped), so the user's settings and runs are u
 
 The steps: open the template gallery, open ResNet-18, Fit, File > New, drag a Linear in from
 Layers, wire Input -> Linear -> Output, edit every Network field (input shape, dtype, classes),
-train on the digits, pause, resume, stop, Runs, export ONNX, switch theme, and quit during a second
+train on the digits, pause, resume, click a cell of the live confusion matrix (its samples must show),
+stop, Runs, export ONNX, switch theme, and quit during a second
 run (answering "Stop the run"). After each step the studio's stderr is read for a Python traceback
 or a Qt "already deleted" warning and the process for a crash, and the screen is saved as
 ``NN_step.png`` in the output folder. The exit status is non-zero, naming the step, on the first
@@ -32,7 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from desktop_walk_support import WIDTH, WalkFailed, add_size
+from desktop_walk_support import WIDTH, WalkFailed, add_size, drawn_share
 from desktop_walk_x import Walk, drive
 
 
@@ -115,6 +116,16 @@ def run_walk(w: Walk, epochs: int) -> None:
         w.click(w.right(WIDTH - 450), 102)
         w.wait_run("Resume trains on", lambda status, rows, before: status == "running" and rows > before)
 
+    def samples() -> None:
+        w.click(w.right(1046), 219)          # the live matrix's cell true 0, predicted 0, as epochs of ~10 ms go by
+        time.sleep(10)                       # the held checkpoint written, then re-evaluated on the CPU
+        w.shot(f"{w.step_no:02d}_samples_probe")
+        share = drawn_share(w.out / f"{w.step_no:02d}_samples_probe.png",
+                            (w.right(875), w.height - 235, w.right(1430), w.height - 35))
+        print(f"[walk]   the gallery is {share:.0%} drawn", flush=True)
+        if share < 0.15:
+            raise WalkFailed(f"a click on the live confusion matrix showed no samples ({share:.0%} of the gallery drawn)")
+
     def stop_run() -> None:
         w.click(w.right(WIDTH - 364), 102)
         w.wait_run("Stop stops", lambda status, rows, before: status == "stopped")
@@ -186,6 +197,7 @@ def run_walk(w: Walk, epochs: int) -> None:
     w.step("train_digits", train(epochs))
     w.step("pause", pause)
     w.step("resume", resume)
+    w.step("samples", samples)
     w.step("stop", stop_run)
     w.step("runs", runs)
     w.step("export_onnx", export_onnx)

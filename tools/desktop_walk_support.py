@@ -59,3 +59,15 @@ def screen_size(text: str) -> tuple[int, int]:
 def add_size(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=screen_size, default=(WIDTH, HEIGHT), metavar="WxH",
                         help=f"the X screen and main window (default {WIDTH}x{HEIGHT}, where the positions were read)")
+
+
+def drawn_share(png: Path, box: tuple[int, int, int, int]) -> float:
+    """The share of ``box`` (left, top, right, bottom) of a screenshot that is not its commonest grey:
+    a gallery of samples fills most of its area, a line of text a few percent."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        hist = image.convert("L").crop(box).histogram()
+    background = max(range(256), key=hist.__getitem__)
+    near = sum(hist[max(0, background - 6): background + 7])
+    return 1 - near / sum(hist)

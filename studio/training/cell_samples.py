@@ -2,14 +2,16 @@
 
 A click on a cell re-evaluates the checkpoint of the matrix shown, on the CPU, off the GUI thread
 (:func:`~.tasks.predict_checkpoint`); one runs at a time. A click while one runs is not dropped: the
-newest click is the one answered. A result whose matrix is no longer the one asked about (the next
-epoch's matrix came, another run was selected) is never shown: the newest ask runs instead, or, when
-nothing was asked since, the gallery says to click again.
+newest click is the one answered. A result asked about another matrix than the newest ask's is never
+shown: the newest ask runs instead. An owner that replaces its matrix forgets the asks (the Runs tab:
+another run selected): the gallery says to click again. One whose matrix moves on by itself (the Train
+dashboard: an epoch's matrix every epoch) says which matrix it shows (``shown``): an answer about an
+older one goes to the gallery, titled with its checkpoint, and the newer matrix stays.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +37,12 @@ class Ask:
 class CellSamples(QObject):
     """Answers :class:`Ask` s into ``panel``: the newest one, for the matrix it was asked about."""
 
-    def __init__(self, panel: ConfusionPanel, parent: QObject | None = None) -> None:
+    def __init__(self, panel: ConfusionPanel, parent: QObject | None = None,
+                 shown: Callable[[Hashable], bool] = lambda source: True) -> None:
+        """``shown(source)``: whether the matrix an ask's ``source`` names is the one the panel shows."""
         super().__init__(parent)
         self.panel = panel
+        self.shown = shown
         self.task: BackgroundTask | None = None
         self._asked: Ask | None = None         # the newest click not yet answered
 
@@ -68,7 +73,8 @@ class CellSamples(QObject):
             self._start(newest)                        # asked about another matrix meanwhile: answer that
             return
         self._asked = None
-        self.panel.show_predictions(result, ask.label, newest.t, newest.p)   # the newest click's cell
+        self.panel.show_predictions(result, ask.label, newest.t, newest.p,   # the newest click's cell
+                                    matrix=self.shown(ask.source))
 
     def _failed(self, ask: Ask, message: str) -> None:
         newest = self._asked

@@ -45,8 +45,9 @@ class TrainingSession(QObject):
         self._memory_title = ""
         self._matrix: ev.EpochEnd | None = None          # the epoch whose confusion matrix is shown...
         self._checkpoints: dict[int, ev.Checkpoint] = {}   # ...and checkpoints from its step on, by step
-        self._waiting: tuple[int, int, int] | None = None   # (step, true, predicted): a click waiting for a write
-        self.samples = CellSamples(dashboard.confusion, self)   # the samples of the cell clicked last
+        self._waiting: tuple[ev.EpochEnd, int, int] | None = None   # (matrix, true, predicted): a click waiting
+        # for a checkpoint write; the samples of the cell clicked last, on the matrix shown or in the gallery
+        self.samples = CellSamples(dashboard.confusion, self, shown=self._shows)
         self._peak_task: BackgroundTask | None = None
         self._given_peak: int | None = None
         self._given_unmodelled = 0
@@ -160,18 +161,19 @@ class TrainingSession(QObject):
 
     def _on_epoch(self, e: ev.EpochEnd) -> None:
         self.dashboard.end_epoch(e, e.classes or self.info.classes)
-        if e.confusion is not None:
-            self._matrix, self._waiting = e, None
-            self.samples.forget()         # a click on the older matrix is not answered on this one
+        if e.confusion is not None:   # a click on an older matrix is still answered, in the gallery
+            self._matrix = e
             self._checkpoints = {s: c for s, c in self._checkpoints.items() if s >= e.step}
 
     def _on_checkpoint(self, e: ev.Checkpoint) -> None:
         if e.step not in self._checkpoints or e.kind == "best":   # best and last of one step: the same weights
             self._checkpoints[e.step] = e
-        if self._waiting is not None and self._waiting[0] == e.step:   # the write a click asked for
-            _step, t, p = self._waiting
+        # The write a click asked for, or a later one: the worker writes the copy it holds when the command
+        # comes, which is a later epoch's where epochs are shorter than the way there.
+        waiting = self._waiting
+        if waiting is not None and e.step >= waiting[0].step:
             self._waiting = None
-            self._load_samples(t, p)
+            self._ask(e, waiting[1], waiting[2])
 
     def _on_state(self, e: ev.State) -> None:
         if e.state in ("paused", "running"):
@@ -181,6 +183,7 @@ class TrainingSession(QObject):
 
     def _on_finished(self, e: ev.Finished) -> None:
         self.status = e.status
+        self._no_write_coming()
         acc = e.test_accuracy
         msg = f"{self.status.replace('_', ' ')}" + (f", test accuracy {acc:.4f}" if acc is not None else "")
         self.dashboard.set_state(msg, running=False)
@@ -193,12 +196,14 @@ class TrainingSession(QObject):
 
     def _on_failed(self, e: ev.Failed) -> None:
         self.status = "failed"
+        self._no_write_coming()
         msg = f"failed ({e.kind}): {e.message}"
         self.dashboard.set_state(msg.splitlines()[0], running=False)
         self.ended.emit("failed", msg)
 
     def _on_crashed(self, reason: str) -> None:
         self.status = "failed"
+        self._no_write_coming()
         self.dashboard.set_state(f"failed: {reason.splitlines()[0]}", running=False)
         self.ended.emit("failed", reason)
 
@@ -213,15 +218,31 @@ class TrainingSession(QObject):
             # checkpoint or the epoch was the best: asked, it writes it now, and the checkpoint event answers.
             if matrix is not None and (self.spec.get("checkpoints", {}).get("last", True) or matrix.best) \
                     and self.is_running() and self.bridge.write_checkpoints():
-                self._waiting = (matrix.step, t, p)
-                self.dashboard.confusion.show_message(f"Saving epoch {matrix.epoch}'s checkpoint for its samples...")
+                self._waiting = (matrix, t, p)
+                self.dashboard.confusion.show_message(
+                    f"Saving the run's checkpoint (epoch {matrix.epoch} or later) for the samples...")
                 return
             self.dashboard.confusion.show_message(
                 "The samples appear once the run has saved a checkpoint." if matrix is None else
                 f"The run saved no checkpoint of epoch {matrix.epoch} to show its samples from.")
             return
-        self.samples.ask(Ask((matrix.step, ckpt.path), dict(self.spec), ckpt.path,
+        self._ask(ckpt, t, p)
+
+    def _ask(self, ckpt: ev.Checkpoint, t: int, p: int) -> None:
+        self.samples.ask(Ask((ckpt.step, ckpt.path), dict(self.spec), ckpt.path,
                              f"{ckpt.kind} checkpoint, epoch {ckpt.epoch}", t, p))
+
+    def _shows(self, source: Any) -> bool:
+        """Whether the checkpoint an ask's source names (step, path) is of the matrix shown, or newer."""
+        return self._matrix is None or source[0] >= self._matrix.step
+
+    def _no_write_coming(self) -> None:
+        """The run ended: a click still waiting for a checkpoint gets none (the end's writes came first)."""
+        if self._waiting is not None:
+            epoch = self._waiting[0].epoch
+            self._waiting = None
+            self.dashboard.confusion.show_message(
+                f"The run saved no checkpoint of epoch {epoch} or later to show its samples from.")
 
     def wait_predictions(self, ms: int = 60_000) -> bool:
         return self.samples.wait(ms)

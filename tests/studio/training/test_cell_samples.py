@@ -103,7 +103,7 @@ def test_the_newest_click_is_answered_not_the_one_whose_re_evaluation_ran(qtbot,
     assert len(held.calls) == 1                     # one checkpoint, one re-evaluation
 
 
-def test_an_older_epoch_s_samples_never_replace_the_newer_matrix(qtbot, session, held):
+def test_an_older_epoch_s_samples_go_to_the_gallery_and_never_replace_the_newer_matrix(qtbot, session, held):
     _epoch(session, 1, 5)
     panel = session.dashboard.confusion
     _click(qtbot, session, 0, 0)
@@ -112,13 +112,59 @@ def test_an_older_epoch_s_samples_never_replace_the_newer_matrix(qtbot, session,
     held.release(0)
     _settle(qtbot, session)
     assert panel.matrix_view.matrix().tolist() == [[7, 1], [1, 1]]      # still epoch 2's
-    assert "epoch 2" in panel.caption.text() and panel.gallery.shown_indices() == []
-    assert panel.gallery.title() == "Click a cell of the matrix to see its samples."
-    _click(qtbot, session, 0, 0)                    # a click on it now answers from epoch 2's checkpoint
+    assert "epoch 2" in panel.caption.text()
+    assert panel.gallery.shown_indices() == [0, 1, 2, 3, 4]             # epoch 1's cat-as-cat samples...
+    assert panel.gallery.title().startswith("true cat, predicted cat (last checkpoint, epoch 1)")   # ...said so
+    _click(qtbot, session, 0, 0)                    # a click on the matrix now answers from epoch 2's checkpoint
     qtbot.waitUntil(lambda: len(held.calls) == 2, timeout=10_000)
     assert held.calls[1][0] == "ckpt-7"
     held.release(1)
     qtbot.waitUntil(lambda: len(panel.gallery.shown_indices()) == 7, timeout=10_000)
+
+
+def _holding(monkeypatch, session: TrainingSession) -> list[bool]:
+    """The worker holds each epoch's checkpoint until asked (checkpoints.every_s): the run is going and
+    takes the command; what cannot be timed here is when its answer comes, so the test sends it."""
+    asked: list[bool] = []
+    monkeypatch.setattr(session, "is_running", lambda: True)
+    monkeypatch.setattr(session.bridge, "write_checkpoints", lambda: asked.append(True) or True)
+    return asked
+
+
+def _matrix_only(session: TrainingSession, epoch: int, cat: int) -> None:
+    session.bridge.epoch_end.emit(ev.EpochEnd(epoch=epoch, step=10 * epoch, confusion=[[cat, 1], [1, 1]],
+                                              classes=CLASSES))
+
+
+def test_epochs_shorter_than_a_checkpoint_write_answer_a_click_from_the_write(qtbot, session, held, monkeypatch):
+    """A click on epoch 1's matrix asks the worker for its held checkpoint; epochs 2 and 3 end before the
+    command reaches it, so it writes epoch 3's. The click is answered from that (it was once forgotten at
+    each new matrix: no samples while a run of short epochs, the sample digits', went on)."""
+    asked = _holding(monkeypatch, session)
+    panel = session.dashboard.confusion
+    _matrix_only(session, 1, 5)
+    _click(qtbot, session, 0, 0)
+    assert asked == [True] and panel.gallery.title().startswith("Saving the run's checkpoint (epoch 1 or later)")
+    _matrix_only(session, 2, 6)
+    _matrix_only(session, 3, 7)
+    session.bridge.checkpoint.emit(ev.Checkpoint(kind="last", path="ckpt-7", step=30, epoch=3))
+    qtbot.waitUntil(lambda: len(held.calls) == 1, timeout=10_000)
+    assert held.calls[0][0] == "ckpt-7"
+    held.release(0)
+    qtbot.waitUntil(lambda: len(panel.gallery.shown_indices()) == 7, timeout=10_000)
+    assert panel.gallery.title().startswith("true cat, predicted cat (last checkpoint, epoch 3)")
+    assert panel.matrix_view.matrix().tolist() == [[7, 1], [1, 1]] and "epoch 3" in panel.caption.text()
+
+
+def test_a_click_waiting_for_a_write_the_run_never_made_is_told_so_at_its_end(qtbot, session, held, monkeypatch):
+    _holding(monkeypatch, session)
+    panel = session.dashboard.confusion
+    _matrix_only(session, 1, 5)
+    _click(qtbot, session, 0, 0)
+    session.bridge.failed.emit(ev.Failed(kind="crash", message="out of memory"))
+    assert panel.gallery.title() == "The run saved no checkpoint of epoch 1 or later to show its samples from."
+    session.bridge.checkpoint.emit(ev.Checkpoint(kind="last", path="ckpt-9", step=90, epoch=9))
+    assert held.calls == []                         # nothing waits any more
 
 
 def test_a_click_on_the_newer_matrix_while_the_older_runs_is_answered_from_the_newer(qtbot, session, held):
