@@ -64,6 +64,7 @@ class _Bound(nn.Module):
 
 
 _TENSOR = object()  # where a tensor input goes in a bound call
+FIXED_BATCH = "(its program fixes the batch size at "
 
 
 def capture(module: nn.Module, xs: list[torch.Tensor], what: str) -> ExportedProgram:
@@ -71,7 +72,7 @@ def capture(module: nn.Module, xs: list[torch.Tensor], what: str) -> ExportedPro
     dims: tuple[Any, ...] = tuple({0: Dim.AUTO} for _ in xs)
     if isinstance(module, _Bound):
         dims = (dims,)  # forward(*xs): one argument, the tuple
-    failure = ""
+    failures: list[str] = []   # as Python runs it (non-strict), then under dynamo (strict)
     modes = [(m, m.training) for m in module.modules()]  # each its own: a user's block may be in train mode
     module.eval()
     try:
@@ -80,16 +81,21 @@ def capture(module: nn.Module, xs: list[torch.Tensor], what: str) -> ExportedPro
                 with without_cuda(), _quiet():
                     ep = torch.export.export(module, tuple(xs), dynamic_shapes=dims, strict=strict)
             except Exception as exc:  # export raises many kinds: data-dependent control flow, unsupported Python
-                failure = failure or _why(exc)
+                failures.append(_why(exc))
                 continue
             fixed = _fixed_batch(ep)
             if fixed is None:
                 return ep
-            failure = failure or f"(its program fixes the batch size at {fixed}, even under dynamo)"
+            failures.append(f"{FIXED_BATCH}{fixed})")
     finally:
         for m, training in modes:
             m.training = training
-    raise Unmappable(f"torch.export cannot capture {what} {failure}")
+    # Dynamo is tried for a program that fixed the batch size (len(x) is a plain int outside it): what it
+    # said then is the reason too; after any other failure its own is the same one again, at length.
+    said, under_dynamo = failures
+    if said.startswith(FIXED_BATCH):
+        said = f"{said[:-1]}, even under dynamo)" if under_dynamo == said else f"{said}; under dynamo: {under_dynamo}"
+    raise Unmappable(f"torch.export cannot capture {what} {said}")
 
 
 @contextlib.contextmanager

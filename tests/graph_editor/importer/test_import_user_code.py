@@ -97,6 +97,21 @@ def test_what_torch_export_cannot_capture_is_named_with_its_line_and_what_to_cha
     assert "`if x.sum() > 0:`" in message and "torch.where or torch.cond" in message
 
 
+def test_a_program_that_fixes_the_batch_says_what_dynamo_said_too():
+    """len(x) fixes the batch size where Python runs the module; dynamo is tried for that, and what stopped
+    it is said (CI once failed on len_view_cumsum saying only the first)."""
+    class LenThenBreak(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            torch._dynamo.graph_break()
+            return x.view(len(x), -1)
+
+    with pytest.raises(ModuleImportError) as info:
+        import_module(LenThenBreak(), (3,))
+    message = str(info.value)
+    assert "torch.export cannot capture LenThenBreak (its program fixes the batch size at 2); under dynamo: " in message
+    assert "graph_break" in message.split("under dynamo: ")[1]
+
+
 @pytest.mark.export
 def test_a_whole_model_program_exports_to_onnx_with_parity(tmp_path):
     result = _exact(U.LenViewCumsum(), (3, 8, 8))
