@@ -21,6 +21,7 @@ from PySide6.QtCore import QSettings, QStandardPaths, QTimer
 from PySide6.QtGui import QUndoStack
 from PySide6.QtWidgets import QApplication
 
+from graph_editor.ui.background import start_thread
 from graph_editor.ui.canvas import GraphCanvas
 from graph_editor.ui.controller import EditorController
 from graph_editor.ui.live import LiveAnalysis
@@ -157,7 +158,7 @@ def warm_up_passive() -> threading.Thread:
         thread.join()
         os.environ.pop("OMP_WAIT_POLICY", None)
 
-    threading.Thread(target=restore, name="omp-policy-restore", daemon=True).start()
+    start_thread(threading.Thread(target=restore, name="omp-policy-restore", daemon=True))   # no collection there
     return thread
 
 
