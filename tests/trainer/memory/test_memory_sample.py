@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -53,3 +56,17 @@ def test_the_peak_is_never_below_the_resident_memory_of_the_same_sample():
         assert s.peak_rss is not None and s.rss is not None
         below += s.peak_rss < s.rss
     assert below == 0
+
+
+@pytest.mark.process
+def test_a_process_started_by_a_big_one_reports_its_own_peak():
+    """getrusage's ru_maxrss keeps the mark of the process a child was started from (exec carries it over):
+    a worker started by the studio reported the studio's RSS as its peak. The child here imports torch
+    (~0.5 GB); its parent holds 1.5 GiB."""
+    ballast = bytearray(b"\x01") * (1536 * 2**20)    # every page written: resident
+    below = len(ballast) * 2 // 3
+    probe = "from trainer.memory.samples import peak_rss_bytes, rss_bytes; print(peak_rss_bytes(), rss_bytes())"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parents[3])
+    peak, rss = map(int, out.stdout.split())
+    assert rss <= peak < below, (peak, rss)
