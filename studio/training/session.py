@@ -210,7 +210,7 @@ class TrainingSession(QObject):
     # ------------------------------------------------------------- predictions
     def _load_samples(self, t: int, p: int) -> None:
         """The samples of a cell: the re-evaluation of the checkpoint saved with the matrix shown."""
-        matrix = self._matrix
+        matrix, self._waiting = self._matrix, None   # this click replaces one still waiting for a write
         ckpt = self._checkpoints.get(matrix.step) if matrix is not None else None
         if matrix is None or ckpt is None or not self.spec:
             self.samples.forget()         # an earlier click's samples would answer this one
