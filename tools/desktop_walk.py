@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from desktop_walk_support import WIDTH, WalkFailed, add_size, drawn_share
+from desktop_walk_support import WIDTH, WalkFailed, add_size, drawn_share, first_cell
 from desktop_walk_x import Walk, drive
 
 
@@ -117,12 +117,16 @@ def run_walk(w: Walk, epochs: int) -> None:
         w.wait_run("Resume trains on", lambda status, rows, before: status == "running" and rows > before)
 
     def samples() -> None:
-        w.click(w.right(1046), 219)          # the live matrix's cell true 0, predicted 0, as epochs of ~10 ms go by
+        w.shot(f"{w.step_no:02d}_samples_matrix")
+        cell = first_cell(w.out / f"{w.step_no:02d}_samples_matrix.png", (w.width * 6 // 10, 140, w.width, w.height // 2 + 60))
+        if cell is None:
+            raise WalkFailed("no confusion matrix on the Train dashboard to click")
+        w.click(*cell)                       # its cell true 0, predicted 0, as epochs of ~10 ms go by
         time.sleep(10)                       # the held checkpoint written, then re-evaluated on the CPU
         w.shot(f"{w.step_no:02d}_samples_probe")
-        share = drawn_share(w.out / f"{w.step_no:02d}_samples_probe.png",
-                            (w.right(875), w.height - 235, w.right(1430), w.height - 35))
-        print(f"[walk]   the gallery is {share:.0%} drawn", flush=True)
+        share = drawn_share(w.out / f"{w.step_no:02d}_samples_probe.png",    # the gallery's bottom (the dock is
+                            (w.width * 62 // 100, w.height - 130, w.width - 20, w.height - 40))   # the right 40%)
+        print(f"[walk]   clicked {cell}; the gallery's bottom is {share:.0%} drawn", flush=True)
         if share < 0.15:
             raise WalkFailed(f"a click on the live confusion matrix showed no samples ({share:.0%} of the gallery drawn)")
 

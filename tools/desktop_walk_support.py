@@ -63,7 +63,7 @@ def add_size(parser: argparse.ArgumentParser) -> None:
 
 def drawn_share(png: Path, box: tuple[int, int, int, int]) -> float:
     """The share of ``box`` (left, top, right, bottom) of a screenshot that is not its commonest grey:
-    a gallery of samples fills most of its area, a line of text a few percent."""
+    a row of samples fills most of its area, an empty gallery none."""
     from PIL import Image
 
     with Image.open(png) as image:
@@ -71,3 +71,29 @@ def drawn_share(png: Path, box: tuple[int, int, int, int]) -> float:
     background = max(range(256), key=hist.__getitem__)
     near = sum(hist[max(0, background - 6): background + 7])
     return 1 - near / sum(hist)
+
+
+def first_cell(png: Path, box: tuple[int, int, int, int], rgb: tuple[int, int, int] = (0, 140, 70),
+               tolerance: int = 24) -> tuple[int, int] | None:
+    """The centre of the top-left patch of colour ``rgb`` in ``box`` of a screenshot (the confusion
+    matrix's first diagonal cell, green, wherever the window's size put the matrix), or None."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        pixels = image.convert("RGB").load()
+
+    def near(x: int, y: int) -> bool:
+        return all(abs(c - r) <= tolerance for c, r in zip(pixels[x, y], rgb, strict=True))
+
+    left, top, right, bottom = box
+    hits = [(x, y) for y in range(top, bottom) for x in range(left, right) if near(x, y)]
+    if not hits:
+        return None
+    y0 = min(y for _, y in hits)
+    x0 = min(x for x, y in hits if y < y0 + 4)
+    x1, y1 = x0, y0
+    while x1 + 1 < right and near(x1 + 1, y0 + 2):
+        x1 += 1
+    while y1 + 1 < bottom and near(x0 + 2, y1 + 1):
+        y1 += 1
+    return (x0 + x1) // 2, (y0 + y1) // 2

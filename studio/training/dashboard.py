@@ -316,7 +316,7 @@ class TrainingDashboard(QWidget):
         cells = [str(e.epoch)] + [_cell(v, ".4f") for v in (e.train_loss, e.train_accuracy, e.val_loss,
                                                               e.val_accuracy)]   # aligned decimals
         cells.append(_cell(e.lr, ".1e"))
-        cells.append(_cell(e.seconds, ".1f" if (e.seconds or 0) >= 0.1 else ".2f"))   # 0.06, not 6.0e-02 cut
+        cells.append(_cell(e.seconds, ".1f" if (e.seconds or 0) >= 0.1 else ".2g"))   # 0.063, 0.009: no 9.0e-03 cut
         items = [QStandardItem(c) for c in cells]
         for it in items:
             it.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)

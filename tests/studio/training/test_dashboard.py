@@ -152,17 +152,17 @@ def test_no_epoch_table_cell_is_cut_at_the_smallest_window(dash):
     dash.resize(1280, 720)                                  # the dashboard filling a 1280x800 window
     dash.show()                                             # rows arrive while it shows, as in a run
     QApplication.processEvents()
-    for epoch, seconds in ((1, 12.5), (2, 0.063), (3, 1.5)):     # 0.063 s (a digits MLP): "6.3e-..." once
+    for epoch, seconds in ((1, 12.5), (2, 0.063), (3, 0.009), (4, 1.5)):   # a digits MLP: "6.3e-...", "9.0e-..." once
         dash.end_epoch(ev.EpochEnd(epoch=epoch, step=10 * epoch, train_loss=0.123456, train_accuracy=0.98765,
                                    val_loss=0.23456, val_accuracy=0.97654, lr=2.33e-3, seconds=seconds))
         QApplication.processEvents()
     table, header = dash.epoch_table, dash.epoch_table.horizontalHeader()
     metrics = table.fontMetrics()
-    for row in range(3):
+    for row in range(4):
         for col in range(dash.epochs.columnCount()):
             text = dash.epochs.item(row, col).text()
             assert header.sectionSize(col) >= metrics.horizontalAdvance(text), (col, text, header.sectionSize(col))
-    assert dash.epochs.item(1, 6).text() == "0.06"
+    assert dash.epochs.item(1, 6).text() == "0.063" and dash.epochs.item(2, 6).text() == "0.009"
     assert sum(header.sectionSize(c) for c in range(dash.epochs.columnCount())) <= table.viewport().width() + 1
 
 
