@@ -179,15 +179,21 @@ class TrainDialog(QDialog):
         inner = QWidget()
         form = QFormLayout(inner)
         shown = {*RECIPE_FIELDS, *DATA_FIELDS, "data.dataset", "device"}
-        for p, w in self.form.editors.items():
-            if p not in shown:
-                form.addRow(p, w)
+        hidden = [p for p in self.form.editors if p not in shown]
+        for p in hidden:
+            form.addRow(p, self.form.editors[p])
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(inner)
         scroll.setVisible(False)
+        groups = sorted({p.split(".")[0] for p in hidden})   # what the box holds, said while it is closed
+        hint = QLabel(f"Check the box to set the {len(hidden)} other fields of the run spec: {', '.join(groups)}.")
+        hint.setWordWrap(True)
         box.toggled.connect(scroll.setVisible)
-        QVBoxLayout(box).addWidget(scroll)
+        box.toggled.connect(hint.setHidden)
+        lay = QVBoxLayout(box)
+        lay.addWidget(scroll)
+        lay.addWidget(hint, 0, Qt.AlignmentFlag.AlignTop)
         self.advanced = box
         return box
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QLabel
 
 from graph_editor.model.serialize import load_graph
 from studio.training.devices import Device, cpu_device
@@ -61,6 +62,15 @@ def test_presets_and_advanced_fields(qtbot):
     d.form.editors["schedule.name"].setCurrentText("cosine")
     spec = spec_from_dict(d.spec())
     assert spec.optim.betas == [0.8, 0.99] and spec.schedule.name == "cosine"
+
+
+def test_the_closed_advanced_box_says_what_it_holds(qtbot):
+    """Closed, it was an empty frame under the recipe."""
+    d = _dialog(qtbot)
+    (hint,) = [w for w in d.advanced.findChildren(QLabel) if w.text().startswith("Check the box")]
+    assert "early_stopping" in hint.text() and "checkpoints" in hint.text() and not hint.isHidden()
+    d.advanced.setChecked(True)
+    assert hint.isHidden()
 
 
 def test_problems_block_the_start(qtbot):
