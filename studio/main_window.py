@@ -219,15 +219,18 @@ class MainWindow(QMainWindow):
         self.log.append(reason, "warning")
 
     def _on_inferred(self, inference: Inference) -> None:
+        self._show_problems(inference)
+        self.inspector.show_shapes(inference.shapes, inference.port_shapes)
+        graph = self.controller.graph
+        self.summary.show_inference(inference.shapes, {i: n.type for i, n in graph.nodes.items()}, inference.order)
+
+    def _show_problems(self, inference: Inference) -> None:
         if is_blank(self.controller.graph):  # a new network: nothing red before the user did anything
             self._show_blank_problems()
             self.status.show_blank()
         else:
             self.problems.set_problems(inference.problems)
             self.status.show_inference(inference)
-        self.inspector.show_shapes(inference.shapes, inference.port_shapes)
-        graph = self.controller.graph
-        self.summary.show_inference(inference.shapes, {i: n.type for i, n in graph.nodes.items()}, inference.order)
 
     def _on_analyzed(self, analysis: object, problems: list[Problem]) -> None:
         self.summary.show_analysis(analysis, problems)
@@ -377,7 +380,7 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(self.s.icons.icon("app"))
         self.canvas.set_theme(theme.name)
         if self.live.inference is not None and self.live.up_to_date:   # (one being made anew is shown when it comes)
-            self._on_inferred(self.live.inference)  # the problems' icons in the theme's colours
+            self._show_problems(self.live.inference)   # their icons in the theme's colours; the summary stays
         for name, action in self.theme_actions.items():
             action.setChecked(name == theme.name)
 
