@@ -25,7 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QEvent, QPoint, QPointF, Qt, QtMsgType, qInstallMessageHandler  # noqa: E402
+from PySide6.QtCore import QEvent, QPoint, QPointF, Qt, QTimer, QtMsgType, qInstallMessageHandler  # noqa: E402
 from PySide6.QtGui import QAction, QWheelEvent  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 from PySide6.QtWidgets import QAbstractButton, QApplication, QMenuBar, QToolButton, QWidget  # noqa: E402
@@ -237,6 +237,8 @@ def run(seed: int, seconds: float, max_events: int) -> int:
     def on_message(mode, context, message: str) -> None:
         if "deleted" in message or mode in (QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg):
             problems.append(f"Qt: {message}")
+        if mode == QtMsgType.QtFatalMsg:   # Qt aborts when this returns: said here, or the abort is mute
+            print(f"Qt fatal: {message}", file=sys.stderr, flush=True)
 
     sys.excepthook = on_exception
     qInstallMessageHandler(on_message)
@@ -280,6 +282,10 @@ def run(seed: int, seconds: float, max_events: int) -> int:
         window.document.undo_stack.setClean()
         window.s.recovery.release()
         window.hide()
+        # Quit as the studio quits (aboutToQuit: the background tasks still running are waited for); a
+        # QThread still running as the interpreter ends aborts the process (CI: exit -6 after a clean report).
+        QTimer.singleShot(0, app.quit)
+        app.exec()
     return 1 if problems else 0
 
 
