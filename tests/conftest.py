@@ -120,13 +120,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         Path(stream.name).unlink(missing_ok=True)
 
 
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: object) -> None:
     """In the controller: the worker's fatal error and the stack of the thread that crashed."""
-    worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
-    path = _crash_file(str(worker), os.getpid())
-    if worker is None or not path.exists():
+    path = _crash_file(report.node.gateway.id, os.getpid())   # xdist puts the crashed worker on the report
+    if not path.exists():
         return
     dump = path.read_text(errors="replace")
     path.unlink(missing_ok=True)

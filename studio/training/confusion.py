@@ -421,23 +421,17 @@ class ConfusionPanel(QWidget):
         if matrix:
             self.set_matrix(result.matrix(), result.classes, source, per_class=result.per_class())
         self.set_predictions(result.images, result.true, result.pred, source)
-        self.matrix_view.select((t, p))
-        self._show_samples(t, p)
+        self.show_cell(t, p)
         self._stale = not matrix
 
     def show_cell(self, t: int, p: int) -> None:
         self.matrix_view.select((t, p))
+        name = self._name
         if self._pred is None or self._stale:
-            name = self._name
             self.gallery.show_message(f"Loading the samples of true {name(t)}, predicted {name(p)}...")
             self.samples_requested.emit(t, p)
             return
-        self._show_samples(t, p)
-
-    def _show_samples(self, t: int, p: int) -> None:
-        assert self._pred is not None
         images, true, pred = self._pred
-        name = self._name
         idx = cell_indices(true, pred, t, p)
         source = f" ({self._pred_source})" if self._pred_source else ""
         self.gallery.show_samples(f"true {name(t)}, predicted {name(p)}{source}", images[idx[: SampleGallery.MAX_SHOWN]],

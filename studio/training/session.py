@@ -67,6 +67,7 @@ class TrainingSession(QObject):
         b.finished.connect(self._on_finished)
         b.failed.connect(self._on_failed)
         b.crashed.connect(self._on_crashed)
+        b.exited.connect(self._no_write_coming)
         d.pause_requested.connect(b.pause)
         d.resume_requested.connect(b.resume)
         d.stop_requested.connect(self.stop)
@@ -183,7 +184,6 @@ class TrainingSession(QObject):
 
     def _on_finished(self, e: ev.Finished) -> None:
         self.status = e.status
-        self._no_write_coming()
         acc = e.test_accuracy
         msg = f"{self.status.replace('_', ' ')}" + (f", test accuracy {acc:.4f}" if acc is not None else "")
         self.dashboard.set_state(msg, running=False)
@@ -196,14 +196,12 @@ class TrainingSession(QObject):
 
     def _on_failed(self, e: ev.Failed) -> None:
         self.status = "failed"
-        self._no_write_coming()
         msg = f"failed ({e.kind}): {e.message}"
         self.dashboard.set_state(msg.splitlines()[0], running=False)
         self.ended.emit("failed", msg)
 
     def _on_crashed(self, reason: str) -> None:
         self.status = "failed"
-        self._no_write_coming()
         self.dashboard.set_state(f"failed: {reason.splitlines()[0]}", running=False)
         self.ended.emit("failed", reason)
 
@@ -236,8 +234,8 @@ class TrainingSession(QObject):
         """Whether the checkpoint an ask's source names (step, path) is of the matrix shown, or newer."""
         return self._matrix is None or source[0] >= self._matrix.step
 
-    def _no_write_coming(self) -> None:
-        """The run ended: a click still waiting for a checkpoint gets none (the end's writes came first)."""
+    def _no_write_coming(self, _code: int = 0) -> None:
+        """The worker exited: a click still waiting for a checkpoint gets none (the end's writes came first)."""
         if self._waiting is not None:
             epoch = self._waiting[0].epoch
             self._waiting = None

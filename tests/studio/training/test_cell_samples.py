@@ -162,6 +162,7 @@ def test_a_click_waiting_for_a_write_the_run_never_made_is_told_so_at_its_end(qt
     _matrix_only(session, 1, 5)
     _click(qtbot, session, 0, 0)
     session.bridge.failed.emit(ev.Failed(kind="crash", message="out of memory"))
+    session.bridge.exited.emit(1)                   # the worker's process ends after its last event
     assert panel.gallery.title() == "The run saved no checkpoint of epoch 1 or later to show its samples from."
     session.bridge.checkpoint.emit(ev.Checkpoint(kind="last", path="ckpt-9", step=90, epoch=9))
     assert held.calls == []                         # nothing waits any more
